@@ -1,0 +1,1 @@
+"""CUDA C++ sources shipped with pycudagraph (read with Module.from_file)."""

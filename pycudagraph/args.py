@@ -1,0 +1,289 @@
+"""Kernel argument packing: Python values -> the bytes a kernel launch reads.
+
+One :class:`ArgPack` is one stable ctypes buffer laid out as::
+
+    [ CUDA_KERNEL_NODE_PARAMS_v2 (72 bytes) | void* kernelParams[n] | argument slots ]
+
+The header's ``kernelParams`` points at the pointer array and each pointer at its
+slot, so the buffer's address is directly what ``cuLaunchKernel``,
+``cuGraphAddKernelNode`` and ``cuGraphExecKernelNodeSetParams`` take. The whole pack is
+written by one ``struct.pack_into``; one argument is rewritten in place with the
+slot's own ``struct`` (no repacking of the others). The pack keeps a reference to
+every Python object its slots point into, for as long as the pack lives.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+
+import numpy as np
+
+from ._cuda import KERNEL_NODE_PARAMS_FORMAT
+from .errors import ArgumentError
+from .memory import device_pointer
+from .signature import VECTOR_TYPES, Param
+
+__all__ = ["Layout", "ArgPack", "dim3"]
+
+_HEADER = struct.Struct(KERNEL_NODE_PARAMS_FORMAT)
+_HEADER_SIZE = _HEADER.size  # 72
+_DIMS = struct.Struct("<7I")  # grid xyz, block xyz, shared memory: bytes 8..36 of the header
+_DIMS_OFFSET = 8
+
+
+def dim3(value, what: str) -> tuple[int, int, int]:
+    """Normalise a grid or block given as an int or a tuple of up to 3 positive ints."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        dims = (int(value), 1, 1)
+    else:
+        try:
+            items = tuple(int(v) for v in value)
+        except TypeError:
+            raise ValueError(f"{what} must be an int or a tuple of up to 3 ints, got {value!r}") from None
+        if not 1 <= len(items) <= 3:
+            raise ValueError(f"{what} must have 1 to 3 dimensions, got {value!r}")
+        dims = items + (1,) * (3 - len(items))
+    if min(dims) < 1 or max(dims) >= 2**32:
+        raise ValueError(f"{what} dimensions must be positive 32-bit ints, got {value!r}")
+    return dims
+
+
+def _bfloat16_bits(value) -> int:
+    bits = int(np.array(value, dtype=np.float32).view(np.uint32))
+    if (bits & 0x7F800000) == 0x7F800000 and bits & 0x7FFFFF:  # NaN stays NaN
+        return (bits >> 16) | 0x40
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF  # round to nearest even
+
+
+def _struct_bytes(param: Param, value) -> bytes:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        data = bytes(value)
+    elif isinstance(value, (np.void, np.ndarray)):
+        data = np.asarray(value).tobytes()
+    elif isinstance(value, (ctypes.Structure, ctypes.Union, ctypes.Array)):
+        data = bytes(value)
+    else:
+        raise TypeError("a struct argument must be a numpy structured scalar, a ctypes "
+                        "Structure or bytes")
+    if param.size is not None and len(data) != param.size:
+        raise ValueError(f"the value has {len(data)} bytes but the parameter has {param.size}")
+    return data
+
+
+def _vector_bytes(param: Param, value) -> bytes:
+    if isinstance(value, (np.void, np.ndarray, bytes)):
+        return _struct_bytes(param, value)
+    fmt, count, _ = VECTOR_TYPES[param.ctype]
+    items = tuple(value)
+    if len(items) != count:
+        raise ValueError(f"{param.ctype} needs {count} values, got {len(items)}")
+    return struct.pack("<" + fmt * count, *items).ljust(param.size, b"\0")
+
+
+def _check_bool(value):
+    if isinstance(value, (bool, np.bool_)) or (isinstance(value, (int, np.integer)) and value in (0, 1)):
+        return bool(value)
+    raise TypeError("a bool parameter takes True/False (or 0/1)")
+
+
+def _converter(param: Param):
+    """The function that turns a Python value into what the slot's format packs, or None."""
+    kind = param.kind
+    if kind == "pointer":
+        return device_pointer
+    if kind == "bool":
+        return _check_bool
+    if kind == "bfloat16":
+        return _bfloat16_bits
+    if kind == "struct":
+        return lambda v, p=param: _struct_bytes(p, v)
+    if kind == "vector":
+        return lambda v, p=param: _vector_bytes(p, v)
+    return None  # ints and floats: struct checks the type and range itself
+
+
+class Layout:
+    """Where each argument of one kernel lives in an :class:`ArgPack` buffer.
+
+    Built once per kernel (structs need a known size: from the kernel image or
+    given values). Holds the one ``struct.Struct`` that writes a whole pack and one
+    per slot for single-argument rewrites.
+    """
+
+    def __init__(self, kernel_name: str, params: tuple[Param, ...]):
+        for p in params:
+            if p.size is None:
+                raise ArgumentError(
+                    f"{kernel_name}(): the size of struct parameter {p.index} '{p.name}' "
+                    f"({p.ctype}) is unknown; load the kernel on a GPU or pass signature=")
+        self.kernel_name = kernel_name
+        self.params = params
+        n = len(params)
+        ptr_end = _HEADER_SIZE + 8 * n
+        offsets, pos = [], ptr_end
+        for p in params:
+            pos = (pos + p.align - 1) // p.align * p.align
+            offsets.append(pos)
+            pos += p.size
+        self.size = max(pos, ptr_end, _HEADER_SIZE)
+        self.offsets = tuple(offsets)
+        self.pointers_offset = _HEADER_SIZE
+        value_fmt, cursor = "", ptr_end
+        for p, off in zip(params, offsets):
+            value_fmt += f"{off - cursor}x" if off > cursor else ""
+            value_fmt += p.fmt
+            cursor = off + p.size
+        self.full = struct.Struct(KERNEL_NODE_PARAMS_FORMAT + f"{n}Q" + value_fmt)
+        self.values = struct.Struct("<" + value_fmt) if n else None
+        self.slots = tuple(struct.Struct("<" + p.fmt) for p in params)
+        self.converters = tuple(_converter(p) for p in params)
+        self.convert_at = tuple(i for i, c in enumerate(self.converters) if c is not None)
+        self.fixup = struct.Struct(f"<{n}Q")
+        self.index = {p.name: p.index for p in params}
+
+    def convert(self, args) -> list:
+        """Values ready for the layout's formats; raises :class:`ArgumentError` when one is wrong."""
+        n = len(self.params)
+        if len(args) != n:
+            sig = ", ".join(p.describe() for p in self.params)
+            raise ArgumentError(f"{self.kernel_name}({sig}) takes {n} argument"
+                                f"{'s' if n != 1 else ''}, {len(args)} given")
+        values = list(args)
+        conv = self.converters
+        try:
+            for i in self.convert_at:
+                values[i] = conv[i](values[i])
+        except Exception:
+            self.diagnose(args)
+            raise
+        return values
+
+    def slot_index(self, key) -> int:
+        """Index of a parameter given by position or name."""
+        if isinstance(key, str):
+            try:
+                return self.index[key]
+            except KeyError:
+                raise ArgumentError(f"{self.kernel_name}() has no parameter named {key!r}; "
+                                    f"it has {list(self.index)}") from None
+        i = int(key)
+        if not 0 <= i < len(self.params):
+            raise ArgumentError(f"{self.kernel_name}() has {len(self.params)} parameters; "
+                                f"index {key} is out of range")
+        return i
+
+    def check_one(self, i: int, value):
+        """Convert and pack one value into scratch space to find what is wrong with it."""
+        p = self.params[i]
+        try:
+            conv = self.converters[i]
+            packed = conv(value) if conv is not None else value
+            self.slots[i].pack(packed)
+            return packed
+        except Exception as exc:
+            reason = str(exc) or type(exc).__name__
+            raise ArgumentError(
+                f"{self.kernel_name}(): parameter {i} '{p.name}' ({p.ctype}) cannot take "
+                f"{_short_repr(value)} of type {type(value).__name__}: {reason}") from None
+
+    def diagnose(self, args) -> None:
+        for i, value in enumerate(args):
+            self.check_one(i, value)
+
+
+def _short_repr(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class ArgPack:
+    """A packed kernel launch: header, pointer array and argument values in one buffer.
+
+    Attributes
+    ----------
+    address : int
+        Address of the buffer: a ``CUDA_KERNEL_NODE_PARAMS_v2*``.
+    kernel_params : int
+        ``void**`` for ``cuLaunchKernel``'s ``kernelParams``.
+    refs : list
+        The Python objects the arguments came from, kept alive with the pack.
+    """
+
+    __slots__ = ("layout", "buf", "address", "refs", "kernel", "__weakref__")
+
+    def __init__(self, layout: Layout, kernel, args, grid, block, shared_mem: int = 0,
+                 func: int = 0, kern: int = 0, ctx: int = 0):
+        values = layout.convert(args)
+        self.layout = layout
+        self.kernel = kernel
+        self.refs = list(args)
+        buf = ctypes.create_string_buffer(layout.size)
+        addr = ctypes.addressof(buf)
+        self.buf = buf
+        self.address = addr
+        g, b = dim3(grid, "grid"), dim3(block, "block")
+        try:
+            layout.full.pack_into(buf, 0, func, g[0], g[1], g[2], b[0], b[1], b[2],
+                                  int(shared_mem), addr + _HEADER_SIZE, 0, kern, ctx,
+                                  *[addr + o for o in layout.offsets], *values)
+        except (struct.error, OverflowError, TypeError):
+            layout.diagnose(args)
+            raise
+
+    @property
+    def kernel_params(self) -> int:
+        return self.address + _HEADER_SIZE
+
+    def set(self, i: int, value) -> None:
+        """Rewrite argument ``i`` in place (no other slot is touched)."""
+        layout = self.layout
+        conv = layout.converters[i]
+        try:
+            layout.slots[i].pack_into(self.buf, layout.offsets[i], conv(value) if conv else value)
+        except Exception:
+            layout.check_one(i, value)
+            raise
+        self.refs[i] = value
+
+    def set_dims(self, grid=None, block=None, shared_mem=None) -> None:
+        """Rewrite grid, block and/or dynamic shared memory in the header."""
+        cur = list(_DIMS.unpack_from(self.buf, _DIMS_OFFSET))
+        if grid is not None:
+            cur[0:3] = dim3(grid, "grid")
+        if block is not None:
+            cur[3:6] = dim3(block, "block")
+        if shared_mem is not None:
+            if int(shared_mem) < 0:
+                raise ValueError(f"shared_mem must be >= 0, got {shared_mem}")
+            cur[6] = int(shared_mem)
+        _DIMS.pack_into(self.buf, _DIMS_OFFSET, *cur)
+
+    def copy(self) -> "ArgPack":
+        """An independent pack with the same contents (its pointers point into itself)."""
+        new = ArgPack.__new__(ArgPack)
+        new.layout, new.kernel, new.refs = self.layout, self.kernel, list(self.refs)
+        buf = ctypes.create_string_buffer(self.layout.size)
+        ctypes.memmove(buf, self.buf, self.layout.size)
+        addr = ctypes.addressof(buf)
+        new.buf, new.address = buf, addr
+        struct.pack_into("<Q", buf, 40, addr + _HEADER_SIZE)
+        self.layout.fixup.pack_into(buf, _HEADER_SIZE, *[addr + o for o in self.layout.offsets])
+        return new
+
+    # Readable views ---------------------------------------------------------------
+
+    @property
+    def dims(self) -> tuple:
+        d = _DIMS.unpack_from(self.buf, _DIMS_OFFSET)
+        return d[0:3], d[3:6], d[6]
+
+    def values(self) -> tuple:
+        """Argument values as stored (pointers as ints, structs as bytes)."""
+        layout = self.layout
+        if not layout.params:
+            return ()
+        return layout.values.unpack_from(self.buf, _HEADER_SIZE + 8 * len(layout.params))
+
+    def raw(self) -> bytes:
+        return bytes(self.buf)

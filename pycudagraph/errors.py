@@ -1,0 +1,154 @@
+"""Exceptions raised by pycudagraph.
+
+Every failed CUDA, driver or NVRTC call becomes a :class:`CudaError` (or one of its
+subclasses) that keeps the name of the raw call, the numeric code, the error's name
+and the text CUDA gives for it::
+
+    cudaGraphInstantiate failed: cudaErrorInvalidValue (invalid argument)
+
+Errors that come from the Python side (a wrong kernel argument, a broken capture)
+have their own classes so that callers can catch exactly what they expect.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "PyCudaGraphError",
+    "CudaError",
+    "CudaNotAvailableError",
+    "NotSupportedError",
+    "CompileError",
+    "ArgumentError",
+    "CaptureError",
+    "GraphExecUpdateError",
+    "HostCallbackError",
+]
+
+
+class PyCudaGraphError(Exception):
+    """Base class of every exception pycudagraph raises on purpose."""
+
+
+class CudaError(PyCudaGraphError):
+    """A CUDA runtime, driver or NVRTC call returned an error.
+
+    Attributes
+    ----------
+    api : str
+        The raw call that failed, e.g. ``"cudaGraphInstantiate"``.
+    code : int
+        The numeric error code (``cudaError_t``, ``CUresult`` or ``nvrtcResult``).
+    name : str
+        The error's name, e.g. ``"cudaErrorInvalidValue"``.
+    message : str
+        CUDA's description of the error.
+    """
+
+    def __init__(self, api: str, code: int, name: str, message: str, hint: str = ""):
+        self.api = api
+        self.code = int(code)
+        self.name = name
+        self.message = message
+        self.hint = hint
+        super().__init__(self._text())
+
+    def _text(self) -> str:
+        text = f"{self.api} failed: {self.name} ({self.message})"
+        return f"{text}. {self.hint}" if self.hint else text
+
+    def __reduce__(self):
+        return (type(self), (self.api, self.code, self.name, self.message, self.hint))
+
+
+class CudaNotAvailableError(CudaError):
+    """No usable CUDA driver or device on this machine."""
+
+
+class NotSupportedError(PyCudaGraphError):
+    """The installed driver or bindings are too old for a feature.
+
+    The message names the CUDA version the feature needs.
+    """
+
+    def __init__(self, feature: str, required: str, found: str):
+        self.feature = feature
+        self.required = required
+        self.found = found
+        super().__init__(f"{feature} needs CUDA {required} or newer; this system has {found}")
+
+    def __reduce__(self):
+        return (type(self), (self.feature, self.required, self.found))
+
+
+class CompileError(PyCudaGraphError):
+    """NVRTC could not compile a program.
+
+    Attributes
+    ----------
+    name : str
+        The program's name (the file name given to NVRTC).
+    log : str
+        NVRTC's compile log, with the error lines.
+    options : tuple of str
+        The options the program was compiled with.
+    """
+
+    def __init__(self, name: str, log: str, options: tuple = ()):
+        self.name = name
+        self.log = log
+        self.options = tuple(options)
+        opts = " ".join(self.options) or "(none)"
+        super().__init__(f"NVRTC could not compile {name!r} (options: {opts}):\n{log.rstrip()}")
+
+    def __reduce__(self):
+        return (type(self), (self.name, self.log, self.options))
+
+
+class ArgumentError(PyCudaGraphError, TypeError, ValueError):
+    """A kernel argument does not match the kernel's signature.
+
+    The message names the kernel, the parameter and what was given. It is both a
+    ``TypeError`` and a ``ValueError`` so generic handlers catch it too.
+    """
+
+
+class CaptureError(PyCudaGraphError):
+    """A stream capture failed; the capture was ended and its partial graph destroyed.
+
+    Attributes
+    ----------
+    failed_call : str or None
+        The first raw call made through pycudagraph that failed inside the capture,
+        when there was one.
+    """
+
+    def __init__(self, message: str, failed_call: str | None = None):
+        self.failed_call = failed_call
+        super().__init__(message)
+
+    def __reduce__(self):
+        return (type(self), (str(self), self.failed_call))
+
+
+class GraphExecUpdateError(CudaError):
+    """``cudaGraphExecUpdate`` refused the new graph.
+
+    Attributes
+    ----------
+    reason : str
+        Why, in words (``"topology changed"``, ``"function changed"``, ...).
+    node : Node or None
+        The node of the new graph that caused it, when CUDA names one.
+    """
+
+    def __init__(self, api, code, name, message, hint="", reason="", node=None):
+        self.reason = reason
+        self.node = node
+        super().__init__(api, code, name, message, hint)
+
+    def __reduce__(self):
+        return (type(self), (self.api, self.code, self.name, self.message, self.hint, self.reason))
+
+
+class HostCallbackError(PyCudaGraphError):
+    """A Python callable run by a host node raised; the original is the ``__cause__``."""

@@ -1,0 +1,223 @@
+"""Streams and events.
+
+:class:`Stream` owns a ``cudaStream_t`` or wraps one made elsewhere (CuPy, PyTorch,
+cuda.core, or a raw integer handle). :class:`Event` owns a ``cudaEvent_t``.
+"""
+
+from __future__ import annotations
+
+from . import _cuda
+from ._cuda import call, rt
+from ._lifetime import release
+from .errors import PyCudaGraphError
+
+__all__ = ["Stream", "Event", "stream_handle"]
+
+# The raw values CUDA reserves for the default streams.
+_LEGACY = 1  # cudaStreamLegacy
+_PER_THREAD = 2  # cudaStreamPerThread
+
+
+class Stream:
+    """A CUDA stream.
+
+    Parameters
+    ----------
+    non_blocking : bool
+        Create with ``cudaStreamNonBlocking`` (no implicit sync with the legacy stream).
+    priority : int
+        Stream priority (lower numbers are higher priority).
+
+    Notes
+    -----
+    Calls ``cudaStreamCreateWithPriority``; the stream is destroyed with
+    ``cudaStreamDestroy`` when the object is collected or :meth:`close` is called.
+    """
+
+    __slots__ = ("_h", "_raw", "_owner", "_fin", "_pending", "__weakref__")
+
+    def __init__(self, non_blocking: bool = True, priority: int = 0):
+        _cuda.ensure_device()
+        flags = rt.cudaStreamNonBlocking if non_blocking else rt.cudaStreamDefault
+        raw = call(rt.cudaStreamCreateWithPriority, flags, int(priority))
+        self._init(int(raw), raw, None)
+        self._fin = release(self, rt.cudaStreamDestroy, raw)
+
+    def _init(self, h: int, raw, owner) -> None:
+        self._h = h
+        self._raw = raw
+        self._owner = owner
+        self._fin = None
+        self._pending = None  # host-node errors waiting for the next synchronize
+
+    @classmethod
+    def wrap(cls, obj) -> "Stream":
+        """Wrap a stream made elsewhere without taking ownership.
+
+        Accepts a :class:`Stream`, an object with ``__cuda_stream__`` (cuda.core),
+        ``.cuda_stream`` (PyTorch), ``.ptr`` (CuPy), a ``cuda.bindings`` stream handle,
+        or a raw integer handle (``0`` is the legacy default stream). The wrapped
+        object is kept alive as long as the :class:`Stream` is.
+        """
+        if isinstance(obj, Stream):
+            return obj
+        h = stream_handle(obj)
+        self = cls.__new__(cls)
+        self._init(h, None, obj)
+        return self
+
+    @property
+    def handle(self):
+        """The raw ``cudaStream_t`` (cuda.bindings object)."""
+        if self._raw is None:
+            self._raw = rt.cudaStream_t(self._h)
+        return self._raw
+
+    @property
+    def ptr(self) -> int:
+        """The stream handle as an integer."""
+        return self._h
+
+    def __int__(self) -> int:
+        return self._h
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        """The CUDA stream protocol: ``(version, handle)``."""
+        return (0, self._h)
+
+    @property
+    def is_legacy_default(self) -> bool:
+        """True for the legacy default stream (handle 0 or ``cudaStreamLegacy``)."""
+        return self._h in (0, _LEGACY)
+
+    def synchronize(self) -> None:
+        """Wait for all work on the stream (``cudaStreamSynchronize``).
+
+        Raises the first error a Python host node launched on this stream raised.
+        """
+        call(rt.cudaStreamSynchronize, self.handle)
+        if self._pending:
+            from .hostfn import raise_pending
+            raise_pending(self)
+
+    def query(self) -> bool:
+        """True when all work on the stream is done (``cudaStreamQuery``)."""
+        err = rt.cudaStreamQuery(self.handle)[0]
+        if err == rt.cudaError_t.cudaErrorNotReady:
+            return False
+        if err:
+            raise _cuda.error_for("cudaStreamQuery", err)
+        return True
+
+    def wait(self, event: "Event") -> None:
+        """Make future work on this stream wait for ``event`` (``cudaStreamWaitEvent``)."""
+        call(rt.cudaStreamWaitEvent, self.handle, event.handle, 0)
+
+    def require_capturable(self, what: str = "capture") -> None:
+        """Raise a clear error if this is the legacy default stream."""
+        if self.is_legacy_default:
+            raise PyCudaGraphError(
+                f"{what} needs a real stream: the legacy default stream (handle {self._h}) "
+                "cannot be captured. Create one with pycudagraph.Stream() or wrap your "
+                "framework's non-default stream with Stream.wrap().")
+
+    def close(self) -> None:
+        """Destroy the stream now if this object owns it (idempotent)."""
+        if self._fin is not None:
+            self._fin()
+
+    def __repr__(self) -> str:
+        kind = "owned" if self._fin is not None else "wrapped"
+        return f"<pycudagraph.Stream {kind} handle=0x{self._h:x}>"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Stream) and other._h == self._h
+
+    def __hash__(self) -> int:
+        return hash(("stream", self._h))
+
+
+def stream_handle(obj) -> int:
+    """The raw integer handle of any stream-like object (``None`` -> 0, the legacy stream)."""
+    if obj is None:
+        return 0
+    if type(obj) is int:
+        return obj
+    if isinstance(obj, Stream):
+        return obj._h
+    proto = getattr(obj, "__cuda_stream__", None)
+    if proto is not None:
+        value = proto() if callable(proto) else proto
+        return int(value[1])
+    for attr in ("cuda_stream", "ptr"):
+        value = getattr(obj, attr, None)
+        if isinstance(value, int):
+            return value
+    if isinstance(obj, rt.cudaStream_t) or type(obj).__name__ in ("CUstream", "cudaStream_t"):
+        return int(obj)
+    raise TypeError(
+        f"cannot use {type(obj).__name__} as a CUDA stream: expected a pycudagraph.Stream, "
+        "an object with __cuda_stream__ (cuda.core), .cuda_stream (PyTorch), .ptr (CuPy), "
+        "a cuda.bindings stream or an int handle")
+
+
+class Event:
+    """A CUDA event.
+
+    Parameters
+    ----------
+    timing : bool
+        Record timestamps (omit ``cudaEventDisableTiming``); needed for :meth:`elapsed_ms`.
+    blocking : bool
+        ``cudaEventBlockingSync``: :meth:`synchronize` sleeps instead of spinning.
+
+    Notes
+    -----
+    Calls ``cudaEventCreateWithFlags``; destroyed with ``cudaEventDestroy``.
+    """
+
+    __slots__ = ("_raw", "_h", "_fin", "timing", "__weakref__")
+
+    def __init__(self, timing: bool = True, blocking: bool = False):
+        _cuda.ensure_device()
+        flags = 0 if timing else rt.cudaEventDisableTiming
+        if blocking:
+            flags |= rt.cudaEventBlockingSync
+        self._raw = call(rt.cudaEventCreateWithFlags, flags)
+        self._h = int(self._raw)
+        self.timing = bool(timing)
+        self._fin = release(self, rt.cudaEventDestroy, self._raw)
+
+    @property
+    def handle(self):
+        """The raw ``cudaEvent_t`` (cuda.bindings object)."""
+        return self._raw
+
+    def record(self, stream=None) -> "Event":
+        """Record the event on ``stream`` (``cudaEventRecord``); returns ``self``."""
+        call(rt.cudaEventRecord, self._raw, stream_handle(stream))
+        return self
+
+    def synchronize(self) -> None:
+        """Wait until the event has completed (``cudaEventSynchronize``)."""
+        call(rt.cudaEventSynchronize, self._raw)
+
+    def query(self) -> bool:
+        """True when the event has completed (``cudaEventQuery``)."""
+        err = rt.cudaEventQuery(self._raw)[0]
+        if err == rt.cudaError_t.cudaErrorNotReady:
+            return False
+        if err:
+            raise _cuda.error_for("cudaEventQuery", err)
+        return True
+
+    def elapsed_ms(self, end: "Event") -> float:
+        """Milliseconds from this event to ``end`` (``cudaEventElapsedTime``)."""
+        return float(call(rt.cudaEventElapsedTime, self._raw, end._raw))
+
+    def close(self) -> None:
+        """Destroy the event now (idempotent)."""
+        self._fin()
+
+    def __repr__(self) -> str:
+        return f"<pycudagraph.Event handle=0x{self._h:x} timing={self.timing}>"
