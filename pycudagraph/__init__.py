@@ -4,18 +4,29 @@ Every object exposes ``.handle`` (the raw ``cuda.bindings`` handle) and every me
 names the raw call it makes. Importing the package makes no CUDA call.
 """
 
+from .capture import capture, capture_status
 from .compiler import Kernel, Module, Program
 from .errors import (ArgumentError, CaptureError, CompileError, CudaError,
                      CudaNotAvailableError, GraphExecUpdateError, HostCallbackError,
                      NotSupportedError, PyCudaGraphError)
+from .graph import Graph
+from .graph_exec import GraphExec
 from .memory import DeviceBuffer, PinnedBuffer, device_pointer, host_pointer
+from .nodes import (ChildGraphNode, ConditionalNode, EmptyNode, EventRecordNode,
+                    EventWaitNode, HostNode, KernelNode, MemAllocNode, MemcpyNode,
+                    MemFreeNode, MemsetNode, Node, NodeType)
 from .stream import Event, Stream
+from .trace import trace
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Program", "Module", "Kernel",
     "Stream", "Event", "DeviceBuffer", "PinnedBuffer", "device_pointer", "host_pointer",
+    "Graph", "GraphExec", "capture", "capture_status", "trace",
+    "Node", "NodeType", "KernelNode", "MemcpyNode", "MemsetNode", "HostNode",
+    "ChildGraphNode", "EmptyNode", "EventRecordNode", "EventWaitNode", "MemAllocNode",
+    "MemFreeNode", "ConditionalNode",
     "PyCudaGraphError", "CudaError", "CudaNotAvailableError", "NotSupportedError",
     "CompileError", "ArgumentError", "CaptureError", "GraphExecUpdateError", "HostCallbackError",
 ]

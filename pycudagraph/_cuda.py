@@ -40,6 +40,9 @@ def _version_tuple(text: str) -> tuple[int, int]:
 BINDINGS_VERSION: tuple[int, int] = _version_tuple(cuda.bindings.__version__)
 BINDINGS_MAJOR: int = BINDINGS_VERSION[0]
 
+#: One list per active ``capture`` block; every failed raw call is appended to each.
+capture_watchers: list[list] = []
+
 #: Set by :mod:`pycudagraph.trace` while a trace is recording; ``None`` otherwise.
 #: Called as ``tracer(api, args, result)``; ``args`` may be a preformatted string.
 tracer = None
@@ -103,6 +106,8 @@ def error_for(api: str, err, hint: str = "", cls: type | None = None) -> CudaErr
         name, text = _driver_name_text(int(err))
     if cls is None:
         cls = CudaNotAvailableError if name in _NOT_AVAILABLE else CudaError
+    for failures in capture_watchers:
+        failures.append(f"{api} ({name})")
     return cls(api, int(err), name, text, hint)
 
 

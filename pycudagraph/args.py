@@ -39,7 +39,7 @@ def dim3(value, what: str) -> tuple[int, int, int]:
     else:
         try:
             items = tuple(int(v) for v in value)
-        except TypeError:
+        except (TypeError, ValueError):
             raise ValueError(f"{what} must be an int or a tuple of up to 3 ints, got {value!r}") from None
         if not 1 <= len(items) <= 3:
             raise ValueError(f"{what} must have 1 to 3 dimensions, got {value!r}")
@@ -242,9 +242,18 @@ class ArgPack:
         try:
             layout.slots[i].pack_into(self.buf, layout.offsets[i], conv(value) if conv else value)
         except Exception:
+            self.restore(i)
             layout.check_one(i, value)
             raise
         self.refs[i] = value
+
+    def restore(self, i: int) -> None:
+        """Write argument ``i`` back from its kept value (after a failed in-place write,
+        which ``struct.pack_into`` may have left zeroed)."""
+        layout = self.layout
+        conv = layout.converters[i]
+        old = self.refs[i]
+        layout.slots[i].pack_into(self.buf, layout.offsets[i], conv(old) if conv else old)
 
     def set_dims(self, grid=None, block=None, shared_mem=None) -> None:
         """Rewrite grid, block and/or dynamic shared memory in the header."""
@@ -258,6 +267,25 @@ class ArgPack:
                 raise ValueError(f"shared_mem must be >= 0, got {shared_mem}")
             cur[6] = int(shared_mem)
         _DIMS.pack_into(self.buf, _DIMS_OFFSET, *cur)
+
+    def updated(self, args=None, grid=None, block=None, shared_mem=None) -> "ArgPack":
+        """A new pack with some fields changed; this one is left as it was.
+
+        ``args`` is a full sequence, or a dict ``{index_or_name: value}``.
+        """
+        new = self.copy()
+        if isinstance(args, dict):
+            for key, value in args.items():
+                new.set(self.layout.slot_index(key), value)
+        elif args is not None:
+            values = self.layout.convert(args)
+            layout = self.layout
+            for i, v in enumerate(values):
+                layout.slots[i].pack_into(new.buf, layout.offsets[i], v)
+            new.refs = list(args)
+        if grid is not None or block is not None or shared_mem is not None:
+            new.set_dims(grid, block, shared_mem)
+        return new
 
     def copy(self) -> "ArgPack":
         """An independent pack with the same contents (its pointers point into itself)."""

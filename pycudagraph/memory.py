@@ -238,13 +238,13 @@ def device_pointer(obj) -> int:
     cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is not None:
         return int(cai["data"][0])
+    if isinstance(obj, np.ndarray):
+        raise TypeError("a numpy array lives in host memory: copy it to a DeviceBuffer first "
+                        "(DeviceBuffer.from_array) or pass a device array")
     if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
         return _dlpack_pointer(obj)
     if isinstance(obj, int):  # numpy integers, IntEnum ...
         return int(obj)
-    if isinstance(obj, np.ndarray):
-        raise TypeError("a numpy array lives in host memory: copy it to a DeviceBuffer first "
-                        "(DeviceBuffer.from_array) or pass a device array")
     if hasattr(obj, "getPtr") or type(obj).__name__ in ("CUdeviceptr",):
         return int(obj)
     raise TypeError(f"cannot get a device pointer from {type(obj).__name__}: expected an int, "

@@ -6,7 +6,7 @@ cuda.core, or a raw integer handle). :class:`Event` owns a ``cudaEvent_t``.
 
 from __future__ import annotations
 
-from . import _cuda
+from . import _cuda, hostfn
 from ._cuda import call, rt
 from ._lifetime import release
 from .errors import PyCudaGraphError
@@ -34,7 +34,7 @@ class Stream:
     ``cudaStreamDestroy`` when the object is collected or :meth:`close` is called.
     """
 
-    __slots__ = ("_h", "_raw", "_owner", "_fin", "_pending", "__weakref__")
+    __slots__ = ("_h", "_raw", "_owner", "_fin", "__weakref__")
 
     def __init__(self, non_blocking: bool = True, priority: int = 0):
         _cuda.ensure_device()
@@ -48,7 +48,6 @@ class Stream:
         self._raw = raw
         self._owner = owner
         self._fin = None
-        self._pending = None  # host-node errors waiting for the next synchronize
 
     @classmethod
     def wrap(cls, obj) -> "Stream":
@@ -95,10 +94,9 @@ class Stream:
 
         Raises the first error a Python host node launched on this stream raised.
         """
-        call(rt.cudaStreamSynchronize, self.handle)
-        if self._pending:
-            from .hostfn import raise_pending
-            raise_pending(self)
+        call(rt.cudaStreamSynchronize, self._h)
+        if hostfn.pending:
+            hostfn.raise_pending()
 
     def query(self) -> bool:
         """True when all work on the stream is done (``cudaStreamQuery``)."""

@@ -1,0 +1,136 @@
+"""Stream capture into a graph: ``with pcg.capture(stream) as cap: ...; cap.graph``.
+
+Work issued on the stream inside the block (our kernels, CuPy, PyTorch: anything
+that launches on that stream handle) becomes nodes of ``cap.graph``. Whatever goes
+wrong, the capture is ended, its partial graph destroyed, and :class:`CaptureError`
+raised naming the first failing raw call made through pycudagraph, when there was one.
+"""
+
+from __future__ import annotations
+
+from . import _cuda
+from ._cuda import call, rt
+from .errors import CaptureError, CudaError
+from .graph import Graph
+from .stream import Stream
+
+__all__ = ["capture", "capture_status", "CAPTURE_MODES"]
+
+_M = rt.cudaStreamCaptureMode
+CAPTURE_MODES = {"global": _M.cudaStreamCaptureModeGlobal,
+                 "thread_local": _M.cudaStreamCaptureModeThreadLocal,
+                 "relaxed": _M.cudaStreamCaptureModeRelaxed}
+
+_S = rt.cudaStreamCaptureStatus
+_STATUS = {int(_S.cudaStreamCaptureStatusNone): "none",
+           int(_S.cudaStreamCaptureStatusActive): "active",
+           int(_S.cudaStreamCaptureStatusInvalidated): "invalidated"}
+
+_CAUSES = (
+    "Common causes: a synchronous call inside the capture (cudaMemcpy, cudaMalloc, "
+    "cudaStreamSynchronize, .synchronize(), copy_to/copy_from without stream=, "
+    "torch.cuda.synchronize, .item()/.get()); an allocation that is not stream-ordered; "
+    "work on the legacy default stream; another thread calling CUDA while a "
+    "mode='global' capture is active (use mode='thread_local' or 'relaxed' there).")
+
+
+def capture_status(stream) -> str:
+    """``"none"``, ``"active"`` or ``"invalidated"`` (``cudaStreamIsCapturing``)."""
+    s = Stream.wrap(stream)
+    return _STATUS.get(int(call(rt.cudaStreamIsCapturing, s.ptr)), "unknown")
+
+
+class capture:
+    """Capture the work issued on ``stream`` into a graph.
+
+    Parameters
+    ----------
+    stream : Stream or stream-like
+        A real stream (not the legacy default stream); CuPy/PyTorch streams are wrapped.
+    mode : {"global", "thread_local", "relaxed"}
+        ``cudaStreamCaptureMode``.
+    graph : Graph, optional
+        Capture into this existing graph (``cudaStreamBeginCaptureToGraph``, CUDA 12.3+).
+    deps : sequence of Node, optional
+        With ``graph``: the nodes the captured work depends on.
+    keep : sequence, optional
+        Objects the captured work points at, kept alive by the graph and its execs.
+
+    Notes
+    -----
+    Calls ``cudaStreamBeginCapture`` (or ``cudaStreamBeginCaptureToGraph``) on entry and
+    ``cudaStreamEndCapture`` on exit, always.
+    """
+
+    def __init__(self, stream, mode: str = "global", graph: Graph | None = None, deps=(),
+                 keep=()):
+        if mode not in CAPTURE_MODES:
+            raise ValueError(f"capture mode must be one of {sorted(CAPTURE_MODES)}, got {mode!r}")
+        self.stream = Stream.wrap(stream)
+        self.mode = mode
+        self.graph: Graph | None = None
+        self._target = graph
+        self._deps = tuple(deps)
+        self._keep = tuple(keep)
+        self._failures: list = []
+
+    @property
+    def status(self) -> str:
+        """The stream's capture status now (``cudaStreamIsCapturing``)."""
+        return capture_status(self.stream)
+
+    def keep(self, *objs) -> None:
+        """Keep ``objs`` alive as long as the captured graph and its execs."""
+        self._keep += objs
+
+    def __enter__(self) -> "capture":
+        s = self.stream
+        s.require_capturable("stream capture")
+        _cuda.ensure_device()
+        mode = CAPTURE_MODES[self.mode]
+        if self._target is not None:
+            _cuda.require("capture into an existing graph (cudaStreamBeginCaptureToGraph)", 12030)
+            raw_deps, n = self._target._deps(self._deps)
+            call(rt.cudaStreamBeginCaptureToGraph, s.ptr, self._target._raw, raw_deps, None, n, mode)
+        else:
+            call(rt.cudaStreamBeginCapture, s.ptr, mode)
+        _cuda.capture_watchers.append(self._failures)
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        try:
+            _cuda.capture_watchers.remove(self._failures)
+        except ValueError:
+            pass
+        s = self.stream
+        status = _STATUS.get(int(rt.cudaStreamIsCapturing(s.ptr)[1] or 0), "unknown")
+        err, raw = rt.cudaStreamEndCapture(s.ptr)
+        if _cuda.tracer is not None:
+            _cuda.tracer("cudaStreamEndCapture", (s,), (err, raw))
+        owned = self._target is None
+        if exc is None and not err and status == "active":
+            if owned:
+                self.graph = Graph._wrap(raw, owned=True)
+            else:
+                self.graph = self._target
+            if self._keep:
+                self.graph._keep[("capture", len(self.graph._keep))] = self._keep
+            return False
+        # Failure: end (done), destroy the partial graph, explain.
+        if owned and raw is not None and int(raw):
+            rt.cudaGraphDestroy(raw)
+        rt.cudaGetLastError()
+        first = self._failures[0] if self._failures else None
+        if first is None and isinstance(exc, CudaError):
+            first = f"{exc.api} ({exc.name})"
+        parts = ["stream capture failed"]
+        if first:
+            parts.append(f"; the first failing call through pycudagraph was {first}")
+        if exc is not None:
+            parts.append(f"; the block raised {type(exc).__name__}: {exc}")
+        elif err:
+            parts.append(f"; cudaStreamEndCapture returned {_cuda._runtime_name_text(err)[0]}")
+        if status == "invalidated":
+            parts.append("; the capture had been invalidated")
+        message = "".join(parts) + ". " + _CAUSES
+        raise CaptureError(message, failed_call=first.split(" ")[0] if first else None) from exc

@@ -1,0 +1,114 @@
+"""Parameters of memcpy and memset nodes, checked and resolved from Python objects.
+
+Both graph builders (``Graph.add_memcpy`` / ``add_memset``) and updates
+(``node.set_params`` / ``GraphExec.set_params``) resolve their arguments here, so a
+copy's direction, size and a memset's value are validated the same way everywhere.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from ._cuda import call, rt
+from .memory import DeviceBuffer, PinnedBuffer, device_pointer, host_pointer, nbytes_of
+
+__all__ = ["locate", "memcpy_args", "memset_params"]
+
+_KINDS = {(False, False): rt.cudaMemcpyKind.cudaMemcpyHostToHost,
+          (False, True): rt.cudaMemcpyKind.cudaMemcpyHostToDevice,
+          (True, False): rt.cudaMemcpyKind.cudaMemcpyDeviceToHost,
+          (True, True): rt.cudaMemcpyKind.cudaMemcpyDeviceToDevice}
+
+
+def locate(obj) -> tuple[int, bool, int | None]:
+    """(address, is_device, size in bytes or None) of a buffer, array or raw pointer.
+
+    Raw integers are classified with ``cudaPointerGetAttributes``.
+    """
+    if isinstance(obj, DeviceBuffer):
+        return obj.ptr, True, obj.nbytes
+    if isinstance(obj, PinnedBuffer):
+        return obj.ptr, False, obj.nbytes
+    if isinstance(obj, np.ndarray):
+        return host_pointer(obj), False, obj.nbytes
+    if isinstance(obj, (int, np.integer)) and not isinstance(obj, bool):
+        ptr = int(obj)
+        attrs = call(rt.cudaPointerGetAttributes, ptr)
+        on_device = int(attrs.type) in (int(rt.cudaMemoryType.cudaMemoryTypeDevice),
+                                        int(rt.cudaMemoryType.cudaMemoryTypeManaged))
+        return ptr, on_device, None
+    return device_pointer(obj), True, nbytes_of(obj)
+
+
+def memcpy_args(dst, src, nbytes=None) -> tuple[int, int, int, object]:
+    """(dst address, src address, bytes, ``cudaMemcpyKind``) for a 1D copy.
+
+    Raises
+    ------
+    ValueError
+        When the size is unknown, zero, or larger than either side.
+    """
+    d, d_dev, d_size = locate(dst)
+    s, s_dev, s_size = locate(src)
+    if nbytes is None:
+        nbytes = s_size if s_size is not None else d_size
+        if nbytes is None:
+            raise ValueError("memcpy between raw pointers needs nbytes=")
+    nbytes = int(nbytes)
+    if nbytes <= 0:
+        raise ValueError(f"memcpy needs a positive number of bytes, got {nbytes}")
+    for side, size in (("destination", d_size), ("source", s_size)):
+        if size is not None and nbytes > size:
+            raise ValueError(f"memcpy of {nbytes} bytes does not fit the {side} ({size} bytes)")
+    return d, s, nbytes, _KINDS[(s_dev, d_dev)]
+
+
+def _value_bits(value, element_size: int) -> int:
+    if isinstance(value, (float, np.floating)):
+        if element_size == 4:
+            return struct.unpack("<I", struct.pack("<f", value))[0]
+        if element_size == 2:
+            return struct.unpack("<H", struct.pack("<e", value))[0]
+        raise ValueError("a float memset value needs element_size 2 (half) or 4 (float)")
+    v = int(value)
+    bits = 8 * element_size
+    if not -(1 << (bits - 1)) <= v < (1 << bits):
+        raise ValueError(f"memset value {value} does not fit {element_size} byte(s)")
+    return v & ((1 << bits) - 1)
+
+
+def memset_params(current=None, dst=None, value=None, count=None, element_size=None,
+                  height=None, pitch=None):
+    """A ``cudaMemsetParams``; fields not given come from ``current`` (a MemsetParams)."""
+    es = element_size if element_size is not None else (current.element_size if current else 1)
+    if es not in (1, 2, 4):
+        raise ValueError(f"memset element_size must be 1, 2 or 4, got {es}")
+    count = count if count is not None else (current.count if current else None)
+    if count is None or int(count) <= 0:
+        raise ValueError(f"memset needs a positive element count, got {count}")
+    height = int(height if height is not None else (current.height if current else 1))
+    if height < 1:
+        raise ValueError(f"memset height must be >= 1, got {height}")
+    row = int(count) * es
+    pitch = int(pitch if pitch is not None else (current.pitch if current and current.height > 1 else row))
+    if height > 1 and pitch < row:
+        raise ValueError(f"memset pitch {pitch} is smaller than a row ({row} bytes)")
+    p = rt.cudaMemsetParams()
+    if dst is not None:
+        ptr, on_device, size = locate(dst)
+        if not on_device:
+            raise ValueError("memset needs device memory")
+        need = row + (height - 1) * pitch
+        if size is not None and need > size:
+            raise ValueError(f"memset of {need} bytes does not fit the destination ({size} bytes)")
+        p.dst = ptr
+    else:
+        p.dst = current.dst
+    p.value = _value_bits(value, es) if value is not None else current.value
+    p.elementSize = es
+    p.width = int(count)
+    p.height = height
+    p.pitch = pitch if height > 1 else 0
+    return p

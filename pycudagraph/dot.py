@@ -1,0 +1,71 @@
+"""Readable Graphviz DOT for graphs, and rendering it with the ``dot`` program."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+__all__ = ["graph_to_dot", "render", "svg_or_none"]
+
+_SHAPES = {"kernel": "box", "memcpy": "parallelogram", "memset": "parallelogram",
+           "host": "hexagon", "child_graph": "box3d", "empty": "point",
+           "event_record": "cds", "event_wait": "cds", "mem_alloc": "folder",
+           "mem_free": "folder", "conditional": "diamond"}
+_COLORS = {"kernel": "#cfe2ff", "memcpy": "#d1e7dd", "memset": "#d1e7dd", "host": "#fff3cd",
+           "child_graph": "#e2d9f3", "event_record": "#f8d7da", "event_wait": "#f8d7da",
+           "mem_alloc": "#e9ecef", "mem_free": "#e9ecef", "conditional": "#ffe5d0"}
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def graph_to_dot(graph, name: str = "pycudagraph") -> str:
+    """DOT text: one box per node labelled with its type and what it does, then the edges."""
+    nodes = graph.nodes
+    ids = {n: f"n{i}" for i, n in enumerate(nodes)}
+    lines = [f"digraph {_quote(name)} {{", "  rankdir=TB;",
+             '  node [fontname="Helvetica", fontsize=10, style=filled, fillcolor=white];']
+    for n in nodes:
+        t = str(n.type)
+        label = _quote(f"{ids[n]}: {n.describe()}").replace(" grid=", "\\ngrid=")
+        attrs = [f"label={label}", f"shape={_SHAPES.get(t, 'box')}"]
+        if t in _COLORS:
+            attrs.append(f'fillcolor="{_COLORS[t]}"')
+        lines.append(f"  {ids[n]} [{', '.join(attrs)}];")
+    for a, b in graph.edges:
+        lines.append(f"  {ids[a]} -> {ids[b]};")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _dot_program() -> str:
+    exe = shutil.which("dot")
+    if exe is None:
+        raise RuntimeError("rendering needs Graphviz's 'dot' program: install the graphviz "
+                           "package (apt-get install graphviz, conda install graphviz, brew "
+                           "install graphviz); Graph.to_dot() gives the DOT text without it")
+    return exe
+
+
+def render(dot_text: str, path, format: str | None = None) -> str:
+    """Write ``dot_text`` rendered as SVG or PNG (from the suffix, or ``format``)."""
+    path = Path(path)
+    fmt = (format or path.suffix.lstrip(".") or "svg").lower()
+    if fmt not in ("svg", "png", "pdf"):
+        raise ValueError(f"render supports svg, png and pdf, not {fmt!r}")
+    out = subprocess.run([_dot_program(), f"-T{fmt}", "-o", str(path)], input=dot_text.encode(),
+                         capture_output=True, check=False)
+    if out.returncode:
+        raise RuntimeError(f"dot failed: {out.stderr.decode(errors='replace').strip()}")
+    return str(path)
+
+
+def svg_or_none(dot_text: str):
+    """SVG text for notebooks, or None when Graphviz is not installed."""
+    exe = shutil.which("dot")
+    if exe is None:
+        return None
+    out = subprocess.run([exe, "-Tsvg"], input=dot_text.encode(), capture_output=True, check=False)
+    return out.stdout.decode() if out.returncode == 0 else None

@@ -1,0 +1,377 @@
+"""The :class:`Graph`: node builders, edges, introspection, clone, DOT and instantiate.
+
+A graph keeps alive every Python object its nodes point at (buffers, arrays,
+callables, kernels, events, child graphs) in ``_keep``, keyed by node. An exec made
+from the graph takes its own snapshot of that, so changing or dropping the graph
+never frees what an exec can still launch.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import weakref
+
+from . import _cuda
+from ._cuda import call, rt
+from ._lifetime import release
+from .copies import memcpy_args, memset_params
+from .hostfn import HostCall, trampoline_address
+from .memory import device_pointer
+from .nodes import (ChildGraphNode, EmptyNode, EventRecordNode, EventWaitNode, HostNode,
+                    KernelNode, MemAllocNode, MemcpyNode, MemFreeNode, MemsetNode, Node,
+                    node_class)
+
+__all__ = ["Graph"]
+
+_VP = ctypes.c_void_p
+
+
+class Graph:
+    """A CUDA graph built node by node (``cudaGraphCreate``, destroyed by ``cudaGraphDestroy``).
+
+    Every ``add_*`` builder takes ``deps=``, the nodes the new node waits for, and
+    returns the new :class:`~pycudagraph.nodes.Node`.
+    """
+
+    def __init__(self):
+        _cuda.ensure_device()
+        raw = call(rt.cudaGraphCreate, 0)
+        self._setup(raw, owner=None)
+        self._fin = release(self, rt.cudaGraphDestroy, raw)
+
+    def _setup(self, raw, owner) -> None:
+        self._raw = raw
+        self._h = int(raw)
+        self._owner = owner  # what keeps a non-owned graph's memory valid (a node, an exec)
+        self._fin = None
+        self._nodes: dict[int, Node] = {}
+        self._keep: dict[int, tuple] = {}
+        self._execs = weakref.WeakSet()
+        self._closed = False
+
+    @classmethod
+    def _wrap(cls, raw, owner=None, owned: bool = False) -> "Graph":
+        """A Graph object for a ``cudaGraph_t`` made elsewhere (capture, child node)."""
+        self = cls.__new__(cls)
+        self._setup(raw, owner)
+        if owned:
+            self._fin = release(self, rt.cudaGraphDestroy, raw)
+        return self
+
+    @property
+    def handle(self):
+        """The raw ``cudaGraph_t`` (cuda.bindings object)."""
+        return self._raw
+
+    # Dependencies ----------------------------------------------------------------
+
+    def _deps(self, deps) -> tuple[list, int]:
+        """Raw dependency list for cuda.bindings calls, checking the nodes belong here."""
+        if isinstance(deps, Node):
+            deps = (deps,)
+        raw = []
+        for d in deps:
+            if not isinstance(d, Node):
+                raise TypeError(f"deps must be nodes, got {type(d).__name__}")
+            if d.graph is not self and d._h not in self._nodes:
+                raise ValueError(f"{d!r} belongs to another graph")
+            raw.append(d.handle)
+        return raw, len(raw)
+
+    def _add(self, node: Node, keep=()) -> Node:
+        self._nodes[node._h] = node
+        if keep:
+            self._keep[node._h] = tuple(keep)
+        return node
+
+    def _node(self, raw) -> Node:
+        """The Node object for a raw handle (made once, then reused)."""
+        h = int(raw)
+        node = self._nodes.get(h)
+        if node is None:
+            cls = node_class(call(rt.cudaGraphNodeGetType, raw if not isinstance(raw, int)
+                                  else rt.cudaGraphNode_t(h)))
+            node = cls(self, h)
+            self._nodes[h] = node
+        return node
+
+    # Builders --------------------------------------------------------------------
+
+    def add_kernel(self, kernel, grid, block, args=(), shared_mem: int = 0, deps=()) -> KernelNode:
+        """Add a kernel launch node.
+
+        Parameters
+        ----------
+        kernel : Kernel
+        grid, block : int or tuple of up to 3 ints
+        args : sequence
+            One value per kernel parameter (packed from the kernel's signature).
+        shared_mem : int
+            Dynamic shared memory in bytes.
+        deps : sequence of Node
+
+        Notes
+        -----
+        Calls ``cuGraphAddKernelNode`` (the driver entry point behind
+        ``cudaGraphAddKernelNode``) with a ``CUDA_KERNEL_NODE_PARAMS_v2`` whose
+        argument slots live in the node's stable argument buffer.
+        """
+        kernel.handle  # noqa: B018 - load the module before packing
+        pack = kernel.pack(args, grid, block, shared_mem)
+        if isinstance(deps, Node):
+            deps = (deps,)
+        n = len(deps)
+        arr = None
+        if n == 0:
+            dep_addr = None
+        elif n == 1 and type(deps[0]) is KernelNode and deps[0].graph is self:
+            dep_addr = ctypes.addressof(deps[0]._cvp)
+        else:
+            self._deps(deps)
+            arr = (_VP * n)(*[d._h for d in deps])
+            dep_addr = ctypes.addressof(arr)
+        out = _VP()
+        rc = _cuda.drv.cuGraphAddKernelNode(ctypes.addressof(out), self._h, dep_addr, n, pack.address)
+        if _cuda.tracer is not None:
+            _cuda.tracer("cuGraphAddKernelNode", (out, self, list(deps), pack), (rc,))
+        if rc:
+            _cuda.raise_driver("cuGraphAddKernelNode", rc)
+        node = KernelNode(self, out.value, pack, out)
+        self._nodes[out.value] = node
+        return node
+
+    def add_memcpy(self, dst, src, nbytes: int | None = None, deps=()) -> MemcpyNode:
+        """Add a 1D copy node; direction from the pointers (``cudaGraphAddMemcpyNode1D``).
+
+        ``dst``/``src`` may be DeviceBuffer, PinnedBuffer, numpy arrays, device arrays
+        or raw pointers. ``nbytes`` defaults to the source's size.
+        """
+        d, s, n, kind = memcpy_args(dst, src, nbytes)
+        raw_deps, nd = self._deps(deps)
+        raw = call(rt.cudaGraphAddMemcpyNode1D, self._raw, raw_deps, nd, d, s, n, kind)
+        return self._add(MemcpyNode(self, int(raw), (dst, src)), (dst, src))
+
+    def add_memset(self, dst, value, count: int, element_size: int = 1, height: int = 1,
+                   pitch: int | None = None, deps=()) -> MemsetNode:
+        """Add a memset node of ``count`` elements of 1, 2 or 4 bytes (``cudaGraphAddMemsetNode``).
+
+        ``height`` > 1 makes it 2D, with rows ``pitch`` bytes apart. A ``float`` value
+        is stored as float32 (element_size 4) or half (element_size 2).
+        """
+        p = memset_params(None, dst, value, count, element_size, height, pitch)
+        raw_deps, nd = self._deps(deps)
+        raw = call(rt.cudaGraphAddMemsetNode, self._raw, raw_deps, nd, p)
+        return self._add(MemsetNode(self, int(raw), (dst,)), (dst,))
+
+    def _host_params(self, hostcall: HostCall):
+        p = rt.cudaHostNodeParams()
+        p.fn = trampoline_address()
+        p.userData = hostcall.id
+        return p
+
+    def add_host(self, fn, args=(), deps=()) -> HostNode:
+        """Add a node running ``fn(*args)`` on a CUDA host thread (``cudaGraphAddHostNode``).
+
+        ``fn`` must not call CUDA. If it raises, the exception is kept and raised as
+        :class:`HostCallbackError` by the next launch or synchronize.
+        """
+        hc = HostCall(fn, args)
+        raw_deps, nd = self._deps(deps)
+        raw = call(rt.cudaGraphAddHostNode, self._raw, raw_deps, nd, self._host_params(hc))
+        return self._add(HostNode(self, int(raw), hc), (hc,))
+
+    def add_child_graph(self, graph: "Graph", deps=()) -> ChildGraphNode:
+        """Add a node running a copy of ``graph`` (``cudaGraphAddChildGraphNode``).
+
+        The copy points at the same memory, so everything ``graph`` keeps alive is
+        kept alive by this graph too.
+        """
+        if not isinstance(graph, Graph):
+            raise TypeError(f"add_child_graph needs a Graph, got {type(graph).__name__}")
+        raw_deps, nd = self._deps(deps)
+        raw = call(rt.cudaGraphAddChildGraphNode, self._raw, raw_deps, nd, graph._raw)
+        return self._add(ChildGraphNode(self, int(raw)), (graph.keepalive(),))
+
+    def add_empty(self, deps=()) -> EmptyNode:
+        """Add a node that does nothing, to join dependencies (``cudaGraphAddEmptyNode``)."""
+        raw_deps, nd = self._deps(deps)
+        raw = call(rt.cudaGraphAddEmptyNode, self._raw, raw_deps, nd)
+        return self._add(EmptyNode(self, int(raw)))
+
+    def add_event_record(self, event, deps=()) -> EventRecordNode:
+        """Add a node recording ``event`` (``cudaGraphAddEventRecordNode``)."""
+        raw_deps, nd = self._deps(deps)
+        raw = call(rt.cudaGraphAddEventRecordNode, self._raw, raw_deps, nd, event.handle)
+        return self._add(EventRecordNode(self, int(raw), event), (event,))
+
+    def add_event_wait(self, event, deps=()) -> EventWaitNode:
+        """Add a node waiting for ``event`` (``cudaGraphAddEventWaitNode``)."""
+        raw_deps, nd = self._deps(deps)
+        raw = call(rt.cudaGraphAddEventWaitNode, self._raw, raw_deps, nd, event.handle)
+        return self._add(EventWaitNode(self, int(raw), event), (event,))
+
+    def add_mem_alloc(self, nbytes: int, deps=()) -> MemAllocNode:
+        """Add a graph-owned allocation of ``nbytes`` on this device (``cudaGraphAddMemAllocNode``).
+
+        The address is ``node.ptr``. Free it with :meth:`add_mem_free` in this graph,
+        or instantiate with ``auto_free_on_launch=True``, or free it after launch.
+        """
+        if int(nbytes) <= 0:
+            raise ValueError(f"add_mem_alloc needs a positive size, got {nbytes}")
+        p = rt.cudaMemAllocNodeParams()
+        p.poolProps.allocType = rt.cudaMemAllocationType.cudaMemAllocationTypePinned
+        p.poolProps.location.type = rt.cudaMemLocationType.cudaMemLocationTypeDevice
+        p.poolProps.location.id = _cuda.ensure_device()
+        p.bytesize = int(nbytes)
+        raw_deps, nd = self._deps(deps)
+        raw = call(rt.cudaGraphAddMemAllocNode, self._raw, raw_deps, nd, p)
+        return self._add(MemAllocNode(self, int(raw)))
+
+    def add_mem_free(self, ptr_or_alloc_node, deps=()) -> MemFreeNode:
+        """Add a node freeing graph-allocated memory (``cudaGraphAddMemFreeNode``).
+
+        Takes the :class:`MemAllocNode` or its address.
+        """
+        target = ptr_or_alloc_node
+        ptr = target.ptr if isinstance(target, MemAllocNode) else device_pointer(target)
+        raw_deps, nd = self._deps(deps)
+        raw = call(rt.cudaGraphAddMemFreeNode, self._raw, raw_deps, nd, ptr)
+        return self._add(MemFreeNode(self, int(raw)))
+
+    # Edges -------------------------------------------------------------------------
+
+    def add_dependency(self, a: Node, b: Node) -> None:
+        """Make ``b`` wait for ``a`` (``cudaGraphAddDependencies``)."""
+        self._deps((a, b))
+        _cuda.graph_add_dependencies(self._raw, [a.handle], [b.handle])
+
+    def remove_dependency(self, a: Node, b: Node) -> None:
+        """Remove the edge ``a -> b`` (``cudaGraphRemoveDependencies``)."""
+        self._deps((a, b))
+        _cuda.graph_remove_dependencies(self._raw, [a.handle], [b.handle])
+
+    def remove_node(self, node: Node) -> None:
+        """Remove a node and its edges (``cudaGraphDestroyNode``)."""
+        self._deps((node,))
+        call(rt.cudaGraphDestroyNode, node.handle)
+        self._nodes.pop(node._h, None)
+        self._keep.pop(node._h, None)
+
+    # Introspection ---------------------------------------------------------------
+
+    @property
+    def nodes(self) -> list[Node]:
+        """All nodes, in creation order (``cudaGraphGetNodes``)."""
+        return [self._node(h) for h in _cuda.graph_nodes(self._raw)]
+
+    @property
+    def root_nodes(self) -> list[Node]:
+        """Nodes with no dependencies (``cudaGraphGetRootNodes``)."""
+        return [self._node(h) for h in _cuda.graph_root_nodes(self._raw)]
+
+    @property
+    def edges(self) -> list[tuple[Node, Node]]:
+        """``(from, to)`` pairs (``cudaGraphGetEdges``)."""
+        frm, to = _cuda.graph_get_edges(self._raw)
+        return [(self._node(a), self._node(b)) for a, b in zip(frm, to)]
+
+    def __len__(self) -> int:
+        return len(_cuda.graph_nodes(self._raw))
+
+    def keepalive(self) -> tuple:
+        """Everything this graph's nodes point at (what an exec or parent must hold)."""
+        return tuple(self._keep.values()) + ((self._owner,) if self._owner is not None else ())
+
+    # Clone -------------------------------------------------------------------------
+
+    def clone(self) -> "Graph":
+        """A copy of the graph (``cudaGraphClone``); ``clone.find(node)`` maps nodes."""
+        raw = call(rt.cudaGraphClone, self._raw)
+        new = Graph._wrap(raw, owned=True)
+        new._origin = self
+        new._keep[0] = self.keepalive()
+        return new
+
+    def find(self, node: Node) -> Node:
+        """The node of this clone that copies ``node`` of the original (``cudaGraphNodeFindInClone``)."""
+        raw = call(rt.cudaGraphNodeFindInClone, node.handle, self._raw)
+        h = int(raw)
+        found = self._nodes.get(h)
+        if found is None:
+            found = _copy_node(node, self, h)
+            self._nodes[h] = found
+        return found
+
+    # Text --------------------------------------------------------------------------
+
+    def to_dot(self, name: str = "pycudagraph") -> str:
+        """A readable Graphviz DOT text: node type, kernel name, grid/block, bytes, edges."""
+        from .dot import graph_to_dot
+        return graph_to_dot(self, name)
+
+    def debug_dot_print(self, path, verbose: bool = False) -> None:
+        """Write CUDA's own DOT description to ``path`` (``cudaGraphDebugDotPrint``)."""
+        flags = (rt.cudaGraphDebugDotFlags.cudaGraphDebugDotFlagsVerbose if verbose else 0)
+        call(rt.cudaGraphDebugDotPrint, self._raw, str(path).encode(), int(flags))
+
+    def render(self, path, format: str | None = None) -> str:
+        """Render :meth:`to_dot` to SVG/PNG with Graphviz's ``dot`` program; returns the path."""
+        from .dot import render
+        return render(self.to_dot(), path, format)
+
+    def _repr_svg_(self):
+        from .dot import svg_or_none
+        return svg_or_none(self.to_dot())
+
+    # Instantiate -------------------------------------------------------------------
+
+    def instantiate(self, upload_stream=None, auto_free_on_launch: bool = False,
+                    device_launch: bool = False, use_node_priority: bool = False):
+        """Make an executable graph (``cudaGraphInstantiateWithParams``).
+
+        Parameters
+        ----------
+        upload_stream : Stream, optional
+            Also upload the exec to the device on this stream (``cudaGraphInstantiateFlagUpload``).
+        auto_free_on_launch : bool
+            ``cudaGraphInstantiateFlagAutoFreeOnLaunch``: free unfreed graph allocations
+            before each relaunch.
+        device_launch : bool
+            ``cudaGraphInstantiateFlagDeviceLaunch``: launchable from device code.
+        use_node_priority : bool
+            ``cudaGraphInstantiateFlagUseNodePriority``: honour kernel node priorities.
+        """
+        from .graph_exec import GraphExec
+        return GraphExec._instantiate(self, upload_stream, auto_free_on_launch,
+                                      device_launch, use_node_priority)
+
+    def close(self) -> None:
+        """Destroy the graph (``cudaGraphDestroy``) once no exec needs its nodes.
+
+        Execs made from it keep working; while any is alive the raw graph is kept
+        (their per-node updates address its nodes) and destroyed after the last one.
+        """
+        self._closed = True
+        if self._fin is not None and not len(self._execs):
+            self._fin()
+            self._nodes.clear()
+
+    def __repr__(self) -> str:
+        return f"<pycudagraph.Graph 0x{self._h:x}>"
+
+
+def _copy_node(original: Node, graph: Graph, h: int) -> Node:
+    """The clone's node object, carrying the original's Python-side parameters."""
+    cls = type(original)
+    node = cls.__new__(cls)
+    Node.__init__(node, graph, h)
+    for base in cls.__mro__:
+        for slot in getattr(base, "__slots__", ()):
+            if slot not in _OWN_SLOTS and hasattr(original, slot):
+                setattr(node, slot, getattr(original, slot))
+    if isinstance(node, KernelNode):
+        node._cvp = ctypes.c_void_p(h)
+    return node
+
+
+_OWN_SLOTS = ("graph", "_h", "_raw", "_cvp", "__weakref__")

@@ -1,0 +1,39 @@
+"""Test configuration: GPU tests (marker ``gpu``) skip with a reason when no GPU is usable."""
+
+import pytest
+
+from pycudagraph import _cuda
+
+
+def _gpu_reason():
+    try:
+        _cuda.ensure_device()
+        return None
+    except Exception as exc:  # no driver, no device
+        return f"no usable NVIDIA GPU/driver here ({type(exc).__name__}: {exc})"
+
+
+_REASON = _gpu_reason()
+
+
+def pytest_collection_modifyitems(config, items):
+    if _REASON is None:
+        return
+    skip = pytest.mark.skip(reason=_REASON)
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def helpers():
+    import pycudagraph as pcg
+    return pcg.Module.from_file("helpers.cu")
+
+
+@pytest.fixture
+def stream():
+    import pycudagraph as pcg
+    s = pcg.Stream()
+    yield s
+    s.synchronize()
