@@ -291,6 +291,17 @@ class KernelNodeParams(ctypes.Structure):
     ]
 
 
+class ExecUpdateResultInfo(ctypes.Structure):
+    """``CUgraphExecUpdateResultInfo``: why ``cuGraphExecUpdate`` refused, and where.
+
+    (cuda-bindings returns ``None`` for this struct when the call fails, which is the
+    one case it matters, so the update goes through :data:`drv`.)
+    """
+
+    _fields_ = [("result", ctypes.c_int), ("errorNode", ctypes.c_void_p),
+                ("errorFromNode", ctypes.c_void_p)]
+
+
 #: Byte layout of :class:`KernelNodeParams` for ``struct.pack_into`` (little-endian x86-64/aarch64).
 KERNEL_NODE_PARAMS_FORMAT = "<Q7I4xQQQQ"
 assert ctypes.sizeof(KernelNodeParams) == 72
@@ -307,9 +318,10 @@ class _Driver:
     _SYMBOLS = {
         "cuGraphLaunch": ("cuGraphLaunch", 2),
         "cuGraphUpload": ("cuGraphUpload", 2),
-        "cuGraphAddKernelNode_v2": ("cuGraphAddKernelNode", 4),
+        "cuGraphAddKernelNode_v2": ("cuGraphAddKernelNode", 5),
         "cuGraphKernelNodeSetParams_v2": ("cuGraphKernelNodeSetParams", 2),
         "cuGraphExecKernelNodeSetParams_v2": ("cuGraphExecKernelNodeSetParams", 3),
+        "cuGraphExecUpdate_v2": ("cuGraphExecUpdate", 3),
     }
 
     def __init__(self):

@@ -201,13 +201,19 @@ class Module:
                     try:
                         lib = call(rt.cudaLibraryLoadData, self.cubin, None, None, 0, None, None, 0)
                     except CudaError as exc:
-                        exc.hint = (f"the module was compiled for {self.arch or 'an unknown arch'}; "
-                                    f"this device is {device_arch()}")
-                        exc.args = (exc._text(),)
-                        raise
+                        raise self._with_arch_hint(exc)
                     self._fin = release(self, rt.cudaLibraryUnload, lib)
                     self._library = lib
         return self._library
+
+    def _with_arch_hint(self, exc: CudaError) -> CudaError:
+        """Say which architecture the CUBIN is for when the device cannot run it."""
+        if exc.name in ("cudaErrorNoKernelImageForDevice", "cudaErrorInvalidSource",
+                        "cudaErrorInvalidKernelImage"):
+            exc.hint = (f"the module was compiled for {self.arch or 'an unknown arch'}; this "
+                        f"device is {device_arch()}: compile with arch=None for the current device")
+            exc.args = (exc._text(),)
+        return exc
 
     def kernel_names(self) -> list[str]:
         """Names of the ``extern "C"`` kernels found in the source."""
@@ -273,8 +279,12 @@ class Kernel:
     def handle(self):
         """The raw ``cudaKernel_t`` (``cudaLibraryGetKernel``)."""
         if self._handle is None:
-            self._handle = call(rt.cudaLibraryGetKernel, self.module.handle, self.name.encode())
-            self._handle_int = int(self._handle)
+            try:
+                handle = call(rt.cudaLibraryGetKernel, self.module.handle, self.name.encode())
+            except CudaError as exc:
+                raise self.module._with_arch_hint(exc)
+            self._handle_int = int(handle)
+            self._handle = handle
         return self._handle
 
     @property

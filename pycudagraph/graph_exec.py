@@ -12,6 +12,8 @@ every 256 replacements) the stream of the last launch has no work left.
 
 from __future__ import annotations
 
+import ctypes
+
 from . import _cuda
 from ._cuda import call, rt
 from ._lifetime import release
@@ -310,7 +312,8 @@ class GraphExec:
     # Whole-graph update ------------------------------------------------------------
 
     def update(self, graph) -> None:
-        """Take all node parameters from ``graph``, which has the same topology (``cudaGraphExecUpdate``).
+        """Take all node parameters from ``graph``, which has the same topology
+        (``cuGraphExecUpdate``, the driver twin of ``cudaGraphExecUpdate``).
 
         Nodes are paired in creation order, as CUDA pairs nodes built by the API.
         Afterwards the nodes of ``graph`` are accepted by :meth:`set_arg` and
@@ -321,14 +324,15 @@ class GraphExec:
         GraphExecUpdateError
             Naming the reason (topology changed, function changed, ...) and the node.
         """
-        err, info = rt.cudaGraphExecUpdate(self._raw, graph._raw)
+        info = _cuda.ExecUpdateResultInfo()
+        err = _cuda.drv.cuGraphExecUpdate(self._h, graph._h, ctypes.addressof(info))
         if _cuda.tracer is not None:
-            _cuda.tracer("cudaGraphExecUpdate", (self, graph), (err,))
+            _cuda.tracer("cuGraphExecUpdate", (self, graph), (err,))
         if err:
-            reason = _UPDATE_REASONS.get(int(info.result), str(info.result))
-            node = graph._node(info.errorNode) if int(info.errorNode) else None
+            reason = _UPDATE_REASONS.get(info.result, f"result code {info.result}")
+            node = graph._node(info.errorNode) if info.errorNode else None
             hint = reason + (f"; node: {node.describe()}" if node is not None else "")
-            exc = _cuda.error_for("cudaGraphExecUpdate", err, hint, cls=GraphExecUpdateError)
+            exc = _cuda.error_for("cuGraphExecUpdate", err, hint, cls=GraphExecUpdateError)
             exc.reason, exc.node = reason, node
             raise exc
         old_nodes = _cuda.graph_nodes(self.graph._raw)
