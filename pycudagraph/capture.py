@@ -11,6 +11,7 @@ from __future__ import annotations
 from . import _cuda
 from ._cuda import call, rt
 from .errors import CaptureError, CudaError
+from ._lifetime import flush_deferred
 from .graph import Graph
 from .stream import Stream
 
@@ -98,13 +99,14 @@ class capture:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
+        s = self.stream
+        status = _STATUS.get(int(rt.cudaStreamIsCapturing(s.ptr)[1] or 0), "unknown")
+        err, raw = rt.cudaStreamEndCapture(s.ptr)
         try:
             _cuda.capture_watchers.remove(self._failures)
         except ValueError:
             pass
-        s = self.stream
-        status = _STATUS.get(int(rt.cudaStreamIsCapturing(s.ptr)[1] or 0), "unknown")
-        err, raw = rt.cudaStreamEndCapture(s.ptr)
+        flush_deferred()
         if _cuda.tracer is not None:
             _cuda.tracer("cudaStreamEndCapture", (s,), (err, raw))
         owned = self._target is None

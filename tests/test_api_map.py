@@ -111,9 +111,14 @@ def test_no_row_for_a_function_that_does_not_exist():
 
 
 def _resolve(spec: str):
-    """(object, the class named in ``spec`` or None) for ``Class.method``, ``Class()`` or ``name``."""
-    spec = spec.removesuffix("()")
+    """(object, the class it belongs to or None) for ``Class.member``, ``Class()`` or ``name``.
+
+    ``Class()`` is the constructor (``Class.__init__``); a bare class name stands for the
+    class itself (``capture``, a context manager whose calls are made in its methods).
+    """
     owner_name, _, member = spec.partition(".")
+    if owner_name.endswith("()"):
+        owner_name, member = owner_name[:-2], "__init__"
     owner = getattr(pycudagraph, owner_name, None)
     if owner is None:
         return None, None
@@ -130,7 +135,32 @@ def _source(obj) -> str:
     try:
         return inspect.getsource(obj)
     except (TypeError, OSError):
-        return ""
+        # A cuda.bindings function kept as a class attribute (``_set = staticmethod(
+        # rt.cudaGraphEventWaitNodeSetEvent)``): its name is what it calls.
+        return getattr(obj, "__name__", "")
+
+
+_SELF_ATTR = re.compile(r"\b(?:self|cls|type\(self\))\.(\w+)")
+
+
+def _sources(obj, owner, depth: int = 3) -> list[str]:
+    """The source of ``obj`` and of the members of ``owner`` it uses through ``self.``,
+    followed ``depth`` levels deep (calls made in a private helper of the same class)."""
+    out, todo, seen = [], [(obj, depth)], set()
+    while todo:
+        item, left = todo.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        src = _source(item)
+        out.append(src)
+        if owner is None or left == 0:
+            continue
+        for name in set(_SELF_ATTR.findall(src)):
+            attr = inspect.getattr_static(owner, name, None)
+            if attr is not None and not isinstance(attr, (int, str, tuple, dict)):
+                todo.append((attr, left - 1))
+    return out
 
 
 def test_wrapped_methods_exist_and_make_the_call():
@@ -145,12 +175,9 @@ def test_wrapped_methods_exist_and_make_the_call():
             if obj is None:
                 problems.append(f"{fn}: {spec} does not exist in pycudagraph")
                 continue
-            # The method's own source, else its class (calls made in a private helper
-            # of the class, or through a class attribute such as EventWaitNode._set).
-            sources = [_source(obj)] + ([_source(owner)] if owner is not None else [])
-            if not any(names.search(src) for src in sources):
-                problems.append(f"{fn}: neither {spec} nor its class mentions {fn} "
-                                f"or cu{fn[4:]}")
+            if not any(names.search(src) for src in _sources(obj, owner)):
+                problems.append(f"{fn}: {spec} (and the members of its class it uses) "
+                                f"never mention {fn} or cu{fn[4:]}")
     assert not problems, "\n".join(problems)
 
 

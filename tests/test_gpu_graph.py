@@ -467,3 +467,18 @@ def test_trace_records_calls_as_c(helpers, stream):
     assert "cuGraphAddKernelNode(&n1, g0, {n0}, 1, {func=fill, grid=(1,1,1), block=(32,1,1)" in text
     assert "2.0f" in text and "test_gpu_graph.py" in text
     assert "cuGraphLaunch(exec0" in text
+
+
+def test_garbage_collected_during_capture_does_not_break_it(helpers, stream):
+    dev = pcg.DeviceBuffer(4)
+    garbage = pcg.DeviceBuffer(1024)
+    cycle = [garbage]
+    cycle.append(cycle)  # only the cycle collector frees it
+    del garbage, cycle
+    with pcg.capture(stream) as cap:
+        gc.collect()  # runs cudaFree's finalizer inside the capture: deferred
+        helpers["fill"].launch(1, 1, (dev, 9.0, 1), stream=stream)
+    assert pcg._lifetime._deferred == []
+    cap.graph.instantiate().launch(stream)
+    stream.synchronize()
+    assert dev.to_numpy(np.float32)[0] == 9.0
