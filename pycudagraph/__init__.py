@@ -4,6 +4,8 @@ Every object exposes ``.handle`` (the raw ``cuda.bindings`` handle) and every me
 names the raw call it makes. Importing the package makes no CUDA call.
 """
 
+from . import nvtx as _nvtx
+from .bucketed import BucketedGraphs, BucketStats
 from .capture import capture, capture_status
 from .compiler import Kernel, Module, Program
 from .errors import (ArgumentError, CaptureError, CompileError, CudaError,
@@ -20,10 +22,12 @@ from .trace import trace
 
 __version__ = "0.1.0"
 
+_nvtx.install()  # no-op unless PYCUDAGRAPH_NVTX=1
+
 __all__ = [
     "Program", "Module", "Kernel",
     "Stream", "Event", "DeviceBuffer", "PinnedBuffer", "device_pointer", "host_pointer",
-    "Graph", "GraphExec", "capture", "capture_status", "trace",
+    "Graph", "GraphExec", "capture", "capture_status", "trace", "BucketedGraphs", "BucketStats",
     "Node", "NodeType", "KernelNode", "MemcpyNode", "MemsetNode", "HostNode",
     "ChildGraphNode", "EmptyNode", "EventRecordNode", "EventWaitNode", "MemAllocNode",
     "MemFreeNode", "ConditionalNode",

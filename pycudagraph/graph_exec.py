@@ -262,7 +262,7 @@ class GraphExec:
                                                           target.params.nbytes)
         new_dst = cur[0] if dst is None else dst
         new_src = cur[1] if src is None else src
-        n = nbytes if nbytes is not None else (cur[2] if dst is None and src is None else None)
+        n = cur[2] if nbytes is None else nbytes  # the size stays unless given
         d, s, n, kind = memcpy_args(new_dst, new_src, n)
         call(rt.cudaGraphExecMemcpyNodeSetParams1D, self._raw, target.handle, d, s, n, kind)
         self._retire(cur)

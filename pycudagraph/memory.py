@@ -19,6 +19,7 @@ from .stream import stream_handle
 
 __all__ = ["DeviceBuffer", "PinnedBuffer", "device_pointer", "host_pointer", "nbytes_of"]
 
+_LEGACY_STREAM = 1  # cudaStreamLegacy
 _H2D = rt.cudaMemcpyKind.cudaMemcpyHostToDevice
 _D2H = rt.cudaMemcpyKind.cudaMemcpyDeviceToHost
 
@@ -83,13 +84,16 @@ class DeviceBuffer:
     def copy_from(self, host_array, stream=None) -> None:
         """Copy a host array into the buffer's first bytes.
 
-        Calls ``cudaMemcpy`` (or ``cudaMemcpyAsync`` on ``stream``, then the caller
-        must keep ``host_array`` alive until the stream reaches the copy).
+        Calls ``cudaMemcpy`` then ``cudaStreamSynchronize(cudaStreamLegacy)``, so the data
+        is on the device when it returns, whatever stream reads it next (a pageable
+        copy may otherwise still be in flight). With ``stream`` it calls
+        ``cudaMemcpyAsync`` on it; keep ``host_array`` alive until the stream gets there.
         """
         arr = self._check_host(host_array, "copy_from")
         src = arr.ctypes.data
         if stream is None:
             call(rt.cudaMemcpy, self.ptr, src, arr.nbytes, _H2D)
+            call(rt.cudaStreamSynchronize, _LEGACY_STREAM)
         else:
             call(rt.cudaMemcpyAsync, self.ptr, src, arr.nbytes, _H2D, stream_handle(stream))
 
@@ -97,7 +101,8 @@ class DeviceBuffer:
         """Copy the buffer's first bytes into a host array and return it.
 
         With ``host_array=None`` a ``uint8`` array of :attr:`nbytes` is made.
-        Calls ``cudaMemcpy`` (or ``cudaMemcpyAsync`` on ``stream``).
+        Calls ``cudaMemcpy`` (or ``cudaMemcpyAsync`` on ``stream``). The synchronous
+        form does not wait for work on non-blocking streams: synchronize those first.
         """
         if host_array is None:
             host_array = np.empty(self.nbytes, dtype=np.uint8)
@@ -119,9 +124,11 @@ class DeviceBuffer:
         return out.reshape(shape) if shape is not None else out
 
     def zero(self, stream=None) -> None:
-        """Set every byte to 0 (``cudaMemset`` / ``cudaMemsetAsync``)."""
+        """Set every byte to 0 (``cudaMemset`` then ``cudaStreamSynchronize(cudaStreamLegacy)``,
+        or ``cudaMemsetAsync`` on ``stream``)."""
         if stream is None:
             call(rt.cudaMemset, self.ptr, 0, self.nbytes)
+            call(rt.cudaStreamSynchronize, _LEGACY_STREAM)
         else:
             call(rt.cudaMemsetAsync, self.ptr, 0, self.nbytes, stream_handle(stream))
 

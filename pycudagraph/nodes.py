@@ -258,13 +258,13 @@ class MemcpyNode(Node):
                             int(ext.height), int(ext.depth))
 
     def set_params(self, dst=None, src=None, nbytes=None) -> None:
-        """Change the copy in its graph (``cudaGraphMemcpyNodeSetParams1D``)."""
+        """Change the copy in its graph (``cudaGraphMemcpyNodeSetParams1D``); the size
+        stays as it was unless ``nbytes`` is given."""
         from .copies import memcpy_args
         cur = self.params
         dst_obj = cur.dst if dst is None else dst
         src_obj = cur.src if src is None else src
-        d, s, n, kind = memcpy_args(dst_obj, src_obj, nbytes if nbytes is not None else
-                                    (cur.nbytes if dst is None and src is None else None))
+        d, s, n, kind = memcpy_args(dst_obj, src_obj, cur.nbytes if nbytes is None else nbytes)
         call(rt.cudaGraphMemcpyNodeSetParams1D, self.handle, d, s, n, kind)
         self._refs = (dst_obj, src_obj)
 

@@ -1,0 +1,126 @@
+"""Capturing CuPy and PyTorch work into a pycudagraph graph, then editing it.
+
+Any library that launches on a stream handle can be captured: the frameworks are
+pointed at a ``pcg.Stream`` (``cupy.cuda.ExternalStream(stream.ptr)``,
+``torch.cuda.ExternalStream(stream.ptr)``) inside ``with pcg.capture(stream) as cap:``
+(``cudaStreamBeginCapture`` / ``cudaStreamEndCapture``). Rules: run the ops once
+first (CuPy compiles kernels on first use), allocate nothing inside the capture (all
+outputs are preallocated and written with ``out=``), and keep the arrays alive for
+as long as the graph (``cap.keep``).
+
+The captured graph is then introspected (``cudaGraphGetNodes``,
+``cuGraphKernelNodeGetParams`` + ``cuFuncGetName`` for the kernel names), edited by
+adding a pycudagraph kernel node after its leaves (``cudaGraphAddKernelNode``),
+instantiated and launched twice with new input (``cudaGraphLaunch``), checked against
+numpy. Each framework is skipped when it is not importable or has no GPU; with
+neither, the script prints SKIPPED and exits 0.
+"""
+
+import numpy as np
+
+import pycudagraph as pcg
+
+N = 1 << 12
+
+
+def finish(label, graph, add_one, target):
+    """Print the captured nodes, append add_one(target) after the leaves, instantiate."""
+    print(f"  {label} capture:")
+    for node in graph.nodes:
+        print(f"    {node.type}" + (f" {node.kernel_name}" if node.type == "kernel" else ""))
+    leaves = [n for n in graph.nodes if not n.dependents]
+    graph.add_kernel(add_one, (N + 255) // 256, 256, (target, N), deps=leaves)
+    print(graph.to_dot(name=f"{label} capture + add_one"))
+    return graph.instantiate()
+
+
+def with_cupy(cp, add_one, stream):
+    cs = cp.cuda.ExternalStream(stream.ptr)
+    a = cp.empty(N, dtype=cp.float32)
+    b = cp.linspace(0.0, 1.0, N, dtype=cp.float32)
+    c, d = cp.empty_like(a), cp.empty_like(a)
+
+    def ops():  # d = (a + b) * 2
+        cp.add(a, b, out=c)
+        cp.multiply(c, 2.0, out=d)
+
+    with cs:
+        ops()  # warm-up: CuPy compiles its kernels here
+    stream.synchronize()
+    with pcg.capture(stream, mode="thread_local") as cap:
+        with cs:
+            ops()
+        cap.keep(a, b, c, d)
+    exe = finish("CuPy", cap.graph, add_one, d)
+    for seed in (0, 1):
+        host_a = np.random.default_rng(seed).standard_normal(N).astype(np.float32)
+        a.set(host_a, stream=cs)
+        exe.launch(stream)
+        stream.synchronize()
+        want = (host_a + cp.asnumpy(b)) * np.float32(2.0) + np.float32(1.0)
+        np.testing.assert_allclose(cp.asnumpy(d), want, rtol=1e-6, atol=1e-6)
+    print("  CuPy graph + extra node matches numpy")
+
+
+def with_torch(torch, add_one, stream):
+    ts = torch.cuda.ExternalStream(stream.ptr)
+    x = torch.empty(N, device="cuda", dtype=torch.float32)
+    y, z = torch.empty_like(x), torch.empty_like(x)
+
+    def ops():  # z = max(3 * x, 0)
+        torch.mul(x, 3.0, out=y)
+        torch.clamp(y, min=0.0, out=z)
+
+    with torch.cuda.stream(ts):
+        x.zero_()
+        ops()
+    stream.synchronize()
+    with pcg.capture(stream, mode="thread_local") as cap:
+        with torch.cuda.stream(ts):
+            ops()
+        cap.keep(x, y, z)
+    exe = finish("PyTorch", cap.graph, add_one, z)
+    for seed in (2, 3):
+        host_x = np.random.default_rng(seed).standard_normal(N).astype(np.float32)
+        with torch.cuda.stream(ts):
+            x.copy_(torch.from_numpy(host_x))
+        exe.launch(stream)
+        stream.synchronize()
+        want = np.maximum(host_x * np.float32(3.0), 0) + np.float32(1.0)
+        np.testing.assert_allclose(z.cpu().numpy(), want, rtol=1e-6, atol=1e-6)
+    print("  PyTorch graph + extra node matches numpy")
+
+
+def available(name):
+    """The framework module when it is importable and sees a GPU, else None."""
+    try:
+        if name == "cupy":
+            import cupy
+            return cupy if cupy.cuda.runtime.getDeviceCount() > 0 else None
+        import torch
+        return torch if torch.cuda.is_available() else None
+    except Exception:  # not installed, or no usable CUDA for it
+        return None
+
+
+def main():
+    cp, torch = available("cupy"), available("torch")
+    if cp is None and torch is None:
+        print("SKIPPED: neither CuPy nor PyTorch with CUDA is importable here")
+        return
+    add_one = pcg.Module.from_file("helpers.cu")["add_one"]
+    stream = pcg.Stream()
+    scratch = pcg.DeviceBuffer(4)
+    add_one.launch(1, 1, (scratch, 1), stream=stream)  # warm-up: load the module
+    stream.synchronize()
+    for name, lib, fn in (("CuPy", cp, with_cupy), ("PyTorch", torch, with_torch)):
+        if lib is None:
+            print(f"{name}: not available, skipped")
+        else:
+            print(f"{name} {lib.__version__}:")
+            fn(lib, add_one, stream)
+    print("OK")
+
+
+if __name__ == "__main__":
+    main()
