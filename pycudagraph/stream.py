@@ -100,12 +100,7 @@ class Stream:
 
     def query(self) -> bool:
         """True when all work on the stream is done (``cudaStreamQuery``)."""
-        err = rt.cudaStreamQuery(self.handle)[0]
-        if err == rt.cudaError_t.cudaErrorNotReady:
-            return False
-        if err:
-            raise _cuda.error_for("cudaStreamQuery", err)
-        return True
+        return _done(rt.cudaStreamQuery, self._h)
 
     def wait(self, event: "Event") -> None:
         """Make future work on this stream wait for ``event`` (``cudaStreamWaitEvent``)."""
@@ -133,6 +128,16 @@ class Stream:
 
     def __hash__(self) -> int:
         return hash(("stream", self._h))
+
+
+def _done(query_fn, handle) -> bool:
+    """Run a ``cuda*Query``: True when done, False for ``cudaErrorNotReady``, else raise."""
+    err = query_fn(handle)[0]
+    if err == rt.cudaError_t.cudaErrorNotReady:
+        return False
+    if err:
+        raise _cuda.error_for(query_fn.__name__, err)
+    return True
 
 
 def stream_handle(obj) -> int:
@@ -202,12 +207,7 @@ class Event:
 
     def query(self) -> bool:
         """True when the event has completed (``cudaEventQuery``)."""
-        err = rt.cudaEventQuery(self._raw)[0]
-        if err == rt.cudaError_t.cudaErrorNotReady:
-            return False
-        if err:
-            raise _cuda.error_for("cudaEventQuery", err)
-        return True
+        return _done(rt.cudaEventQuery, self._raw)
 
     def elapsed_ms(self, end: "Event") -> float:
         """Milliseconds from this event to ``end`` (``cudaEventElapsedTime``)."""
