@@ -120,3 +120,13 @@ def test_finalizers_do_nothing_without_cuda():
     fin = release(o, lambda h: calls.append(h) or 1 / 0, 42)
     fin()  # the destroy function raised; release swallowed it
     assert calls == [42] and not fin.alive
+
+
+def test_render_without_graphviz_names_the_package(monkeypatch, tmp_path):
+    from pycudagraph import dot
+    monkeypatch.setattr(dot.shutil, "which", lambda name: None)
+    with pytest.raises(RuntimeError, match="install the graphviz package"):
+        dot.render("digraph g {}", tmp_path / "g.svg")
+    assert dot.svg_or_none("digraph g {}") is None
+    with pytest.raises(ValueError, match="svg, png and pdf"):
+        dot.render("digraph g {}", tmp_path / "g.gif")
