@@ -34,6 +34,13 @@ _DIMS_OFFSET = 8
 
 def dim3(value, what: str) -> tuple[int, int, int]:
     """Normalise a grid or block given as an int or a tuple of up to 3 positive ints."""
+    if type(value) is int and 0 < value < 4294967296:  # the common cases, checked cheaply
+        return (value, 1, 1)
+    if type(value) is tuple and len(value) == 3:
+        x, y, z = value
+        if (type(x) is int and type(y) is int and type(z) is int
+                and 0 < x < 4294967296 and 0 < y < 4294967296 and 0 < z < 4294967296):
+            return value
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         dims = (int(value), 1, 1)
     else:
@@ -140,6 +147,7 @@ class Layout:
         self.converters = tuple(_converter(p) for p in params)
         self.convert_at = tuple(i for i, c in enumerate(self.converters) if c is not None)
         self.fixup = struct.Struct(f"<{n}Q")
+        self.buffer_type = ctypes.c_char * self.size
         self.index = {p.name: p.index for p in params}
 
     def convert(self, args) -> list:
@@ -218,7 +226,7 @@ class ArgPack:
         self.layout = layout
         self.kernel = kernel
         self.refs = list(args)
-        buf = ctypes.create_string_buffer(layout.size)
+        buf = layout.buffer_type()
         addr = ctypes.addressof(buf)
         self.buf = buf
         self.address = addr
@@ -291,7 +299,7 @@ class ArgPack:
         """An independent pack with the same contents (its pointers point into itself)."""
         new = ArgPack.__new__(ArgPack)
         new.layout, new.kernel, new.refs = self.layout, self.kernel, list(self.refs)
-        buf = ctypes.create_string_buffer(self.layout.size)
+        buf = self.layout.buffer_type()
         ctypes.memmove(buf, self.buf, self.layout.size)
         addr = ctypes.addressof(buf)
         new.buf, new.address = buf, addr

@@ -18,10 +18,10 @@ from pathlib import Path
 from . import _cuda
 from ._cuda import call, dr, nvrtc, rt
 from ._lifetime import release
-from .args import ArgPack, Layout
+from .args import ArgPack, Layout, dim3
 from .errors import ArgumentError, CompileError, CudaError
 from .signature import KernelSignature, Param, parse_kernels, parse_params
-from .stream import stream_handle
+from .stream import Stream, stream_handle
 
 __all__ = ["Program", "Module", "Kernel", "device_arch", "kernels_dir"]
 
@@ -270,6 +270,8 @@ class Kernel:
         self.name = name
         self._declared = tuple(params)
         self._handle = None
+        self._handle_int = 0
+        self._func_int = 0
         self._layout = None
         self._image_params: list[tuple[int, int]] | None = None
 
@@ -284,6 +286,9 @@ class Kernel:
             except CudaError as exc:
                 raise self.module._with_arch_hint(exc)
             self._handle_int = int(handle)
+            # The kernel's function in pycudagraph's context: graph nodes and launches
+            # name it directly, so the driver does no kernel -> function lookup per launch.
+            self._func_int = int(call(dr.cuKernelGetFunction, dr.CUkernel(self._handle_int)))
             self._handle = handle
         return self._handle
 
@@ -342,10 +347,14 @@ class Kernel:
         return self._layout.params if self._layout is not None else self._declared
 
     def pack(self, args, grid=1, block=1, shared_mem: int = 0) -> ArgPack:
-        """Pack arguments and launch dimensions into a stable :class:`ArgPack`."""
-        layout = self.layout
-        return ArgPack(layout, self, args, grid, block, shared_mem,
-                       kern=self._handle_int, ctx=_cuda.current_context())
+        """Pack arguments and launch dimensions into a stable :class:`ArgPack`.
+
+        The header names the kernel's ``CUfunction`` (``cuKernelGetFunction``).
+        """
+        if self._handle is None:
+            self.handle  # noqa: B018 - load the module, get the function
+        return ArgPack(self._layout or self.layout, self, args, grid, block, shared_mem,
+                       func=self._func_int)
 
     # Launch ------------------------------------------------------------------------
 
@@ -367,20 +376,23 @@ class Kernel:
         -----
         Calls ``cuLaunchKernel`` with the ``cudaKernel_t`` as the function.
         """
-        pack = self.pack(args, grid, block, shared_mem)
-        self._launch_pack(pack, stream_handle(stream))
+        g, b = dim3(grid, "grid"), dim3(block, "block")
+        pack = self.pack(args, g, b, shared_mem)
+        s = stream._h if type(stream) is Stream else stream_handle(stream)
+        rc = _cuda.drv.cuLaunchKernel(self._func_int, g[0], g[1], g[2], b[0], b[1], b[2],
+                                      shared_mem, s, pack.address + 72, None)
+        if rc:
+            self._launch_failed(rc, pack, g, b, shared_mem, s)
+        elif _cuda.tracer is not None:
+            _cuda.tracer("cuLaunchKernel", (self, pack, s), (rc,))
 
-    def _launch_pack(self, pack: ArgPack, stream: int) -> None:
-        (gx, gy, gz), (bx, by, bz), smem = pack.dims
-        drv = _cuda.drv
-        rc = drv.cuLaunchKernel(self._handle_int, gx, gy, gz, bx, by, bz, smem, stream,
-                                pack.kernel_params, None)
+    def _launch_failed(self, rc, pack, g, b, shared_mem, s) -> None:
         if rc == _CUDA_ERROR_INVALID_CONTEXT:  # a new thread: make the primary context current
             call(rt.cudaFree, 0)
-            rc = drv.cuLaunchKernel(self._handle_int, gx, gy, gz, bx, by, bz, smem, stream,
-                                    pack.kernel_params, None)
+            rc = _cuda.drv.cuLaunchKernel(self._func_int, g[0], g[1], g[2], b[0], b[1], b[2],
+                                          shared_mem, s, pack.address + 72, None)
         if _cuda.tracer is not None:
-            _cuda.tracer("cuLaunchKernel", (self, pack, stream), (rc,))
+            _cuda.tracer("cuLaunchKernel", (self, pack, s), (rc,))
         if rc:
             _cuda.raise_driver("cuLaunchKernel", rc)
 

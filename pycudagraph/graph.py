@@ -113,10 +113,9 @@ class Graph:
         Notes
         -----
         Calls ``cuGraphAddKernelNode`` (the driver entry point behind
-        ``cudaGraphAddKernelNode``) with a ``CUDA_KERNEL_NODE_PARAMS_v2`` whose
-        argument slots live in the node's stable argument buffer.
+        ``cudaGraphAddKernelNode``) with a ``CUDA_KERNEL_NODE_PARAMS_v2`` naming the
+        kernel's ``CUfunction``, whose argument slots live in the node's stable buffer.
         """
-        kernel.handle  # noqa: B018 - load the module before packing
         pack = kernel.pack(args, grid, block, shared_mem)
         if isinstance(deps, Node):
             deps = (deps,)
@@ -136,8 +135,8 @@ class Graph:
             _cuda.tracer("cuGraphAddKernelNode", (out, self, list(deps), pack), (rc,))
         if rc:
             _cuda.raise_driver("cuGraphAddKernelNode", rc)
-        node = KernelNode(self, out.value, pack, out)
-        self._nodes[out.value] = node
+        h = out.value
+        node = self._nodes[h] = KernelNode(self, h, pack, out)
         return node
 
     def add_memcpy(self, dst, src, nbytes: int | None = None, deps=()) -> MemcpyNode:

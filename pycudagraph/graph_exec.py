@@ -161,6 +161,7 @@ class GraphExec:
             return entry
         if not isinstance(node, KernelNode):
             raise TypeError(f"expected a KernelNode, got {node!r}")
+        self._resolve_update()
         h = self._state.get(("alias", node._h), node._h)
         entry = self._packs.get(h)
         if entry is None:
@@ -249,6 +250,7 @@ class GraphExec:
                 self._retire(old)
 
     def _member(self, node) -> Node:
+        self._resolve_update()
         h = self._state.get(("alias", node._h), node._h)
         if h != node._h:
             return self.graph._node(h)
@@ -315,9 +317,9 @@ class GraphExec:
         """Take all node parameters from ``graph``, which has the same topology
         (``cuGraphExecUpdate``, the driver twin of ``cudaGraphExecUpdate``).
 
-        Nodes are paired in creation order, as CUDA pairs nodes built by the API.
-        Afterwards the nodes of ``graph`` are accepted by :meth:`set_arg` and
-        :meth:`set_params` as aliases of the paired nodes.
+        Nodes are paired in creation order, as CUDA pairs nodes built by the API (done
+        lazily, at the next per-node update). Afterwards the nodes of ``graph`` are
+        accepted by :meth:`set_arg` and :meth:`set_params` as aliases of the paired nodes.
 
         Raises
         ------
@@ -335,6 +337,19 @@ class GraphExec:
             exc = _cuda.error_for("cuGraphExecUpdate", err, hint, cls=GraphExecUpdateError)
             exc.reason, exc.node = reason, node
             raise exc
+        self._retire(tuple(entry[0] for entry in self._packs.values()))
+        self._packs.clear()
+        self._state = {k: v for k, v in self._state.items() if k[0] == "alias"}
+        self._state["pending"] = graph  # nodes are paired on the next per-node update
+        self._retire(self._keep)
+        self._keep = graph.keepalive() + (graph,)
+        self._host_ids = _collect_hostcall_ids(self._keep, set())
+
+    def _resolve_update(self) -> None:
+        """Pair the last update's nodes with the exec's (creation order, as CUDA pairs them)."""
+        graph = self._state.pop("pending", None)
+        if graph is None:
+            return
         old_nodes = _cuda.graph_nodes(self.graph._raw)
         new_nodes = _cuda.graph_nodes(graph._raw)
         for old_raw, new_raw in zip(old_nodes, new_nodes):
@@ -343,15 +358,6 @@ class GraphExec:
                 self._state[("alias", new._h)] = old_h
             if type(new) is KernelNode and new._pack is not None:
                 self._src[old_h] = new._pack
-            for key in ((old_h,), (new._h,)):
-                entry = self._packs.pop(key[0], None)
-                if entry is not None:
-                    self._retire(entry[0])
-            for kind in ("memcpy", "memset"):
-                self._state.pop((kind, old_h), None)
-        self._retire(self._keep)
-        self._keep = graph.keepalive() + (graph,)
-        self._host_ids = _collect_hostcall_ids(self._keep, set())
 
     def close(self) -> None:
         """Destroy the exec now (``cudaGraphExecDestroy``); idempotent."""
