@@ -21,7 +21,7 @@ from .copies import memcpy_args, memset_params
 from .errors import GraphExecUpdateError, PyCudaGraphError
 from .hostfn import HostCall, pending as _pending, raise_pending
 from .nodes import (ChildGraphNode, EventRecordNode, EventWaitNode, HostNode, KernelNode,
-                    MemcpyNode, MemsetNode, Node)
+                    MemcpyNode, MemsetNode, MemsetParams, Node)
 from .stream import Stream, stream_handle
 
 __all__ = ["GraphExec"]
@@ -275,7 +275,6 @@ class GraphExec:
         cur = self._state.get(("memset", target._h)) or (target.params, None)
         p = memset_params(cur[0], **changes)
         call(rt.cudaGraphExecMemsetNodeSetParams, self._raw, target.handle, p)
-        from .nodes import MemsetParams
         view = MemsetParams(int(p.dst), int(p.value), int(p.elementSize), int(p.width),
                             int(p.height), int(p.pitch))
         self._retire(cur)
