@@ -9,8 +9,9 @@ arguments are given as ``numpy.float32`` / ``numpy.int32`` and the pointer as an
 
 from __future__ import annotations
 
-from .common import HELPERS_CU, NotSupported, Peer, elapsed_us, median, na, now, ok
-from .timing import gpu_time_per_launch, held_batch, held_launch, timed_repeats
+from .common import HELPERS_CU, NotSupported, Peer, elapsed_us, na, now, ok
+from .timing import (build_instantiate_update, gpu_time_per_launch, held_batch, held_launch,
+                     timed_repeats)
 
 
 class CudaCorePeer(Peer):
@@ -107,26 +108,10 @@ class CudaCorePeer(Peer):
                 "exec_set_arg_alt": na("cuda.core has one node-update path (shown in the row above)")}
 
     def build(self):
-        s = self.settings
-        n = s.nodes
-        b, i, u = [], [], []
-        for r in range(s.repeats + 1):
-            g1, _, build_us = self._build3(n, 1.0)
-            t0 = now()
-            exe = g1.instantiate()
-            inst_us = elapsed_us(t0)
-            g2, _, _ = self._build3(n, 2.0)
-            t0 = now()
-            exe.update(g2)
-            upd_us = elapsed_us(t0)
-            exe.close()
-            if r:
-                b.append(build_us / n)
-                i.append(inst_us / n)
-                u.append(upd_us / n)
-        return {"build_per_node": ok(median(b), "gdef.launch / node.launch(cfg, k, ptr, f32, i32)"),
-                "instantiate_per_node": ok(median(i), "GraphDefinition.instantiate()"),
-                "exec_update_per_node": ok(median(u), "Graph.update(definition)")}
+        return build_instantiate_update(self._build3, self.settings.nodes, self.settings.repeats,
+                                        ("gdef.launch / node.launch(cfg, k, ptr, f32, i32)",
+                                         "GraphDefinition.instantiate()",
+                                         "Graph.update(definition)"))
 
     def recapture(self):
         s, cc = self.settings, self.cc

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-from .common import HELPERS_CU, Peer, elapsed_us, median, now, ok
-from .timing import gpu_time_per_launch, held_batch, held_launch, timed_repeats
+from .common import HELPERS_CU, Peer, elapsed_us, now, ok
+from .timing import (build_instantiate_update, gpu_time_per_launch, held_batch, held_launch,
+                     timed_repeats)
 
 
 class PcgPeer(Peer):
@@ -88,27 +89,10 @@ class PcgPeer(Peer):
                 "exec_set_arg_alt": ok(gen_us, f"exe.set_params(node, args={{1: v}}), {where}")}
 
     def build(self):
-        s = self.settings
-        n = s.nodes
-        b, i, u = [], [], []
-        for r in range(s.repeats + 1):
-            g1, _, build_us = self._build3(n, 1.0)
-            t0 = now()
-            exe = g1.instantiate()
-            inst_us = elapsed_us(t0)
-            g2, _, _ = self._build3(n, 2.0)
-            t0 = now()
-            exe.update(g2)
-            upd_us = elapsed_us(t0)
-            exe.close()
-            del g1, g2, exe
-            if r:
-                b.append(build_us / n)
-                i.append(inst_us / n)
-                u.append(upd_us / n)
-        return {"build_per_node": ok(median(b), "g.add_kernel(k, 1, 1, (ptr, 1.0, 3), deps=(prev,))"),
-                "instantiate_per_node": ok(median(i), "g.instantiate()"),
-                "exec_update_per_node": ok(median(u), "exe.update(graph2)")}
+        return build_instantiate_update(self._build3, self.settings.nodes, self.settings.repeats,
+                                        ("g.add_kernel(k, 1, 1, (ptr, 1.0, 3), deps=(prev,))",
+                                         "g.instantiate()",
+                                         "exe.update(graph2)"))
 
     def recapture(self):
         pcg, s = self.pcg, self.settings

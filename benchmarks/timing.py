@@ -7,7 +7,7 @@ from __future__ import annotations
 import gc
 import time
 
-from .common import US_PER_NS, Cell, median, ok
+from .common import US_PER_NS, Cell, elapsed_us, median, now, ok
 from .cudaenv import RawEnv, check
 
 
@@ -137,3 +137,31 @@ def timed_repeats(body, repeats: int) -> float:
             if r:
                 out.append(us)
     return median(out)
+
+
+def build_instantiate_update(build3, n: int, repeats: int, notes: tuple[str, str, str]) -> dict:
+    """Per-node build, instantiate and whole-graph update of an ``n``-node chain.
+
+    ``build3(n, a)`` returns ``(graph, nodes, build_us)``; the graph has ``instantiate()``
+    and its exec ``update(graph)`` and ``close()`` (pycudagraph and cuda.core alike).
+    Medians over ``repeats`` after one warm-up.
+    """
+    b, i, u = [], [], []
+    for r in range(repeats + 1):
+        g1, _, build_us = build3(n, 1.0)
+        t0 = now()
+        exe = g1.instantiate()
+        inst_us = elapsed_us(t0)
+        g2, _, _ = build3(n, 2.0)
+        t0 = now()
+        exe.update(g2)
+        upd_us = elapsed_us(t0)
+        exe.close()
+        del g1, g2, exe
+        if r:
+            b.append(build_us / n)
+            i.append(inst_us / n)
+            u.append(upd_us / n)
+    return {"build_per_node": ok(median(b), notes[0]),
+            "instantiate_per_node": ok(median(i), notes[1]),
+            "exec_update_per_node": ok(median(u), notes[2])}

@@ -15,6 +15,7 @@ object that needs it (:func:`ensure_device`).
 from __future__ import annotations
 
 import ctypes
+import struct
 import sys
 import threading
 
@@ -135,7 +136,7 @@ def call(fn, *args):
 # Versions and device initialisation
 
 _lock = threading.Lock()
-_state: dict = {"ready": False, "device": None, "ctx": 0}
+_state: dict = {"ready": False, "device": None}
 
 
 def driver_version() -> int:
@@ -173,7 +174,7 @@ def ensure_device() -> int:
     """Initialise CUDA on the current device once; return the device ordinal.
 
     Calls ``cudaGetDeviceCount``, ``cudaGetDevice`` and ``cudaFree(0)`` (which makes the
-    device's primary context current), then ``cuCtxGetCurrent`` to remember it.
+    device's primary context current).
     Raises :class:`CudaNotAvailableError` with one clear sentence when there is no
     driver or no device.
     """
@@ -191,15 +192,8 @@ def ensure_device() -> int:
                 "pycudagraph needs an NVIDIA GPU and driver; none is usable on this machine")
         dev = call(rt.cudaGetDevice)
         call(rt.cudaFree, 0)
-        ctx = call(dr.cuCtxGetCurrent)
-        _state.update(ready=True, device=dev, ctx=int(ctx))
+        _state.update(ready=True, device=dev)
         return dev
-
-
-def current_context() -> int:
-    """The primary context pycudagraph runs in (after :func:`ensure_device`)."""
-    ensure_device()
-    return _state["ctx"]
 
 
 def cuda_available() -> bool:
@@ -266,30 +260,8 @@ def graph_root_nodes(graph) -> list:
     return _sized_list(rt.cudaGraphGetRootNodes, graph)
 
 
-def stream_capture_info(stream) -> tuple:
-    """``cudaStreamGetCaptureInfo``: (status, id, graph, dependencies)."""
-    res = call(rt.cudaStreamGetCaptureInfo, stream)
-    status, cid, graph, deps = res[0], res[1], res[2], res[3]
-    return status, cid, graph, list(deps or [])
-
-
 # ----------------------------------------------------------------------------------
 # ctypes entry points into libcuda for the hot paths
-
-class KernelNodeParams(ctypes.Structure):
-    """``CUDA_KERNEL_NODE_PARAMS_v2``: the struct the driver's kernel-node calls take."""
-
-    _fields_ = [
-        ("func", ctypes.c_void_p),
-        ("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
-        ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
-        ("sharedMemBytes", ctypes.c_uint),
-        ("kernelParams", ctypes.c_void_p),
-        ("extra", ctypes.c_void_p),
-        ("kern", ctypes.c_void_p),
-        ("ctx", ctypes.c_void_p),
-    ]
-
 
 class ExecUpdateResultInfo(ctypes.Structure):
     """``CUgraphExecUpdateResultInfo``: why ``cuGraphExecUpdate`` refused, and where.
@@ -302,9 +274,11 @@ class ExecUpdateResultInfo(ctypes.Structure):
                 ("errorFromNode", ctypes.c_void_p)]
 
 
-#: Byte layout of :class:`KernelNodeParams` for ``struct.pack_into`` (little-endian x86-64/aarch64).
+#: Byte layout of ``CUDA_KERNEL_NODE_PARAMS_v2`` (the struct the driver's kernel-node calls
+#: take) for ``struct.pack_into``: func, grid xyz, block xyz, sharedMemBytes, (padding),
+#: kernelParams, extra, kern, ctx. 72 bytes on 64-bit little-endian hosts.
 KERNEL_NODE_PARAMS_FORMAT = "<Q7I4xQQQQ"
-assert ctypes.sizeof(KernelNodeParams) == 72
+assert struct.calcsize(KERNEL_NODE_PARAMS_FORMAT) == 72
 
 
 class _Driver:
@@ -367,10 +341,3 @@ drv = _Driver()
 def raise_driver(api: str, code: int):
     """Raise the exception for a driver call made through :data:`drv`."""
     raise error_for(api, code)
-
-
-def handle_int(h) -> int:
-    """Integer value of a raw handle (cuda.bindings object, int or None)."""
-    if h is None:
-        return 0
-    return int(h)

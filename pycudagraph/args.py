@@ -24,10 +24,10 @@ from .errors import ArgumentError
 from .memory import device_pointer
 from .signature import VECTOR_TYPES, Param
 
-__all__ = ["Layout", "ArgPack", "dim3"]
+__all__ = ["Layout", "ArgPack", "dim3", "HEADER_SIZE"]
 
 _HEADER = struct.Struct(KERNEL_NODE_PARAMS_FORMAT)
-_HEADER_SIZE = _HEADER.size  # 72
+HEADER_SIZE = _HEADER.size  #: 72: the kernelParams array starts right after the header
 _DIMS = struct.Struct("<7I")  # grid xyz, block xyz, shared memory: bytes 8..36 of the header
 _DIMS_OFFSET = 8
 
@@ -127,15 +127,15 @@ class Layout:
         self.kernel_name = kernel_name
         self.params = params
         n = len(params)
-        ptr_end = _HEADER_SIZE + 8 * n
+        ptr_end = HEADER_SIZE + 8 * n
         offsets, pos = [], ptr_end
         for p in params:
             pos = (pos + p.align - 1) // p.align * p.align
             offsets.append(pos)
             pos += p.size
-        self.size = max(pos, ptr_end, _HEADER_SIZE)
+        self.size = max(pos, ptr_end, HEADER_SIZE)
         self.offsets = tuple(offsets)
-        self.pointers_offset = _HEADER_SIZE
+        self.pointers_offset = HEADER_SIZE
         value_fmt, cursor = "", ptr_end
         for p, off in zip(params, offsets):
             value_fmt += f"{off - cursor}x" if off > cursor else ""
@@ -212,8 +212,6 @@ class ArgPack:
     ----------
     address : int
         Address of the buffer: a ``CUDA_KERNEL_NODE_PARAMS_v2*``.
-    kernel_params : int
-        ``void**`` for ``cuLaunchKernel``'s ``kernelParams``.
     refs : list
         The Python objects the arguments came from, kept alive with the pack.
     """
@@ -233,15 +231,11 @@ class ArgPack:
         g, b = dim3(grid, "grid"), dim3(block, "block")
         try:
             layout.full.pack_into(buf, 0, func, g[0], g[1], g[2], b[0], b[1], b[2],
-                                  int(shared_mem), addr + _HEADER_SIZE, 0, kern, ctx,
+                                  int(shared_mem), addr + HEADER_SIZE, 0, kern, ctx,
                                   *[addr + o for o in layout.offsets], *values)
         except (struct.error, OverflowError, TypeError):
             layout.diagnose(args)
             raise
-
-    @property
-    def kernel_params(self) -> int:
-        return self.address + _HEADER_SIZE
 
     def set(self, i: int, value) -> None:
         """Rewrite argument ``i`` in place (no other slot is touched)."""
@@ -263,8 +257,7 @@ class ArgPack:
         old = self.refs[i]
         layout.slots[i].pack_into(self.buf, layout.offsets[i], conv(old) if conv else old)
 
-    def set_dims(self, grid=None, block=None, shared_mem=None) -> None:
-        """Rewrite grid, block and/or dynamic shared memory in the header."""
+    def _dims_with(self, grid, block, shared_mem) -> list:
         cur = list(_DIMS.unpack_from(self.buf, _DIMS_OFFSET))
         if grid is not None:
             cur[0:3] = dim3(grid, "grid")
@@ -274,25 +267,45 @@ class ArgPack:
             if int(shared_mem) < 0:
                 raise ValueError(f"shared_mem must be >= 0, got {shared_mem}")
             cur[6] = int(shared_mem)
-        _DIMS.pack_into(self.buf, _DIMS_OFFSET, *cur)
+        return cur
+
+    def set_dims(self, grid=None, block=None, shared_mem=None) -> None:
+        """Rewrite grid, block and/or dynamic shared memory in the header."""
+        _DIMS.pack_into(self.buf, _DIMS_OFFSET, *self._dims_with(grid, block, shared_mem))
+
+    def apply(self, args=None, grid=None, block=None, shared_mem=None) -> list:
+        """Change some fields in place; everything is checked before anything is written.
+
+        ``args`` is a full sequence, or a dict ``{index_or_name: value}``. Returns the
+        objects the changed slots referred to before.
+        """
+        layout = self.layout
+        dims = None
+        if grid is not None or block is not None or shared_mem is not None:
+            dims = self._dims_with(grid, block, shared_mem)
+        old = list(self.refs)
+        if isinstance(args, dict):
+            items = [(layout.slot_index(k), v) for k, v in args.items()]
+            packed = [layout.check_one(i, v) for i, v in items]
+            for (i, value), p in zip(items, packed):
+                layout.slots[i].pack_into(self.buf, layout.offsets[i], p)
+                self.refs[i] = value
+            old = [old[i] for i, _ in items]
+        elif args is not None:
+            values = layout.convert(args)
+            if values:
+                layout.values.pack_into(self.buf, HEADER_SIZE + 8 * len(values), *values)
+            self.refs = list(args)
+        else:
+            old = []
+        if dims is not None:
+            _DIMS.pack_into(self.buf, _DIMS_OFFSET, *dims)
+        return old
 
     def updated(self, args=None, grid=None, block=None, shared_mem=None) -> "ArgPack":
-        """A new pack with some fields changed; this one is left as it was.
-
-        ``args`` is a full sequence, or a dict ``{index_or_name: value}``.
-        """
+        """A new pack with some fields changed (:meth:`apply` on a copy); this one is unchanged."""
         new = self.copy()
-        if isinstance(args, dict):
-            for key, value in args.items():
-                new.set(self.layout.slot_index(key), value)
-        elif args is not None:
-            values = self.layout.convert(args)
-            layout = self.layout
-            for i, v in enumerate(values):
-                layout.slots[i].pack_into(new.buf, layout.offsets[i], v)
-            new.refs = list(args)
-        if grid is not None or block is not None or shared_mem is not None:
-            new.set_dims(grid, block, shared_mem)
+        new.apply(args, grid, block, shared_mem)
         return new
 
     def copy(self) -> "ArgPack":
@@ -303,8 +316,8 @@ class ArgPack:
         ctypes.memmove(buf, self.buf, self.layout.size)
         addr = ctypes.addressof(buf)
         new.buf, new.address = buf, addr
-        struct.pack_into("<Q", buf, 40, addr + _HEADER_SIZE)
-        self.layout.fixup.pack_into(buf, _HEADER_SIZE, *[addr + o for o in self.layout.offsets])
+        struct.pack_into("<Q", buf, 40, addr + HEADER_SIZE)
+        self.layout.fixup.pack_into(buf, HEADER_SIZE, *[addr + o for o in self.layout.offsets])
         return new
 
     # Readable views ---------------------------------------------------------------
@@ -319,7 +332,7 @@ class ArgPack:
         layout = self.layout
         if not layout.params:
             return ()
-        return layout.values.unpack_from(self.buf, _HEADER_SIZE + 8 * len(layout.params))
+        return layout.values.unpack_from(self.buf, HEADER_SIZE + 8 * len(layout.params))
 
     def raw(self) -> bytes:
         return bytes(self.buf)

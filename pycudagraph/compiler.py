@@ -18,7 +18,7 @@ from pathlib import Path
 from . import _cuda
 from ._cuda import call, dr, nvrtc, rt
 from ._lifetime import release
-from .args import ArgPack, Layout, dim3
+from .args import HEADER_SIZE, ArgPack, Layout, dim3
 from .errors import ArgumentError, CompileError, CudaError
 from .signature import KernelSignature, Param, parse_kernels, parse_params
 from .stream import Stream, stream_handle
@@ -380,7 +380,7 @@ class Kernel:
         pack = self.pack(args, g, b, shared_mem)
         s = stream._h if type(stream) is Stream else stream_handle(stream)
         rc = _cuda.drv.cuLaunchKernel(self._func_int, g[0], g[1], g[2], b[0], b[1], b[2],
-                                      shared_mem, s, pack.address + 72, None)
+                                      shared_mem, s, pack.address + HEADER_SIZE, None)
         if rc:
             self._launch_failed(rc, pack, g, b, shared_mem, s)
         elif _cuda.tracer is not None:
@@ -390,7 +390,7 @@ class Kernel:
         if rc == _CUDA_ERROR_INVALID_CONTEXT:  # a new thread: make the primary context current
             call(rt.cudaFree, 0)
             rc = _cuda.drv.cuLaunchKernel(self._func_int, g[0], g[1], g[2], b[0], b[1], b[2],
-                                          shared_mem, s, pack.address + 72, None)
+                                          shared_mem, s, pack.address + HEADER_SIZE, None)
         if _cuda.tracer is not None:
             _cuda.tracer("cuLaunchKernel", (self, pack, s), (rc,))
         if rc:

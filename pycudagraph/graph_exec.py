@@ -231,17 +231,7 @@ class GraphExec:
 
     def _set_kernel(self, node, args=None, grid=None, block=None, shared_mem=None) -> None:
         pack, h = self._kernel_entry(node)
-        old_refs = list(pack.refs)
-        if isinstance(args, dict):
-            for key, value in args.items():
-                pack.set(pack.layout.slot_index(key), value)
-        elif args is not None:
-            values = pack.layout.convert(args)
-            for i, v in enumerate(values):
-                pack.layout.slots[i].pack_into(pack.buf, pack.layout.offsets[i], v)
-            pack.refs = list(args)
-        if grid is not None or block is not None or shared_mem is not None:
-            pack.set_dims(grid, block, shared_mem)
+        old_refs = pack.apply(args, grid, block, shared_mem)
         rc = _SET_KERNEL(self._h, h, pack.address)
         if rc:
             _cuda.raise_driver("cuGraphExecKernelNodeSetParams", rc)

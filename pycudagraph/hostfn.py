@@ -63,7 +63,7 @@ def trampoline_address() -> int:
     return ctypes.cast(_trampoline, ctypes.c_void_p).value
 
 
-def raise_pending(owner=None, ids=None) -> None:
+def raise_pending(ids=None) -> None:
     """Raise the first kept host-node exception (of ``ids`` when given), dropping it.
 
     The error is :class:`HostCallbackError` whose ``__cause__`` is the original.

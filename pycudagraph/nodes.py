@@ -238,15 +238,21 @@ class MemcpyParams:
 _KIND_NAMES = {0: "host->host", 1: "host->device", 2: "device->host", 3: "device->device", 4: "default"}
 
 
-class MemcpyNode(Node):
-    """A memory copy node (``cudaGraphAddMemcpyNode1D``)."""
+class _BufferNode(Node):
+    """A node that keeps the Python objects its addresses came from."""
 
-    type = NodeType.MEMCPY
     __slots__ = ("_refs",)
 
     def __init__(self, graph, h: int, refs=()):
         super().__init__(graph, h)
         self._refs = refs
+
+
+class MemcpyNode(_BufferNode):
+    """A memory copy node (``cudaGraphAddMemcpyNode1D``)."""
+
+    type = NodeType.MEMCPY
+    __slots__ = ()
 
     @property
     def params(self) -> MemcpyParams:
@@ -283,15 +289,11 @@ class MemsetParams:
     pitch: int
 
 
-class MemsetNode(Node):
+class MemsetNode(_BufferNode):
     """A memset node (``cudaGraphAddMemsetNode``)."""
 
     type = NodeType.MEMSET
-    __slots__ = ("_refs",)
-
-    def __init__(self, graph, h: int, refs=()):
-        super().__init__(graph, h)
-        self._refs = refs
+    __slots__ = ()
 
     @property
     def params(self) -> MemsetParams:

@@ -8,7 +8,7 @@ import pytest
 
 import pycudagraph as pcg
 from pycudagraph import _cuda
-from pycudagraph._cuda import dr, nvrtc, rt
+from pycudagraph._cuda import nvrtc, rt
 
 
 def test_runtime_error_text():

@@ -146,7 +146,7 @@ MAP: dict[str, tuple[str, str]] = {
     "cudaStreamEndCapture": ("capture", "on leaving the with block, always"),
     "cudaStreamIsCapturing": ("capture_status, capture.status", ""),
     "cudaStreamGetCaptureInfo": ("", "no public method reports capture info yet "
-                                     "(the checked helper exists in _cuda.py)"),
+                                     "(capture_status uses cudaStreamIsCapturing)"),
     "cudaStreamUpdateCaptureDependencies": ("", "editing a capture's dependency set "
                                                 "is not exposed yet"),
     "cudaThreadExchangeStreamCaptureMode": ("", "the mode is chosen per capture; "
