@@ -7,7 +7,8 @@ names the raw call it makes. Importing the package makes no CUDA call.
 from . import nvtx as _nvtx
 from .bucketed import BucketedGraphs, BucketStats
 from .capture import capture, capture_status
-from .compiler import Kernel, Module, Program
+from .kernel import Kernel
+from .program import Module, Program
 from .errors import (ArgumentError, CaptureError, CompileError, CudaError,
                      CudaNotAvailableError, GraphExecUpdateError, HostCallbackError,
                      NotSupportedError, PyCudaGraphError)

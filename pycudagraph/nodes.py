@@ -174,7 +174,7 @@ class KernelNode(Node):
 
     @property
     def kernel(self):
-        """The :class:`~pycudagraph.compiler.Kernel` when the node was built by pycudagraph."""
+        """The :class:`~pycudagraph.kernel.Kernel` when the node was built by pycudagraph."""
         return self._pack.kernel if self._pack is not None else None
 
     @property

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from pycudagraph import __main__ as cli
-from pycudagraph import _cuda, info
+from pycudagraph.cli import main as cli
+from pycudagraph import _cuda
+from pycudagraph.cli import info
 from pycudagraph.errors import CudaNotAvailableError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,9 +79,9 @@ def test_info_on_gpu_names_device_and_features(has_gpu):
 
 def test_demo_gets_the_remaining_arguments(monkeypatch):
     seen = []
-    fake = types.ModuleType("pycudagraph.demo")
+    fake = types.ModuleType("pycudagraph.cli.demo")
     fake.main = lambda argv: seen.append(list(argv)) or 7
-    monkeypatch.setitem(sys.modules, "pycudagraph.demo", fake)
+    monkeypatch.setitem(sys.modules, "pycudagraph.cli.demo", fake)
     assert cli.main(["demo", "--steps", "3", "-v", "extra"]) == 7
     assert seen == [["--steps", "3", "-v", "extra"]]
     assert cli.main(["demo", "--help"]) == 7  # the demo's own --help, not ours
@@ -88,7 +89,7 @@ def test_demo_gets_the_remaining_arguments(monkeypatch):
 
 
 def test_demo_missing_module_is_explained(monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "pycudagraph.demo", None)  # import fails as if absent
+    monkeypatch.setitem(sys.modules, "pycudagraph.cli.demo", None)  # import fails as if absent
     assert cli.main(["demo"]) == 2
     err = capsys.readouterr().err
     assert "no demo module" in err and "Traceback" not in err
@@ -111,9 +112,9 @@ def test_commands_without_gpu_do_not_raise(monkeypatch, capsys):
     def no_driver(argv=None):
         raise CudaNotAvailableError("cudaDriverGetVersion", 35, "cudaErrorInsufficientDriver",
                                     "no NVIDIA driver was found on this machine")
-    fake = types.ModuleType("pycudagraph.demo")
+    fake = types.ModuleType("pycudagraph.cli.demo")
     fake.main = no_driver
-    monkeypatch.setitem(sys.modules, "pycudagraph.demo", fake)
+    monkeypatch.setitem(sys.modules, "pycudagraph.cli.demo", fake)
     monkeypatch.setattr(info, "report", no_driver)
     assert cli.main(["demo"]) == 1
     assert cli.main(["info"]) == 1

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import _cuda
+from .. import _cuda
 from ._model_data import MEASURED
 
 SIZES = (512, 1024, 1024, 512)

@@ -14,9 +14,9 @@ from typing import NamedTuple
 
 import numpy
 
-from . import _cuda
-from ._cuda import call, rt
-from .errors import CudaError
+from .. import _cuda
+from .._cuda import call, rt
+from ..errors import CudaError
 
 __all__ = ["Feature", "FEATURES", "collect", "report"]
 
@@ -143,7 +143,7 @@ def collect() -> dict:
     CudaNotAvailableError
         When there is no NVIDIA driver on this machine.
     """
-    from . import __version__
+    from .. import __version__
 
     driver = _cuda.driver_version()  # raises CudaNotAvailableError without a driver
     runtime = _cuda.runtime_version()

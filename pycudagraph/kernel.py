@@ -1,0 +1,168 @@
+"""A loaded kernel: its parameter layout, argument packing and eager launch.
+
+A :class:`Kernel` comes from :meth:`Module.get_kernel <pycudagraph.program.Module.get_kernel>`
+(``cudaLibraryGetKernel``); its signature is checked against the kernel image
+(``cuKernelGetParamInfo``) before the first pack.
+"""
+
+from __future__ import annotations
+
+from . import _cuda
+from ._cuda import call, dr, rt
+from .args import HEADER_SIZE, ArgPack, Layout, dim3
+from .errors import ArgumentError, CudaError
+from .signature import Param
+from .stream import Stream, stream_handle
+
+__all__ = ["Kernel"]
+
+_CUDA_ERROR_INVALID_CONTEXT = 201
+
+
+class Kernel:
+    """One kernel of a :class:`Module` (``cudaKernel_t``), with its parameter layout.
+
+    Attributes
+    ----------
+    name : str
+    params : list of Param
+        C type, size and (our packing) offsets of each parameter.
+    """
+
+    def __init__(self, module, name: str, params: tuple[Param, ...]):
+        self.module = module
+        self.name = name
+        self._declared = tuple(params)
+        self._handle = None
+        self._handle_int = 0
+        self._func_int = 0
+        self._layout = None
+        self._image_params: list[tuple[int, int]] | None = None
+
+    # Loading -----------------------------------------------------------------------
+
+    @property
+    def handle(self):
+        """The raw ``cudaKernel_t`` (``cudaLibraryGetKernel``)."""
+        if self._handle is None:
+            try:
+                handle = call(rt.cudaLibraryGetKernel, self.module.handle, self.name.encode())
+            except CudaError as exc:
+                raise self.module._with_arch_hint(exc)
+            self._handle_int = int(handle)
+            # The kernel's function in pycudagraph's context: graph nodes and launches
+            # name it directly, so the driver does no kernel -> function lookup per launch.
+            self._func_int = int(call(dr.cuKernelGetFunction, dr.CUkernel(self._handle_int)))
+            self._handle = handle
+        return self._handle
+
+    @property
+    def image_params(self) -> list[tuple[int, int]] | None:
+        """(offset, size) of each parameter in the kernel image (``cuKernelGetParamInfo``),
+        or ``None`` when the driver cannot tell (older than CUDA 12.4)."""
+        if self._image_params is None:
+            kern = dr.CUkernel(int(self.handle))
+            info = []
+            while True:
+                try:
+                    err, offset, size = dr.cuKernelGetParamInfo(kern, len(info))
+                except (AttributeError, RuntimeError):
+                    return None
+                if err == dr.CUresult.CUDA_ERROR_INVALID_VALUE:
+                    break
+                if err == dr.CUresult.CUDA_ERROR_NOT_SUPPORTED:
+                    return None
+                if err:
+                    raise _cuda.error_for("cuKernelGetParamInfo", err)
+                info.append((int(offset), int(size)))
+            self._image_params = info
+        return self._image_params
+
+    @property
+    def layout(self) -> Layout:
+        """Packing layout; on first use checks the signature against the kernel image."""
+        if self._layout is None:
+            params = self._declared
+            image = self.image_params
+            if image is not None:
+                params = self._check_against_image(params, image)
+            self._layout = Layout(self.name, params)
+        return self._layout
+
+    def _check_against_image(self, params, image) -> tuple[Param, ...]:
+        if len(image) != len(params):
+            raise ArgumentError(
+                f"{self.name}: the signature has {len(params)} parameters but the compiled "
+                f"kernel has {len(image)}; fix the source parse or pass signature=")
+        out = []
+        for p, (_, size) in zip(params, image):
+            if p.size is None:
+                p = p.with_size(size)
+            elif p.size != size:
+                raise ArgumentError(
+                    f"{self.name}: parameter {p.index} '{p.name}' is {p.ctype} ({p.size} bytes) "
+                    f"in the signature but {size} bytes in the compiled kernel")
+            out.append(p)
+        return tuple(out)
+
+    @property
+    def params(self) -> tuple[Param, ...]:
+        """The parameters: name, C type, kind, size, alignment."""
+        return self._layout.params if self._layout is not None else self._declared
+
+    def pack(self, args, grid=1, block=1, shared_mem: int = 0) -> ArgPack:
+        """Pack arguments and launch dimensions into a stable :class:`ArgPack`.
+
+        The header names the kernel's ``CUfunction`` (``cuKernelGetFunction``).
+        """
+        if self._handle is None:
+            self.handle  # noqa: B018 - load the module, get the function
+        return ArgPack(self._layout or self.layout, self, args, grid, block, shared_mem,
+                       func=self._func_int)
+
+    # Launch ------------------------------------------------------------------------
+
+    def launch(self, grid, block, args=(), stream=None, shared_mem: int = 0) -> None:
+        """Launch the kernel now.
+
+        Parameters
+        ----------
+        grid, block : int or tuple of up to 3 ints
+        args : sequence
+            One value per parameter: Python/numpy scalars, device arrays
+            (``__cuda_array_interface__`` / DLPack), :class:`DeviceBuffer`, int pointers.
+        stream : Stream or stream-like, optional
+            Defaults to the legacy default stream.
+        shared_mem : int
+            Dynamic shared memory in bytes.
+
+        Notes
+        -----
+        Calls ``cuLaunchKernel`` with the ``cudaKernel_t`` as the function.
+        """
+        g, b = dim3(grid, "grid"), dim3(block, "block")
+        pack = self.pack(args, g, b, shared_mem)
+        s = stream._h if type(stream) is Stream else stream_handle(stream)
+        rc = _cuda.drv.cuLaunchKernel(self._func_int, g[0], g[1], g[2], b[0], b[1], b[2],
+                                      shared_mem, s, pack.address + HEADER_SIZE, None)
+        if rc:
+            self._launch_failed(rc, pack, g, b, shared_mem, s)
+        elif _cuda.tracer is not None:
+            _cuda.tracer("cuLaunchKernel", (self, pack, s), (rc,))
+
+    def _launch_failed(self, rc, pack, g, b, shared_mem, s) -> None:
+        if rc == _CUDA_ERROR_INVALID_CONTEXT:  # a new thread: make the primary context current
+            call(rt.cudaFree, 0)
+            rc = _cuda.drv.cuLaunchKernel(self._func_int, g[0], g[1], g[2], b[0], b[1], b[2],
+                                          shared_mem, s, pack.address + HEADER_SIZE, None)
+        if _cuda.tracer is not None:
+            _cuda.tracer("cuLaunchKernel", (self, pack, s), (rc,))
+        if rc:
+            _cuda.raise_driver("cuLaunchKernel", rc)
+
+    def __call__(self, grid, block, args=(), stream=None, shared_mem: int = 0) -> None:
+        self.launch(grid, block, args, stream, shared_mem)
+
+    def __repr__(self) -> str:
+        sig = ", ".join(p.describe() for p in self._declared)
+        return f"<pycudagraph.Kernel {self.name}({sig})>"
