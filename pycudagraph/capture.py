@@ -91,7 +91,7 @@ class capture:
         mode = CAPTURE_MODES[self.mode]
         if self._target is not None:
             _cuda.require("capture into an existing graph (cudaStreamBeginCaptureToGraph)", 12030)
-            raw_deps, n = self._target._deps(self._deps)
+            raw_deps, n = self._target._dep_list(self._deps)
             call(rt.cudaStreamBeginCaptureToGraph, s.ptr, self._target._raw, raw_deps, None, n, mode)
         else:
             call(rt.cudaStreamBeginCapture, s.ptr, mode)
@@ -116,7 +116,7 @@ class capture:
             else:
                 self.graph = self._target
             if self._keep:
-                self.graph._keep[("capture", len(self.graph._keep))] = self._keep
+                self.graph._ledger.add("captured work", *self._keep)
             return False
         # Failure: end (done), destroy the partial graph, explain.
         if owned and raw is not None and int(raw):
