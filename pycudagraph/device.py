@@ -19,11 +19,11 @@ import operator
 
 from . import _cuda
 from ._cuda import call, rt
-from ._cuda.device import seen
+from ._cuda.device import current_device, seen
 from .errors import PyCudaGraphError
 
-__all__ = ["Device", "device", "device_count", "current_device", "DeviceMismatchError",
-           "check_same_device", "check_access"]
+__all__ = ["Device", "device", "device_count", "DeviceMismatchError", "check_same_device",
+           "check_access", "peer_pairs", "devices_seen"]
 
 _ATTR = rt.cudaDeviceAttr
 _PEER_ALREADY = rt.cudaError_t.cudaErrorPeerAccessAlreadyEnabled
@@ -55,12 +55,13 @@ def _ordinal(dev) -> int:
     """The ordinal of a :class:`Device` or an int, checked against the device count."""
     if isinstance(dev, Device):
         return dev._ordinal
-    if isinstance(dev, bool) or not isinstance(dev, int):
-        try:
-            dev = operator.index(dev)
-        except TypeError:
-            raise TypeError(f"a device is a pycudagraph.Device or an int ordinal, "
-                            f"got {type(dev).__name__}") from None
+    try:
+        if isinstance(dev, bool):
+            raise TypeError
+        dev = operator.index(dev)
+    except TypeError:
+        raise TypeError(f"a device is a pycudagraph.Device or an int ordinal, "
+                        f"got {type(dev).__name__}") from None
     count = device_count()
     if not 0 <= dev < count:
         have = f"devices 0..{count - 1}" if count else "no usable CUDA device"
@@ -179,8 +180,8 @@ class Device:
 
     @classmethod
     def current(cls) -> "Device":
-        """The calling thread's current device (``cudaGetDevice`` on first use)."""
-        return cls._of(_cuda.ensure_device())
+        """The calling thread's current device (``cudaGetDevice``)."""
+        return cls._of(current_device())
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Device) and other._ordinal == self._ordinal
@@ -190,11 +191,6 @@ class Device:
 
     def __repr__(self) -> str:
         return f"<pycudagraph.Device {self._ordinal}>"
-
-
-def current_device() -> Device:
-    """The calling thread's current :class:`Device`."""
-    return Device.current()
 
 
 class device:
@@ -217,8 +213,16 @@ class device:
         self._target = _ordinal(dev)
         self._previous: list[int] = []
 
+    @classmethod
+    def _trusted(cls, ordinal: int) -> "device":
+        """The same for an ordinal already known to be valid (no ``cudaGetDeviceCount``)."""
+        self = cls.__new__(cls)
+        self._target = ordinal
+        self._previous = []
+        return self
+
     def __enter__(self) -> Device:
-        prev = _cuda.ensure_device()
+        prev = current_device()
         self._previous.append(prev)
         if prev != self._target:
             _cuda.set_device(self._target)

@@ -8,13 +8,16 @@ device, or a raw integer into the integer device address kernels and copies take
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 
 import numpy as np
 
 from . import _cuda
 from ._cuda import call, rt
+from ._cuda.device import current_device, seen, thread_state
 from ._lifetime import release
+from .device import Device, device
 from .stream import stream_handle
 
 __all__ = ["DeviceBuffer", "PinnedBuffer", "device_pointer", "host_pointer", "nbytes_of"]
@@ -34,17 +37,18 @@ class DeviceBuffer:
 
     Notes
     -----
-    Freed with ``cudaFree`` by :meth:`free` or when collected. Exposes
-    ``__cuda_array_interface__`` as bytes, so ``cupy.asarray(buf)`` views it.
+    Allocated on the current device (:attr:`device`). Freed with ``cudaFree`` by
+    :meth:`free` or when collected. Exposes ``__cuda_array_interface__`` as bytes, so
+    ``cupy.asarray(buf)`` views it.
     """
 
-    __slots__ = ("ptr", "nbytes", "_fin", "__weakref__")
+    __slots__ = ("ptr", "nbytes", "_fin", "_dev", "__weakref__")
 
     def __init__(self, nbytes: int):
         nbytes = int(nbytes)
         if nbytes <= 0:
             raise ValueError(f"DeviceBuffer needs a positive size in bytes, got {nbytes}")
-        _cuda.ensure_device()
+        self._dev = current_device()
         raw = call(rt.cudaMalloc, nbytes)
         self.ptr: int = int(raw)
         self.nbytes: int = nbytes
@@ -65,6 +69,18 @@ class DeviceBuffer:
 
     def __int__(self) -> int:
         return self.ptr
+
+    @property
+    def device(self) -> Device:
+        """The device the memory was allocated on."""
+        return Device._of(self._dev)
+
+    def _on_own_device(self):
+        """Its device current for a synchronous call (a no-op on one GPU): the legacy
+        stream synchronized after ``cudaMemcpy`` / ``cudaMemset`` is the current device's."""
+        if seen.multi and self._dev != thread_state.device:
+            return device._trusted(self._dev)
+        return contextlib.nullcontext()
 
     @property
     def __cuda_array_interface__(self) -> dict:
@@ -92,8 +108,9 @@ class DeviceBuffer:
         arr = self._check_host(host_array, "copy_from")
         src = arr.ctypes.data
         if stream is None:
-            call(rt.cudaMemcpy, self.ptr, src, arr.nbytes, _H2D)
-            call(rt.cudaStreamSynchronize, _LEGACY_STREAM)
+            with self._on_own_device():
+                call(rt.cudaMemcpy, self.ptr, src, arr.nbytes, _H2D)
+                call(rt.cudaStreamSynchronize, _LEGACY_STREAM)
         else:
             call(rt.cudaMemcpyAsync, self.ptr, src, arr.nbytes, _H2D, stream_handle(stream))
 
@@ -110,7 +127,8 @@ class DeviceBuffer:
         if not arr.flags.writeable:
             raise ValueError("copy_to needs a writeable host array")
         if stream is None:
-            call(rt.cudaMemcpy, arr.ctypes.data, self.ptr, arr.nbytes, _D2H)
+            with self._on_own_device():
+                call(rt.cudaMemcpy, arr.ctypes.data, self.ptr, arr.nbytes, _D2H)
         else:
             call(rt.cudaMemcpyAsync, arr.ctypes.data, self.ptr, arr.nbytes, _D2H, stream_handle(stream))
         return host_array
@@ -127,8 +145,9 @@ class DeviceBuffer:
         """Set every byte to 0 (``cudaMemset`` then ``cudaStreamSynchronize(cudaStreamLegacy)``,
         or ``cudaMemsetAsync`` on ``stream``)."""
         if stream is None:
-            call(rt.cudaMemset, self.ptr, 0, self.nbytes)
-            call(rt.cudaStreamSynchronize, _LEGACY_STREAM)
+            with self._on_own_device():
+                call(rt.cudaMemset, self.ptr, 0, self.nbytes)
+                call(rt.cudaStreamSynchronize, _LEGACY_STREAM)
         else:
             call(rt.cudaMemsetAsync, self.ptr, 0, self.nbytes, stream_handle(stream))
 
