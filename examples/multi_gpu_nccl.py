@@ -24,8 +24,10 @@ then 1000 graph replays. NCCL comes from NVIDIA's ``nccl4py`` (``pip install
 2 GPUs in the one-process mode, the script prints SKIPPED and exits 0. NVLink multicast
 stays off (``NCCL_NVLS_ENABLE=0``) whatever the environment says.
 
-The :class:`Nccl` wrapper, :func:`launch_env` and :func:`share_unique_id` here are used
-by ``multi_gpu_tp_mlp.py`` too.
+If CUDA refused the one-graph capture, the script says so and captures one graph per
+device instead, joined by events (:class:`StepGraph`). The :class:`Nccl` wrapper,
+:func:`launch_env`, :func:`share_unique_id` and :class:`StepGraph` here are used by
+``multi_gpu_tp_mlp.py`` too.
 """
 
 from __future__ import annotations
@@ -118,7 +120,7 @@ class Nccl:
         if self.kind == "cupy":
             signed = tuple(b - 256 if b > 127 else b for b in uid)
             return self._b.NcclCommunicator(nranks, signed, rank)
-        return self._b.comm_init_rank_scalable(nranks, rank, 1, uid, 0)
+        return self._b.comm_init_rank_scalable(nranks, rank, 1, bytearray(uid), 0)
 
     def comm_init_all(self, ordinals) -> list:
         """``ncclCommInitAll``: one communicator per device, rank i on ``ordinals[i]``."""
@@ -224,24 +226,64 @@ def issue_step(nccl: Nccl, ranks: list[Rank]) -> None:
         r.finish.launch(GRID, BLOCK, (r.out, r.buf, r.step, N), stream=r.stream)
 
 
-def capture_step(nccl: Nccl, ranks: list[Rank]) -> pcg.Graph:
-    """One graph for the step on every rank of this process.
+class StepGraph:
+    """The step captured once and replayed: one graph spanning this process's devices, or,
+    if CUDA refuses that capture, one graph per device joined by events.
 
-    With several ranks the capture begins on the first rank's stream, forks to the
-    others (an event recorded there, waited on by each other stream) and joins them back
-    (an event per other stream, waited on by the first): the graph spans the devices.
+    ``parts`` are objects with ``.stream`` and ``.event`` (an event of the same device),
+    one per device; ``issue()`` issues the step's work on their streams. For one graph
+    the capture begins on the first part's stream, forks to the others (an event
+    recorded there, waited on by each other stream) and joins them back (each other
+    part's event, waited on by the first). :meth:`launch` is one ``cudaGraphLaunch``
+    then; in the per-device form it launches each graph on its own stream and makes the
+    first stream wait for the others' events. Either way, synchronizing the first part's
+    stream waits for the whole step.
     """
-    first = ranks[0]
-    with pcg.capture(first.stream) as cap:
-        if len(ranks) > 1:
-            first.event.record(first.stream)
-            for r in ranks[1:]:
-                r.stream.wait(first.event)
-        issue_step(nccl, ranks)
-        for r in ranks[1:]:
-            r.event.record(r.stream)
-            first.stream.wait(r.event)
-    return cap.graph
+
+    def __init__(self, parts, issue):
+        self.parts = list(parts)
+        self.refused = None
+        try:
+            graphs = [self._capture_one(issue)]
+            self.form = "one graph" + (f" spanning {len(self.parts)} devices" if len(self.parts) > 1 else "")
+        except pcg.CaptureError as exc:
+            if len(self.parts) == 1:
+                raise
+            self.refused = str(exc)
+            graphs = self._capture_per_device(issue)
+            self.form = f"{len(graphs)} per-device graphs joined by events"
+        self.graphs = graphs
+        self.execs = [g.instantiate() for g in graphs]
+
+    def _capture_one(self, issue) -> pcg.Graph:
+        first, others = self.parts[0], self.parts[1:]
+        with pcg.capture(first.stream) as cap:
+            if others:
+                first.event.record(first.stream)
+                for p in others:
+                    p.stream.wait(first.event)
+            issue()
+            for p in others:
+                p.event.record(p.stream)
+                first.stream.wait(p.event)
+        return cap.graph
+
+    def _capture_per_device(self, issue) -> list:
+        with contextlib.ExitStack() as stack:
+            caps = [stack.enter_context(pcg.capture(p.stream)) for p in self.parts]
+            issue()
+        return [c.graph for c in caps]
+
+    def launch(self) -> None:
+        first = self.parts[0]
+        if len(self.execs) == 1:
+            self.execs[0].launch(first.stream)
+            return
+        for exe, p in zip(self.execs, self.parts):
+            exe.launch(p.stream)
+        for p in self.parts[1:]:
+            p.event.record(p.stream)
+            first.stream.wait(p.event)
 
 
 def expected(world: int, step: int) -> np.ndarray:
@@ -270,14 +312,17 @@ def run(nccl: Nccl, ranks: list[Rank], world: int, steps: int) -> tuple[float, f
             r.stream.synchronize()
         eager.append(time.perf_counter() - t0)
         check(ranks, world, s)
-    g = capture_step(nccl, ranks)
-    kinds = sorted({n.type.value for n in g.nodes})
-    print(f"  captured graph: {len(g.nodes)} nodes ({', '.join(kinds)})")
-    exe = g.instantiate()
+    step = StepGraph(ranks, lambda: issue_step(nccl, ranks))
+    if step.refused:
+        print(f"  CUDA refused one graph across the devices ({step.refused}); using the "
+              f"documented alternative")
+    nodes = [n for g in step.graphs for n in g.nodes]
+    kinds = sorted({n.type.value for n in nodes})
+    print(f"  captured: {step.form}, {len(nodes)} nodes ({', '.join(kinds)})")
     first = ranks[0].stream
     for s in range(EAGER_STEPS, EAGER_STEPS + steps):
         t0 = time.perf_counter()
-        exe.launch(first)
+        step.launch()
         first.synchronize()
         graph.append(time.perf_counter() - t0)
         check(ranks, world, s)
