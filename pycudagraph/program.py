@@ -23,7 +23,7 @@ from .errors import ArgumentError, CompileError, CudaError, CudaNotAvailableErro
 from .headers import cuda_include_dir
 from .kernel import Kernel
 from .ptx import CompiledParam, cubin_entries, is_elf, ptx_entries
-from .reconcile import SignatureWarning, agrees, mismatch, reconcile
+from .reconcile import SignatureWarning, reconcile
 from .signature import KernelSignature, kernel_candidates, parse_params
 
 __all__ = ["Program", "Module", "device_arch", "kernels_dir", "nvrtc_version"]
@@ -277,13 +277,14 @@ class Module:
         signature : str, optional
             Its parameter list (``"float*, float, int"``) when the source does not give
             it (a module from a CUBIN alone, a kernel made by a macro) or to override
-            the parsed one; checked against the compiled parameter sizes.
+            the parsed one; checked against the compiled parameters by
+            :attr:`Kernel.layout <pycudagraph.kernel.Kernel.layout>` (no GPU needed).
 
         Raises
         ------
         ArgumentError
-            No such compiled kernel, a C++-mangled one, a source parameter list that
-            cannot be read, or a ``signature`` that does not fit the compiled kernel.
+            No such compiled kernel, a C++-mangled one, or a source parameter list that
+            cannot be read.
 
         Warns
         -----
@@ -310,9 +311,7 @@ class Module:
                 params = parse_params(signature)
             except ValueError as exc:
                 raise ArgumentError(f"{name}: signature={signature!r}: {exc}") from None
-            if compiled is not None:
-                self._check_signature(name, params, compiled)
-            return params
+            return params  # checked against the compiled kernel by Kernel.layout
         sig = self.signatures.get(name)
         if compiled is None:  # no compiled facts (a CUBIN we cannot read): the source alone
             if not sig.extern_c:
@@ -330,15 +329,6 @@ class Module:
         for note in notes:
             warnings.warn(note, SignatureWarning, stacklevel=4)
         return params
-
-    @staticmethod
-    def _check_signature(name, params, compiled) -> None:
-        if len(params) != len(compiled):
-            raise ArgumentError(f"{name}: signature= has {len(params)} parameters but the "
-                                f"compiled kernel has {len(compiled)}")
-        for p, c in zip(params, compiled):
-            if not agrees(p, c):
-                raise ArgumentError(mismatch(name, p, c).replace("in the source", "in signature="))
 
     def _no_such_kernel(self, name: str):
         known = ", ".join(self.kernel_names()) or "none"

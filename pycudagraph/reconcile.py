@@ -9,10 +9,11 @@ compiled facts where they disagree, with a message saying so.
 
 from __future__ import annotations
 
+from .errors import ArgumentError
 from .ptx import CompiledParam
 from .signature import KernelSignature, Param, param_from_ctype
 
-__all__ = ["SignatureWarning", "param_from_compiled", "reconcile", "agrees", "mismatch"]
+__all__ = ["SignatureWarning", "param_from_compiled", "reconcile", "agrees", "check_declared"]
 
 _INT_TYPES = {1: "int8_t", 2: "int16_t", 4: "int", 8: "long long"}
 _FLOAT_TYPES = {4: "float", 8: "double"}
@@ -77,6 +78,25 @@ def mismatch(kernel: str, p: Param, c: CompiledParam) -> str:
     size = f"{p.size} bytes" if p.size is not None else "size unknown"
     return (f"{kernel}: parameter {p.index} '{p.name}' reads as {p.ctype} ({p.kind}, {size}) "
             f"in the source but the compiled kernel has a {c.describe()}")
+
+
+def check_declared(kernel: str, params: tuple[Param, ...],
+                   compiled: tuple[CompiledParam, ...]) -> tuple[Param, ...]:
+    """Parameters given by the user (``signature=``) checked against the compiled kernel.
+
+    Returns them with struct sizes filled in. Raises :class:`ArgumentError` naming the
+    kernel and the first parameter that cannot be what was compiled.
+    """
+    if len(params) != len(compiled):
+        raise ArgumentError(f"{kernel}: the signature has {len(params)} parameters but the "
+                            f"compiled kernel has {len(compiled)}")
+    for p, c in zip(params, compiled):
+        if not agrees(p, c):
+            size = f"{p.size} bytes" if p.size is not None else "size unknown"
+            raise ArgumentError(f"{kernel}: parameter {p.index} '{p.name}' is {p.ctype} ({p.kind}, "
+                                f"{size}) in the signature but {c.size} bytes in the compiled "
+                                f"kernel: a {c.describe()}")
+    return tuple(_merge(p, c) for p, c in zip(params, compiled))
 
 
 def _score(sig: KernelSignature, compiled: tuple[CompiledParam, ...]) -> int:

@@ -95,11 +95,14 @@ def test_mangled_kernels_named(mod, name):
         mod.get_kernel(name)
 
 
-def test_signature_checked_against_compiled_sizes(mod):
-    with pytest.raises(pcg.ArgumentError, match="parameter 1 'a'.*signature=.*4-byte floating"):
-        mod.get_kernel("twin", signature="float* x, double a")
-    with pytest.raises(pcg.ArgumentError, match="signature= has 1 parameters.*has 2"):
-        mod.get_kernel("twin", signature="float* x")
+def test_signature_checked_against_compiled_kernel_without_gpu(mod):
+    bad = mod.get_kernel("twin", signature="float* x, double a")
+    with pytest.raises(pcg.ArgumentError, match="parameter 1 'a'.*8 bytes.*4 bytes in the compiled"):
+        bad.layout  # noqa: B018 - first use checks, before any GPU call
+    with pytest.raises(pcg.ArgumentError, match="parameter 1 'a'.*floating-point"):
+        mod.get_kernel("twin", signature="float* x, int a").layout  # same size, wrong class
+    with pytest.raises(pcg.ArgumentError, match="signature has 1 parameters.*has 2"):
+        mod.get_kernel("twin", signature="float* x").layout
 
 
 def test_compiled_facts_win_with_a_warning():
@@ -142,7 +145,7 @@ def test_module_from_cubin_alone_checks_signature(mod):
     assert [p.size for p in bare.get_kernel("lb", signature=(
         "float*, float, long long, int, double, S, bool, unsigned char")).params][:5] == [8, 4, 8, 4, 8]
     with pytest.raises(pcg.ArgumentError, match="parameter 0"):
-        bare.get_kernel("twin", signature="int, float")
+        bare.get_kernel("twin", signature="short, float").layout
     with pytest.raises(pcg.ArgumentError, match="no kernel named 'zz'"):
         bare.get_kernel("zz", signature="int")
 

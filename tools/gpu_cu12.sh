@@ -10,8 +10,9 @@
 # $PCG_WHL, else the first of ./.whl and ../../.whl that exists. It holds cuda-bindings
 # 12.9 (cp312, manylinux x86_64), cuda-pathfinder, and NVRTC 12.9's two libraries xz-compressed
 # with its dist-info under nvrtc12/ (the 89 MB wheel becomes ~30 MB).
-# A venv with --system-site-packages at $PCG_CU12_VENV (default /tmp/pcg-cu12) gets those;
-# its site-packages come first on sys.path, so they shadow the image's 13.x packages.
+# A venv at $PCG_CU12_VENV (default /tmp/pcg-cu12) gets those; its site-packages come
+# first on sys.path, then python3's own (a .pth file adds them), so the 12.x packages
+# shadow the image's 13.x ones while pytest, numpy, CuPy and PyTorch stay importable.
 # Before pytest runs, the script prints which cuda-bindings and which libnvrtc were really
 # loaded, and stops unless both are 12.x.
 set -euo pipefail
@@ -62,6 +63,11 @@ if [[ $mode == cu12 ]]; then
         [[ -s "$target" ]] || xz -dc "$xzfile" > "$target"
     done
     cp -r "$whl"/nvrtc12/nvidia_cuda_nvrtc_cu12-*.dist-info "$site"/
+    # When python3 is itself a venv (as on the GPU image), --system-site-packages reaches
+    # only the base interpreter's packages: add python3's own site folders after ours.
+    "$python" -c 'import site
+print("".join(f"import site; site.addsitedir({d!r})\n" for d in site.getsitepackages()))' \
+        > "$site/zz_pcg_outer_site.pth"
     python="$venv/bin/python"
     export PCG_EXPECT_MAJOR=12
 fi
