@@ -147,11 +147,11 @@ class Nccl:
             (self._b.groupEnd if cupy else self._b.group_end)()
 
     def destroy(self, comm) -> None:
-        """``ncclCommFinalize`` + ``ncclCommDestroy`` (CuPy: ``destroy``)."""
+        """``ncclCommDestroy`` (as NCCL's one-thread, several-GPU example ends, one call per
+        communicator)."""
         if self.kind == "cupy":
             comm.destroy()
         else:
-            self._b.comm_finalize(comm)
             self._b.comm_destroy(comm)
 
 

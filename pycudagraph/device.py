@@ -19,7 +19,7 @@ import operator
 
 from . import _cuda
 from ._cuda import call, rt
-from ._cuda.device import current_device, seen
+from ._cuda.device import current_device, seen, switch_device
 from .errors import PyCudaGraphError
 
 __all__ = ["Device", "device", "device_count", "DeviceMismatchError", "check_same_device",
@@ -225,13 +225,13 @@ class device:
         prev = current_device()
         self._previous.append(prev)
         if prev != self._target:
-            _cuda.set_device(self._target)
+            switch_device(self._target)
         return Device._of(self._target)
 
     def __exit__(self, *exc) -> bool:
         prev = self._previous.pop()
         if prev != self._target:
-            _cuda.set_device(prev)
+            switch_device(prev)
         return False
 
 

@@ -207,7 +207,10 @@ class Kernel:
         -----
         Calls ``cuLaunchKernel`` (the driver twin of ``cudaLaunchKernel``) with the
         kernel's ``CUfunction`` on the stream's device (for a stream made elsewhere, in a
-        process that uses several devices, ``cuStreamGetDevice`` tells which).
+        process that uses several devices, ``cuStreamGetDevice`` tells which). CUDA launches
+        only on streams of the current device: a stream of another device is launched on
+        with that device made current for the call (``cudaSetDevice`` there and back);
+        inside ``with pcg.device(...)`` of the stream's device no switch is made.
 
         Raises
         ------
@@ -230,7 +233,11 @@ class Kernel:
             self._check_args(args, dev, "launch")
         func = self._func_int if dev == self._func_dev else self._function(dev)
         pack = ArgPack(self._layout or self.layout, self, args, g, b, shared_mem, func=func)
-        _launch(func, g, b, shared_mem, s, pack, self)
+        if seen.multi and dev != thread_state.device:  # CUDA launches on the current device
+            with device._trusted(dev):
+                _launch(func, g, b, shared_mem, s, pack, self)
+        else:
+            _launch(func, g, b, shared_mem, s, pack, self)
 
     def __call__(self, grid, block, args=(), stream=None, shared_mem: int = 0) -> None:
         self.launch(grid, block, args, stream, shared_mem)

@@ -76,9 +76,11 @@ def test_one_kernel_runs_on_both_devices(mod):
     with pcg.device(1):
         s1, y1 = pcg.Stream(), pcg.DeviceBuffer(4 * N)
     b0, b1 = _on(0, x0), _on(1, x1)
-    # No device switch around the launches: each picks its stream's device.
-    k.launch(64, 256, (y0, b0, 2.0, 1.0, N), stream=s0)
-    k.launch(64, 256, (y1, b1, 3.0, -1.0, N), stream=s1)
+    # No device block around the launches: each picks its stream's device.
+    with pcg.device(0):
+        k.launch(64, 256, (y0, b0, 2.0, 1.0, N), stream=s0)
+        k.launch(64, 256, (y1, b1, 3.0, -1.0, N), stream=s1)
+        assert _cuda.call(rt.cudaGetDevice) == 0  # the launch on device 1 switched back
     s0.synchronize()
     s1.synchronize()
     np.testing.assert_allclose(y0.to_numpy(), 2 * x0 + 1, rtol=1e-6, atol=1e-6)
@@ -169,12 +171,19 @@ def test_capture_forks_across_devices_into_one_graph(mod):
         s0, a0, y0, ev0 = pcg.Stream(), pcg.DeviceBuffer.from_array(x0), pcg.DeviceBuffer(4 * N), pcg.Event(timing=False)
     with pcg.device(1):
         s1, a1, y1, ev1 = pcg.Stream(), pcg.DeviceBuffer.from_array(x1), pcg.DeviceBuffer(4 * N), pcg.Event(timing=False)
-    with pcg.capture(s0) as cap:
-        ev0.record(s0)
-        s1.wait(ev0)  # device 1's stream joins the capture
+    def work():
         affine.launch(64, 256, (y0, a0, 2.0, 0.0, N), stream=s0)
         affine.launch(64, 256, (y1, a1, -1.0, 4.0, N), stream=s1)
         add.launch(64, 256, (y1, y1, a1, N), stream=s1)
+
+    work()  # eagerly first: each device's function looked up outside the capture
+    s1.synchronize()
+    y0.zero()
+    y1.zero()
+    with pcg.capture(s0) as cap:
+        ev0.record(s0)
+        s1.wait(ev0)  # device 1's stream joins the capture
+        work()
         ev1.record(s1)
         s0.wait(ev1)  # and joins back
     kernels = [n for n in cap.graph.nodes if n.type == pcg.NodeType.KERNEL]

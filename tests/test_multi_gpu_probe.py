@@ -63,6 +63,28 @@ def probe_launch_function_of_other_device() -> dict:
     return {"call": "cuLaunchKernel", "result": result, "sync_after": _err_name(sync)}
 
 
+def probe_launch_on_a_stream_of_the_non_current_device() -> dict:
+    """cuLaunchKernel of device 1's CUfunction on a device-1 stream while device 0 is
+    current (the device switch Kernel.launch makes bypassed)."""
+    import pycudagraph as pcg
+    from pycudagraph._cuda import fast, rt
+    k = pcg.Program(_SRC, name="probe.cu").compile()["fill"]
+    with pcg.device(1):
+        s1, buf = pcg.Stream(), pcg.DeviceBuffer(4 * N)
+        pack = k.pack((buf, 2.0, N), 1, 32)
+    f1 = k.function(1)
+    current = int(rt.cudaGetDevice()[1])
+    try:
+        fast.launch_kernel(f1, (1, 1, 1), (32, 1, 1), 0, s1.ptr, pack, k)
+        result = "success"
+    except pcg.CudaError as exc:
+        result = exc.name
+    sync, = rt.cudaStreamSynchronize(s1.ptr)
+    ok = result == "success" and bool(np.all(buf.to_numpy() == 2.0))
+    return {"current_device": current, "call": "cuLaunchKernel", "result": result,
+            "sync_after": _err_name(sync), "data_ok": ok}
+
+
 def _copy_graph(peer: bool) -> dict:
     import pycudagraph as pcg
     if peer:
@@ -164,6 +186,13 @@ def test_cuda_refuses_a_function_of_another_device():
     fact = run_probe("launch_function_of_other_device")
     print(fact)
     assert fact.get("result") not in ("success", None), fact  # so Kernel keeps one per device
+
+
+def test_launch_on_a_stream_of_the_non_current_device():
+    fact = run_probe("launch_on_a_stream_of_the_non_current_device")
+    print(fact)
+    assert "crashed" not in fact, fact
+    assert fact["result"] != "success" or fact["data_ok"], fact
 
 
 def test_memcpy_node_between_devices():

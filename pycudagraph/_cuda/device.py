@@ -21,7 +21,8 @@ from cuda.bindings import runtime as rt
 from ..errors import CudaNotAvailableError
 from .check import call, runtime_name_text
 
-__all__ = ["ensure_device", "set_device", "current_device", "stream_device", "cuda_available",
+__all__ = ["ensure_device", "set_device", "switch_device", "current_device", "stream_device",
+           "cuda_available",
            "thread_state", "on_first_use", "seen"]
 
 
@@ -86,6 +87,7 @@ def ensure_device() -> int:
     dev = call(rt.cudaGetDevice)
     call(rt.cudaFree, 0)
     thread_state.device = dev
+    thread_state.visited = {dev}
     seen.note(dev)
     return dev
 
@@ -97,7 +99,27 @@ def set_device(ordinal: int) -> None:
     call(rt.cudaSetDevice, int(ordinal))
     call(rt.cudaFree, 0)
     thread_state.device = int(ordinal)
+    if getattr(thread_state, "visited", None) is None:
+        thread_state.visited = set()
+    thread_state.visited.add(int(ordinal))
     seen.note(int(ordinal))
+
+
+def switch_device(ordinal: int) -> None:
+    """Make ``ordinal`` current in this thread, cheaply when switching back and forth.
+
+    The first switch to a device in a thread is :func:`set_device`; later ones are one
+    ``cudaSetDevice`` (since CUDA 12 it makes the device's primary context current
+    itself), which stream capture allows, unlike ``cudaFree``.
+    """
+    visited = getattr(thread_state, "visited", None)
+    if visited is None:
+        visited = thread_state.visited = set()
+    if ordinal in visited:
+        call(rt.cudaSetDevice, ordinal)
+        thread_state.device = ordinal
+    else:
+        set_device(ordinal)
 
 
 def current_device() -> int:
