@@ -122,7 +122,8 @@ def main() -> None:
 
     try:
         g = build_one_graph(affine, add, d0, d1)
-        print(g.describe())
+        for n in g.nodes:
+            print(f"  {n.type.value:<7} {n.describe():<45} after {len(n.dependencies)} node(s)")
         exe = g.instantiate()
         exe.launch(d0.stream)
         d0.stream.synchronize()

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import os
 import time
 
@@ -274,6 +275,21 @@ class StepGraph:
             issue()
         return [c.graph for c in caps]
 
+    def close(self) -> None:
+        """Destroy the execs, then the graphs (``cudaGraphExecDestroy``, ``cudaGraphDestroy``).
+
+        Do this before ``ncclCommDestroy``: NCCL waits until no graph holds a captured
+        operation of the communicator, so a graph still alive makes it wait forever.
+        """
+        execs, self.execs = self.execs, []
+        while execs:
+            execs.pop().close()
+        gc.collect()  # no exec object left: a graph keeps its raw graph while one lives
+        graphs, self.graphs = self.graphs, []
+        while graphs:
+            graphs.pop().close()
+        gc.collect()
+
     def launch(self) -> None:
         first = self.parts[0]
         if len(self.execs) == 1:
@@ -326,6 +342,7 @@ def run(nccl: Nccl, ranks: list[Rank], world: int, steps: int) -> tuple[float, f
         first.synchronize()
         graph.append(time.perf_counter() - t0)
         check(ranks, world, s)
+    step.close()  # before the communicators are destroyed
     return 1e6 * float(np.median(eager)), 1e6 * float(np.median(graph))
 
 

@@ -191,6 +191,7 @@ def main(argv=None) -> None:
             with open(args.json, "w") as f:
                 json.dump(fig, f, indent=1)
     _sync(shards)
+    step.close()  # graphs holding captured NCCL work go before the communicators
     for sh in shards:
         nccl.destroy(sh.comm)
     print("OK")

@@ -40,7 +40,7 @@ needs_torchrun = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                     reason="the launcher (python -m torch.distributed.run) needs PyTorch.")
 
 
-def _run(args, timeout=150):
+def _run(args, timeout=90):
     env = dict(os.environ, NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
                NVSHMEM_DISABLE_NVLS="1", PYTHONUNBUFFERED="1")
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
