@@ -118,7 +118,7 @@ class MLP:
                 raise ValueError(f"layer {i}: {s} slices of {fan_in} inputs is not one of "
                                  f"{allowed_splits(fan_in, warps)}")
             row_tiles = -(-batch // 32)
-            partial = pcg.DeviceBuffer(4 * max(1, s * row_tiles * 32 * fan_out if s > 1 else 1))
+            partial = pcg.DeviceBuffer(4 * (s * row_tiles * 32 * fan_out if s > 1 else 1))
             counters = pcg.DeviceBuffer(4 * (fan_out // 32) * row_tiles)
             counters.zero(stream=stream)
             self.splits.append(s)
@@ -132,7 +132,7 @@ class MLP:
         return [int(np.prod(g)) for g in self.grids]
 
     def layer_args(self, i: int, x=None) -> tuple:
-        inp = (x or self.x) if i == 0 else self.acts[i - 1]
+        inp = (self.x if x is None else x) if i == 0 else self.acts[i - 1]
         relu = 1 if i < len(self.ws) - 1 else 0
         dims = (self.batch, self.sizes[i], self.sizes[i + 1], relu)
         if self.kind == "naive":
@@ -165,7 +165,7 @@ class MLP:
         poison = np.full((self.batch, self.sizes[-1]), np.nan, np.float32)
         for _ in range(trials):
             x = rng.standard_normal((self.batch, self.sizes[0])).astype(np.float32)
-            (x_buf or self.x).copy_from(x, stream=stream)
+            (self.x if x_buf is None else x_buf).copy_from(x, stream=stream)
             out.copy_from(poison, stream=stream)
             run()
             stream.synchronize()
