@@ -19,7 +19,7 @@ import struct
 
 import numpy as np
 
-from ._cuda import KERNEL_NODE_PARAMS_FORMAT
+from ._cuda.structs import DIMS_OFFSET, KERNEL_NODE_PARAMS_FORMAT, KERNEL_PARAMS_FIELD
 from .errors import ArgumentError
 from .memory import device_pointer
 from .signature import VECTOR_TYPES, Param
@@ -28,8 +28,8 @@ __all__ = ["Layout", "ArgPack", "dim3", "HEADER_SIZE"]
 
 _HEADER = struct.Struct(KERNEL_NODE_PARAMS_FORMAT)
 HEADER_SIZE = _HEADER.size  #: 72: the kernelParams array starts right after the header
-_DIMS = struct.Struct("<7I")  # grid xyz, block xyz, shared memory: bytes 8..36 of the header
-_DIMS_OFFSET = 8
+_DIMS = struct.Struct("<7I")  # grid xyz, block xyz, shared memory
+_DIMS_OFFSET = DIMS_OFFSET
 
 
 def dim3(value, what: str) -> tuple[int, int, int]:
@@ -316,7 +316,7 @@ class ArgPack:
         ctypes.memmove(buf, self.buf, self.layout.size)
         addr = ctypes.addressof(buf)
         new.buf, new.address = buf, addr
-        struct.pack_into("<Q", buf, 40, addr + HEADER_SIZE)
+        struct.pack_into("<Q", buf, KERNEL_PARAMS_FIELD, addr + HEADER_SIZE)
         self.layout.fixup.pack_into(buf, HEADER_SIZE, *[addr + o for o in self.layout.offsets])
         return new
 

@@ -91,11 +91,11 @@ class capture:
         mode = CAPTURE_MODES[self.mode]
         if self._target is not None:
             _cuda.require("capture into an existing graph (cudaStreamBeginCaptureToGraph)", 12030)
-            raw_deps, n = self._target._deps(self._deps)
+            raw_deps, n = self._target._dep_list(self._deps)
             call(rt.cudaStreamBeginCaptureToGraph, s.ptr, self._target._raw, raw_deps, None, n, mode)
         else:
             call(rt.cudaStreamBeginCapture, s.ptr, mode)
-        _cuda.capture_watchers.append(self._failures)
+        _cuda.check.capture_watchers.append(self._failures)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
@@ -103,12 +103,12 @@ class capture:
         status = _STATUS.get(int(rt.cudaStreamIsCapturing(s.ptr)[1] or 0), "unknown")
         err, raw = rt.cudaStreamEndCapture(s.ptr)
         try:
-            _cuda.capture_watchers.remove(self._failures)
+            _cuda.check.capture_watchers.remove(self._failures)
         except ValueError:
             pass
         flush_deferred()
-        if _cuda.tracer is not None:
-            _cuda.tracer("cudaStreamEndCapture", (s,), (err, raw))
+        if _cuda.check.tracer is not None:
+            _cuda.check.tracer("cudaStreamEndCapture", (s,), (err, raw))
         owned = self._target is None
         if exc is None and not err and status == "active":
             if owned:
@@ -116,7 +116,7 @@ class capture:
             else:
                 self.graph = self._target
             if self._keep:
-                self.graph._keep[("capture", len(self.graph._keep))] = self._keep
+                self.graph._ledger.add("captured work", *self._keep)
             return False
         # Failure: end (done), destroy the partial graph, explain.
         if owned and raw is not None and int(raw):
@@ -131,7 +131,7 @@ class capture:
         if exc is not None:
             parts.append(f"; the block raised {type(exc).__name__}: {exc}")
         elif err:
-            parts.append(f"; cudaStreamEndCapture returned {_cuda._runtime_name_text(err)[0]}")
+            parts.append(f"; cudaStreamEndCapture returned {_cuda.check.runtime_name_text(err)[0]}")
         if status == "invalidated":
             parts.append("; the capture had been invalidated")
         message = "".join(parts) + ". " + _CAUSES

@@ -1,9 +1,12 @@
 """The :class:`Graph`: node builders, edges, introspection, clone, DOT and instantiate.
 
 A graph keeps alive every Python object its nodes point at (buffers, arrays,
-callables, kernels, events, child graphs) in ``_keep``, keyed by node. An exec made
-from the graph takes its own snapshot of that, so changing or dropping the graph
-never frees what an exec can still launch.
+callables, kernels, events, child graphs) in its :class:`~pycudagraph._lifetime.Ledger`,
+keyed by node. An exec made from the graph takes its own snapshot of that, so changing
+or dropping the graph never frees what an exec can still launch.
+
+The ``add_*`` builders are one line each: the node class makes the add call
+(:mod:`pycudagraph.nodes`).
 """
 
 from __future__ import annotations
@@ -11,19 +14,13 @@ from __future__ import annotations
 import ctypes
 import weakref
 
-from . import _cuda
-from ._cuda import call, rt
-from ._lifetime import release
-from .copies import memcpy_args, memset_params
-from .hostfn import HostCall, trampoline_address
-from .memory import device_pointer
+from ._cuda import call, device, rt, versions
+from ._lifetime import Ledger, release
 from .nodes import (ChildGraphNode, EmptyNode, EventRecordNode, EventWaitNode, HostNode,
                     KernelNode, MemAllocNode, MemcpyNode, MemFreeNode, MemsetNode, Node,
                     node_class)
 
 __all__ = ["Graph"]
-
-_VP = ctypes.c_void_p
 
 
 class Graph:
@@ -34,7 +31,7 @@ class Graph:
     """
 
     def __init__(self):
-        _cuda.ensure_device()
+        device.ensure_device()
         raw = call(rt.cudaGraphCreate, 0)
         self._setup(raw, owner=None)
         self._fin = release(self, rt.cudaGraphDestroy, raw)
@@ -45,7 +42,7 @@ class Graph:
         self._owner = owner  # what keeps a non-owned graph's memory valid (a node, an exec)
         self._fin = None
         self._nodes: dict[int, Node] = {}
-        self._keep: dict[int, tuple] = {}
+        self._ledger = Ledger()
         self._execs = weakref.WeakSet()
         self._closed = False
 
@@ -58,14 +55,18 @@ class Graph:
             self._fin = release(self, rt.cudaGraphDestroy, raw)
         return self
 
+    def _wrap_child(self, raw, owner) -> "Graph":
+        """A non-owned Graph for a child or body graph that ``owner`` (a node) keeps valid."""
+        return Graph._wrap(raw, owner=owner)
+
     @property
     def handle(self):
         """The raw ``cudaGraph_t`` (cuda.bindings object)."""
         return self._raw
 
-    # Dependencies ----------------------------------------------------------------
+    # Nodes and the ledger -----------------------------------------------------------
 
-    def _deps(self, deps) -> tuple[list, int]:
+    def _dep_list(self, deps) -> tuple[list, int]:
         """Raw dependency list for cuda.bindings calls, checking the nodes belong here."""
         if isinstance(deps, Node):
             deps = (deps,)
@@ -78,10 +79,10 @@ class Graph:
             raw.append(d.handle)
         return raw, len(raw)
 
-    def _add(self, node: Node, keep=()) -> Node:
+    def _register(self, node: Node, *keep) -> Node:
+        """Record a node and the objects it keeps alive (replacing what it kept before)."""
         self._nodes[node._h] = node
-        if keep:
-            self._keep[node._h] = tuple(keep)
+        self._ledger.hold(node._h, *keep)
         return node
 
     def _node(self, raw) -> Node:
@@ -89,16 +90,15 @@ class Graph:
         h = int(raw)
         node = self._nodes.get(h)
         if node is None:
-            cls = node_class(call(rt.cudaGraphNodeGetType, raw if not isinstance(raw, int)
-                                  else rt.cudaGraphNode_t(h)))
-            node = cls(self, h)
+            handle = raw if not isinstance(raw, int) else rt.cudaGraphNode_t(h)
+            node = node_class(call(rt.cudaGraphNodeGetType, handle))._read(self, h)
             self._nodes[h] = node
         return node
 
     # Builders --------------------------------------------------------------------
 
     def add_kernel(self, kernel, grid, block, args=(), shared_mem: int = 0, deps=()) -> KernelNode:
-        """Add a kernel launch node.
+        """Add a kernel launch node (``cuGraphAddKernelNode``, i.e. ``cudaGraphAddKernelNode``).
 
         Parameters
         ----------
@@ -109,35 +109,8 @@ class Graph:
         shared_mem : int
             Dynamic shared memory in bytes.
         deps : sequence of Node
-
-        Notes
-        -----
-        Calls ``cuGraphAddKernelNode`` (the driver entry point behind
-        ``cudaGraphAddKernelNode``) with a ``CUDA_KERNEL_NODE_PARAMS_v2`` naming the
-        kernel's ``CUfunction``, whose argument slots live in the node's stable buffer.
         """
-        pack = kernel.pack(args, grid, block, shared_mem)
-        if isinstance(deps, Node):
-            deps = (deps,)
-        n = len(deps)
-        arr = None
-        if n == 0:
-            dep_addr = None
-        elif n == 1 and type(deps[0]) is KernelNode and deps[0].graph is self:
-            dep_addr = ctypes.addressof(deps[0]._cvp)
-        else:
-            self._deps(deps)
-            arr = (_VP * n)(*[d._h for d in deps])
-            dep_addr = ctypes.addressof(arr)
-        out = _VP()
-        rc = _cuda.drv.cuGraphAddKernelNode(ctypes.addressof(out), self._h, dep_addr, n, pack.address)
-        if _cuda.tracer is not None:
-            _cuda.tracer("cuGraphAddKernelNode", (out, self, list(deps), pack), (rc,))
-        if rc:
-            _cuda.raise_driver("cuGraphAddKernelNode", rc)
-        h = out.value
-        node = self._nodes[h] = KernelNode(self, h, pack, out)
-        return node
+        return KernelNode._add(self, deps, kernel, grid, block, args, shared_mem)
 
     def add_memcpy(self, dst, src, nbytes: int | None = None, deps=()) -> MemcpyNode:
         """Add a 1D copy node; direction from the pointers (``cudaGraphAddMemcpyNode1D``).
@@ -145,10 +118,7 @@ class Graph:
         ``dst``/``src`` may be DeviceBuffer, PinnedBuffer, numpy arrays, device arrays
         or raw pointers. ``nbytes`` defaults to the source's size.
         """
-        d, s, n, kind = memcpy_args(dst, src, nbytes)
-        raw_deps, nd = self._deps(deps)
-        raw = call(rt.cudaGraphAddMemcpyNode1D, self._raw, raw_deps, nd, d, s, n, kind)
-        return self._add(MemcpyNode(self, int(raw), (dst, src)), (dst, src))
+        return MemcpyNode._add(self, deps, dst, src, nbytes)
 
     def add_memset(self, dst, value, count: int, element_size: int = 1, height: int = 1,
                    pitch: int | None = None, deps=()) -> MemsetNode:
@@ -157,16 +127,7 @@ class Graph:
         ``height`` > 1 makes it 2D, with rows ``pitch`` bytes apart. A ``float`` value
         is stored as float32 (element_size 4) or half (element_size 2).
         """
-        p = memset_params(None, dst, value, count, element_size, height, pitch)
-        raw_deps, nd = self._deps(deps)
-        raw = call(rt.cudaGraphAddMemsetNode, self._raw, raw_deps, nd, p)
-        return self._add(MemsetNode(self, int(raw), (dst,)), (dst,))
-
-    def _host_params(self, hostcall: HostCall):
-        p = rt.cudaHostNodeParams()
-        p.fn = trampoline_address()
-        p.userData = hostcall.id
-        return p
+        return MemsetNode._add(self, deps, dst, value, count, element_size, height, pitch)
 
     def add_host(self, fn, args=(), deps=()) -> HostNode:
         """Add a node running ``fn(*args)`` on a CUDA host thread (``cudaGraphAddHostNode``).
@@ -174,40 +135,23 @@ class Graph:
         ``fn`` must not call CUDA. If it raises, the exception is kept and raised as
         :class:`HostCallbackError` by the next launch or synchronize.
         """
-        hc = HostCall(fn, args)
-        raw_deps, nd = self._deps(deps)
-        raw = call(rt.cudaGraphAddHostNode, self._raw, raw_deps, nd, self._host_params(hc))
-        return self._add(HostNode(self, int(raw), hc), (hc,))
+        return HostNode._add(self, deps, fn, args)
 
     def add_child_graph(self, graph: "Graph", deps=()) -> ChildGraphNode:
-        """Add a node running a copy of ``graph`` (``cudaGraphAddChildGraphNode``).
-
-        The copy points at the same memory, so everything ``graph`` keeps alive is
-        kept alive by this graph too.
-        """
-        if not isinstance(graph, Graph):
-            raise TypeError(f"add_child_graph needs a Graph, got {type(graph).__name__}")
-        raw_deps, nd = self._deps(deps)
-        raw = call(rt.cudaGraphAddChildGraphNode, self._raw, raw_deps, nd, graph._raw)
-        return self._add(ChildGraphNode(self, int(raw)), (graph.keepalive(),))
+        """Add a node running a copy of ``graph`` (``cudaGraphAddChildGraphNode``)."""
+        return ChildGraphNode._add(self, deps, graph)
 
     def add_empty(self, deps=()) -> EmptyNode:
         """Add a node that does nothing, to join dependencies (``cudaGraphAddEmptyNode``)."""
-        raw_deps, nd = self._deps(deps)
-        raw = call(rt.cudaGraphAddEmptyNode, self._raw, raw_deps, nd)
-        return self._add(EmptyNode(self, int(raw)))
+        return EmptyNode._add(self, deps)
 
     def add_event_record(self, event, deps=()) -> EventRecordNode:
         """Add a node recording ``event`` (``cudaGraphAddEventRecordNode``)."""
-        raw_deps, nd = self._deps(deps)
-        raw = call(rt.cudaGraphAddEventRecordNode, self._raw, raw_deps, nd, event.handle)
-        return self._add(EventRecordNode(self, int(raw), event), (event,))
+        return EventRecordNode._add(self, deps, event)
 
     def add_event_wait(self, event, deps=()) -> EventWaitNode:
         """Add a node waiting for ``event`` (``cudaGraphAddEventWaitNode``)."""
-        raw_deps, nd = self._deps(deps)
-        raw = call(rt.cudaGraphAddEventWaitNode, self._raw, raw_deps, nd, event.handle)
-        return self._add(EventWaitNode(self, int(raw), event), (event,))
+        return EventWaitNode._add(self, deps, event)
 
     def add_mem_alloc(self, nbytes: int, deps=()) -> MemAllocNode:
         """Add a graph-owned allocation of ``nbytes`` on this device (``cudaGraphAddMemAllocNode``).
@@ -215,71 +159,58 @@ class Graph:
         The address is ``node.ptr``. Free it with :meth:`add_mem_free` in this graph,
         or instantiate with ``auto_free_on_launch=True``, or free it after launch.
         """
-        if int(nbytes) <= 0:
-            raise ValueError(f"add_mem_alloc needs a positive size, got {nbytes}")
-        p = rt.cudaMemAllocNodeParams()
-        p.poolProps.allocType = rt.cudaMemAllocationType.cudaMemAllocationTypePinned
-        p.poolProps.location.type = rt.cudaMemLocationType.cudaMemLocationTypeDevice
-        p.poolProps.location.id = _cuda.ensure_device()
-        p.bytesize = int(nbytes)
-        raw_deps, nd = self._deps(deps)
-        raw = call(rt.cudaGraphAddMemAllocNode, self._raw, raw_deps, nd, p)
-        return self._add(MemAllocNode(self, int(raw)))
+        return MemAllocNode._add(self, deps, nbytes)
 
     def add_mem_free(self, ptr_or_alloc_node, deps=()) -> MemFreeNode:
         """Add a node freeing graph-allocated memory (``cudaGraphAddMemFreeNode``).
 
         Takes the :class:`MemAllocNode` or its address.
         """
-        target = ptr_or_alloc_node
-        ptr = target.ptr if isinstance(target, MemAllocNode) else device_pointer(target)
-        raw_deps, nd = self._deps(deps)
-        raw = call(rt.cudaGraphAddMemFreeNode, self._raw, raw_deps, nd, ptr)
-        return self._add(MemFreeNode(self, int(raw)))
+        return MemFreeNode._add(self, deps, ptr_or_alloc_node)
 
     # Edges -------------------------------------------------------------------------
 
     def add_dependency(self, a: Node, b: Node) -> None:
         """Make ``b`` wait for ``a`` (``cudaGraphAddDependencies``)."""
-        self._deps((a, b))
-        _cuda.graph_add_dependencies(self._raw, [a.handle], [b.handle])
+        self._dep_list((a, b))
+        versions.graph_add_dependencies(self._raw, [a.handle], [b.handle])
 
     def remove_dependency(self, a: Node, b: Node) -> None:
         """Remove the edge ``a -> b`` (``cudaGraphRemoveDependencies``)."""
-        self._deps((a, b))
-        _cuda.graph_remove_dependencies(self._raw, [a.handle], [b.handle])
+        self._dep_list((a, b))
+        versions.graph_remove_dependencies(self._raw, [a.handle], [b.handle])
 
     def remove_node(self, node: Node) -> None:
         """Remove a node and its edges (``cudaGraphDestroyNode``)."""
-        self._deps((node,))
+        self._dep_list((node,))
         call(rt.cudaGraphDestroyNode, node.handle)
         self._nodes.pop(node._h, None)
-        self._keep.pop(node._h, None)
+        self._ledger.drop(node._h)
 
     # Introspection ---------------------------------------------------------------
 
     @property
     def nodes(self) -> list[Node]:
         """All nodes, in creation order (``cudaGraphGetNodes``)."""
-        return [self._node(h) for h in _cuda.graph_nodes(self._raw)]
+        return [self._node(h) for h in versions.graph_nodes(self._raw)]
 
     @property
     def root_nodes(self) -> list[Node]:
         """Nodes with no dependencies (``cudaGraphGetRootNodes``)."""
-        return [self._node(h) for h in _cuda.graph_root_nodes(self._raw)]
+        return [self._node(h) for h in versions.graph_root_nodes(self._raw)]
 
     @property
     def edges(self) -> list[tuple[Node, Node]]:
         """``(from, to)`` pairs (``cudaGraphGetEdges``)."""
-        frm, to = _cuda.graph_get_edges(self._raw)
+        frm, to = versions.graph_get_edges(self._raw)
         return [(self._node(a), self._node(b)) for a, b in zip(frm, to)]
 
     def __len__(self) -> int:
-        return len(_cuda.graph_nodes(self._raw))
+        return len(versions.graph_nodes(self._raw))
 
     def keepalive(self) -> tuple:
         """Everything this graph's nodes point at (what an exec or parent must hold)."""
-        return tuple(self._keep.values()) + ((self._owner,) if self._owner is not None else ())
+        return self._ledger.snapshot() + ((self._owner,) if self._owner is not None else ())
 
     # Clone -------------------------------------------------------------------------
 
@@ -288,7 +219,9 @@ class Graph:
         raw = call(rt.cudaGraphClone, self._raw)
         new = Graph._wrap(raw, owned=True)
         new._origin = self
-        new._keep[0] = self.keepalive()
+        new._ledger.hold("clone of", self.keepalive())
+        for node in list(self._nodes.values()):  # so clone.nodes carries what we know
+            new.find(node)
         return new
 
     def find(self, node: Node) -> Node:
@@ -359,6 +292,9 @@ class Graph:
         return f"<pycudagraph.Graph 0x{self._h:x}>"
 
 
+_OWN_SLOTS = ("graph", "_h", "_raw", "_cvp", "__weakref__")
+
+
 def _copy_node(original: Node, graph: Graph, h: int) -> Node:
     """The clone's node object, carrying the original's Python-side parameters."""
     cls = type(original)
@@ -371,6 +307,3 @@ def _copy_node(original: Node, graph: Graph, h: int) -> Node:
     if isinstance(node, KernelNode):
         node._cvp = ctypes.c_void_p(h)
     return node
-
-
-_OWN_SLOTS = ("graph", "_h", "_raw", "_cvp", "__weakref__")

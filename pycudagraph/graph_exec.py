@@ -12,16 +12,11 @@ every 256 replacements) the stream of the last launch has no work left.
 
 from __future__ import annotations
 
-import ctypes
-
-from . import _cuda
-from ._cuda import call, rt
-from ._lifetime import release
-from .copies import memcpy_args, memset_params
+from ._cuda import call, error_for, fast, rt, structs, versions
+from ._lifetime import Ledger, release
 from .errors import GraphExecUpdateError, PyCudaGraphError
-from .hostfn import HostCall, pending as _pending, raise_pending
-from .nodes import (ChildGraphNode, EventRecordNode, EventWaitNode, HostNode, KernelNode,
-                    MemcpyNode, MemsetNode, MemsetParams, Node)
+from .hostfn import hostcall_ids, pending as _pending, raise_pending
+from .nodes import KernelNode, Node
 from .stream import Stream, stream_handle
 
 __all__ = ["GraphExec"]
@@ -44,18 +39,8 @@ _UPDATE_REASONS = {
 
 _PLAIN = (int, float, bool)
 _RETIRE_CHECK = 256
-
-_LAUNCH = None  # drv.cuGraphLaunch, bound at the first instantiate
-_SET_KERNEL = None  # drv.cuGraphExecKernelNodeSetParams
-
-
-def _collect_hostcall_ids(obj, out: set) -> set:
-    if isinstance(obj, HostCall):
-        out.add(obj.id)
-    elif isinstance(obj, tuple):
-        for item in obj:
-            _collect_hostcall_ids(item, out)
-    return out
+_graph_launch = fast.graph_launch
+_exec_set = fast.exec_kernel_node_set_params
 
 
 class GraphExec:
@@ -65,13 +50,12 @@ class GraphExec:
     so it stays launchable whatever happens to the Python objects that built it.
     """
 
-    __slots__ = ("_raw", "_h", "graph", "_packs", "_src", "_keep", "_retired",
-                 "_host_ids", "_last_stream", "_fin", "_state", "__weakref__")
+    __slots__ = ("_raw", "_h", "graph", "_packs", "_src", "_ledger", "_aliases", "_pending",
+                 "_host_ids", "_last_stream", "_fin", "__weakref__")
 
     @classmethod
     def _instantiate(cls, graph, upload_stream, auto_free_on_launch, device_launch,
                      use_node_priority) -> "GraphExec":
-        global _LAUNCH, _SET_KERNEL
         flags = 0
         for name, on in (("auto_free_on_launch", auto_free_on_launch),
                          ("device_launch", device_launch),
@@ -83,17 +67,14 @@ class GraphExec:
             flags |= int(_F.cudaGraphInstantiateFlagUpload)
             params.uploadStream = stream_handle(upload_stream)
         params.flags = flags
-        err, raw = rt.cudaGraphInstantiateWithParams(graph._raw, params)
-        if _cuda.tracer is not None:
-            _cuda.tracer("cudaGraphInstantiateWithParams", (raw, graph, flags), (err,))
-        if err:
-            hint = f"result: {params.result_out.name}"
+        try:
+            raw = call(rt.cudaGraphInstantiateWithParams, graph._raw, params)
+        except PyCudaGraphError as exc:
+            exc.hint = f"result: {params.result_out.name}"
             if int(params.errNode_out):
-                hint += f"; failing node: {graph._node(params.errNode_out).describe()}"
-            raise _cuda.error_for("cudaGraphInstantiateWithParams", err, hint)
-        if _LAUNCH is None:
-            _LAUNCH = _cuda.drv.cuGraphLaunch
-            _SET_KERNEL = _cuda.drv.cuGraphExecKernelNodeSetParams
+                exc.hint += f"; failing node: {graph._node(params.errNode_out).describe()}"
+            exc.args = (exc._text(),)
+            raise
         self = cls.__new__(cls)
         self._raw = raw
         self._h = int(raw)
@@ -101,11 +82,11 @@ class GraphExec:
         self._packs = {}
         self._src = {h: n._pack for h, n in graph._nodes.items()
                      if type(n) is KernelNode and n._pack is not None}
-        self._keep = graph.keepalive()
-        self._retired = []
-        self._host_ids = _collect_hostcall_ids(self._keep, set())
+        self._ledger = Ledger({"graph": graph.keepalive()})
+        self._aliases = {}
+        self._pending = None
+        self._host_ids = hostcall_ids(self._ledger.snapshot())
         self._last_stream = None
-        self._state = {}
         graph._execs.add(self)
         self._fin = release(self, rt.cudaGraphExecDestroy, raw)
         return self
@@ -115,6 +96,21 @@ class GraphExec:
         """The raw ``cudaGraphExec_t`` (cuda.bindings object)."""
         return self._raw
 
+    # The ledger --------------------------------------------------------------------
+
+    def _hold(self, key, *objs) -> None:
+        """Keep ``objs`` under ``key``; what was kept there is retired (a launch may read it)."""
+        old = self._ledger.held.get(key)
+        if old is not None:
+            self._retire(old)
+        self._ledger.hold(key, *objs)
+
+    def _retire(self, old) -> None:
+        n = self._ledger.retire(old)
+        if n % _RETIRE_CHECK == 0 and self._last_stream is not None:
+            if rt.cudaStreamQuery(self._last_stream)[0] == rt.cudaError_t.cudaSuccess:
+                self._ledger.clear_retired()
+
     # Launch ------------------------------------------------------------------------
 
     def launch(self, stream=None) -> None:
@@ -123,14 +119,10 @@ class GraphExec:
         Raises the first pending exception of one of this exec's host nodes.
         """
         s = stream._h if type(stream) is Stream else stream_handle(stream)
-        rc = _LAUNCH(self._h, s)
-        if rc:
-            _cuda.raise_driver("cuGraphLaunch", rc)
+        _graph_launch(self._h, s, self)
         self._last_stream = s
         if _pending:
             raise_pending(ids=self._host_ids)
-        if _cuda.tracer is not None:
-            _cuda.tracer("cuGraphLaunch", (self, s), (rc,))
 
     def upload(self, stream=None) -> None:
         """Upload the exec's work descriptors ahead of the first launch (``cudaGraphUpload``)."""
@@ -141,18 +133,11 @@ class GraphExec:
         objects, and raise a pending host-node exception."""
         if self._last_stream is not None:
             call(rt.cudaStreamSynchronize, self._last_stream)
-        self._retired.clear()
+        self._ledger.clear_retired()
         if _pending:
             raise_pending(ids=self._host_ids)
 
     # Per-node updates ----------------------------------------------------------------
-
-    def _retire(self, old) -> None:
-        retired = self._retired
-        retired.append(old)
-        if len(retired) % _RETIRE_CHECK == 0 and self._last_stream is not None:
-            if rt.cudaStreamQuery(self._last_stream)[0] == rt.cudaError_t.cudaSuccess:
-                retired.clear()
 
     def _kernel_entry(self, node):
         """(exec-owned ArgPack, raw node handle) for a kernel node, made on first use."""
@@ -162,7 +147,7 @@ class GraphExec:
         if not isinstance(node, KernelNode):
             raise TypeError(f"expected a KernelNode, got {node!r}")
         self._resolve_update()
-        h = self._state.get(("alias", node._h), node._h)
+        h = self._aliases.get(node._h, node._h)
         entry = self._packs.get(h)
         if entry is None:
             src = self._src.get(h)
@@ -196,99 +181,41 @@ class GraphExec:
             pack.restore(i)
             layout.check_one(i, value)
             raise
-        rc = _SET_KERNEL(self._h, h, pack.address)
-        if rc:
-            _cuda.raise_driver("cuGraphExecKernelNodeSetParams", rc)
+        _exec_set(self, h, pack, node)
         refs = pack.refs
         old = refs[i]
         refs[i] = value
         if type(old) not in _PLAIN:
             self._retire(old)
-        if _cuda.tracer is not None:
-            _cuda.tracer("cuGraphExecKernelNodeSetParams", (self, node, pack), (rc,))
 
     def set_params(self, node: Node, **changes) -> None:
         """Change parameters of one node of the exec; fields not given keep their values.
 
-        ============== ===================================== =========================================
-        node           changes                               raw call
-        ============== ===================================== =========================================
-        KernelNode     args (sequence or {index/name: v}),   ``cuGraphExecKernelNodeSetParams``
-                       grid, block, shared_mem
-        MemcpyNode     dst, src, nbytes                      ``cudaGraphExecMemcpyNodeSetParams1D``
-        MemsetNode     dst, value, count, element_size,      ``cudaGraphExecMemsetNodeSetParams``
-                       height, pitch
-        HostNode       fn, args                              ``cudaGraphExecHostNodeSetParams``
-        ChildGraphNode graph                                 ``cudaGraphExecChildGraphNodeSetParams``
-        EventRecordNode event                                ``cudaGraphExecEventRecordNodeSetEvent``
-        EventWaitNode  event                                 ``cudaGraphExecEventWaitNodeSetEvent``
-        ============== ===================================== =========================================
+        =============== =========================================================== ========================================
+        node            changes                                                     raw call
+        =============== =========================================================== ========================================
+        KernelNode      args (sequence or {index/name: v}), grid, block, shared_mem ``cuGraphExecKernelNodeSetParams``
+        MemcpyNode      dst, src, nbytes                                            ``cudaGraphExecMemcpyNodeSetParams1D``
+        MemsetNode      dst, value, count, element_size, height, pitch              ``cudaGraphExecMemsetNodeSetParams``
+        HostNode        fn, args                                                    ``cudaGraphExecHostNodeSetParams``
+        ChildGraphNode  graph                                                       ``cudaGraphExecChildGraphNodeSetParams``
+        EventRecordNode event                                                       ``cudaGraphExecEventRecordNodeSetEvent``
+        EventWaitNode   event                                                       ``cudaGraphExecEventWaitNodeSetEvent``
+        =============== =========================================================== ========================================
         """
-        for cls, method in _SETTERS:
-            if isinstance(node, cls):
-                return method(self, node, **changes)
-        raise TypeError(f"set_params does not support {node.type} nodes")
-
-    def _set_kernel(self, node, args=None, grid=None, block=None, shared_mem=None) -> None:
-        pack, h = self._kernel_entry(node)
-        old_refs = pack.apply(args, grid, block, shared_mem)
-        rc = _SET_KERNEL(self._h, h, pack.address)
-        if rc:
-            _cuda.raise_driver("cuGraphExecKernelNodeSetParams", rc)
-        for old in old_refs:
-            if type(old) not in _PLAIN:
-                self._retire(old)
+        if not isinstance(node, Node):
+            raise TypeError(f"set_params needs a node, got {type(node).__name__}")
+        node._exec_set(self, self._member(node), **changes)
 
     def _member(self, node) -> Node:
+        """The node of this exec's graph that ``node`` stands for (itself, or its update twin)."""
         self._resolve_update()
-        h = self._state.get(("alias", node._h), node._h)
+        h = self._aliases.get(node._h, node._h)
         if h != node._h:
             return self.graph._node(h)
         if node.graph is not self.graph and node._h not in self.graph._nodes:
             raise PyCudaGraphError(f"{node!r} is not a node of the graph this exec was made from")
         return node
-
-    def _set_memcpy(self, node, dst=None, src=None, nbytes=None) -> None:
-        target = self._member(node)
-        cur = self._state.get(("memcpy", target._h)) or (target.params.dst, target.params.src,
-                                                          target.params.nbytes)
-        new_dst = cur[0] if dst is None else dst
-        new_src = cur[1] if src is None else src
-        n = cur[2] if nbytes is None else nbytes  # the size stays unless given
-        d, s, n, kind = memcpy_args(new_dst, new_src, n)
-        call(rt.cudaGraphExecMemcpyNodeSetParams1D, self._raw, target.handle, d, s, n, kind)
-        self._retire(cur)
-        self._state[("memcpy", target._h)] = (new_dst, new_src, n)
-
-    def _set_memset(self, node, **changes) -> None:
-        target = self._member(node)
-        cur = self._state.get(("memset", target._h)) or (target.params, None)
-        p = memset_params(cur[0], **changes)
-        call(rt.cudaGraphExecMemsetNodeSetParams, self._raw, target.handle, p)
-        view = MemsetParams(int(p.dst), int(p.value), int(p.elementSize), int(p.width),
-                            int(p.height), int(p.pitch))
-        self._retire(cur)
-        self._state[("memset", target._h)] = (view, changes.get("dst"))
-
-    def _set_host(self, node, fn, args=()) -> None:
-        target = self._member(node)
-        hc = HostCall(fn, args)
-        call(rt.cudaGraphExecHostNodeSetParams, self._raw, target.handle, self.graph._host_params(hc))
-        self._host_ids.add(hc.id)
-        self._keep = self._keep + (hc,)
-
-    def _set_child(self, node, graph) -> None:
-        target = self._member(node)
-        call(rt.cudaGraphExecChildGraphNodeSetParams, self._raw, target.handle, graph._raw)
-        self._keep = self._keep + (graph.keepalive(),)
-        self._host_ids |= _collect_hostcall_ids(graph.keepalive(), set())
-
-    def _set_event(self, node, event) -> None:
-        target = self._member(node)
-        fn = (rt.cudaGraphExecEventRecordNodeSetEvent if isinstance(node, EventRecordNode)
-              else rt.cudaGraphExecEventWaitNodeSetEvent)
-        call(fn, self._raw, target.handle, event.handle)
-        self._keep = self._keep + (event,)
 
     def set_enabled(self, node: Node, flag: bool) -> None:
         """Enable or disable a kernel, memcpy or memset node (``cudaGraphNodeSetEnabled``)."""
@@ -315,49 +242,40 @@ class GraphExec:
         GraphExecUpdateError
             Naming the reason (topology changed, function changed, ...) and the node.
         """
-        info = _cuda.ExecUpdateResultInfo()
-        err = _cuda.drv.cuGraphExecUpdate(self._h, graph._h, ctypes.addressof(info))
-        if _cuda.tracer is not None:
-            _cuda.tracer("cuGraphExecUpdate", (self, graph), (err,))
+        info = structs.ExecUpdateResultInfo()
+        err = fast.exec_update(self, graph, info)
         if err:
             reason = _UPDATE_REASONS.get(info.result, f"result code {info.result}")
             node = graph._node(info.errorNode) if info.errorNode else None
             hint = reason + (f"; node: {node.describe()}" if node is not None else "")
-            exc = _cuda.error_for("cuGraphExecUpdate", err, hint, cls=GraphExecUpdateError)
+            exc = error_for("cuGraphExecUpdate", err, hint, cls=GraphExecUpdateError)
             exc.reason, exc.node = reason, node
             raise exc
         self._retire(tuple(entry[0] for entry in self._packs.values()))
         self._packs.clear()
-        self._state = {k: v for k, v in self._state.items() if k[0] == "alias"}
-        self._state["pending"] = graph  # nodes are paired on the next per-node update
-        self._retire(self._keep)
-        self._keep = graph.keepalive() + (graph,)
-        self._host_ids = _collect_hostcall_ids(self._keep, set())
+        self._pending = graph  # nodes are paired on the next per-node update
+        self._retire(self._ledger.snapshot())
+        self._ledger.held = {"graph": graph.keepalive() + (graph,)}
+        self._host_ids = hostcall_ids(self._ledger.snapshot())
 
     def _resolve_update(self) -> None:
         """Pair the last update's nodes with the exec's (creation order, as CUDA pairs them)."""
-        graph = self._state.pop("pending", None)
+        graph, self._pending = self._pending, None
         if graph is None:
             return
-        old_nodes = _cuda.graph_nodes(self.graph._raw)
-        new_nodes = _cuda.graph_nodes(graph._raw)
+        old_nodes = versions.graph_nodes(self.graph._raw)
+        new_nodes = versions.graph_nodes(graph._raw)
         for old_raw, new_raw in zip(old_nodes, new_nodes):
             old_h, new = int(old_raw), graph._node(new_raw)
             if new._h != old_h:
-                self._state[("alias", new._h)] = old_h
+                self._aliases[new._h] = old_h
             if type(new) is KernelNode and new._pack is not None:
                 self._src[old_h] = new._pack
 
     def close(self) -> None:
         """Destroy the exec now (``cudaGraphExecDestroy``); idempotent."""
         self._fin()
-        self._retired.clear()
+        self._ledger.clear_retired()
 
     def __repr__(self) -> str:
         return f"<pycudagraph.GraphExec 0x{self._h:x}>"
-
-
-_SETTERS = ((KernelNode, GraphExec._set_kernel), (MemcpyNode, GraphExec._set_memcpy),
-            (MemsetNode, GraphExec._set_memset), (HostNode, GraphExec._set_host),
-            (ChildGraphNode, GraphExec._set_child), (EventRecordNode, GraphExec._set_event),
-            (EventWaitNode, GraphExec._set_event))

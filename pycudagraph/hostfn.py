@@ -16,7 +16,7 @@ import weakref
 
 from .errors import HostCallbackError
 
-__all__ = ["HostCall", "raise_pending", "trampoline_address"]
+__all__ = ["HostCall", "raise_pending", "trampoline_address", "hostcall_ids"]
 
 _HOSTFN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _registry: "weakref.WeakValueDictionary[int, HostCall]" = weakref.WeakValueDictionary()
@@ -73,3 +73,14 @@ def raise_pending(ids=None) -> None:
             del pending[k]
             raise HostCallbackError(f"the host node callable {name} raised "
                                     f"{type(exc).__name__}: {exc}") from exc
+
+
+def hostcall_ids(obj, out: set | None = None) -> set:
+    """Ids of every :class:`HostCall` inside ``obj`` (nested tuples, as ledgers keep them)."""
+    out = set() if out is None else out
+    if isinstance(obj, HostCall):
+        out.add(obj.id)
+    elif isinstance(obj, (tuple, list)):
+        for item in obj:
+            hostcall_ids(item, out)
+    return out

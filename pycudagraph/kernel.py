@@ -8,16 +8,15 @@ A :class:`Kernel` comes from :meth:`Module.get_kernel <pycudagraph.program.Modul
 from __future__ import annotations
 
 from . import _cuda
-from ._cuda import call, dr, rt
-from .args import HEADER_SIZE, ArgPack, Layout, dim3
+from ._cuda import call, dr, fast, rt
+from .args import ArgPack, Layout, dim3
 from .errors import ArgumentError, CudaError
 from .signature import Param
 from .stream import Stream, stream_handle
 
 __all__ = ["Kernel"]
 
-_CUDA_ERROR_INVALID_CONTEXT = 201
-
+_launch = fast.launch_kernel
 
 class Kernel:
     """One kernel of a :class:`Module` (``cudaKernel_t``), with its parameter layout.
@@ -138,27 +137,13 @@ class Kernel:
 
         Notes
         -----
-        Calls ``cuLaunchKernel`` with the ``cudaKernel_t`` as the function.
+        Calls ``cuLaunchKernel`` (the driver twin of ``cudaLaunchKernel``) with the
+        kernel's ``CUfunction`` in the current context.
         """
         g, b = dim3(grid, "grid"), dim3(block, "block")
         pack = self.pack(args, g, b, shared_mem)
         s = stream._h if type(stream) is Stream else stream_handle(stream)
-        rc = _cuda.drv.cuLaunchKernel(self._func_int, g[0], g[1], g[2], b[0], b[1], b[2],
-                                      shared_mem, s, pack.address + HEADER_SIZE, None)
-        if rc:
-            self._launch_failed(rc, pack, g, b, shared_mem, s)
-        elif _cuda.tracer is not None:
-            _cuda.tracer("cuLaunchKernel", (self, pack, s), (rc,))
-
-    def _launch_failed(self, rc, pack, g, b, shared_mem, s) -> None:
-        if rc == _CUDA_ERROR_INVALID_CONTEXT:  # a new thread: make the primary context current
-            call(rt.cudaFree, 0)
-            rc = _cuda.drv.cuLaunchKernel(self._func_int, g[0], g[1], g[2], b[0], b[1], b[2],
-                                          shared_mem, s, pack.address + HEADER_SIZE, None)
-        if _cuda.tracer is not None:
-            _cuda.tracer("cuLaunchKernel", (self, pack, s), (rc,))
-        if rc:
-            _cuda.raise_driver("cuLaunchKernel", rc)
+        _launch(self._func_int, g, b, shared_mem, s, pack, self)
 
     def __call__(self, grid, block, args=(), stream=None, shared_mem: int = 0) -> None:
         self.launch(grid, block, args, stream, shared_mem)

@@ -133,8 +133,8 @@ def _nvrtc_compile(source: str, name: str, options: tuple) -> bytes:
     prog = call(nvrtc.nvrtcCreateProgram, source.encode(), name.encode(), 0, [], [])
     try:
         err = nvrtc.nvrtcCompileProgram(prog, len(options), [o.encode() for o in options])[0]
-        if _cuda.tracer is not None:
-            _cuda.tracer("nvrtcCompileProgram", (prog, len(options), list(options)), (err,))
+        if _cuda.check.tracer is not None:
+            _cuda.check.tracer("nvrtcCompileProgram", (prog, len(options), list(options)), (err,))
         if err:
             log = _program_log(prog)
             if err == nvrtc.nvrtcResult.NVRTC_ERROR_COMPILATION or log.strip():

@@ -66,13 +66,12 @@ class trace:
 
     def __enter__(self) -> "trace":
         with self._lock:
-            self._previous = _cuda.tracer
-            _cuda.tracer = self._record
+            self._previous = _cuda.check.set_tracer(self._record)
         return self
 
     def __exit__(self, *exc) -> bool:
         with self._lock:
-            _cuda.tracer = self._previous
+            _cuda.check.set_tracer(self._previous)
         return False
 
     def __str__(self) -> str:

@@ -57,7 +57,7 @@ def test_exceptions_pickle(exc):
 
 
 def test_version_gating_message(monkeypatch):
-    monkeypatch.setattr(_cuda, "driver_version", lambda: 12020)
+    monkeypatch.setattr(_cuda.versions, "driver_version", lambda: 12020)
     with pytest.raises(pcg.NotSupportedError, match=r"if-else nodes needs CUDA 12.8 or newer; this system has a CUDA 12.2 driver"):
         _cuda.require("if-else nodes", 12080)
 
@@ -68,7 +68,7 @@ def test_bindings_version_parsed():
 
 def test_import_makes_no_cuda_call():
     code = ("import sys; import pycudagraph; from pycudagraph import _cuda; "
-            "assert not _cuda._state['ready']; assert _cuda.drv._lib is None; print('clean')")
+            "assert not _cuda.device._process['checked']; assert _cuda.fast._f.launch is None; print('clean')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0 and "clean" in out.stdout, out.stderr
 

@@ -11,8 +11,8 @@ import struct
 
 import numpy as np
 
-from ._cuda import call, rt
-from .memory import DeviceBuffer, PinnedBuffer, device_pointer, host_pointer, nbytes_of
+from .._cuda import call, rt
+from ..memory import DeviceBuffer, PinnedBuffer, device_pointer, host_pointer, nbytes_of
 
 __all__ = ["locate", "memcpy_args", "memset_params"]
 

@@ -1,0 +1,128 @@
+"""One check for every raw call: return codes become exceptions, and the trace sees each call.
+
+:func:`call` runs a ``cuda.bindings`` function and returns its values or raises the
+:class:`~pycudagraph.errors.CudaError` that :func:`error_for` builds. The ctypes hot calls in
+:mod:`.fast` report through :func:`report`, the same path. Nothing here touches CUDA at import.
+"""
+
+from __future__ import annotations
+
+from cuda.bindings import driver as dr
+from cuda.bindings import nvrtc
+from cuda.bindings import runtime as rt
+
+from ..errors import CudaError, CudaNotAvailableError
+
+__all__ = ["call", "error_for", "report", "capture_watchers", "set_tracer", "tracer",
+           "runtime_name_text", "decode"]
+
+#: One list per active ``capture`` block; every failed raw call is appended to each.
+capture_watchers: list[list] = []
+
+#: Set by :mod:`pycudagraph.trace` while a trace is recording; ``None`` otherwise.
+#: Called as ``tracer(api, args, result)``.
+tracer = None
+
+# Codes that mean "there is no usable CUDA here" rather than "this call was wrong".
+_NOT_AVAILABLE = {
+    "cudaErrorInsufficientDriver",
+    "cudaErrorNoDevice",
+    "cudaErrorStubLibrary",
+    "cudaErrorDevicesUnavailable",
+    "CUDA_ERROR_NO_DEVICE",
+    "CUDA_ERROR_STUB_LIBRARY",
+    "CUDA_ERROR_NOT_INITIALIZED",
+}
+
+
+def set_tracer(fn) -> object:
+    """Install ``fn`` as the tracer (``None`` to stop); returns the previous one."""
+    global tracer
+    previous, tracer = tracer, fn
+    return previous
+
+
+def decode(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def runtime_name_text(err) -> tuple[str, str]:
+    """(name, description) of a ``cudaError_t`` (``cudaGetErrorName`` / ``cudaGetErrorString``)."""
+    name = rt.cudaGetErrorName(err)[1]
+    text = rt.cudaGetErrorString(err)[1]
+    return decode(name), decode(text)
+
+
+def _driver_name_text(code: int) -> tuple[str, str]:
+    try:
+        name = dr.CUresult(code).name
+    except ValueError:
+        name = f"CUresult({code})"
+    try:
+        err, text = dr.cuGetErrorString(dr.CUresult(code))
+        text = decode(text) if not err else name
+    except Exception:  # no driver library: the name is all we have
+        text = name
+    return name, text
+
+
+def _nvrtc_name_text(err) -> tuple[str, str]:
+    text = decode(nvrtc.nvrtcGetErrorString(err)[1])
+    return text, text
+
+
+def error_for(api: str, err, hint: str = "", cls: type | None = None) -> CudaError:
+    """Build the exception for a failed raw call and clear CUDA's sticky last error.
+
+    Parameters
+    ----------
+    api : str
+        Name of the raw call that failed.
+    err : cudaError_t, CUresult, nvrtcResult or int
+        Its return code; a plain ``int`` is read as a driver ``CUresult``.
+    hint : str
+        One more sentence for the message.
+    cls : type, optional
+        The exception class (default :class:`CudaError`, or :class:`CudaNotAvailableError`
+        for "no driver / no device" codes).
+    """
+    if isinstance(err, rt.cudaError_t):
+        name, text = runtime_name_text(err)
+        rt.cudaGetLastError()  # the runtime keeps the last error: do not blame the next call
+    elif isinstance(err, nvrtc.nvrtcResult):
+        name, text = _nvrtc_name_text(err)
+    else:
+        name, text = _driver_name_text(int(err))
+    if cls is None:
+        cls = CudaNotAvailableError if name in _NOT_AVAILABLE else CudaError
+    for failures in capture_watchers:
+        failures.append(f"{api} ({name})")
+    return cls(api, int(err), name, text, hint)
+
+
+def call(fn, *args):
+    """Run one raw ``cuda.bindings`` call and check its return code.
+
+    Returns ``None``, the single value, or a tuple of the values the call returns.
+    Raises :class:`CudaError` naming the call when the code is not success.
+    """
+    res = fn(*args)
+    if tracer is not None:
+        tracer(fn.__name__, args, res)
+    err = res[0]
+    if err:
+        raise error_for(fn.__name__, err)
+    n = len(res)
+    if n == 1:
+        return None
+    if n == 2:
+        return res[1]
+    return res[1:]
+
+
+def report(api: str, rc: int, args: tuple) -> None:
+    """Trace and check a raw call made through ctypes (:mod:`.fast`); ``rc`` is a ``CUresult``."""
+    if tracer is not None:
+        tracer(api, args, (rc,))
+    if rc:
+        raise error_for(api, rc)

@@ -1,0 +1,59 @@
+"""Graph nodes: one class per CUDA node type, grouped by family, and the one registry.
+
+======================= ================================================================
+module                  classes
+======================= ================================================================
+:mod:`.base`            :class:`Node`, :class:`NodeType`
+:mod:`.kernel`          :class:`KernelNode`
+:mod:`.memory`          :class:`MemcpyNode`, :class:`MemsetNode`, :class:`MemAllocNode`,
+                        :class:`MemFreeNode`
+:mod:`.host`            :class:`HostNode`
+:mod:`.event`           :class:`EventRecordNode`, :class:`EventWaitNode`
+:mod:`.structure`       :class:`ChildGraphNode`, :class:`EmptyNode`
+:mod:`.conditional`     :class:`ConditionalNode`
+======================= ================================================================
+
+A new node type is one class in its family's module (``_add``, ``_read``, ``params``,
+``set_params``, ``_exec_set``), one line in :data:`REGISTRY` and a one-line ``Graph.add_x``.
+"""
+
+from __future__ import annotations
+
+from .base import RAW_TYPES, Node, NodeType
+from .conditional import ConditionalNode
+from .event import EventRecordNode, EventWaitNode
+from .host import HostNode
+from .kernel import KernelNode, KernelParams, short_kernel_name
+from .memory import (MemAllocNode, MemcpyNode, MemcpyParams, MemFreeNode, MemsetNode,
+                     MemsetParams)
+from .structure import ChildGraphNode, EmptyNode
+
+__all__ = ["NodeType", "Node", "KernelNode", "KernelParams", "MemcpyNode", "MemcpyParams",
+           "MemsetNode", "MemsetParams", "HostNode", "ChildGraphNode", "EmptyNode",
+           "EventRecordNode", "EventWaitNode", "MemAllocNode", "MemFreeNode",
+           "ConditionalNode", "node_class", "REGISTRY", "short_kernel_name"]
+
+#: NodeType -> class: the one registry of node classes.
+REGISTRY: dict = {
+    NodeType.KERNEL: KernelNode,
+    NodeType.MEMCPY: MemcpyNode,
+    NodeType.MEMSET: MemsetNode,
+    NodeType.HOST: HostNode,
+    NodeType.CHILD_GRAPH: ChildGraphNode,
+    NodeType.EMPTY: EmptyNode,
+    NodeType.EVENT_RECORD: EventRecordNode,
+    NodeType.EVENT_WAIT: EventWaitNode,
+    NodeType.MEM_ALLOC: MemAllocNode,
+    NodeType.MEM_FREE: MemFreeNode,
+    NodeType.CONDITIONAL: ConditionalNode,
+}
+
+
+def node_class(raw_type) -> type:
+    """The Node subclass for a ``cudaGraphNodeType``; a plain typed ``Node`` for types without one."""
+    t = RAW_TYPES.get(int(raw_type), NodeType.OTHER)
+    cls = REGISTRY.get(t)
+    if cls is None:
+        cls = type(f"{t.name.title().replace('_', '')}Node", (Node,), {"type": t, "__slots__": ()})
+        REGISTRY[t] = cls
+    return cls

@@ -1,0 +1,113 @@
+"""The node base class and node type names.
+
+A node is a handle into its graph and keeps that graph alive. Nodes compare equal and
+hash by their CUDA handle, whichever call returned them (a builder, ``g.nodes``,
+``node.dependencies``, ``clone.find``).
+
+Every node class has two named constructors: ``_add(graph, deps, ...)`` for a node built
+here (it makes the one add call and hands what the node keeps alive to
+``graph._register``), and ``_read(graph, h)`` for a node read back from the driver
+(captured, listed, cloned). Its exec-side setter is ``_exec_set(exe, target, **changes)``.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from .._cuda import rt, versions
+
+__all__ = ["NodeType", "Node", "RAW_TYPES"]
+
+
+class NodeType(str, enum.Enum):
+    """Node type names (``cudaGraphNodeType``) as strings: ``node.type == "kernel"``."""
+
+    KERNEL = "kernel"
+    MEMCPY = "memcpy"
+    MEMSET = "memset"
+    HOST = "host"
+    CHILD_GRAPH = "child_graph"
+    EMPTY = "empty"
+    EVENT_WAIT = "event_wait"
+    EVENT_RECORD = "event_record"
+    EXT_SEMAPHORE_SIGNAL = "ext_semaphore_signal"
+    EXT_SEMAPHORE_WAIT = "ext_semaphore_wait"
+    MEM_ALLOC = "mem_alloc"
+    MEM_FREE = "mem_free"
+    BATCH_MEM_OP = "batch_mem_op"
+    CONDITIONAL = "conditional"
+    OTHER = "other"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+#: ``cudaGraphNodeType`` value -> NodeType.
+RAW_TYPES = {0: NodeType.KERNEL, 1: NodeType.MEMCPY, 2: NodeType.MEMSET, 3: NodeType.HOST,
+             4: NodeType.CHILD_GRAPH, 5: NodeType.EMPTY, 6: NodeType.EVENT_WAIT,
+             7: NodeType.EVENT_RECORD, 8: NodeType.EXT_SEMAPHORE_SIGNAL,
+             9: NodeType.EXT_SEMAPHORE_WAIT, 10: NodeType.MEM_ALLOC, 11: NodeType.MEM_FREE,
+             12: NodeType.BATCH_MEM_OP, 13: NodeType.CONDITIONAL}
+
+
+class Node:
+    """A node of a graph.
+
+    Attributes
+    ----------
+    graph : Graph
+        The graph the node belongs to (kept alive by the node).
+    type : NodeType
+    """
+
+    type = NodeType.OTHER
+    __slots__ = ("graph", "_h", "_raw", "__weakref__")
+
+    def __init__(self, graph, h: int):
+        self.graph = graph
+        self._h = h
+        self._raw = None
+
+    @classmethod
+    def _read(cls, graph, h: int) -> "Node":
+        """The node object for a node read back from the driver (captured, listed, cloned)."""
+        return cls(graph, h)
+
+    @property
+    def handle(self):
+        """The raw ``cudaGraphNode_t`` (cuda.bindings object)."""
+        if self._raw is None:
+            self._raw = rt.cudaGraphNode_t(self._h)
+        return self._raw
+
+    @property
+    def dependencies(self) -> list["Node"]:
+        """Nodes this one waits for (``cudaGraphNodeGetDependencies``)."""
+        return [self.graph._node(h) for h in versions.node_dependencies(self.handle)]
+
+    @property
+    def dependents(self) -> list["Node"]:
+        """Nodes waiting for this one (``cudaGraphNodeGetDependentNodes``)."""
+        return [self.graph._node(h) for h in versions.node_dependents(self.handle)]
+
+    @property
+    def params(self):
+        """A readable view of the node's parameters (the type's ``cudaGraph*NodeGetParams``)."""
+        return None
+
+    def describe(self) -> str:
+        """One line for DOT labels and error messages."""
+        return str(self.type)
+
+    def _exec_set(self, exe, target, **changes) -> None:
+        """Change this node's parameters in ``exe`` (its ``cudaGraphExec*NodeSetParams``)."""
+        raise TypeError(f"set_params does not support {self.type} nodes")
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Node) and other._h == self._h
+
+    def __hash__(self) -> int:
+        return hash(self._h)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} 0x{self._h:x} {self.describe()}>"

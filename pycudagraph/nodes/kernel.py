@@ -1,0 +1,158 @@
+"""Kernel nodes: a packed launch in a stable buffer, updated in place."""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass, field
+
+from .._cuda import call, check, dr, fast
+from .base import Node, NodeType
+
+__all__ = ["KernelNode", "KernelParams", "short_kernel_name"]
+
+_VP = ctypes.c_void_p
+_PLAIN = (int, float, bool)
+
+
+def short_kernel_name(name: str) -> str:
+    """A readable name for a C++-mangled kernel: ``_ZN2at6native6kernelI...`` -> ``at::native::kernel``."""
+    if not name.startswith("_Z"):
+        return name
+    i = 2
+    nested = name[i:i + 1] == "N"
+    i += 1 if nested else 0
+    while i < len(name) and name[i] in "KVr":
+        i += 1
+    parts = []
+    while i < len(name) and name[i].isdigit():
+        j = i
+        while j < len(name) and name[j].isdigit():
+            j += 1
+        n = int(name[i:j])
+        parts.append(name[j:j + n])
+        i = j + n
+        if not nested:
+            break
+    return "::".join(parts) if parts else name
+
+
+@dataclass(frozen=True)
+class KernelParams:
+    """What a kernel node launches."""
+
+    kernel_name: str
+    grid: tuple
+    block: tuple
+    shared_mem: int
+    args: dict = field(default_factory=dict)
+
+
+def _dim(d) -> str:
+    d = tuple(d)
+    while len(d) > 1 and d[-1] == 1:
+        d = d[:-1]
+    return "(" + ",".join(str(x) for x in d) + ")" if len(d) > 1 else str(d[0])
+
+
+class KernelNode(Node):
+    """A kernel launch node (``cudaGraphAddKernelNode``)."""
+
+    type = NodeType.KERNEL
+    __slots__ = ("_pack", "_cvp")
+
+    def __init__(self, graph, h: int, pack=None, cvp=None):
+        super().__init__(graph, h)
+        self._pack = pack  # ArgPack when built by pycudagraph; None when read back
+        self._cvp = cvp if cvp is not None else ctypes.c_void_p(h)  # the handle, addressable
+
+    @classmethod
+    def _add(cls, graph, deps, kernel, grid, block, args=(), shared_mem: int = 0) -> "KernelNode":
+        """Pack the launch and call ``cuGraphAddKernelNode`` (the driver twin of
+        ``cudaGraphAddKernelNode``) with a ``CUDA_KERNEL_NODE_PARAMS_v2`` naming the
+        kernel's ``CUfunction``; its argument slots live in the node's stable buffer."""
+        pack = kernel.pack(args, grid, block, shared_mem)
+        if isinstance(deps, Node):
+            deps = (deps,)
+        n = len(deps)
+        arr = None
+        if n == 0:
+            dep_addr = None
+        elif n == 1 and type(deps[0]) is KernelNode and deps[0].graph is graph:
+            dep_addr = ctypes.addressof(deps[0]._cvp)
+        else:
+            graph._dep_list(deps)
+            arr = (_VP * n)(*[d._h for d in deps])
+            dep_addr = ctypes.addressof(arr)
+        out = _VP()
+        h = fast.add_kernel_node(out, graph, dep_addr, n, pack, deps)
+        return graph._register(cls(graph, h, pack, out), pack)
+
+    def _driver_params(self):
+        return call(dr.cuGraphKernelNodeGetParams, dr.CUgraphNode(self._h))
+
+    @property
+    def kernel_name(self) -> str:
+        """The kernel's name; for captured C++ kernels a readable form of the mangled name."""
+        if self._pack is not None:
+            return self._pack.kernel.name
+        return short_kernel_name(self.mangled_name)
+
+    @property
+    def mangled_name(self) -> str:
+        """The name in the kernel image (``cuFuncGetName`` / ``cuKernelGetName``)."""
+        if self._pack is not None:
+            return self._pack.kernel.name
+        p = self._driver_params()
+        if int(p.func):
+            name = call(dr.cuFuncGetName, p.func)
+        else:
+            name = call(dr.cuKernelGetName, p.kern)
+        return check.decode(name)
+
+    @property
+    def kernel(self):
+        """The :class:`~pycudagraph.kernel.Kernel` when the node was built by pycudagraph."""
+        return self._pack.kernel if self._pack is not None else None
+
+    @property
+    def params(self) -> KernelParams:
+        """Kernel name, grid, block, dynamic shared memory and (for our nodes) the arguments.
+
+        Captured nodes are read with ``cuGraphKernelNodeGetParams``.
+        """
+        if self._pack is not None:
+            grid, block, smem = self._pack.dims
+            names = [p.name for p in self._pack.layout.params]
+            return KernelParams(self.kernel_name, grid, block, smem,
+                                dict(zip(names, self._pack.values())))
+        p = self._driver_params()
+        return KernelParams(self.kernel_name, (p.gridDimX, p.gridDimY, p.gridDimZ),
+                            (p.blockDimX, p.blockDimY, p.blockDimZ), p.sharedMemBytes)
+
+    def set_params(self, args=None, grid=None, block=None, shared_mem=None) -> None:
+        """Change the node in its graph (``cuGraphKernelNodeSetParams``).
+
+        ``args`` is a full sequence, or a dict ``{index_or_name: value}`` changing only
+        those arguments. Fields not given keep their values. Graph execs already
+        instantiated are not affected (use :meth:`GraphExec.set_params` for those).
+        """
+        if self._pack is None:
+            raise NotImplementedError("set_params on a captured kernel node needs its kernel "
+                                      "signature; rebuild the node with Graph.add_kernel")
+        pack = self._pack.updated(args, grid, block, shared_mem)
+        fast.kernel_node_set_params(self, pack)
+        self._pack = pack
+        self.graph._register(self, pack)
+
+    def _exec_set(self, exe, target, args=None, grid=None, block=None, shared_mem=None) -> None:
+        """``cuGraphExecKernelNodeSetParams`` with the exec's own copy of the node's pack."""
+        pack, h = exe._kernel_entry(target)
+        old_refs = pack.apply(args, grid, block, shared_mem)
+        fast.exec_kernel_node_set_params(exe, h, pack, self)
+        for old in old_refs:
+            if type(old) not in _PLAIN:
+                exe._retire(old)
+
+    def describe(self) -> str:
+        p = self.params
+        return f"kernel {p.kernel_name} grid={_dim(p.grid)} block={_dim(p.block)}"

@@ -1,0 +1,63 @@
+"""Structure nodes: a child graph, and the empty node that joins dependencies."""
+
+from __future__ import annotations
+
+from .._cuda import call, rt
+from ..hostfn import hostcall_ids
+from .base import Node, NodeType
+
+__all__ = ["ChildGraphNode", "EmptyNode"]
+
+
+class ChildGraphNode(Node):
+    """A node that runs a whole graph (``cudaGraphAddChildGraphNode``)."""
+
+    type = NodeType.CHILD_GRAPH
+    __slots__ = ()
+
+    @classmethod
+    def _add(cls, graph, deps, child) -> "ChildGraphNode":
+        """``cudaGraphAddChildGraphNode``: the node runs a copy of ``child``.
+
+        The copy points at the same memory, so everything ``child`` keeps alive is kept
+        alive by this graph too.
+        """
+        if not isinstance(child, type(graph)):
+            raise TypeError(f"add_child_graph needs a Graph, got {type(child).__name__}")
+        raw_deps, nd = graph._dep_list(deps)
+        raw = call(rt.cudaGraphAddChildGraphNode, graph._raw, raw_deps, nd, child._raw)
+        return graph._register(cls(graph, int(raw)), child.keepalive())
+
+    @property
+    def child(self):
+        """The embedded graph (``cudaGraphChildGraphNodeGetGraph``); owned by this node."""
+        raw = call(rt.cudaGraphChildGraphNodeGetGraph, self.handle)
+        return self.graph._wrap_child(raw, owner=self)
+
+    @property
+    def params(self) -> dict:
+        return {"graph": self.child}
+
+    def _exec_set(self, exe, target, graph) -> None:
+        """``cudaGraphExecChildGraphNodeSetParams``: same topology, new parameters."""
+        call(rt.cudaGraphExecChildGraphNodeSetParams, exe._raw, target.handle, graph._raw)
+        keep = graph.keepalive()
+        exe._hold(("child", target._h), keep)
+        exe._host_ids |= hostcall_ids(keep)
+
+    def describe(self) -> str:
+        return f"child_graph ({len(self.child.nodes)} nodes)"
+
+
+class EmptyNode(Node):
+    """A node that does nothing, for joining dependencies (``cudaGraphAddEmptyNode``)."""
+
+    type = NodeType.EMPTY
+    __slots__ = ()
+
+    @classmethod
+    def _add(cls, graph, deps) -> "EmptyNode":
+        """``cudaGraphAddEmptyNode``."""
+        raw_deps, nd = graph._dep_list(deps)
+        raw = call(rt.cudaGraphAddEmptyNode, graph._raw, raw_deps, nd)
+        return graph._register(cls(graph, int(raw)))

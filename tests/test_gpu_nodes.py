@@ -1,0 +1,201 @@
+"""GPU tests for node building: every node type, big and forked graphs, clone, DOT, edges."""
+
+import gc
+
+import numpy as np
+import pytest
+
+import pycudagraph as pcg
+
+pytestmark = pytest.mark.gpu
+
+N = 1024
+
+
+def arr(seed=0, n=N):
+    return np.random.default_rng(seed).standard_normal(n).astype(np.float32)
+
+def test_kernel_memcpy_memset_nodes(helpers, stream):
+    x = arr(1)
+    host_in = pcg.PinnedBuffer(4 * N)
+    host_in.array(np.float32)[:] = x
+    host_out = np.zeros(N, np.float32)
+    dev = pcg.DeviceBuffer(4 * N)
+    g = pcg.Graph()
+    h2d = g.add_memcpy(dev, host_in)
+    k = g.add_kernel(helpers["scale"], 4, 256, (dev, 2.0, N), deps=[h2d])
+    ms = g.add_memset(dev, 0, 16, element_size=4, deps=[k])  # zero the first 16 floats
+    d2h = g.add_memcpy(host_out, dev, deps=[ms])
+    assert [n.type for n in g.nodes] == ["memcpy", "kernel", "memset", "memcpy"]
+    assert g.root_nodes == [h2d] and set(g.edges) == {(h2d, k), (k, ms), (ms, d2h)}
+    assert k.dependencies == [h2d] and k.dependents == [ms]
+    assert h2d.params.kind == "host->device" and d2h.params.kind == "device->host"
+    assert k.params.args == {"y": dev.ptr, "a": 2.0, "n": N} and k.kernel_name == "scale"
+    exe = g.instantiate()
+    exe.launch(stream)
+    stream.synchronize()
+    expect = 2 * x
+    expect[:16] = 0
+    np.testing.assert_array_equal(host_out, expect)
+
+
+def test_memset_2d_and_float_value(stream):
+    rows, cols, pitch = 4, 8, 64
+    dev = pcg.DeviceBuffer(rows * pitch)
+    dev.zero()
+    g = pcg.Graph()
+    g.add_memset(dev, 1.5, cols, element_size=4, height=rows, pitch=pitch)
+    g.instantiate().launch(stream)
+    stream.synchronize()
+    out = dev.to_numpy(np.float32).reshape(rows, pitch // 4)
+    assert (out[:, :cols] == 1.5).all() and (out[:, cols:] == 0).all()
+    with pytest.raises(ValueError, match="element_size must be 1, 2 or 4"):
+        g.add_memset(dev, 0, 4, element_size=3)
+    with pytest.raises(ValueError, match="does not fit"):
+        g.add_memset(dev, 0, 1000, element_size=4)
+
+
+def test_host_node_runs_and_errors_are_raised(stream):
+    seen = []
+    g = pcg.Graph()
+    g.add_host(seen.append, args=(42,))
+    exe = g.instantiate()
+    exe.launch(stream)
+    exe.synchronize()
+    assert seen == [42]
+
+    def boom():
+        raise ValueError("inside the host node")
+
+    g2 = pcg.Graph()
+    g2.add_host(boom)
+    exe2 = g2.instantiate()
+    exe2.launch(stream)
+    with pytest.raises(pcg.HostCallbackError, match="inside the host node") as info:
+        exe2.synchronize()
+    assert isinstance(info.value.__cause__, ValueError)
+    exe2.launch(stream)
+    with pytest.raises(pcg.HostCallbackError):
+        stream.synchronize()
+    exe.launch(stream)  # an unrelated exec is not blamed
+    exe.synchronize()
+
+
+def test_child_graph_empty_and_events(helpers, stream):
+    dev = pcg.DeviceBuffer(4 * N)
+    dev.zero()
+    child = pcg.Graph()
+    a = child.add_kernel(helpers["add_one"], 4, 256, (dev, N))
+    child.add_kernel(helpers["add_one"], 4, 256, (dev, N), deps=[a])
+    g = pcg.Graph()
+    c1 = g.add_child_graph(child)
+    e = g.add_empty(deps=[c1])
+    ev = pcg.Event()
+    rec = g.add_event_record(ev, deps=[e])
+    g.add_child_graph(child, deps=[rec])
+    assert [n.type for n in g.nodes][:3] == ["child_graph", "empty", "event_record"]
+    assert len(c1.child.nodes) == 2
+    del child
+    gc.collect()
+    exe = g.instantiate()
+    exe.launch(stream)
+    stream.synchronize()
+    assert ev.query()
+    assert (dev.to_numpy(np.float32) == 4).all()
+
+
+def test_event_wait_node(helpers):
+    s1, s2 = pcg.Stream(), pcg.Stream()
+    dev = pcg.DeviceBuffer(4)
+    dev.zero()
+    ev = pcg.Event(timing=False)
+    helpers["spin"].launch(1, 1, (20_000_000,), stream=s1)
+    helpers["fill"].launch(1, 1, (dev, 5.0, 1), stream=s1)
+    ev.record(s1)
+    g = pcg.Graph()
+    w = g.add_event_wait(ev)
+    g.add_kernel(helpers["add_one"], 1, 1, (dev, 1), deps=[w])
+    g.instantiate().launch(s2)
+    s2.synchronize()
+    assert dev.to_numpy(np.float32)[0] == 6.0
+
+
+def test_mem_alloc_and_free_nodes(helpers, stream):
+    out = pcg.DeviceBuffer(4 * N)
+    g = pcg.Graph()
+    alloc = g.add_mem_alloc(4 * N)
+    assert alloc.nbytes == 4 * N and alloc.ptr
+    fill = g.add_kernel(helpers["fill"], 4, 256, (alloc.ptr, 3.0, N), deps=[alloc])
+    cp = g.add_memcpy(out, alloc.ptr, nbytes=4 * N, deps=[fill])
+    free = g.add_mem_free(alloc, deps=[cp])
+    assert free.type == "mem_free" and free.params["ptr"] == alloc.ptr
+    exe = g.instantiate()
+    for _ in range(3):
+        exe.launch(stream)
+    stream.synchronize()
+    assert (out.to_numpy(np.float32) == 3.0).all()
+
+
+def test_thousand_node_chain(helpers, stream):
+    dev = pcg.DeviceBuffer(4)
+    dev.zero()
+    g = pcg.Graph()
+    prev = ()
+    for _ in range(1000):
+        prev = (g.add_kernel(helpers["add_one"], 1, 1, (dev, 1), deps=prev),)
+    assert len(g) == 1000 and len(g.edges) == 999
+    exe = g.instantiate(upload_stream=stream)
+    exe.launch(stream)
+    exe.launch(stream)
+    stream.synchronize()
+    assert dev.to_numpy(np.float32)[0] == 2000.0
+
+
+def test_fork_join_sees_predecessors(helpers, stream):
+    n = N
+    a, b, c = (pcg.DeviceBuffer(4 * n) for _ in range(3))
+    g = pcg.Graph()
+    fa = g.add_kernel(helpers["fill"], 4, 256, (a, 2.0, n))
+    fb = g.add_kernel(helpers["fill"], 4, 256, (b, 3.0, n))
+    fc = g.add_kernel(helpers["fill"], 4, 256, (c, 10.0, n))
+    # c = 2*a + c, then c = 3*b + c: joins both branches
+    j1 = g.add_kernel(helpers["axpy"], 4, 256, (c, a, 2.0, n), deps=[fa, fc])
+    g.add_kernel(helpers["axpy"], 4, 256, (c, b, 3.0, n), deps=[j1, fb])
+    assert len(g.root_nodes) == 3
+    g.instantiate().launch(stream)
+    stream.synchronize()
+    assert (c.to_numpy(np.float32) == 10 + 4 + 9).all()
+
+
+def test_clone_find_and_dot(helpers, tmp_path):
+    dev = pcg.DeviceBuffer(4 * N)
+    g = pcg.Graph()
+    a = g.add_kernel(helpers["fill"], (4, 1), (256, 1), (dev, 1.0, N))
+    b = g.add_memset(dev, 0, 4, deps=[a])
+    c = g.clone()
+    ca = c.find(a)
+    assert ca != a and ca.type == "kernel" and ca.kernel_name == "fill"
+    assert c.find(b).dependencies == [ca]
+    dot = g.to_dot()
+    assert "kernel fill" in dot and "grid=4 block=256" in dot and "n0 -> n1" in dot
+    path = tmp_path / "cuda.dot"
+    g.debug_dot_print(path, verbose=True)
+    assert "digraph" in path.read_text()
+    exe = c.instantiate()
+    exe.set_arg(ca, "v", 4.0)
+    s = pcg.Stream()
+    exe.launch(s)
+    s.synchronize()
+    assert dev.to_numpy(np.float32)[10] == 4.0
+
+
+def test_remove_dependency_and_node(helpers):
+    g = pcg.Graph()
+    a = g.add_empty()
+    b = g.add_empty()
+    g.add_dependency(a, b)
+    assert g.edges == [(a, b)]
+    g.remove_dependency(a, b)
+    assert g.edges == []
+    g.remove_node(b)
+    assert g.nodes == [a]
