@@ -182,24 +182,27 @@ def sweep(rotate: int = 8) -> int:
     def gpu_us(launch, n=50):
         return clock.gpu_ms(launch, n, enqueue_ms=0.05 * n)[0] * 1e3
 
-    for warps in (4, 8):  # each layer alone, every allowed split
-        mlp = MLP(BATCH, "fast", warps=warps, stream=stream)
+    variants = {"8 warps": (8, ()), "8 warps, no prefetch": (8, ("-DSPLITK_PREFETCH=0",)),
+                "4 warps": (4, ())}
+    for label, (warps, options) in variants.items():  # each layer alone, every allowed split
+        mlp = MLP(BATCH, "fast", warps=warps, options=options, stream=stream)
         for i in range(3):
             fan_in, fan_out = SIZES[i], SIZES[i + 1]
             line = []
             for s in allowed_splits(fan_in, warps):
-                m = MLP(BATCH, "fast", weights=(mlp.ws, mlp.bs), warps=warps,
-                        splits=[s if j == i else 4 for j in range(3)], stream=stream)
+                m = MLP(BATCH, "fast", weights=(mlp.ws, mlp.bs), warps=warps, options=options,
+                        splits=[s if j == i else allowed_splits(SIZES[j], warps)[0] for j in range(3)],
+                        stream=stream)
                 g = pcg.Graph()
                 g.add_kernel(m.kernel, m.grids[i], m.block, m.layer_args(i))
                 exe = g.instantiate()
                 line.append(f"s={s}:{gpu_us(lambda: exe.launch(stream)):6.2f}")
-            print(f"layer {i} ({fan_in}->{fan_out}) warps {warps}: us " + "  ".join(line), flush=True)
-    for warps in (4, 8):  # the whole model per target_blocks
-        for target in (32, 64, 128, 256, 512):
-            m = MLP(BATCH, "fast", warps=warps, target_blocks=target, stream=stream)
+            print(f"layer {i} ({fan_in}->{fan_out}) {label}: us " + "  ".join(line), flush=True)
+    for label, (warps, options) in variants.items():  # the whole model per target_blocks
+        for target in (64, 128, 256, 512, 1024):
+            m = MLP(BATCH, "fast", warps=warps, options=options, target_blocks=target, stream=stream)
             exe = m.build_graph()[0].instantiate()
-            print(f"model warps {warps} target {target:3d} blocks {m.blocks}: "
+            print(f"model {label}, target {target:4d}, blocks {m.blocks}: "
                   f"{gpu_us(lambda: exe.launch(stream)):6.2f} us/iter", flush=True)
     # weights from HBM instead of L2: `rotate` copies of the model (8 MB each) in turn
     models = [MLP(BATCH, "fast", seed=r, stream=stream) for r in range(rotate)]

@@ -59,6 +59,10 @@ extern "C" __global__ void linear_bias_relu(const float* x, const float* w, cons
 //     (rows r, r+4, ..., r+28), so each thread keeps 8 x 4 accumulators.
 //   - The block's x slice is staged in shared memory once and read back as
 //     float4 (4 k values of one row), broadcast to the 8 lanes that share a row.
+//   - A layer this small is a chain of memory round trips, not a stream of bytes,
+//     so every loop that loads is unrolled with its loads issued together, and the
+//     first 16 rows of w are requested before x is staged (SPLITK_PREFETCH), so
+//     the two fetches overlap.
 //   - With several slices (gridDim.y > 1) each block writes its 32 x 32 tile to
 //     `partial`; the last block to finish a tile (an atomic counter per tile)
 //     adds the slices in a fixed order, adds the bias, applies ReLU and writes y,
@@ -78,12 +82,19 @@ extern "C" __global__ void linear_bias_relu(const float* x, const float* w, cons
 #ifndef SPLITK_MAX_KC
 #define SPLITK_MAX_KC 256
 #endif
+#ifndef SPLITK_PREFETCH
+#define SPLITK_PREFETCH 1
+#endif
 #define SPLITK_COLS 32
 #define SPLITK_ROWS 32
+#define SPLITK_THREADS (SPLITK_WARPS * 32)
 #define SPLITK_XS_STRIDE (SPLITK_MAX_KC + 4)  // +4 floats: rows 1 apart hit other banks
+#define SPLITK_STAGE (SPLITK_ROWS * SPLITK_MAX_KC / 4 / SPLITK_THREADS)  // float4s per thread
+#define SPLITK_GROUP 16  // rows of w in flight per thread
 static_assert(SPLITK_WARPS * SPLITK_COLS <= SPLITK_XS_STRIDE,
               "the warps' partial tiles must fit in the x buffer they reuse");
-static_assert(SPLITK_MAX_KC % 4 == 0, "x slices are read as float4");
+static_assert(SPLITK_MAX_KC % 4 == 0 && SPLITK_STAGE * SPLITK_THREADS * 4 == SPLITK_ROWS * SPLITK_MAX_KC,
+              "the x slice is staged as whole float4s, the same count per thread");
 
 // acc[i][j] += sum over 4 k of x[row i][k] * w[k][col j], with x from shared memory.
 __device__ __forceinline__ void splitk_step4(float acc[8][4], const float* xs_row,
@@ -99,10 +110,26 @@ __device__ __forceinline__ void splitk_step4(float acc[8][4], const float* xs_ro
     }
 }
 
+// Rows kk .. kk+15 of this thread's 4 columns of w (whole quads below kw only).
+__device__ __forceinline__ void splitk_load_group(float4 wv[SPLITK_GROUP], const float* wp,
+                                                  int kk, int kw, int out_features)
+{
+#pragma unroll
+    for (int r = 0; r < SPLITK_GROUP; ++r) {
+        if (kk + (r & ~3) < kw) {
+            wv[r] = __ldg(reinterpret_cast<const float4*>(wp + (size_t)(kk + r) * out_features));
+        }
+    }
+}
+
+__device__ __forceinline__ void splitk_add(float4& v, const float4 t)
+{
+    v.x += t.x; v.y += t.y; v.z += t.z; v.w += t.w;
+}
+
 __device__ __forceinline__ float4 splitk_finish(float4 v, const float* b, int col, int relu)
 {
-    const float4 bv = *reinterpret_cast<const float4*>(b + col);
-    v.x += bv.x; v.y += bv.y; v.z += bv.z; v.w += bv.w;
+    splitk_add(v, *reinterpret_cast<const float4*>(b + col));
     if (relu != 0) {
         v.x = fmaxf(v.x, 0.0f); v.y = fmaxf(v.y, 0.0f);
         v.z = fmaxf(v.z, 0.0f); v.w = fmaxf(v.w, 0.0f);
@@ -110,7 +137,7 @@ __device__ __forceinline__ float4 splitk_finish(float4 v, const float* b, int co
     return v;
 }
 
-extern "C" __global__ void __launch_bounds__(SPLITK_WARPS * 32)
+extern "C" __global__ void __launch_bounds__(SPLITK_THREADS)
 linear_splitk(const float* __restrict__ x, const float* __restrict__ w,
               const float* __restrict__ b, float* __restrict__ y,
               float* __restrict__ partial, unsigned int* __restrict__ counters,
@@ -127,43 +154,54 @@ linear_splitk(const float* __restrict__ x, const float* __restrict__ w,
     const int kw = kc / SPLITK_WARPS, kwarp = warp * kw;   // this warp's rows in it
     const int cq = lane & 7, rg = lane >> 3;
     const int col = col0 + 4 * cq;
+    const float* wp = w + (size_t)(k0 + kwarp) * out_features + col;
 
-    // Stage x[row0 .. row0+31][k0 .. k0+kc) (rows past the batch read as zero).
-    for (int i = tid; i < SPLITK_ROWS * (kc / 4); i += blockDim.x) {
-        const int r = i / (kc / 4), k4 = 4 * (i % (kc / 4));
-        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (row0 + r < batch) {
-            v = *reinterpret_cast<const float4*>(x + (size_t)(row0 + r) * in_features + k0 + k4);
+    float4 wv[SPLITK_GROUP];
+#if SPLITK_PREFETCH
+    splitk_load_group(wv, wp, 0, kw, out_features);  // in flight while x is staged
+#endif
+    // Stage x[row0 .. row0+31][k0 .. k0+kc) (rows past the batch read as zero):
+    // every load first, then every store.
+    {
+        const int kc4 = kc / 4;
+        float4 xv[SPLITK_STAGE];
+#pragma unroll
+        for (int j = 0; j < SPLITK_STAGE; ++j) {
+            const int i = tid + j * SPLITK_THREADS, r = i / kc4;
+            xv[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (r < SPLITK_ROWS && row0 + r < batch) {
+                xv[j] = __ldg(reinterpret_cast<const float4*>(x + (size_t)(row0 + r) * in_features + k0 + 4 * (i % kc4)));
+            }
         }
-        *reinterpret_cast<float4*>(smem + r * SPLITK_XS_STRIDE + k4) = v;
+#pragma unroll
+        for (int j = 0; j < SPLITK_STAGE; ++j) {
+            const int i = tid + j * SPLITK_THREADS, r = i / kc4;
+            if (r < SPLITK_ROWS) {
+                *reinterpret_cast<float4*>(smem + r * SPLITK_XS_STRIDE + 4 * (i % kc4)) = xv[j];
+            }
+        }
     }
     __syncthreads();
+#if !SPLITK_PREFETCH
+    splitk_load_group(wv, wp, 0, kw, out_features);
+#endif
 
     float acc[8][4];
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
         acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
     }
-    const float* wp = w + (size_t)(k0 + kwarp) * out_features + col;
     const float* xs = smem + rg * SPLITK_XS_STRIDE + kwarp;
-    int kk = 0;
-    for (; kk + 16 <= kw; kk += 16) {  // 16 loads in flight per thread, then the math
-        float4 wv[16];
+    for (int kk = 0; kk < kw; kk += SPLITK_GROUP) {
 #pragma unroll
-        for (int r = 0; r < 16; ++r) {
-            wv[r] = __ldg(reinterpret_cast<const float4*>(wp + (size_t)(kk + r) * out_features));
+        for (int q = 0; q < SPLITK_GROUP / 4; ++q) {
+            if (kk + 4 * q < kw) {
+                splitk_step4(acc, xs + kk + 4 * q, wv[4 * q], wv[4 * q + 1], wv[4 * q + 2], wv[4 * q + 3]);
+            }
         }
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            splitk_step4(acc, xs + kk + 4 * q, wv[4 * q], wv[4 * q + 1], wv[4 * q + 2], wv[4 * q + 3]);
+        if (kk + SPLITK_GROUP < kw) {
+            splitk_load_group(wv, wp, kk + SPLITK_GROUP, kw, out_features);
         }
-    }
-    for (; kk < kw; kk += 4) {
-        const float4 w0 = __ldg(reinterpret_cast<const float4*>(wp + (size_t)(kk + 0) * out_features));
-        const float4 w1 = __ldg(reinterpret_cast<const float4*>(wp + (size_t)(kk + 1) * out_features));
-        const float4 w2 = __ldg(reinterpret_cast<const float4*>(wp + (size_t)(kk + 2) * out_features));
-        const float4 w3 = __ldg(reinterpret_cast<const float4*>(wp + (size_t)(kk + 3) * out_features));
-        splitk_step4(acc, xs + kk, w0, w1, w2, w3);
     }
 
     // Sum the warps' tiles: red[warp][row][col] in the (now free) x buffer.
@@ -176,13 +214,12 @@ linear_splitk(const float* __restrict__ x, const float* __restrict__ w,
     }
     __syncthreads();
     const size_t rows_pad = (size_t)gridDim.z * SPLITK_ROWS;
-    for (int o = tid; o < SPLITK_ROWS * SPLITK_COLS / 4; o += blockDim.x) {
+    for (int o = tid; o < SPLITK_ROWS * SPLITK_COLS / 4; o += SPLITK_THREADS) {
         const int r = o / (SPLITK_COLS / 4), c = col0 + 4 * (o % (SPLITK_COLS / 4));
         float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
         for (int wi = 0; wi < SPLITK_WARPS; ++wi) {
-            const float4 t = *reinterpret_cast<const float4*>(red + (wi * SPLITK_ROWS + r) * SPLITK_COLS + (c - col0));
-            v.x += t.x; v.y += t.y; v.z += t.z; v.w += t.w;
+            splitk_add(v, *reinterpret_cast<const float4*>(red + (wi * SPLITK_ROWS + r) * SPLITK_COLS + (c - col0)));
         }
         if (splits == 1) {
             if (row0 + r < batch) {
@@ -209,15 +246,24 @@ linear_splitk(const float* __restrict__ x, const float* __restrict__ w,
         return;
     }
     __threadfence();
-    for (int o = tid; o < SPLITK_ROWS * SPLITK_COLS / 4; o += blockDim.x) {
+    for (int o = tid; o < SPLITK_ROWS * SPLITK_COLS / 4; o += SPLITK_THREADS) {
         const int r = o / (SPLITK_COLS / 4), c = col0 + 4 * (o % (SPLITK_COLS / 4));
         if (row0 + r >= batch) {
             continue;
         }
+        const float4* src = reinterpret_cast<const float4*>(partial + ((size_t)row0 + r) * out_features + c);
+        const size_t step = rows_pad * out_features / 4;  // one slice, in float4s
         float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        for (int s = 0; s < splits; ++s) {
-            const float4 t = __ldcg(reinterpret_cast<const float4*>(partial + ((size_t)s * rows_pad + row0 + r) * out_features + c));
-            v.x += t.x; v.y += t.y; v.z += t.z; v.w += t.w;
+        for (int s0 = 0; s0 < splits; s0 += 8) {  // 8 loads in flight, added in slice order
+            float4 t[8];
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+                t[j] = s0 + j < splits ? __ldcg(src + (size_t)(s0 + j) * step) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+                splitk_add(v, t[j]);
+            }
         }
         *reinterpret_cast<float4*>(y + (size_t)(row0 + r) * out_features + c) = splitk_finish(v, b, c, relu);
     }

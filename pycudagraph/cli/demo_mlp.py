@@ -28,8 +28,9 @@ SIZES = (512, 1024, 1024, 512)
 #: Warps per ``linear_splitk`` block and the largest input slice per block: the
 #: defaults of ``SPLITK_WARPS`` / ``SPLITK_MAX_KC`` in kernels/mlp.cu.
 SPLITK_WARPS, SPLITK_MAX_KC = 8, 256
-#: Blocks per layer the split is chosen for (tuned on an H100 with 132 SMs).
-TARGET_BLOCKS = 128
+#: Blocks per layer the split is chosen for: about two per SM of an H100 (132 SMs),
+#: where a sweep (`python -m benchmarks.mlp`) found the whole model fastest.
+TARGET_BLOCKS = 256
 
 
 def allowed_splits(in_features: int, warps: int = SPLITK_WARPS) -> list[int]:
@@ -87,18 +88,20 @@ class MLP:
         the blocks per layer its split aims at.
     splits : sequence of int, optional
         Slices per layer, overriding ``target_blocks`` (the tuning sweep uses it).
+    options : sequence of str
+        More NVRTC options for ``linear_splitk`` (``-DSPLITK_PREFETCH=0`` and the like).
     """
 
     def __init__(self, batch: int, kernels: str = "fast", weights=None, seed: int = 0, sizes=SIZES,
                  warps: int = SPLITK_WARPS, target_blocks: int = TARGET_BLOCKS, splits=None,
-                 stream: pcg.Stream | None = None):
+                 options=(), stream: pcg.Stream | None = None):
         if kernels not in ("fast", "naive"):
             raise ValueError(f"kernels must be 'fast' or 'naive', got {kernels!r}")
         self.batch, self.kind = batch, kernels
         self.ws, self.bs = weights if weights is not None else make_weights(seed, sizes)
         self.sizes = sizes = (self.ws[0].shape[0],) + tuple(w.shape[1] for w in self.ws)
         if kernels == "fast":
-            options = () if warps == SPLITK_WARPS else (f"-DSPLITK_WARPS={warps}",)
+            options = tuple(options) + (() if warps == SPLITK_WARPS else (f"-DSPLITK_WARPS={warps}",))
             self.kernel = pcg.Module.from_file("mlp.cu", options=options)["linear_splitk"]
         else:
             self.kernel = pcg.Module.from_file("mlp.cu")["linear_bias_relu"]
