@@ -191,8 +191,8 @@ def sweep(rotate: int = 8) -> int:
             line = []
             for s in allowed_splits(fan_in, warps):
                 m = MLP(BATCH, "fast", weights=(mlp.ws, mlp.bs), warps=warps, options=options,
-                        splits=[s if j == i else allowed_splits(SIZES[j], warps)[0] for j in range(3)],
-                        stream=stream)
+                        splits=[s if j == i else allowed_splits(SIZES[j], warps)[0]
+                                for j in range(3)], stream=stream)
                 g = pcg.Graph()
                 g.add_kernel(m.kernel, m.grids[i], m.block, m.layer_args(i))
                 exe = g.instantiate()
@@ -200,7 +200,8 @@ def sweep(rotate: int = 8) -> int:
             print(f"layer {i} ({fan_in}->{fan_out}) {label}: us " + "  ".join(line), flush=True)
     for label, (warps, options) in variants.items():  # the whole model per target_blocks
         for target in (64, 128, 256, 512, 1024):
-            m = MLP(BATCH, "fast", warps=warps, options=options, target_blocks=target, stream=stream)
+            m = MLP(BATCH, "fast", warps=warps, options=options, target_blocks=target,
+                    stream=stream)
             exe = m.build_graph()[0].instantiate()
             print(f"model {label}, target {target:4d}, blocks {m.blocks}: "
                   f"{gpu_us(lambda: exe.launch(stream)):6.2f} us/iter", flush=True)

@@ -68,6 +68,13 @@ extern "C" __global__ void linear_bias_relu(const float* x, const float* w, cons
 //     adds the slices in a fixed order, adds the bias, applies ReLU and writes y,
 //     then sets the counter back to zero for the next launch (graph replays too).
 //
+// What bounds it (512 -> 1024 -> 1024 -> 512 at batch 32, float32): 134 MFLOP, about
+// 2 us of FP32 FMA on an H100; 8.4 MB of weights, about 2.5 us from HBM. Measured on
+// an H100 (2026-11-22, `python -m benchmarks.mlp`): 19 us per forward at 128 blocks
+// per layer, 6-8 us per layer, while 8 weight sets read in turn from HBM (64 MB) add
+// only 2.6 us: the time goes to latency (launch, x staging, w fetch, the slice sum's
+// fence, atomic and reads), not to bytes or FLOPs. cuBLAS (PyTorch 2.11) needs 42 us.
+//
 // Launch: blockDim = (SPLITK_WARPS * 32, 1, 1)
 //         gridDim  = (out_features / 32, splits, ceil(batch / 32))
 // Sizes:  out_features % 32 == 0; in_features % (4 * SPLITK_WARPS * splits) == 0;

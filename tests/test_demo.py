@@ -55,7 +55,8 @@ def test_model_is_labelled_and_uses_the_shipped_figures():
     assert text.startswith("MODEL (not a measurement on this machine)")
     assert f"measured on {MEASURED['gpu']} ({MEASURED['when']}" in text
     m = MEASURED
-    for k, compute in ((3, m["mlp_gpu_ms_per_iter"]), (m["decode_kernels"], m["decode_gpu_ms_per_step"])):
+    cases = ((3, m["mlp_gpu_ms_per_iter"]), (m["decode_kernels"], m["decode_gpu_ms_per_step"]))
+    for k, compute in cases:
         eager = 100 * (k * m["eager_launch_us"] / 1000 + compute)
         graph = 100 * (m["graph_launch_us"] / 1000 + compute)
         assert re.search(rf"eager = N x .* = +{eager:.2f} ms", text), (eager, text)
@@ -72,7 +73,8 @@ def test_model_data_says_where_it_was_measured():
 def test_torch_mode_without_torch_skips_with_one_sentence():
     out = run("--torch")
     assert out.returncode == 0 and out.stderr == ""
-    assert out.stdout.strip() == "demo --torch skipped: PyTorch is not installed (pip install torch)."
+    want = "demo --torch skipped: PyTorch is not installed (pip install torch)."
+    assert out.stdout.strip() == want
 
 
 def test_help_names_every_mode():
@@ -99,7 +101,10 @@ def test_oversized_slice_is_refused_at_compile_time():
         pcg.Module.from_file("mlp.cu", options=("-DSPLITK_WARPS=16",), arch="sm_90")
 
 
-@pytest.mark.parametrize("fan_in,fan_out", list(zip(SIZES[:-1], SIZES[1:])) + [(96, 64), (4096, 32)])
+LAYERS = list(zip(SIZES[:-1], SIZES[1:])) + [(96, 64), (4096, 32)]
+
+
+@pytest.mark.parametrize("fan_in,fan_out", LAYERS)
 @pytest.mark.parametrize("batch", [1, 32, 100])
 def test_choose_splits_obeys_the_kernel_size_rules(fan_in, fan_out, batch):
     for warps in (4, 8):
@@ -131,7 +136,8 @@ def test_demo_runs_and_matches(tmp_path):
     assert "cuGraphAddKernelNode(&n0" in out.stdout
     assert (tmp_path / "mlp_graph.dot").read_text().count("linear_splitk") == 3
     assert (tmp_path / "mlp_demo.png").exists() == HAS_MATPLOTLIB
-    assert f"output folder: {tmp_path}" in out.stdout and "model figures: eager_launch_us=" in out.stdout
+    assert f"output folder: {tmp_path}" in out.stdout
+    assert "model figures: eager_launch_us=" in out.stdout
 
 
 @pytest.mark.gpu
@@ -150,7 +156,8 @@ def test_linear_splitk_matches_on_other_shapes():
 def test_demo_decode_runs_and_matches(tmp_path):
     out = run("--decode", "--iters", "10", "--out", str(tmp_path))
     assert out.returncode == 0, out.stdout + out.stderr
-    assert len(checked_lines(out.stdout)) == 6 and "MISMATCH" not in out.stdout  # 4 kernels + 2 rows
+    assert len(checked_lines(out.stdout)) == 6  # 4 kernels and 2 table rows
+    assert "MISMATCH" not in out.stdout
     assert "200 kernel nodes in the captured graph" in out.stdout
     assert "launch gap closed:" in out.stdout
     dot = (tmp_path / "decode_graph.dot").read_text().splitlines()

@@ -44,7 +44,8 @@ def print_model(iters: int) -> None:
     for label, k, compute, unit in cases:
         eager = iters * (k * m["eager_launch_us"] / 1000 + compute)
         graph = iters * (m["graph_launch_us"] / 1000 + compute)
-        say(f"{label}: k = {k} kernels per {unit}, compute = {compute * 1000:.1f} us of GPU time, N = {iters}")
+        say(f"{label}: k = {k} kernels per {unit}, compute = {compute * 1000:.1f} us of GPU "
+            f"time, N = {iters}")
         say(f"  eager = N x (k x {m['eager_launch_us']:.2f} us + compute) = {eager:9.2f} ms")
         say(f"  graph = N x ({m['graph_launch_us']:.2f} us + compute)     = {graph:9.2f} ms"
             f"   modelled speedup {eager / graph:.2f}x")
@@ -68,16 +69,19 @@ def _parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=__doc__.split("\n\n", 1)[1])
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--decode", action="store_true", help="the 200-kernel decode step, eager vs graph")
+    mode.add_argument("--decode", action="store_true",
+                      help="the 200-kernel decode step, eager vs graph")
     mode.add_argument("--torch", action="store_true", help="the seed's PyTorch model three ways")
-    mode.add_argument("--model", action="store_true", help="print the cost model (works without a GPU)")
+    mode.add_argument("--model", action="store_true",
+                      help="print the cost model (works without a GPU)")
     p.add_argument("--iters", type=int, default=None,
                    help="iterations per timing (default 2000; --decode: steps, default 50; "
                         "--model: N, default 1000)")
     p.add_argument("--batch", type=int, default=32, help="MLP batch size (default 32)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT,
                    help=f"folder for the DOT files and charts (default {DEFAULT_OUT})")
-    p.add_argument("--trace", action="store_true", help="print the raw CUDA calls of the built graph")
+    p.add_argument("--trace", action="store_true",
+                   help="print the raw CUDA calls of the built graph")
     return p
 
 

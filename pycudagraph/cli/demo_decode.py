@@ -78,7 +78,8 @@ class Decoder:
                               (w, x, y, self.hidden, self.hidden)))
 
     def _add(self, out, a, b):
-        self.launches.append((self.k["add"], self.hidden // THREADS, THREADS, (out, a, b, self.hidden)))
+        self.launches.append((self.k["add"], self.hidden // THREADS, THREADS,
+                              (out, a, b, self.hidden)))
 
     def step(self, stream) -> None:
         """Eager: ``LAYERS * 8`` ``cuLaunchKernel`` calls."""
@@ -104,7 +105,8 @@ class Decoder:
             self.h.copy_from(poison, stream=stream)
             run()
             stream.synchronize()
-            result = result.merge(compare(self.h.to_numpy(np.float32, (self.hidden,)), self.reference(x)))
+            got = self.h.to_numpy(np.float32, (self.hidden,))
+            result = result.merge(compare(got, self.reference(x)))
         return result
 
     def check_kernels(self, stream, rng) -> dict[str, Check]:
@@ -125,13 +127,16 @@ class Decoder:
             out[name] = compare(dst.to_numpy(np.float32, (n,)), want)
 
         a, b = vec(), vec()
-        one("rmsnorm", lambda: self.k["rmsnorm"].launch(1, THREADS, (self.x, g1_d, self.a, n, EPS), stream=stream),
+        k = self.k
+        one("rmsnorm", lambda: k["rmsnorm"].launch(1, THREADS, (self.x, g1_d, self.a, n, EPS),
+                                                   stream=stream),
             [(self.x, a)], self.a, _rmsnorm(a.astype(np.float64), g1))
         one("matvec", lambda: self._launch_matvec(w1_d, stream),
             [(self.a, a)], self.t, w1.astype(np.float64) @ a)
-        one("add", lambda: self.k["add"].launch(n // THREADS, THREADS, (self.h, self.x, self.t, n), stream=stream),
+        one("add", lambda: k["add"].launch(n // THREADS, THREADS, (self.h, self.x, self.t, n),
+                                           stream=stream),
             [(self.x, a), (self.t, b)], self.h, a.astype(np.float64) + b)
-        one("silu", lambda: self.k["silu"].launch(n // THREADS, THREADS, (self.h, n), stream=stream),
+        one("silu", lambda: k["silu"].launch(n // THREADS, THREADS, (self.h, n), stream=stream),
             [(self.h, a)], self.h, _silu(a.astype(np.float64)))
         return out
 
@@ -162,7 +167,7 @@ def run(steps: int, out: Path, layers: int = LAYERS) -> tuple[int, dict]:
     eager_ms = clock.wall_ms(eager, steps)
     eager_span = clock.span_ms(eager, steps)
     eager_gpu, held = clock.gpu_ms(eager, 2, enqueue_ms=2 * eager_ms)
-    say("[4/4] the same step captured once (cudaStreamBeginCapture) and replayed (cudaGraphLaunch)...")
+    say("[4/4] the same step captured once (cudaStreamBeginCapture), replayed (cudaGraphLaunch)...")
     with pcg.capture(stream) as cap:
         dec.step(stream)
     graph = cap.graph
@@ -177,17 +182,18 @@ def run(steps: int, out: Path, layers: int = LAYERS) -> tuple[int, dict]:
 
     out.mkdir(parents=True, exist_ok=True)
     (out / "decode_graph.dot").write_text(graph.to_dot("decode step"))
-    chart = write_chart(out / "decode_demo.png", f"decode step, {n_kernels} kernels: eager vs CUDA graph",
-                        rows, unit="step")
+    chart = write_chart(out / "decode_demo.png",
+                        f"decode step, {n_kernels} kernels: eager vs CUDA graph", rows, unit="step")
     say("")
     all_ok = print_table(rows, unit="step") and all(c.ok for c in per_kernel.values())
     say("")
     speedup = eager_ms / graph_row.ms
     gap_ms = eager_ms - graph_row.ms
-    say(f"graph replay is {speedup:.2f}x faster per step ({eager_ms:.3f} ms -> {graph_row.ms:.3f} ms); "
-        f"{len(graph.nodes)} kernel nodes in the captured graph")
-    say(f"launch gap closed: {gap_ms:.3f} ms per step, {gap_ms * 1e3 / n_kernels:.2f} us per kernel "
-        f"(eager GPU timeline {eager_span:.3f} ms per step for {eager_gpu:.3f} ms of kernel work)")
+    say(f"graph replay is {speedup:.2f}x faster per step ({eager_ms:.3f} ms -> "
+        f"{graph_row.ms:.3f} ms); {len(graph.nodes)} kernel nodes in the captured graph")
+    say(f"launch gap closed: {gap_ms:.3f} ms per step, {gap_ms * 1e3 / n_kernels:.2f} us per "
+        f"kernel (eager GPU timeline {eager_span:.3f} ms per step for {eager_gpu:.3f} ms of "
+        "kernel work)")
     say(f"wrote {out / 'decode_graph.dot'}; {chart}")
     if speedup < 2.0:
         say(f"NOTE: the speedup is under 2x on this run ({speedup:.2f}x)")

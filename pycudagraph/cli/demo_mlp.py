@@ -28,9 +28,11 @@ SIZES = (512, 1024, 1024, 512)
 #: Warps per ``linear_splitk`` block and the largest input slice per block: the
 #: defaults of ``SPLITK_WARPS`` / ``SPLITK_MAX_KC`` in kernels/mlp.cu.
 SPLITK_WARPS, SPLITK_MAX_KC = 8, 256
-#: Blocks per layer the split is chosen for: about two per SM of an H100 (132 SMs),
-#: where a sweep (`python -m benchmarks.mlp`) found the whole model fastest.
-TARGET_BLOCKS = 256
+#: Blocks per layer the split is chosen for: about one per SM of an H100 (132 SMs),
+#: where a sweep (``python -m benchmarks.mlp``) found the whole model fastest
+#: (19.0 us per iteration; 21.0 at 256 blocks, 30.8 at 512: a block is a short chain
+#: of memory round trips, so a second wave of blocks costs a whole chain more).
+TARGET_BLOCKS = 128
 
 
 def allowed_splits(in_features: int, warps: int = SPLITK_WARPS) -> list[int]:
@@ -101,7 +103,8 @@ class MLP:
         self.ws, self.bs = weights if weights is not None else make_weights(seed, sizes)
         self.sizes = sizes = (self.ws[0].shape[0],) + tuple(w.shape[1] for w in self.ws)
         if kernels == "fast":
-            options = tuple(options) + (() if warps == SPLITK_WARPS else (f"-DSPLITK_WARPS={warps}",))
+            if warps != SPLITK_WARPS:
+                options = tuple(options) + (f"-DSPLITK_WARPS={warps}",)
             self.kernel = pcg.Module.from_file("mlp.cu", options=options)["linear_splitk"]
         else:
             self.kernel = pcg.Module.from_file("mlp.cu")["linear_bias_relu"]
@@ -162,7 +165,8 @@ class MLP:
         return reference(x, self.ws, self.bs)
 
     def check(self, run, stream, rng, trials: int = 2, x_buf=None) -> Check:
-        """Fresh random input, NaN-poisoned output, ``run()``, compare with float64; ``trials`` times."""
+        """``trials`` times: fresh random input, NaN-poisoned output, ``run()``, compare
+        with float64."""
         result = Check(0.0, 0.0)
         out = self.acts[-1]
         poison = np.full((self.batch, self.sizes[-1]), np.nan, np.float32)
@@ -172,7 +176,8 @@ class MLP:
             out.copy_from(poison, stream=stream)
             run()
             stream.synchronize()
-            result = result.merge(compare(out.to_numpy(np.float32, poison.shape), self.reference(x)))
+            got = out.to_numpy(np.float32, poison.shape)
+            result = result.merge(compare(got, self.reference(x)))
         return result
 
 
@@ -191,7 +196,8 @@ def check_shapes(stream: pcg.Stream, seed: int = 11) -> list[tuple[str, Check]]:
         result = Check(0.0, 0.0)
         for run in (lambda: mlp.forward(stream), lambda: exe.launch(stream)) * 2:
             result = result.merge(mlp.check(run, stream, rng, trials=1))
-        out.append((f"batch {mlp.batch:3d}, {mlp.block[0] // 32} warps, slices {mlp.splits}", result))
+        name = f"batch {mlp.batch:3d}, {mlp.block[0] // 32} warps, slices {mlp.splits}"
+        out.append((name, result))
     return out
 
 
@@ -241,7 +247,8 @@ def run(iters: int, batch: int, out: Path, trace: bool) -> tuple[int, dict]:
     ng, _ = naive.build_graph()
     nexe = ng.instantiate(upload_stream=stream)
     old = lambda: nexe.launch(stream)  # noqa: E731
-    rows.append(clock.row("graph, naive 16x16 GEMM kernels", old, iters, naive.check(old, stream, rng)))
+    rows.append(clock.row("graph, naive 16x16 GEMM kernels", old, iters,
+                          naive.check(old, stream, rng)))
 
     grid0, args0 = mlp.grids[0], mlp.layer_args(0)
     eager_us = clock.held_us(lambda: mlp.kernel.launch(grid0, mlp.block, args0, stream=stream))
@@ -261,7 +268,8 @@ def run(iters: int, batch: int, out: Path, trace: bool) -> tuple[int, dict]:
         f"({eager_row.ms * 1e3:.1f} us -> {graph_row.ms * 1e3:.1f} us); the GPU needs "
         f"{graph_row.gpu_ms * 1e3:.1f} us per iteration with these kernels, "
         f"{rows[-1].gpu_ms * 1e3:.1f} us with the naive ones")
-    say(f"set_arg swapping the input buffer took {swap_us:.1f} us (one cuGraphExecKernelNodeSetParams)")
+    say(f"set_arg swapping the input buffer took {swap_us:.1f} us "
+        "(one cuGraphExecKernelNodeSetParams)")
     say(f"CPU cost of one launch while the GPU is busy: one kernel {eager_us:.2f} us, "
         f"the whole graph {graph_us:.2f} us")
     say(f"wrote {out / 'mlp_graph.dot'} and {out / 'mlp_graph_cuda.dot'}; {chart}")

@@ -66,11 +66,12 @@ def run(iters: int, out: Path) -> int:
         say(why)
         return 0
     if not torch.cuda.is_available():
-        say(f"demo --torch skipped: PyTorch {torch.__version__} was built without CUDA or sees no GPU.")
+        say(f"demo --torch skipped: PyTorch {torch.__version__} was built without CUDA or "
+            "sees no GPU.")
         return 0
     say(f"pycudagraph demo --torch: the seed's PyTorch MLP {' -> '.join(map(str, SIZES))}, "
-        f"batch {BATCH}, PyTorch {torch.__version__}, allow_tf32={torch.backends.cuda.matmul.allow_tf32}, "
-        f"{iters} iterations per timing")
+        f"batch {BATCH}, PyTorch {torch.__version__}, "
+        f"allow_tf32={torch.backends.cuda.matmul.allow_tf32}, {iters} iterations per timing")
     model = build_model(torch)
     static_input = torch.randn(BATCH, SIZES[0], device="cuda")
     side = torch.cuda.Stream()
@@ -134,23 +135,27 @@ def run(iters: int, out: Path) -> int:
         side.synchronize()
         d_torch = float((torch_graph_out - eager_out).abs().max())
         d_pcg = float((pcg_out - eager_out).abs().max())
-        match = all(torch.allclose(o, eager_out, rtol=1e-5, atol=1e-5) for o in (torch_graph_out, pcg_out))
+        match = all(torch.allclose(o, eager_out, rtol=1e-5, atol=1e-5)
+                    for o in (torch_graph_out, pcg_out))
 
     out.mkdir(parents=True, exist_ok=True)
     (out / "torch_graph.dot").write_text(cap.graph.to_dot("PyTorch MLP captured by pcg"))
     kernels = [n.kernel_name for n in cap.graph.nodes if n.type == "kernel"]
-    chart = write_chart(out / "torch_demo.png", "the seed's PyTorch MLP: eager vs CUDA graphs", rows)
+    chart = write_chart(out / "torch_demo.png", "the seed's PyTorch MLP: eager vs CUDA graphs",
+                        rows)
     say("")
     all_ok = print_table(rows)
     say("")
     base = rows[0].ms
-    say(f"=== Comparison: PyTorch MLP {'-'.join(map(str, SIZES))}, batch {BATCH}, {iters} iterations ===")
+    say(f"=== Comparison: PyTorch MLP {'-'.join(map(str, SIZES))}, batch {BATCH}, "
+        f"{iters} iterations ===")
     for r in rows:
         tail = "" if r is rows[0] else f"  ({base / r.ms:.2f}x faster than eager)"
         say(f"{r.name:32s}: {r.ms:.4f} ms/iter{tail}")
     say(f"max |diff| vs eager: torch.cuda.graph {d_torch:.2e}, pcg.capture {d_pcg:.2e}")
     say("Results match" if match else "Results DIFFER")
-    say(f"the pcg-captured graph holds {len(kernels)} kernel nodes: {', '.join(k[:40] for k in kernels)}")
+    say(f"the pcg-captured graph holds {len(kernels)} kernel nodes: "
+        + ", ".join(k[:40] for k in kernels))
     say(f"wrote {out / 'torch_graph.dot'}; {chart}")
     for r in rows[1:]:
         if r.ms >= base:
