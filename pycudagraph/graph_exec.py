@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ._cuda import call, error_for, fast, rt, structs, versions
 from ._lifetime import Ledger, release
-from .errors import GraphExecUpdateError, PyCudaGraphError
+from .errors import ClosedError, GraphExecUpdateError, PyCudaGraphError
 from .hostfn import hostcall_ids, pending as _pending, raise_pending
 from .nodes import KernelNode, Node
 from .stream import Stream, stream_handle
@@ -50,8 +50,8 @@ class GraphExec:
     so it stays launchable whatever happens to the Python objects that built it.
     """
 
-    __slots__ = ("_raw", "_h", "graph", "_packs", "_src", "_ledger", "_aliases", "_pending",
-                 "_host_ids", "_last_stream", "_fin", "__weakref__")
+    __slots__ = ("_raw", "_h", "_addr", "graph", "_packs", "_src", "_ledger", "_aliases",
+                 "_pending", "_host_ids", "_last_stream", "_fin", "__weakref__")
 
     @classmethod
     def _instantiate(cls, graph, upload_stream, auto_free_on_launch, device_launch,
@@ -77,12 +77,12 @@ class GraphExec:
             raise
         self = cls.__new__(cls)
         self._raw = raw
-        self._h = int(raw)
+        self._h = self._addr = int(raw)
         self.graph = graph
         self._packs = {}
         self._src = {h: n._pack for h, n in graph._nodes.items()
                      if type(n) is KernelNode and n._pack is not None}
-        self._ledger = Ledger({"graph": graph.keepalive()})
+        self._ledger = Ledger({"graph": graph.keepalive()}, owner=self)
         self._aliases = {}
         self._pending = None
         self._host_ids = hostcall_ids(self._ledger.snapshot())
@@ -93,8 +93,21 @@ class GraphExec:
 
     @property
     def handle(self):
-        """The raw ``cudaGraphExec_t`` (cuda.bindings object)."""
+        """The raw ``cudaGraphExec_t`` (cuda.bindings object); :class:`ClosedError` once closed."""
+        if self._h is None:
+            self._refuse()
         return self._raw
+
+    def _refuse(self, stream=None) -> None:
+        """Raise the :class:`ClosedError` of this closed exec (or of the closed ``stream``)."""
+        if self._h is not None and isinstance(stream, Stream):
+            stream_handle(stream)  # raises the stream's ClosedError
+        raise ClosedError(f"GraphExec 0x{self._addr:x}", "was closed")
+
+    def _forget(self, node_h: int) -> None:
+        """A node of the exec's graph was removed: per-node updates through it refuse."""
+        for key in [k for k, (_, h) in self._packs.items() if k == node_h or h == node_h]:
+            del self._packs[key]
 
     # The ledger --------------------------------------------------------------------
 
@@ -118,14 +131,19 @@ class GraphExec:
 
         Raises the first pending exception of one of this exec's host nodes.
         """
+        h = self._h
         s = stream._h if type(stream) is Stream else stream_handle(stream)
-        _graph_launch(self._h, s, self)
+        if h is None or s is None:  # this exec or the stream was closed
+            self._refuse(stream)
+        _graph_launch(h, s, self)
         self._last_stream = s
         if _pending:
             raise_pending(ids=self._host_ids)
 
     def upload(self, stream=None) -> None:
         """Upload the exec's work descriptors ahead of the first launch (``cudaGraphUpload``)."""
+        if self._h is None:
+            self._refuse()
         call(rt.cudaGraphUpload, self._raw, stream_handle(stream))
 
     def synchronize(self) -> None:
@@ -146,6 +164,9 @@ class GraphExec:
             return entry
         if not isinstance(node, KernelNode):
             raise TypeError(f"expected a KernelNode, got {node!r}")
+        if self._h is None:
+            self._refuse()
+        node._check_live()
         self._resolve_update()
         h = self._aliases.get(node._h, node._h)
         entry = self._packs.get(h)
@@ -158,6 +179,7 @@ class GraphExec:
                 raise PyCudaGraphError(f"{node!r} is not a node of the graph this exec was made from")
             entry = (src.copy(), h)
             self._packs[h] = entry
+            self._ledger.hold(("args", h), entry[0])  # what set_arg puts in it is held
         self._packs[node._h] = entry
         return entry
 
@@ -211,6 +233,9 @@ class GraphExec:
 
     def _member(self, node) -> Node:
         """The node of this exec's graph that ``node`` stands for (itself, or its update twin)."""
+        if self._h is None:
+            self._refuse()
+        node._check_live()
         self._resolve_update()
         h = self._aliases.get(node._h, node._h)
         if h != node._h:
@@ -244,6 +269,9 @@ class GraphExec:
         GraphExecUpdateError
             Naming the reason (topology changed, function changed, ...) and the node.
         """
+        if self._h is None:
+            self._refuse()
+        graph._raw  # noqa: B018 - a closed graph raises ClosedError here
         info = structs.ExecUpdateResultInfo()
         err = fast.exec_update(self, graph, info)
         if err:
@@ -265,8 +293,8 @@ class GraphExec:
         graph, self._pending = self._pending, None
         if graph is None:
             return
-        old_nodes = versions.graph_nodes(self.graph._raw)
-        new_nodes = versions.graph_nodes(graph._raw)
+        old_nodes = versions.graph_nodes(self.graph._raw_handle)  # kept while we live
+        new_nodes = versions.graph_nodes(graph._raw_handle)
         for old_raw, new_raw in zip(old_nodes, new_nodes):
             old_h, new = int(old_raw), graph._node(new_raw)
             if new._h != old_h:
@@ -275,9 +303,25 @@ class GraphExec:
                 self._src[old_h] = new._pack
 
     def close(self) -> None:
-        """Destroy the exec now (``cudaGraphExecDestroy``); idempotent."""
+        """Destroy the exec now (``cudaGraphExecDestroy``); idempotent.
+
+        A launch in flight finishes (CUDA frees the exec when it completes). Every later
+        call on the exec raises :class:`ClosedError`; buffers whose ``free()`` waited for
+        it are freed now. If its graph was closed and this was its last exec, the graph
+        is destroyed too.
+        """
+        if self._h is None:
+            return
         self._fin()
-        self._ledger.clear_retired()
+        self._h = None
+        self._raw = None
+        self._packs.clear()
+        self._ledger.close()
+        graph = self.graph
+        graph._execs.discard(self)
+        if graph._closed:
+            graph.close()
 
     def __repr__(self) -> str:
-        return f"<pycudagraph.GraphExec 0x{self._h:x}>"
+        state = " closed" if self._h is None else ""
+        return f"<pycudagraph.GraphExec 0x{self._addr:x}{state}>"

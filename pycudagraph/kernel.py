@@ -143,6 +143,8 @@ class Kernel:
         g, b = dim3(grid, "grid"), dim3(block, "block")
         pack = self.pack(args, g, b, shared_mem)
         s = stream._h if type(stream) is Stream else stream_handle(stream)
+        if s is None:  # a closed Stream
+            stream_handle(stream)  # raises its ClosedError
         _launch(self._func_int, g, b, shared_mem, s, pack, self)
 
     def __call__(self, grid, block, args=(), stream=None, shared_mem: int = 0) -> None:
