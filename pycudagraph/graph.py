@@ -67,6 +67,7 @@ class Graph:
     def _kill(self, reason: str) -> None:
         """The raw graph is gone: its nodes and child graphs refuse from now on."""
         self._dead = reason
+        self._nodes.clear()
         self._ledger.clear()
         for child in list(self._children):
             child._kill(f"belongs to a node of Graph 0x{self._h:x}, which {reason}")

@@ -38,6 +38,7 @@ _UPDATE_REASONS = {
 }
 
 _PLAIN = (int, float, bool)
+_NEVER = object()  # _last_stream before the first launch
 _RETIRE_CHECK = 256
 _graph_launch = fast.graph_launch
 _exec_set = fast.exec_kernel_node_set_params
@@ -86,7 +87,7 @@ class GraphExec:
         self._aliases = {}
         self._pending = None
         self._host_ids = hostcall_ids(self._ledger.snapshot())
-        self._last_stream = None
+        self._last_stream = _NEVER  # the stream object of the last launch (kept alive)
         graph._execs.add(self)
         self._fin = release(self, rt.cudaGraphExecDestroy, raw)
         return self
@@ -120,9 +121,20 @@ class GraphExec:
 
     def _retire(self, old) -> None:
         n = self._ledger.retire(old)
-        if n % _RETIRE_CHECK == 0 and self._last_stream is not None:
-            if rt.cudaStreamQuery(self._last_stream)[0] == rt.cudaError_t.cudaSuccess:
+        if n % _RETIRE_CHECK == 0:
+            h = self._last_handle()
+            if h is _NEVER or (h is not None and
+                               rt.cudaStreamQuery(h)[0] == rt.cudaError_t.cudaSuccess):
                 self._ledger.clear_retired()
+
+    def _last_handle(self):
+        """The last launch's stream handle; ``None`` if that Stream was closed since."""
+        last = self._last_stream
+        if last is _NEVER:
+            return _NEVER
+        if type(last) is Stream and last._h is None:
+            return None
+        return stream_handle(last)
 
     # Launch ------------------------------------------------------------------------
 
@@ -136,7 +148,7 @@ class GraphExec:
         if h is None or s is None:  # this exec or the stream was closed
             self._refuse(stream)
         _graph_launch(h, s, self)
-        self._last_stream = s
+        self._last_stream = stream
         if _pending:
             raise_pending(ids=self._host_ids)
 
@@ -147,10 +159,14 @@ class GraphExec:
         call(rt.cudaGraphUpload, self._raw, stream_handle(stream))
 
     def synchronize(self) -> None:
-        """Wait for the last launch's stream (``cudaStreamSynchronize``), release retired
-        objects, and raise a pending host-node exception."""
-        if self._last_stream is not None:
-            call(rt.cudaStreamSynchronize, self._last_stream)
+        """Wait for the last launch's stream (``cudaStreamSynchronize``; ``cudaDeviceSynchronize``
+        if that :class:`Stream` was closed since), release retired objects, and raise a
+        pending host-node exception."""
+        h = self._last_handle()
+        if h is None:  # that stream was closed: its work may still run
+            call(rt.cudaDeviceSynchronize)
+        elif h is not _NEVER:
+            call(rt.cudaStreamSynchronize, h)
         self._ledger.clear_retired()
         if _pending:
             raise_pending(ids=self._host_ids)
@@ -272,6 +288,7 @@ class GraphExec:
         if self._h is None:
             self._refuse()
         graph._raw  # noqa: B018 - a closed graph raises ClosedError here
+        graph._execs.add(self)  # its raw graph stays until its nodes are paired with ours
         info = structs.ExecUpdateResultInfo()
         err = fast.exec_update(self, graph, info)
         if err:
@@ -283,6 +300,11 @@ class GraphExec:
             raise exc
         self._retire(tuple(entry[0] for entry in self._packs.values()))
         self._packs.clear()
+        old = self._pending
+        if old is not None and old is not graph and old is not self.graph:
+            old._execs.discard(self)  # superseded before its nodes were paired
+            if old._closed:
+                old.close()
         self._pending = graph  # nodes are paired on the next per-node update
         self._retire(self._ledger.snapshot())
         self._ledger.held = {"graph": graph.keepalive() + (graph,)}
@@ -301,6 +323,10 @@ class GraphExec:
                 self._aliases[new._h] = old_h
             if type(new) is KernelNode and new._pack is not None:
                 self._src[old_h] = new._pack
+        if graph is not self.graph:
+            graph._execs.discard(self)  # paired: its raw graph is no longer needed here
+            if graph._closed:
+                graph.close()
 
     def close(self) -> None:
         """Destroy the exec now (``cudaGraphExecDestroy``); idempotent.
@@ -317,10 +343,12 @@ class GraphExec:
         self._raw = None
         self._packs.clear()
         self._ledger.close()
-        graph = self.graph
-        graph._execs.discard(self)
-        if graph._closed:
-            graph.close()
+        for graph in (self.graph, self._pending):
+            if graph is not None:
+                graph._execs.discard(self)
+                if graph._closed:
+                    graph.close()
+        self._pending = None
 
     def __repr__(self) -> str:
         state = " closed" if self._h is None else ""

@@ -256,3 +256,39 @@ def test_closed_error_is_value_error_and_pickles():
     assert isinstance(err, ValueError) and isinstance(err, pcg.PyCudaGraphError)
     back = pickle.loads(pickle.dumps(err))
     assert str(back) == str(err) == "Stream 0x10 was closed"
+
+
+def test_stream_closed_after_a_launch(helpers):
+    s = pcg.Stream()
+    buf = pcg.DeviceBuffer(4 * N)
+    g = pcg.Graph()
+    k = g.add_kernel(helpers["fill"], 1, 256, (buf, 1.0, N))
+    exe = g.instantiate()
+    helpers["spin"].launch(1, 1, (20_000_000,), stream=s)
+    exe.launch(s)
+    s.close()  # queued work still completes (CUDA's rule)
+    for i in range(300):  # enough replacements to run the retire check on the last stream
+        exe.set_arg(k, 0, pcg.DeviceBuffer(16) if i % 2 else buf)
+    exe.synchronize()  # the last stream was closed: waits for the device instead
+    assert (buf.to_numpy(np.float32) == 1.0).all()
+    small_graph_works(helpers)
+
+
+def test_update_source_graph_closed_before_pairing(helpers):
+    s = pcg.Stream()
+    a, b = pcg.DeviceBuffer(4 * N), pcg.DeviceBuffer(4 * N)
+    g1 = pcg.Graph()
+    g1.add_kernel(helpers["fill"], 1, 256, (a, 1.0, N))
+    exe = g1.instantiate()
+    g2 = pcg.Graph()
+    k2 = g2.add_kernel(helpers["fill"], 1, 256, (b, 2.0, N))
+    exe.update(g2)
+    g2.close()  # its raw graph is kept until the exec pairs its nodes
+    with pytest.raises(pcg.ClosedError, match="Graph .* was closed"):
+        exe.update(g2)
+    exe.set_arg(k2, "v", 3.0)  # pairs the nodes now; g2 is destroyed afterwards
+    assert g2._dead == "was closed"
+    exe.launch(s)
+    s.synchronize()
+    assert (b.to_numpy(np.float32) == 3.0).all()
+    small_graph_works(helpers)
