@@ -86,9 +86,12 @@ def register_contents(cls, fn) -> None:
 
 
 def _ledger_gone(key) -> None:
-    _ledgers.pop(key, None)
-    if _pending_frees:
-        retry_frees()
+    try:  # a weakref callback: may run anywhere, even while the interpreter shuts down
+        _ledgers.pop(key, None)
+        if _pending_frees:
+            retry_frees()
+    except BaseException:  # noqa: BLE001 - never raises
+        pass
 
 
 class Ledger:

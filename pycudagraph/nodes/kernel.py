@@ -5,7 +5,7 @@ from __future__ import annotations
 import ctypes
 from dataclasses import dataclass, field
 
-from .._cuda import call, check, dr, fast
+from .._cuda import call, check, device, dr, fast
 from .base import REMOVED, Node, NodeType
 
 __all__ = ["KernelNode", "KernelParams", "short_kernel_name"]
@@ -90,6 +90,7 @@ class KernelNode(Node):
 
     def _driver_params(self):
         self._check_live()
+        device.ensure_device()  # a driver call: this thread needs a current context
         return call(dr.cuGraphKernelNodeGetParams, dr.CUgraphNode(self._h))
 
     @property
