@@ -36,7 +36,7 @@ def run_threads(fn, n=THREADS):
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=300)
+        t.join(timeout=90)
     assert not any(t.is_alive() for t in threads), "a thread hung"
     for exc in errors:
         if exc is not None:
