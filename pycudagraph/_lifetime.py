@@ -245,6 +245,24 @@ def deferred_frees() -> list:
 
 
 # ----------------------------------------------------------------------------------
+# Captures
+
+#: One list per open ``pcg.capture`` block: what work issued through pycudagraph inside
+#: it points at (argument packs, buffers, host arrays). The captured graph's ledger takes it.
+capture_keeps: list = []
+
+
+def keep_in_captures(*objs) -> None:
+    """Work issued while a capture is open: the captured graph keeps ``objs`` alive.
+
+    Every open capture takes them (the work may be on a stream forked into any of them);
+    keeping a little too much is safe, too little is a use-after-free.
+    """
+    for kept in list(capture_keeps):
+        kept.extend(objs)
+
+
+# ----------------------------------------------------------------------------------
 # Process exit
 
 _exit_hooks: list = []

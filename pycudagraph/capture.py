@@ -83,6 +83,7 @@ class capture:
         self._deps = tuple(deps)
         self._keep = tuple(keep)
         self._failures: list = []
+        self._launched: list = []  # what work issued through pycudagraph inside points at
 
     @property
     def status(self) -> str:
@@ -106,6 +107,7 @@ class capture:
             call(rt.cudaStreamBeginCapture, s.ptr, mode)
         with _open_lock:
             _cuda.check.capture_watchers.append(self._failures)
+            _lifetime.capture_keeps.append(self._launched)
             _open.add(self)
         return self
 
@@ -116,10 +118,10 @@ class capture:
         err, raw = rt.cudaStreamEndCapture(h)
         with _open_lock:
             _open.discard(self)
-            try:
-                _cuda.check.capture_watchers.remove(self._failures)
-            except ValueError:
-                pass
+            for registry, entry in ((_cuda.check.capture_watchers, self._failures),
+                                    (_lifetime.capture_keeps, self._launched)):
+                # by identity: two captures' lists may be equal (both empty)
+                registry[:] = [item for item in registry if item is not entry]
         flush_deferred()
         return status, err, raw
 
@@ -134,8 +136,8 @@ class capture:
                 self.graph = Graph._wrap(raw, owned=True)
             else:
                 self.graph = self._target
-            if self._keep:
-                self.graph._ledger.add("captured work", *self._keep)
+            if self._keep or self._launched:
+                self.graph._ledger.add("captured work", *self._keep, *self._launched)
             return False
         # Failure: end (done), destroy the partial graph, explain.
         if owned and raw is not None and int(raw):

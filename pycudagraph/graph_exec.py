@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ._cuda import call, error_for, fast, rt, structs, versions
 from ._lifetime import Ledger, release
-from .errors import ClosedError, GraphExecUpdateError, PyCudaGraphError
+from .errors import ClosedError, CudaError, GraphExecUpdateError, PyCudaGraphError
 from .hostfn import hostcall_ids, pending as _pending, raise_pending
 from .nodes import KernelNode, Node
 from .stream import Stream, stream_handle
@@ -68,9 +68,10 @@ class GraphExec:
             flags |= int(_F.cudaGraphInstantiateFlagUpload)
             params.uploadStream = stream_handle(upload_stream)
         params.flags = flags
+        graph_raw = graph._raw  # a closed graph raises ClosedError here
         try:
-            raw = call(rt.cudaGraphInstantiateWithParams, graph._raw, params)
-        except PyCudaGraphError as exc:
+            raw = call(rt.cudaGraphInstantiateWithParams, graph_raw, params)
+        except CudaError as exc:
             exc.hint = f"result: {params.result_out.name}"
             if int(params.errNode_out):
                 exc.hint += f"; failing node: {graph._node(params.errNode_out).describe()}"

@@ -109,6 +109,8 @@ class DeviceBuffer:
             call(rt.cudaStreamSynchronize, _LEGACY_STREAM)
         else:
             call(rt.cudaMemcpyAsync, self.ptr, src, arr.nbytes, _H2D, stream_handle(stream))
+            if _lifetime.capture_keeps:
+                _lifetime.keep_in_captures(self, arr)
 
     def copy_to(self, host_array=None, stream=None):
         """Copy the buffer's first bytes into a host array and return it.
@@ -126,6 +128,8 @@ class DeviceBuffer:
             call(rt.cudaMemcpy, arr.ctypes.data, self.ptr, arr.nbytes, _D2H)
         else:
             call(rt.cudaMemcpyAsync, arr.ctypes.data, self.ptr, arr.nbytes, _D2H, stream_handle(stream))
+            if _lifetime.capture_keeps:
+                _lifetime.keep_in_captures(self, arr)
         return host_array
 
     def to_numpy(self, dtype=np.float32, shape=None) -> np.ndarray:
@@ -145,6 +149,8 @@ class DeviceBuffer:
             call(rt.cudaStreamSynchronize, _LEGACY_STREAM)
         else:
             call(rt.cudaMemsetAsync, self.ptr, 0, self.nbytes, stream_handle(stream))
+            if _lifetime.capture_keeps:
+                _lifetime.keep_in_captures(self)
 
     def free(self) -> None:
         """Free the memory (``cudaFree``); idempotent.

@@ -167,3 +167,26 @@ def test_pinned_free_waits_for_memcpy_node(helpers):
     g.close()
     assert not pin._fin.alive
     small_graph_works(helpers)
+
+
+def test_captured_launches_keep_their_buffers(helpers):
+    s = pcg.Stream()
+    a, out, tmp = (pcg.DeviceBuffer(4 * N) for _ in range(3))
+    addr = a.ptr
+    with pcg.capture(s) as cap:
+        helpers["fill"].launch(1, 256, (tmp, 4.0, N), stream=s)
+        helpers["copy"].launch(1, 256, (a, tmp, N), stream=s)
+        helpers["copy"].launch(1, 256, (out, a, N), stream=s)
+    exe = cap.graph.instantiate()
+    del tmp  # only the captured graph points at it now
+    gc.collect()
+    a.free()
+    assert _allocated(addr)  # deferred: the captured graph and its exec use it
+    assert "Graph" in repr(a)
+    exe.launch(s)
+    s.synchronize()
+    assert (out.to_numpy(np.float32) == 4.0).all()
+    exe.close()
+    cap.graph.close()
+    assert not _allocated(addr)
+    small_graph_works(helpers)
