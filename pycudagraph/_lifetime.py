@@ -197,13 +197,19 @@ def _refers_to(value, obj) -> bool:
     return False
 
 
-def holders_of(obj) -> list[str]:
-    """Names of the live graphs and execs whose ledgers hold or retired ``obj``."""
+def holders_of(obj, first: bool = False) -> list[str]:
+    """Names of the live graphs and execs whose ledgers hold or retired ``obj``
+    (only the first one found with ``first=True``).
+
+    Looks through every live ledger: the cost grows with what live graphs hold.
+    """
     out = []
     for ref in list(_ledgers.values()):
         ledger = ref()
         if ledger is not None and ledger.uses(obj):
             out.append(ledger.owner_name())
+            if first:
+                break
     return out
 
 
@@ -228,7 +234,7 @@ def retry_frees() -> None:
     for ref in list(_pending_frees):
         buf = ref()
         try:
-            if buf is not None and buf._holders():
+            if buf is not None and buf._holders(first=True):
                 continue
             _pending_frees.remove(ref)
         except ValueError:  # another thread got there first

@@ -165,13 +165,13 @@ class DeviceBuffer:
         if not self.ptr:
             return
         self.ptr = 0
-        if self._holders():
+        if self._holders(first=True):
             _lifetime.defer_free(self)
         else:
             self._release()
 
-    def _holders(self) -> list[str]:
-        return _lifetime.holders_of(self)
+    def _holders(self, first: bool = False) -> list[str]:
+        return _lifetime.holders_of(self, first)
 
     def _release(self) -> None:
         self._fin()
@@ -246,14 +246,14 @@ class PinnedBuffer:
         if not self.ptr:
             return
         self.ptr = 0
-        if self._holders():
+        if self._holders(first=True):
             _lifetime.defer_free(self)
         else:
             self._release()
 
-    def _holders(self) -> list[str]:
+    def _holders(self, first: bool = False) -> list[str]:
         views = sum(1 for r in self._views if r() is not None)
-        return _lifetime.holders_of(self) + ([f"{views} numpy view(s)"] if views else [])
+        return _lifetime.holders_of(self, first) + ([f"{views} numpy view(s)"] if views else [])
 
     def _release(self) -> None:
         self._fin()

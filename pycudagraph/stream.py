@@ -258,13 +258,13 @@ class Event:
         if self._h is None:
             return
         self._h = None
-        if self._holders():
+        if self._holders(first=True):
             _lifetime.defer_free(self)
         else:
             self._release()
 
-    def _holders(self) -> list[str]:
-        return _lifetime.holders_of(self)
+    def _holders(self, first: bool = False) -> list[str]:
+        return _lifetime.holders_of(self, first)
 
     def _release(self) -> None:
         self._fin()

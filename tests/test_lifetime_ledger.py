@@ -21,8 +21,8 @@ class FakeBuffer:
     def __init__(self):
         self.released = 0
 
-    def _holders(self):
-        return holders_of(self)
+    def _holders(self, first=False):
+        return holders_of(self, first)
 
     def _release(self):
         self.released += 1
