@@ -173,6 +173,9 @@ def test_captured_launches_keep_their_buffers(helpers):
     s = pcg.Stream()
     a, out, tmp = (pcg.DeviceBuffer(4 * N) for _ in range(3))
     addr = a.ptr
+    helpers["fill"].launch(1, 256, (tmp, 0.0, N), stream=s)  # kernels loaded before capture
+    helpers["copy"].launch(1, 256, (a, tmp, N), stream=s)
+    s.synchronize()
     with pcg.capture(s) as cap:
         helpers["fill"].launch(1, 256, (tmp, 4.0, N), stream=s)
         helpers["copy"].launch(1, 256, (a, tmp, N), stream=s)
