@@ -105,6 +105,8 @@ def run_per_device_graphs(affine, add, d0: Side, d1: Side) -> None:
 
 def main() -> None:
     count = pcg.device_count()
+    if count == 0:
+        pcg.Stream()  # raises CudaNotAvailableError, saying why
     if count < 2:
         print(f"SKIPPED: this example needs 2 GPUs, this machine has {count}")
         return
@@ -144,4 +146,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except pcg.CudaNotAvailableError as exc:  # no GPU: one sentence, no traceback
+        raise SystemExit(f"This example needs an NVIDIA GPU; none is usable here ({exc.name}).")

@@ -350,6 +350,8 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=GRAPH_STEPS, help="graph replays (default 1000)")
     args = p.parse_args(argv)
+    if pcg.device_count() == 0:
+        pcg.Stream()  # raises CudaNotAvailableError, saying why
     try:
         nccl = Nccl()
     except NcclUnavailable as exc:
@@ -386,4 +388,7 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except pcg.CudaNotAvailableError as exc:  # no GPU: one sentence, no traceback
+        raise SystemExit(f"This example needs an NVIDIA GPU; none is usable here ({exc.name}).")

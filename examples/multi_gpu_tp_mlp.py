@@ -125,6 +125,8 @@ def main(argv=None) -> None:
     p.add_argument("--warmup", type=int, default=50)
     p.add_argument("--json", metavar="PATH", help="write rank 0's figures here")
     args = p.parse_args(argv)
+    if pcg.device_count() == 0:
+        pcg.Stream()  # raises CudaNotAvailableError, saying why
     try:
         nccl = Nccl()
     except NcclUnavailable as exc:
@@ -198,4 +200,7 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except pcg.CudaNotAvailableError as exc:  # no GPU: one sentence, no traceback
+        raise SystemExit(f"This example needs an NVIDIA GPU; none is usable here ({exc.name}).")

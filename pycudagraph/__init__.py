@@ -10,7 +10,7 @@ from .capture import capture, capture_status
 from .device import Device, DeviceMismatchError, device, device_count
 from .kernel import Kernel
 from .program import Module, Program
-from .errors import (ArgumentError, CaptureError, CompileError, CudaError,
+from .errors import (ArgumentError, CaptureError, ClosedError, CompileError, CudaError,
                      CudaNotAvailableError, GraphExecUpdateError, HostCallbackError,
                      NotSupportedError, PyCudaGraphError)
 from .graph import Graph
@@ -36,5 +36,5 @@ __all__ = [
     "MemFreeNode", "ConditionalNode",
     "PyCudaGraphError", "CudaError", "CudaNotAvailableError", "NotSupportedError",
     "CompileError", "ArgumentError", "CaptureError", "GraphExecUpdateError", "HostCallbackError",
-    "DeviceMismatchError",
+    "ClosedError", "DeviceMismatchError",
 ]

@@ -12,7 +12,7 @@ node the function of the device current when the node is added.
 
 from __future__ import annotations
 
-from . import _cuda
+from . import _cuda, _lifetime
 from ._cuda import call, dr, fast, rt
 from ._cuda.device import current_device, ensure_device, seen, stream_device, thread_state
 from .args import ArgPack, Layout, dim3
@@ -221,6 +221,8 @@ class Kernel:
         g, b = dim3(grid, "grid"), dim3(block, "block")
         if type(stream) is Stream:
             s, dev = stream._h, stream._dev
+            if s is None:  # a closed Stream
+                stream_handle(stream)  # raises its ClosedError
             if dev < 0:
                 dev = stream._ordinal()
         else:
@@ -238,6 +240,8 @@ class Kernel:
                 _launch(func, g, b, shared_mem, s, pack, self)
         else:
             _launch(func, g, b, shared_mem, s, pack, self)
+        if _lifetime.capture_keeps:  # captured: the graph keeps the arguments alive
+            _lifetime.keep_in_captures(pack)
 
     def __call__(self, grid, block, args=(), stream=None, shared_mem: int = 0) -> None:
         self.launch(grid, block, args, stream, shared_mem)

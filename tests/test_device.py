@@ -47,7 +47,7 @@ def _buffer(dev: int):
         buf = pcg.DeviceBuffer(16)
     else:
         buf = pcg.DeviceBuffer.__new__(pcg.DeviceBuffer)
-        buf.ptr, buf.nbytes, buf._fin = 0, 16, None
+        buf.ptr, buf.nbytes, buf._fin, buf._addr = 0, 16, None, 0
     buf._dev = dev
     return buf
 
@@ -67,7 +67,7 @@ def _event(dev: int):
         ev = pcg.Event(timing=False)
     else:
         ev = pcg.Event.__new__(pcg.Event)
-        ev._raw, ev._h, ev._fin, ev.timing = rt.cudaEvent_t(0), 0, None, False
+        ev._raw, ev._h, ev._addr, ev._fin, ev.timing = rt.cudaEvent_t(0), 0, 0, None, False
     ev._dev = dev
     return ev
 
