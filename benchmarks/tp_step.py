@@ -17,6 +17,7 @@ otherwise the cells read n/a with the reason. NVLink multicast stays off
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
@@ -57,10 +58,8 @@ def run_example(steps: int, single: bool = False, timeout: float = 120.0) -> dic
         if single:
             cmd = [sys.executable] + script
         else:
-            try:
-                import torch.distributed.run  # noqa: F401 - the launcher
-            except ImportError as exc:
-                raise NotSupported(f"the launcher needs PyTorch ({exc})") from None
+            if importlib.util.find_spec("torch") is None:
+                raise NotSupported("the launcher (python -m torch.distributed.run) needs PyTorch")
             cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                    "--nproc_per_node=2"] + script
         try:
