@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from . import _cuda
 from ._cuda import call, dr, fast, rt
-from .args import ArgPack, Layout, dim3
+from .args import ArgPack, Layout
+from .validate import KERNEL_LIMITS, kernel_limits, launch_config
 from .errors import ArgumentError, CudaError
 from .signature import Param
 from .stream import Stream, stream_handle
@@ -114,10 +115,38 @@ class Kernel:
 
         The header names the kernel's ``CUfunction`` (``cuKernelGetFunction``).
         """
+        g, b, smem = self._config(grid, block, shared_mem)
+        return ArgPack(self._layout or self.layout, self, args, g, b, smem,
+                       func=self._func_int)
+
+    def _config(self, grid, block, shared_mem) -> tuple:
+        """``(grid3, block3, shared_mem)`` checked against the device's and the kernel's
+        limits (:func:`pycudagraph.validate.launch_config`); loads the kernel first.
+
+        The common case (1-D int grid and block within the limits, shared memory within
+        the kernel's current ceiling) costs a few compares.
+        """
         if self._handle is None:
             self.handle  # noqa: B018 - load the module, get the function
-        return ArgPack(self._layout or self.layout, self, args, grid, block, shared_mem,
-                       func=self._func_int)
+        lim = KERNEL_LIMITS.get(self._func_int)
+        if lim is None:
+            lim = kernel_limits(self)
+        if (type(block) is int and type(grid) is int and type(shared_mem) is int
+                and 0 < block <= lim.block1 and 0 < grid <= lim.grid1
+                and 0 <= shared_mem <= lim.smem):
+            return (grid, 1, 1), (block, 1, 1), shared_mem
+        return launch_config(lim, grid, block, shared_mem)
+
+    def check_config(self, grid, block, shared_mem: int = 0) -> tuple:
+        """Check a launch configuration against the device's and this kernel's limits.
+
+        Returns ``(grid, block, shared_mem)`` normalised to 3-tuples; raises
+        :class:`ArgumentError` naming the field and the limit. Reads
+        ``cudaDeviceGetAttribute`` and ``cuFuncGetAttribute`` once; may call
+        ``cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)`` when
+        ``shared_mem`` needs more than 48 KiB (see :mod:`pycudagraph.validate`).
+        """
+        return self._config(grid, block, shared_mem)
 
     # Launch ------------------------------------------------------------------------
 
@@ -133,17 +162,25 @@ class Kernel:
         stream : Stream or stream-like, optional
             Defaults to the legacy default stream.
         shared_mem : int
-            Dynamic shared memory in bytes.
+            Dynamic shared memory in bytes. Above 48 KiB the kernel's
+            ``cudaFuncAttributeMaxDynamicSharedMemorySize`` is raised for you, up to the
+            device's opt-in maximum.
+
+        Raises
+        ------
+        ArgumentError
+            Grid, block or shared memory outside the device's or the kernel's limits,
+            or arguments that do not match the signature; nothing is launched.
 
         Notes
         -----
         Calls ``cuLaunchKernel`` (the driver twin of ``cudaLaunchKernel``) with the
         kernel's ``CUfunction`` in the current context.
         """
-        g, b = dim3(grid, "grid"), dim3(block, "block")
-        pack = self.pack(args, g, b, shared_mem)
+        g, b, smem = self._config(grid, block, shared_mem)
+        pack = ArgPack(self._layout or self.layout, self, args, g, b, smem, func=self._func_int)
         s = stream._h if type(stream) is Stream else stream_handle(stream)
-        _launch(self._func_int, g, b, shared_mem, s, pack, self)
+        _launch(self._func_int, g, b, smem, s, pack, self)
 
     def __call__(self, grid, block, args=(), stream=None, shared_mem: int = 0) -> None:
         self.launch(grid, block, args, stream, shared_mem)

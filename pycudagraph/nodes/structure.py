@@ -40,6 +40,8 @@ class ChildGraphNode(Node):
 
     def _exec_set(self, exe, target, graph) -> None:
         """``cudaGraphExecChildGraphNodeSetParams``: same topology, new parameters."""
+        if not isinstance(graph, type(self.graph)):
+            raise TypeError(f"set_params: graph must be a Graph, got {type(graph).__name__}")
         call(rt.cudaGraphExecChildGraphNodeSetParams, exe._raw, target.handle, graph._raw)
         keep = graph.keepalive()
         exe._hold(("child", target._h), keep)
