@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ._cuda import call, error_for, fast, rt, structs, versions
 from ._lifetime import Ledger, release
-from .errors import GraphExecUpdateError, PyCudaGraphError
+from .errors import ArgumentError, GraphExecUpdateError, PyCudaGraphError
 from .hostfn import hostcall_ids, pending as _pending, raise_pending
 from .nodes import KernelNode, Node
 from .stream import Stream, stream_handle
@@ -147,7 +147,7 @@ class GraphExec:
             return entry
         if not isinstance(node, KernelNode):
             node_arg(None, node, "node", "set_arg")
-            raise TypeError(f"set_arg: node must be a KernelNode, got {node!r}")
+            raise ArgumentError(f"set_arg: node must be a KernelNode, got {node!r}")
         self._resolve_update()
         h = self._aliases.get(node._h, node._h)
         entry = self._packs.get(h)
@@ -253,7 +253,7 @@ class GraphExec:
             Naming the reason (topology changed, function changed, ...) and the node.
         """
         if not isinstance(graph, type(self.graph)):
-            raise TypeError(f"update: graph must be a pycudagraph.Graph, got "
+            raise ArgumentError(f"update: graph must be a pycudagraph.Graph, got "
                             f"{type(graph).__name__}")
         info = structs.ExecUpdateResultInfo()
         err = fast.exec_update(self, graph, info)

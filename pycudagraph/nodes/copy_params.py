@@ -145,6 +145,8 @@ def memset_params(current=None, dst=None, value=None, count=None, element_size=N
                             f"{f', height={height}, pitch={pitch}' if height > 1 else ''}) "
                             f"does not fit the destination ({size} bytes)")
     p.dst = ptr
+    if value is None and current is None:
+        raise ArgumentError("memset value must be an int or a float, got None")
     p.value = _value_bits(value, es) if value is not None else current.value
     p.elementSize = es
     p.width = int(count)

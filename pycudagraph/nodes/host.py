@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .._cuda import call, rt
+from ..errors import ArgumentError
 from ..hostfn import HostCall, trampoline_address
 from ..validate import require_callable
 from .base import Node, NodeType
@@ -20,7 +21,7 @@ def host_node_params(hostcall: HostCall):
 
 def _args(args, where: str) -> tuple:
     if not isinstance(args, (tuple, list)):
-        raise TypeError(f"{where}: args must be a tuple of arguments for fn, got "
+        raise ArgumentError(f"{where}: args must be a tuple of arguments for fn, got "
                         f"{args!r} ({type(args).__name__})")
     return tuple(args)
 

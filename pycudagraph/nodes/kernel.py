@@ -153,7 +153,8 @@ class KernelNode(Node):
         """``cuGraphExecKernelNodeSetParams`` with the exec's own copy of the node's pack."""
         pack, h = exe._kernel_entry(target)
         if grid is not None or block is not None or shared_mem is not None:
-            pack.kernel.check_config(*pack._dims_with(grid, block, shared_mem))
+            d = pack._dims_with(grid, block, shared_mem)
+            pack.kernel.check_config(tuple(d[0:3]), tuple(d[3:6]), d[6])
         old_refs = pack.apply(args, grid, block, shared_mem)
         fast.exec_kernel_node_set_params(exe, h, pack, self)
         for old in old_refs:

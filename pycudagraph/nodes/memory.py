@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .._cuda import call, device, rt
+from ..errors import ArgumentError
 from ..memory import device_pointer
 from ..validate import int_arg
 from .base import Node, NodeType
@@ -160,12 +161,12 @@ class MemAllocNode(Node):
         """``cudaGraphAddMemAllocNode`` of device memory on the current device."""
         if int_arg(nbytes, "add_mem_alloc: nbytes") <= 0:
             raise ValueError(f"add_mem_alloc needs a positive size (nbytes), got {nbytes}")
+        raw_deps, nd = graph._dep_list(deps)
         p = rt.cudaMemAllocNodeParams()
         p.poolProps.allocType = rt.cudaMemAllocationType.cudaMemAllocationTypePinned
         p.poolProps.location.type = rt.cudaMemLocationType.cudaMemLocationTypeDevice
         p.poolProps.location.id = device.ensure_device()
         p.bytesize = int(nbytes)
-        raw_deps, nd = graph._dep_list(deps)
         raw = call(rt.cudaGraphAddMemAllocNode, graph._raw, raw_deps, nd, p)
         return graph._register(cls(graph, int(raw)))
 
@@ -200,7 +201,7 @@ class MemFreeNode(Node):
         if isinstance(target, MemAllocNode):
             ptr = target.ptr
         elif target is None or isinstance(target, (bool, float, str, Node)):
-            raise TypeError(f"add_mem_free: ptr_or_alloc_node must be a MemAllocNode or a "
+            raise ArgumentError(f"add_mem_free: ptr_or_alloc_node must be a MemAllocNode or a "
                             f"device address, got {target!r} ({type(target).__name__})")
         else:
             ptr = device_pointer(target)
