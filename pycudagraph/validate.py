@@ -202,14 +202,47 @@ def raise_dynamic_smem(lim: KernelLimits, nbytes: int) -> None:
     lim.smem = int(nbytes)
 
 
+def _quick_dims(v):
+    """The common grid/block forms (an int, a tuple of 1 to 3 ints in range), or None."""
+    t = type(v)
+    if t is int:
+        return (v, 1, 1) if 0 < v < _U32 else None
+    if t is not tuple:
+        return None
+    n = len(v)
+    if n == 3:
+        x, y, z = v
+    elif n == 2:
+        (x, y), z = v, 1
+    elif n == 1:
+        x, y, z = v[0], 1, 1
+    else:
+        return None
+    if (type(x) is int and type(y) is int and type(z) is int
+            and 0 < x < _U32 and 0 < y < _U32 and 0 < z < _U32):
+        return (x, y, z)
+    return None
+
+
 def launch_config(lim: KernelLimits, grid, block, shared_mem) -> tuple:
     """``(grid3, block3, shared_mem)`` checked against ``lim``; raises :class:`ArgumentError`
     naming the kernel, the field and the limit. Raises the kernel's dynamic shared memory
     attribute when the request needs it and the device allows it."""
+    g = _quick_dims(grid) or dims(grid, f"{lim.name}: grid")
+    b = _quick_dims(block) or dims(block, f"{lim.name}: block")
+    smem = (shared_mem if type(shared_mem) is int and 0 <= shared_mem < _U32
+            else shared_mem_arg(shared_mem, lim.name))
+    bl, gl = lim.block, lim.grid
+    if (b[0] * b[1] * b[2] <= lim.threads and b[0] <= bl[0] and b[1] <= bl[1]
+            and b[2] <= bl[2] and g[0] <= gl[0] and g[1] <= gl[1] and g[2] <= gl[2]
+            and smem <= lim.smem):
+        return g, b, smem
+    return _over_limit(lim, g, b, smem)
+
+
+def _over_limit(lim: KernelLimits, g, b, smem) -> tuple:
+    """Raise for the first limit exceeded, or raise the shared memory attribute."""
     name = lim.name
-    g = dims(grid, f"{name}: grid")
-    b = dims(block, f"{name}: block")
-    smem = shared_mem_arg(shared_mem, name)
     dev = lim.device
     threads = b[0] * b[1] * b[2]
     if threads > lim.threads:
