@@ -74,8 +74,8 @@ class KernelNode(Node):
         pack = require_kernel(kernel, "add_kernel").pack(args, grid, block, shared_mem)
         if isinstance(deps, Node):
             deps = (deps,)
-        elif type(deps) is not tuple:
-            deps = graph._dep_nodes(deps)
+        elif type(deps) is not tuple and type(deps) is not list:
+            deps = graph._dep_nodes(deps)  # None, generators ...; checked
         n = len(deps)
         arr = None
         if n == 0:
