@@ -19,7 +19,7 @@ import struct
 
 import numpy as np
 
-from . import _lifetime
+from . import _lifetime, validate
 from ._cuda.structs import DIMS_OFFSET, KERNEL_NODE_PARAMS_FORMAT, KERNEL_PARAMS_FIELD
 from .errors import ArgumentError, ClosedError
 from .memory import device_pointer
@@ -34,7 +34,12 @@ _DIMS_OFFSET = DIMS_OFFSET
 
 
 def dim3(value, what: str) -> tuple[int, int, int]:
-    """Normalise a grid or block given as an int or a tuple of up to 3 positive ints."""
+    """Normalise a grid or block given as an int or a tuple of up to 3 positive ints.
+
+    The common cases (an int, a 3-tuple of ints) are checked here in a few compares;
+    everything else goes to :func:`pycudagraph.validate.dims`, which refuses strings,
+    floats and bools with an :class:`ArgumentError` naming ``what``.
+    """
     if type(value) is int and 0 < value < 4294967296:  # the common cases, checked cheaply
         return (value, 1, 1)
     if type(value) is tuple and len(value) == 3:
@@ -42,19 +47,7 @@ def dim3(value, what: str) -> tuple[int, int, int]:
         if (type(x) is int and type(y) is int and type(z) is int
                 and 0 < x < 4294967296 and 0 < y < 4294967296 and 0 < z < 4294967296):
             return value
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        dims = (int(value), 1, 1)
-    else:
-        try:
-            items = tuple(int(v) for v in value)
-        except (TypeError, ValueError):
-            raise ValueError(f"{what} must be an int or a tuple of up to 3 ints, got {value!r}") from None
-        if not 1 <= len(items) <= 3:
-            raise ValueError(f"{what} must have 1 to 3 dimensions, got {value!r}")
-        dims = items + (1,) * (3 - len(items))
-    if min(dims) < 1 or max(dims) >= 2**32:
-        raise ValueError(f"{what} dimensions must be positive 32-bit ints, got {value!r}")
-    return dims
+    return validate.dims(value, what)
 
 
 def _bfloat16_bits(value) -> int:
@@ -95,11 +88,24 @@ def _check_bool(value):
     raise TypeError("a bool parameter takes True/False (or 0/1)")
 
 
+def _pointer(value) -> int:
+    """A device address from a pointer argument; ``True``/``False`` are not addresses."""
+    if type(value) is int:
+        return value
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError("a pointer parameter takes a device array, DeviceBuffer or int "
+                        f"address, not bool ({value!r})")
+    if isinstance(value, (float, str, bytes)) or value is None:
+        raise TypeError("a pointer parameter takes a device array, DeviceBuffer or int "
+                        f"address, not {type(value).__name__}")
+    return device_pointer(value)
+
+
 def _converter(param: Param):
     """The function that turns a Python value into what the slot's format packs, or None."""
     kind = param.kind
     if kind == "pointer":
-        return device_pointer
+        return _pointer
     if kind == "bool":
         return _check_bool
     if kind == "bfloat16":
@@ -128,6 +134,7 @@ class Layout:
         self.kernel_name = kernel_name
         self.params = params
         n = len(params)
+        self.count = n
         ptr_end = HEADER_SIZE + 8 * n
         offsets, pos = [], ptr_end
         for p in params:
@@ -154,6 +161,11 @@ class Layout:
     def convert(self, args) -> list:
         """Values ready for the layout's formats; raises :class:`ArgumentError` when one is wrong."""
         n = len(self.params)
+        if not isinstance(args, (tuple, list)):
+            if isinstance(args, (str, bytes, dict)) or not hasattr(args, "__iter__"):
+                raise ArgumentError(f"{self.kernel_name}(): args must be a sequence of {n} "
+                                    f"values, got {_short_repr(args)} ({type(args).__name__})")
+            args = tuple(args)
         if len(args) != n:
             sig = ", ".join(p.describe() for p in self.params)
             raise ArgumentError(f"{self.kernel_name}({sig}) takes {n} argument"
@@ -176,6 +188,9 @@ class Layout:
             except KeyError:
                 raise ArgumentError(f"{self.kernel_name}() has no parameter named {key!r}; "
                                     f"it has {list(self.index)}") from None
+        if isinstance(key, (bool, np.bool_)) or not hasattr(key, "__index__"):
+            raise ArgumentError(f"{self.kernel_name}(): an argument index must be an int or a "
+                                f"parameter name, got {_short_repr(key)} ({type(key).__name__})")
         i = int(key)
         if not 0 <= i < len(self.params):
             raise ArgumentError(f"{self.kernel_name}() has {len(self.params)} parameters; "
@@ -234,7 +249,9 @@ class ArgPack:
         g, b = dim3(grid, "grid"), dim3(block, "block")
         try:
             layout.full.pack_into(buf, 0, func, g[0], g[1], g[2], b[0], b[1], b[2],
-                                  int(shared_mem), addr + HEADER_SIZE, 0, kern, ctx,
+                                  shared_mem if type(shared_mem) is int
+                                  else validate.shared_mem_arg(shared_mem),
+                                  addr + HEADER_SIZE, 0, kern, ctx,
                                   *[addr + o for o in layout.offsets], *values)
         except (struct.error, OverflowError, TypeError):
             layout.diagnose(args)
@@ -267,13 +284,11 @@ class ArgPack:
     def _dims_with(self, grid, block, shared_mem) -> list:
         cur = list(_DIMS.unpack_from(self.buf, _DIMS_OFFSET))
         if grid is not None:
-            cur[0:3] = dim3(grid, "grid")
+            cur[0:3] = dim3(grid, f"{self.layout.kernel_name}: grid")
         if block is not None:
-            cur[3:6] = dim3(block, "block")
+            cur[3:6] = dim3(block, f"{self.layout.kernel_name}: block")
         if shared_mem is not None:
-            if int(shared_mem) < 0:
-                raise ValueError(f"shared_mem must be >= 0, got {shared_mem}")
-            cur[6] = int(shared_mem)
+            cur[6] = validate.shared_mem_arg(shared_mem, self.layout.kernel_name)
         return cur
 
     def set_dims(self, grid=None, block=None, shared_mem=None) -> None:

@@ -76,6 +76,8 @@ class capture:
                  keep=()):
         if mode not in CAPTURE_MODES:
             raise ValueError(f"capture mode must be one of {sorted(CAPTURE_MODES)}, got {mode!r}")
+        if graph is not None and not isinstance(graph, Graph):
+            raise TypeError(f"capture: graph must be a pycudagraph.Graph, got {type(graph).__name__}")
         self.stream = Stream.wrap(stream)
         self.mode = mode
         self.graph: Graph | None = None
@@ -99,6 +101,9 @@ class capture:
         s.require_capturable("stream capture")
         _cuda.ensure_device()
         mode = CAPTURE_MODES[self.mode]
+        if int(call(rt.cudaStreamIsCapturing, s.ptr)) == int(_S.cudaStreamCaptureStatusActive):
+            raise CaptureError(f"nested capture: {s!r} is already being captured; end that "
+                               "capture first (one stream, one capture at a time)")
         if self._target is not None:
             _cuda.require("capture into an existing graph (cudaStreamBeginCaptureToGraph)", 12030)
             raw_deps, n = self._target._dep_list(self._deps)

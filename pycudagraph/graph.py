@@ -16,7 +16,8 @@ import weakref
 
 from ._cuda import call, device, rt, versions
 from ._lifetime import Ledger, release
-from .errors import ClosedError
+from .errors import ArgumentError, ClosedError
+from .validate import dep_handles, new_edge, node_arg, old_edge
 from .nodes import (ChildGraphNode, EmptyNode, EventRecordNode, EventWaitNode, HostNode,
                     KernelNode, MemAllocNode, MemcpyNode, MemFreeNode, MemsetNode, Node,
                     node_class)
@@ -95,20 +96,22 @@ class Graph:
     # Nodes and the ledger -----------------------------------------------------------
 
     def _dep_list(self, deps) -> tuple[list, int]:
-        """Raw dependency list for cuda.bindings calls, checking the nodes belong here."""
+        """Raw dependency list for cuda.bindings calls, checking the nodes belong here
+        (:func:`pycudagraph.validate.dep_handles`: nodes of this graph, no repeats) and
+        are alive (a removed node, or one of a destroyed graph, raises ClosedError)."""
         if self._closed or self._dead:
             self._refuse()
-        if isinstance(deps, Node):
-            deps = (deps,)
-        raw = []
-        for d in deps:
-            if not isinstance(d, Node):
-                raise TypeError(f"deps must be nodes, got {type(d).__name__}")
-            h = d.handle  # a removed node, or one of a destroyed graph, raises here
-            if d.graph is not self and d._h not in self._nodes:
-                raise ValueError(f"{d!r} belongs to another graph")
-            raw.append(h)
-        return raw, len(raw)
+        nodes = dep_handles(self, deps)
+        return [d.handle for d in nodes], len(nodes)
+
+    def _dep_nodes(self, deps) -> tuple:
+        """``deps`` (None, a node or a sequence) as a checked tuple of this graph's live nodes."""
+        if self._closed or self._dead:
+            self._refuse()
+        nodes = tuple(dep_handles(self, deps))
+        for d in nodes:
+            d.handle  # noqa: B018 - a removed node raises ClosedError here
+        return nodes
 
     def _register(self, node: Node, *keep) -> Node:
         """Record a node and the objects it keeps alive (replacing what it kept before)."""
@@ -202,13 +205,21 @@ class Graph:
     # Edges -------------------------------------------------------------------------
 
     def add_dependency(self, a: Node, b: Node) -> None:
-        """Make ``b`` wait for ``a`` (``cudaGraphAddDependencies``)."""
-        self._dep_list((a, b))
+        """Make ``b`` wait for ``a`` (``cudaGraphAddDependencies``).
+
+        Refused before CUDA (:class:`ArgumentError` naming both nodes): a node of another
+        graph, a self-edge, an edge that exists already, an edge that would close a cycle.
+        """
+        if self._closed or self._dead:
+            self._refuse()
+        new_edge(self, a, b)
         versions.graph_add_dependencies(self._raw, [a.handle], [b.handle])
 
     def remove_dependency(self, a: Node, b: Node) -> None:
-        """Remove the edge ``a -> b`` (``cudaGraphRemoveDependencies``)."""
-        self._dep_list((a, b))
+        """Remove the edge ``a -> b`` (``cudaGraphRemoveDependencies``); it must exist."""
+        if self._closed or self._dead:
+            self._refuse()
+        old_edge(self, a, b)
         versions.graph_remove_dependencies(self._raw, [a.handle], [b.handle])
 
     def remove_node(self, node: Node) -> None:
@@ -218,6 +229,7 @@ class Graph:
         from its graph"); execs made before keep running their copy of it, but it can
         no longer be updated through this node.
         """
+        node_arg(self, node, "node", "remove_node")
         self._dep_list((node,))
         call(rt.cudaGraphDestroyNode, node.handle)
         self._nodes.pop(node._h, None)
@@ -269,6 +281,11 @@ class Graph:
 
     def find(self, node: Node) -> Node:
         """The node of this clone that copies ``node`` of the original (``cudaGraphNodeFindInClone``)."""
+        origin = getattr(self, "_origin", None)
+        node_arg(origin, node, "node", "find")
+        if origin is None:
+            raise ArgumentError(f"find: {self!r} is not a clone; call find on the graph "
+                                "that Graph.clone() returned")
         raw = call(rt.cudaGraphNodeFindInClone, node.handle, self._raw)
         h = int(raw)
         found = self._nodes.get(h)

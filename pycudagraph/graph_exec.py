@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from ._cuda import call, error_for, fast, rt, structs, versions
 from ._lifetime import Ledger, release
-from .errors import ClosedError, CudaError, GraphExecUpdateError, PyCudaGraphError
+from .errors import ArgumentError, ClosedError, CudaError, GraphExecUpdateError, PyCudaGraphError
 from .hostfn import hostcall_ids, pending as _pending, raise_pending
 from .nodes import KernelNode, Node
 from .stream import Stream, stream_handle
+from .validate import check_changes, node_arg
 
 __all__ = ["GraphExec"]
 
@@ -180,7 +181,8 @@ class GraphExec:
         if entry is not None:
             return entry
         if not isinstance(node, KernelNode):
-            raise TypeError(f"expected a KernelNode, got {node!r}")
+            node_arg(None, node, "node", "set_arg")
+            raise ArgumentError(f"set_arg: node must be a KernelNode, got {node!r}")
         if self._h is None:
             self._refuse()
         node._check_live()
@@ -205,12 +207,15 @@ class GraphExec:
 
         Only that argument's slot is rewritten; the exec's next launch uses it.
         """
-        entry = self._packs.get(node._h)
+        try:
+            entry = self._packs.get(node._h)
+        except AttributeError:
+            entry = None
         if entry is None:
             entry = self._kernel_entry(node)
         pack, h = entry
         layout = pack.layout
-        i = (index_or_name if type(index_or_name) is int and index_or_name >= 0
+        i = (index_or_name if type(index_or_name) is int and 0 <= index_or_name < layout.count
              else layout.slot_index(index_or_name))
         conv = layout.converters[i]
         try:
@@ -242,8 +247,9 @@ class GraphExec:
         EventWaitNode   event                                                       ``cudaGraphExecEventWaitNodeSetEvent``
         =============== =========================================================== ========================================
         """
-        if not isinstance(node, Node):
-            raise TypeError(f"set_params needs a node, got {type(node).__name__}")
+        node_arg(None, node, "node", "set_params")
+        if changes:
+            check_changes(node, changes)
         node._exec_set(self, self._member(node), **changes)
 
     def _member(self, node) -> Node:
@@ -261,11 +267,13 @@ class GraphExec:
 
     def set_enabled(self, node: Node, flag: bool) -> None:
         """Enable or disable a kernel, memcpy or memset node (``cudaGraphNodeSetEnabled``)."""
+        node_arg(None, node, "node", "set_enabled")
         target = self._member(node)
         call(rt.cudaGraphNodeSetEnabled, self._raw, target.handle, 1 if flag else 0)
 
     def is_enabled(self, node: Node) -> bool:
         """Whether a node is enabled in this exec (``cudaGraphNodeGetEnabled``)."""
+        node_arg(None, node, "node", "is_enabled")
         target = self._member(node)
         return bool(call(rt.cudaGraphNodeGetEnabled, self._raw, target.handle))
 
@@ -284,6 +292,9 @@ class GraphExec:
         GraphExecUpdateError
             Naming the reason (topology changed, function changed, ...) and the node.
         """
+        if not isinstance(graph, type(self.graph)):
+            raise ArgumentError(f"update: graph must be a pycudagraph.Graph, got "
+                                f"{type(graph).__name__}")
         if self._h is None:
             self._refuse()
         graph._raw  # noqa: B018 - a closed graph raises ClosedError here

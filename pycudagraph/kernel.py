@@ -15,8 +15,9 @@ from __future__ import annotations
 from . import _cuda, _lifetime
 from ._cuda import call, dr, fast, rt
 from ._cuda.device import current_device, ensure_device, seen, stream_device, thread_state
-from .args import ArgPack, Layout, dim3
+from .args import ArgPack, Layout
 from .device import Device, check_access, device
+from .validate import KERNEL_LIMITS, kernel_limits, launch_config
 from .errors import ArgumentError, CudaError
 from .memory import DeviceBuffer
 from .reconcile import check_declared
@@ -177,7 +178,8 @@ class Kernel:
         if seen.multi:
             self._check_args(args, dev, "graph node")
         func = self._func_int if dev == self._func_dev else self._function(dev)
-        return ArgPack(self._layout or self.layout, self, args, grid, block, shared_mem, func=func)
+        g, b, smem = self._config(grid, block, shared_mem)
+        return ArgPack(self._layout or self.layout, self, args, g, b, smem, func=func)
 
     def _check_args(self, args, dev: int, what: str) -> None:
         """Every DeviceBuffer argument usable from ``dev`` (same device or peer access)."""
@@ -186,6 +188,35 @@ class Kernel:
                 name = self._declared[i].name if i < len(self._declared) else "?"
                 check_access(f"{self.name}() ({what})", dev, a._dev,
                              f"argument {i} '{name}' (a DeviceBuffer)")
+
+    def _config(self, grid, block, shared_mem) -> tuple:
+        """``(grid3, block3, shared_mem)`` checked against the device's and the kernel's
+        limits (:func:`pycudagraph.validate.launch_config`); loads the kernel first.
+
+        The common case (1-D int grid and block within the limits, shared memory within
+        the kernel's current ceiling) costs a few compares.
+        """
+        if self._handle is None:
+            self.handle  # noqa: B018 - load the module, get the function
+        lim = KERNEL_LIMITS.get(self._func_int)
+        if lim is None:
+            lim = kernel_limits(self)
+        if (type(block) is int and type(grid) is int and type(shared_mem) is int
+                and 0 < block <= lim.block1 and 0 < grid <= lim.grid1
+                and 0 <= shared_mem <= lim.smem):
+            return (grid, 1, 1), (block, 1, 1), shared_mem
+        return launch_config(lim, grid, block, shared_mem)
+
+    def check_config(self, grid, block, shared_mem: int = 0) -> tuple:
+        """Check a launch configuration against the device's and this kernel's limits.
+
+        Returns ``(grid, block, shared_mem)`` normalised to 3-tuples; raises
+        :class:`ArgumentError` naming the field and the limit. Reads
+        ``cudaDeviceGetAttribute`` and ``cuFuncGetAttribute`` once; may call
+        ``cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)`` when
+        ``shared_mem`` needs more than 48 KiB (see :mod:`pycudagraph.validate`).
+        """
+        return self._config(grid, block, shared_mem)
 
     # Launch ------------------------------------------------------------------------
 
@@ -201,7 +232,18 @@ class Kernel:
         stream : Stream or stream-like, optional
             Defaults to the legacy default stream.
         shared_mem : int
-            Dynamic shared memory in bytes.
+            Dynamic shared memory in bytes. Above 48 KiB the kernel's
+            ``cudaFuncAttributeMaxDynamicSharedMemorySize`` is raised for you, up to the
+            device's opt-in maximum.
+
+        Raises
+        ------
+        ArgumentError
+            Grid, block or shared memory outside the device's or the kernel's limits,
+            or arguments that do not match the signature; nothing is launched.
+        DeviceMismatchError
+            When a :class:`DeviceBuffer` argument lives on another device than the
+            stream and peer access to it is not enabled.
 
         Notes
         -----
@@ -211,14 +253,7 @@ class Kernel:
         only on streams of the current device: a stream of another device is launched on
         with that device made current for the call (``cudaSetDevice`` there and back);
         inside ``with pcg.device(...)`` of the stream's device no switch is made.
-
-        Raises
-        ------
-        DeviceMismatchError
-            When a :class:`DeviceBuffer` argument lives on another device than the
-            stream and peer access to it is not enabled.
         """
-        g, b = dim3(grid, "grid"), dim3(block, "block")
         if type(stream) is Stream:
             s, dev = stream._h, stream._dev
             if s is None:  # a closed Stream
@@ -234,12 +269,13 @@ class Kernel:
         if seen.multi:
             self._check_args(args, dev, "launch")
         func = self._func_int if dev == self._func_dev else self._function(dev)
-        pack = ArgPack(self._layout or self.layout, self, args, g, b, shared_mem, func=func)
+        g, b, smem = self._config(grid, block, shared_mem)
+        pack = ArgPack(self._layout or self.layout, self, args, g, b, smem, func=func)
         if seen.multi and dev != thread_state.device:  # CUDA launches on the current device
             with device._trusted(dev):
-                _launch(func, g, b, shared_mem, s, pack, self)
+                _launch(func, g, b, smem, s, pack, self)
         else:
-            _launch(func, g, b, shared_mem, s, pack, self)
+            _launch(func, g, b, smem, s, pack, self)
         if _lifetime.capture_keeps:  # captured: the graph keeps the arguments alive
             _lifetime.keep_in_captures(pack)
 

@@ -37,3 +37,12 @@ def stream():
     s = pcg.Stream()
     yield s
     s.synchronize()
+
+
+@pytest.fixture
+def cpu_device(monkeypatch):
+    """Without a GPU, pretend device 0 is current in this thread, so checks made before
+    any CUDA call can be tested with fake kernels (tests/fakes.py). With a GPU: nothing."""
+    if _REASON is not None:
+        from pycudagraph._cuda.device import thread_state
+        monkeypatch.setattr(thread_state, "device", 0)

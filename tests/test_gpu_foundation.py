@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import pycudagraph as pcg
+from pycudagraph import validate
 
 pytestmark = pytest.mark.gpu
 
@@ -122,9 +123,15 @@ def test_kernel_struct_param_size_from_image():
     assert out.to_numpy(np.float32)[0] == 3.5
 
 
-def test_errors_clear_sticky_state(helpers):
+def test_errors_clear_sticky_state(helpers, monkeypatch):
+    k = helpers["empty"]
+    with pytest.raises(pcg.ArgumentError, match="4096 threads per block"):
+        k.launch(1, 4096, ())  # refused before CUDA; now let it through to CUDA:
+    lim = validate.kernel_limits(k)
+    monkeypatch.setattr(lim, "threads", 1 << 20)
+    monkeypatch.setattr(lim, "block", (1 << 20, 1 << 20, 1 << 20))
     with pytest.raises(pcg.CudaError, match="cuLaunchKernel failed"):
-        helpers["empty"].launch(1, 4096, ())  # too many threads per block
+        k.launch((1, 1, 1), (4096, 1, 1), ())  # too many threads per block
     helpers["empty"].launch(1, 1, ())  # the next call is not blamed
     pcg.Stream().synchronize()
 

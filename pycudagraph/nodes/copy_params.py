@@ -11,8 +11,10 @@ import struct
 
 import numpy as np
 
-from .._cuda import call, rt
+from .._cuda import call, dr, rt
+from ..errors import ArgumentError, CudaError
 from ..memory import DeviceBuffer, PinnedBuffer, device_pointer, host_pointer, nbytes_of
+from ..validate import int_arg
 
 __all__ = ["locate", "memcpy_args", "memset_params"]
 
@@ -22,11 +24,32 @@ _KINDS = {(False, False): rt.cudaMemcpyKind.cudaMemcpyHostToHost,
           (True, True): rt.cudaMemcpyKind.cudaMemcpyDeviceToDevice}
 
 
-def locate(obj) -> tuple[int, bool, int | None]:
+def _bytes_to_end(ptr: int) -> int | None:
+    """Bytes from ``ptr`` to the end of its device allocation (``cuMemGetAddressRange``,
+    the driver's ``cudaMalloc`` bookkeeping), or None when the driver does not know."""
+    try:
+        base, size = call(dr.cuMemGetAddressRange, ptr)
+    except CudaError:
+        return None
+    return int(base) + int(size) - ptr
+
+
+def locate(obj, what: str = "buffer") -> tuple[int, bool, int | None]:
     """(address, is_device, size in bytes or None) of a buffer, array or raw pointer.
 
-    Raw integers are classified with ``cudaPointerGetAttributes``.
+    Raw integers are classified with ``cudaPointerGetAttributes``; a raw device address is
+    sized up to the end of its allocation (``cuMemGetAddressRange``). Errors name ``what``.
     """
+    if obj is None or isinstance(obj, (bool, np.bool_, float, str, bytes)):
+        raise ArgumentError(f"{what} must be a buffer, array or int address, got "
+                            f"{obj!r} ({type(obj).__name__})")
+    try:
+        return _locate(obj)
+    except (TypeError, ValueError) as exc:
+        raise ArgumentError(f"{what}: {exc}") from None
+
+
+def _locate(obj) -> tuple[int, bool, int | None]:
     if isinstance(obj, DeviceBuffer):
         return obj._live(), True, obj.nbytes  # a freed buffer raises ClosedError
     if isinstance(obj, PinnedBuffer):
@@ -38,7 +61,7 @@ def locate(obj) -> tuple[int, bool, int | None]:
         attrs = call(rt.cudaPointerGetAttributes, ptr)
         on_device = int(attrs.type) in (int(rt.cudaMemoryType.cudaMemoryTypeDevice),
                                         int(rt.cudaMemoryType.cudaMemoryTypeManaged))
-        return ptr, on_device, None
+        return ptr, on_device, _bytes_to_end(ptr) if on_device else None
     return device_pointer(obj), True, nbytes_of(obj)
 
 
@@ -50,22 +73,26 @@ def memcpy_args(dst, src, nbytes=None) -> tuple[int, int, int, object]:
     ValueError
         When the size is unknown, zero, or larger than either side.
     """
-    d, d_dev, d_size = locate(dst)
-    s, s_dev, s_size = locate(src)
+    d, d_dev, d_size = locate(dst, "memcpy dst")
+    s, s_dev, s_size = locate(src, "memcpy src")
     if nbytes is None:
         nbytes = s_size if s_size is not None else d_size
         if nbytes is None:
             raise ValueError("memcpy between raw pointers needs nbytes=")
-    nbytes = int(nbytes)
+    nbytes = int_arg(nbytes, "memcpy nbytes")
     if nbytes <= 0:
-        raise ValueError(f"memcpy needs a positive number of bytes, got {nbytes}")
+        raise ArgumentError(f"memcpy needs a positive number of bytes (nbytes), got {nbytes}")
     for side, size in (("destination", d_size), ("source", s_size)):
         if size is not None and nbytes > size:
-            raise ValueError(f"memcpy of {nbytes} bytes does not fit the {side} ({size} bytes)")
+            raise ArgumentError(f"memcpy of {nbytes} bytes (nbytes) does not fit the {side} "
+                                f"({size} bytes)")
     return d, s, nbytes, _KINDS[(s_dev, d_dev)]
 
 
 def _value_bits(value, element_size: int) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+        raise ArgumentError(f"memset value must be an int or a float, got {value!r} "
+                            f"({type(value).__name__})")
     if isinstance(value, (float, np.floating)):
         if element_size == 4:
             return struct.unpack("<I", struct.pack("<f", value))[0]
@@ -80,32 +107,46 @@ def _value_bits(value, element_size: int) -> int:
 
 
 def memset_params(current=None, dst=None, value=None, count=None, element_size=None,
-                  height=None, pitch=None):
-    """A ``cudaMemsetParams``; fields not given come from ``current`` (a MemsetParams)."""
+                  height=None, pitch=None, kept_dst=None):
+    """A ``cudaMemsetParams``; fields not given come from ``current`` (a MemsetParams).
+
+    The extent is checked against the destination: ``dst`` when given, else ``kept_dst``
+    (the object the node was built or last updated with), else the raw address's
+    allocation, so a new count/height/pitch cannot overrun the buffer either.
+    """
     es = element_size if element_size is not None else (current.element_size if current else 1)
+    es = int_arg(es, "memset element_size")
     if es not in (1, 2, 4):
-        raise ValueError(f"memset element_size must be 1, 2 or 4, got {es}")
+        raise ArgumentError(f"memset element_size must be 1, 2 or 4, got {es}")
     count = count if count is not None else (current.count if current else None)
-    if count is None or int(count) <= 0:
-        raise ValueError(f"memset needs a positive element count, got {count}")
-    height = int(height if height is not None else (current.height if current else 1))
+    if count is None or int_arg(count, "memset count") <= 0:
+        raise ArgumentError(f"memset needs a positive element count, got {count}")
+    count = int(count)
+    height = int_arg(height if height is not None else (current.height if current else 1),
+                     "memset height")
     if height < 1:
-        raise ValueError(f"memset height must be >= 1, got {height}")
-    row = int(count) * es
-    pitch = int(pitch if pitch is not None else (current.pitch if current and current.height > 1 else row))
+        raise ArgumentError(f"memset height must be >= 1, got {height}")
+    row = count * es
+    pitch = int_arg(pitch if pitch is not None
+                    else (current.pitch if current and current.height > 1 else row), "memset pitch")
     if height > 1 and pitch < row:
-        raise ValueError(f"memset pitch {pitch} is smaller than a row ({row} bytes)")
+        raise ArgumentError(f"memset pitch {pitch} is smaller than a row ({row} bytes)")
     p = rt.cudaMemsetParams()
-    if dst is not None:
-        ptr, on_device, size = locate(dst)
-        if not on_device:
-            raise ValueError("memset needs device memory")
-        need = row + (height - 1) * pitch
-        if size is not None and need > size:
-            raise ValueError(f"memset of {need} bytes does not fit the destination ({size} bytes)")
-        p.dst = ptr
-    else:
-        p.dst = current.dst
+    target = dst if dst is not None else (kept_dst if kept_dst is not None else
+                                          (current.dst if current is not None else None))
+    if target is None:
+        raise ArgumentError("memset needs a destination (dst)")
+    ptr, on_device, size = locate(target, "memset dst")
+    if not on_device:
+        raise ArgumentError("memset dst must be device memory")
+    need = row + (height - 1) * pitch
+    if size is not None and need > size:
+        raise ArgumentError(f"memset of {need} bytes (count={count} x element_size={es}"
+                            f"{f', height={height}, pitch={pitch}' if height > 1 else ''}) "
+                            f"does not fit the destination ({size} bytes)")
+    p.dst = ptr
+    if value is None and current is None:
+        raise ArgumentError("memset value must be an int or a float, got None")
     p.value = _value_bits(value, es) if value is not None else current.value
     p.elementSize = es
     p.width = int(count)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .._cuda import call, rt
+from ..validate import require_event
 from .base import Node, NodeType
 
 __all__ = ["EventRecordNode", "EventWaitNode"]
@@ -19,6 +20,7 @@ class _EventNode(Node):
     @classmethod
     def _add(cls, graph, deps, event) -> "_EventNode":
         """``cudaGraphAddEventRecordNode`` / ``cudaGraphAddEventWaitNode``."""
+        require_event(event, f"add_{cls.type}")
         raw_deps, nd = graph._dep_list(deps)
         raw = call(cls._add_fn, graph._raw, raw_deps, nd, event.handle)
         return graph._register(cls(graph, int(raw), event), event)
@@ -36,12 +38,14 @@ class _EventNode(Node):
 
     def set_params(self, event) -> None:
         """Use another event (``cudaGraphEventRecordNodeSetEvent`` / ``...WaitNodeSetEvent``)."""
+        require_event(event, "set_params")
         call(type(self)._set, self.handle, event.handle)
         self._event = event
         self.graph._register(self, event)
 
     def _exec_set(self, exe, target, event) -> None:
         """``cudaGraphExecEventRecordNodeSetEvent`` / ``cudaGraphExecEventWaitNodeSetEvent``."""
+        require_event(event, "set_params")
         call(type(self)._exec_set_fn, exe._raw, target.handle, event.handle)
         exe._hold(("event", target._h), event)
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from .._cuda import call, rt
+from ..errors import ArgumentError
 from ..hostfn import HostCall, trampoline_address
+from ..validate import require_callable
 from .base import Node, NodeType
 
 __all__ = ["HostNode", "host_node_params"]
@@ -15,6 +17,13 @@ def host_node_params(hostcall: HostCall):
     p.fn = trampoline_address()
     p.userData = hostcall.id
     return p
+
+
+def _args(args, where: str) -> tuple:
+    if not isinstance(args, (tuple, list)):
+        raise ArgumentError(f"{where}: args must be a tuple of arguments for fn, got "
+                        f"{args!r} ({type(args).__name__})")
+    return tuple(args)
 
 
 class HostNode(Node):
@@ -34,7 +43,7 @@ class HostNode(Node):
     @classmethod
     def _add(cls, graph, deps, fn, args=()) -> "HostNode":
         """``cudaGraphAddHostNode`` running ``fn(*args)``."""
-        hc = HostCall(fn, args)
+        hc = HostCall(require_callable(fn, "fn", "add_host"), _args(args, "add_host"))
         raw_deps, nd = graph._dep_list(deps)
         raw = call(rt.cudaGraphAddHostNode, graph._raw, raw_deps, nd, host_node_params(hc))
         return graph._register(cls(graph, int(raw), hc), hc)
@@ -49,14 +58,14 @@ class HostNode(Node):
 
     def set_params(self, fn, args=()) -> None:
         """Run another callable (``cudaGraphHostNodeSetParams``)."""
-        hc = HostCall(fn, args)
+        hc = HostCall(require_callable(fn, "fn", "set_params"), _args(args, "set_params"))
         call(rt.cudaGraphHostNodeSetParams, self.handle, host_node_params(hc))
         self._call = hc
         self.graph._register(self, hc)
 
     def _exec_set(self, exe, target, fn, args=()) -> None:
         """``cudaGraphExecHostNodeSetParams``."""
-        hc = HostCall(fn, args)
+        hc = HostCall(require_callable(fn, "fn", "set_params"), _args(args, "set_params"))
         call(rt.cudaGraphExecHostNodeSetParams, exe._raw, target.handle, host_node_params(hc))
         exe._host_ids.add(hc.id)
         exe._hold(("host", target._h), hc)

@@ -6,6 +6,7 @@ import ctypes
 from dataclasses import dataclass, field
 
 from .._cuda import call, check, device, dr, fast
+from ..validate import require_kernel
 from .base import REMOVED, Node, NodeType
 
 __all__ = ["KernelNode", "KernelParams", "short_kernel_name"]
@@ -70,15 +71,17 @@ class KernelNode(Node):
         """Pack the launch and call ``cuGraphAddKernelNode`` (the driver twin of
         ``cudaGraphAddKernelNode``) with a ``CUDA_KERNEL_NODE_PARAMS_v2`` naming the
         kernel's ``CUfunction``; its argument slots live in the node's stable buffer."""
-        pack = kernel.pack(args, grid, block, shared_mem)
+        pack = require_kernel(kernel, "add_kernel").pack(args, grid, block, shared_mem)
         if isinstance(deps, Node):
             deps = (deps,)
+        elif type(deps) is not tuple and type(deps) is not list:
+            deps = graph._dep_nodes(deps)  # None, generators ...; checked
         n = len(deps)
         arr = None
         if n == 0:
             dep_addr = None
         elif (n == 1 and type(deps[0]) is KernelNode and deps[0].graph is graph
-              and deps[0]._raw is not REMOVED):
+              and deps[0]._raw is not REMOVED):  # checked: a live node of this graph
             dep_addr = ctypes.addressof(deps[0]._cvp)
         else:
             graph._dep_list(deps)
@@ -144,6 +147,8 @@ class KernelNode(Node):
             raise NotImplementedError("set_params on a captured kernel node needs its kernel "
                                       "signature; rebuild the node with Graph.add_kernel")
         pack = self._pack.updated(args, grid, block, shared_mem)
+        if grid is not None or block is not None or shared_mem is not None:
+            pack.kernel.check_config(*pack.dims)
         fast.kernel_node_set_params(self, pack)
         self._pack = pack
         self.graph._register(self, pack)
@@ -151,6 +156,9 @@ class KernelNode(Node):
     def _exec_set(self, exe, target, args=None, grid=None, block=None, shared_mem=None) -> None:
         """``cuGraphExecKernelNodeSetParams`` with the exec's own copy of the node's pack."""
         pack, h = exe._kernel_entry(target)
+        if grid is not None or block is not None or shared_mem is not None:
+            d = pack._dims_with(grid, block, shared_mem)
+            pack.kernel.check_config(tuple(d[0:3]), tuple(d[3:6]), d[6])
         old_refs = pack.apply(args, grid, block, shared_mem)
         fast.exec_kernel_node_set_params(exe, h, pack, self)
         for old in old_refs:

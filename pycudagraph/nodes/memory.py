@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .._cuda import call, device, rt
+from ..errors import ArgumentError
 from ..memory import device_pointer
+from ..validate import int_arg
 from .base import Node, NodeType
 from .copy_params import memcpy_args, memset_params
 
@@ -117,19 +119,27 @@ class MemsetNode(Node):
 
     def set_params(self, dst=None, value=None, count=None, element_size=None,
                    height=None, pitch=None) -> None:
-        """Change the memset in its graph (``cudaGraphMemsetNodeSetParams``)."""
-        p = memset_params(self.params, dst, value, count, element_size, height, pitch)
+        """Change the memset in its graph (``cudaGraphMemsetNodeSetParams``); the new
+        extent is checked against the destination (the new one, or the one kept)."""
+        kept = self.graph._ledger.held.get(self._h, (None,))[0]
+        p = memset_params(self.params, dst, value, count, element_size, height, pitch,
+                          kept_dst=kept)
         call(rt.cudaGraphMemsetNodeSetParams, self.handle, p)
         if dst is not None:
             self.graph._register(self, dst)
 
-    def _exec_set(self, exe, target, **changes) -> None:
-        """``cudaGraphExecMemsetNodeSetParams``; fields not given keep their values."""
+    def _exec_set(self, exe, target, dst=None, value=None, count=None, element_size=None,
+                  height=None, pitch=None) -> None:
+        """``cudaGraphExecMemsetNodeSetParams``; fields not given keep their values; the
+        extent is checked against the destination (the new one, or the one kept)."""
         key = ("memset", target._h)
-        cur = exe._ledger.held.get(key) or (target.params, None)
-        p = memset_params(cur[0], **changes)
+        cur = exe._ledger.held.get(key)
+        if cur is None:
+            cur = (target.params, target.graph._ledger.held.get(target._h, (None,))[0])
+        p = memset_params(cur[0], dst, value, count, element_size, height, pitch,
+                          kept_dst=cur[1])
         call(rt.cudaGraphExecMemsetNodeSetParams, exe._raw, target.handle, p)
-        exe._hold(key, _memset_view(p), changes.get("dst", cur[1]))
+        exe._hold(key, _memset_view(p), dst if dst is not None else cur[1])
 
     def describe(self) -> str:
         p = self.params
@@ -149,14 +159,14 @@ class MemAllocNode(Node):
     @classmethod
     def _add(cls, graph, deps, nbytes: int) -> "MemAllocNode":
         """``cudaGraphAddMemAllocNode`` of device memory on the current device."""
-        if int(nbytes) <= 0:
-            raise ValueError(f"add_mem_alloc needs a positive size, got {nbytes}")
+        if int_arg(nbytes, "add_mem_alloc: nbytes") <= 0:
+            raise ValueError(f"add_mem_alloc needs a positive size (nbytes), got {nbytes}")
+        raw_deps, nd = graph._dep_list(deps)
         p = rt.cudaMemAllocNodeParams()
         p.poolProps.allocType = rt.cudaMemAllocationType.cudaMemAllocationTypePinned
         p.poolProps.location.type = rt.cudaMemLocationType.cudaMemLocationTypeDevice
         p.poolProps.location.id = device.ensure_device()
         p.bytesize = int(nbytes)
-        raw_deps, nd = graph._dep_list(deps)
         raw = call(rt.cudaGraphAddMemAllocNode, graph._raw, raw_deps, nd, p)
         return graph._register(cls(graph, int(raw)))
 
@@ -188,7 +198,13 @@ class MemFreeNode(Node):
     def _add(cls, graph, deps, ptr_or_alloc_node) -> "MemFreeNode":
         """``cudaGraphAddMemFreeNode`` of a :class:`MemAllocNode`'s memory or its address."""
         target = ptr_or_alloc_node
-        ptr = target.ptr if isinstance(target, MemAllocNode) else device_pointer(target)
+        if isinstance(target, MemAllocNode):
+            ptr = target.ptr
+        elif target is None or isinstance(target, (bool, float, str, Node)):
+            raise ArgumentError(f"add_mem_free: ptr_or_alloc_node must be a MemAllocNode or a "
+                            f"device address, got {target!r} ({type(target).__name__})")
+        else:
+            ptr = device_pointer(target)
         raw_deps, nd = graph._dep_list(deps)
         raw = call(rt.cudaGraphAddMemFreeNode, graph._raw, raw_deps, nd, ptr)
         return graph._register(cls(graph, int(raw)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .._cuda import call, rt
+from ..errors import ArgumentError
 from ..hostfn import hostcall_ids
 from .base import Node, NodeType
 
@@ -40,6 +41,8 @@ class ChildGraphNode(Node):
 
     def _exec_set(self, exe, target, graph) -> None:
         """``cudaGraphExecChildGraphNodeSetParams``: same topology, new parameters."""
+        if not isinstance(graph, type(self.graph)):
+            raise ArgumentError(f"set_params: graph must be a Graph, got {type(graph).__name__}")
         call(rt.cudaGraphExecChildGraphNodeSetParams, exe._raw, target.handle, graph._raw)
         keep = graph.keepalive()
         exe._hold(("child", target._h), keep)

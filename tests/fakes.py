@@ -1,0 +1,83 @@
+"""CPU stand-ins for the misuse tests: graphs, nodes, kernels and execs with no GPU behind them.
+
+The checks under test run before any CUDA call, so a fake handle is never passed to CUDA in
+a test that expects an error. Device limits are mocked with an H100's values.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from cuda.bindings import runtime as rt
+
+import pycudagraph as pcg
+from pycudagraph import validate
+from pycudagraph.args import Layout
+from pycudagraph.graph_exec import GraphExec
+from pycudagraph.memory import DeviceBuffer
+from pycudagraph.signature import parse_params
+
+_ids = itertools.count(0x7000_0000, 0x100)
+
+#: cudaDeviceGetAttribute values of an H100 (threads, block, grid, smem, opt-in smem)
+H100 = dict(threads=1024, block=(1024, 1024, 64), grid=(2**31 - 1, 65535, 65535),
+            smem=49152, smem_optin=232448)
+
+
+def fake_graph() -> pcg.Graph:
+    return pcg.Graph._wrap(rt.cudaGraph_t(next(_ids)))
+
+
+def fake_node(graph, cls=pcg.EmptyNode):
+    node = cls(graph, next(_ids))
+    graph._nodes[node._h] = node
+    return node
+
+
+def fake_kernel(sig: str = "float* y, float a, int n", name: str = "k",
+                kernel_threads: int = 1024, smem: int = 49152, static_smem: int = 0) -> pcg.Kernel:
+    """A 'loaded' Kernel whose limits come from the mocked table."""
+    k = pcg.Kernel(None, name, parse_params(sig))
+    k._handle = object()
+    k._func_int = next(_ids)
+    k._func_dev = 0  # the function of device 0, the (pretended) current device
+    k._layout = Layout(name, k._declared)
+    dev = validate.DeviceLimits(0, **H100)
+    validate.KERNEL_LIMITS[k._func_int] = validate.KernelLimits(
+        name, k._func_int, dev, kernel_threads, smem, static_smem)
+    return k
+
+
+def fake_exec(graph) -> GraphExec:
+    exe = GraphExec.__new__(GraphExec)
+    exe.graph = graph
+    exe._h = next(_ids)
+    exe._packs, exe._src, exe._aliases, exe._pending = {}, {}, {}, None
+    return exe
+
+
+def fake_buffer(nbytes: int) -> DeviceBuffer:
+    """A DeviceBuffer object with an address and a size (no memory behind it)."""
+    buf = DeviceBuffer.__new__(DeviceBuffer)
+    buf.ptr, buf.nbytes = next(_ids), nbytes
+    buf._fin = lambda: None
+    return buf
+
+
+class Edges:
+    """A host model of a graph's edges standing in for the driver's edge queries."""
+
+    def __init__(self):
+        self.out: dict[int, list[int]] = {}
+        self.inc: dict[int, list[int]] = {}
+
+    def add(self, a, b) -> None:
+        self.out.setdefault(a._h, []).append(b._h)
+        self.inc.setdefault(b._h, []).append(a._h)
+
+    def install(self, monkeypatch) -> "Edges":
+        monkeypatch.setattr(validate.versions, "node_dependencies",
+                            lambda handle: list(self.inc.get(int(handle), [])))
+        monkeypatch.setattr(validate.versions, "node_dependents",
+                            lambda handle: list(self.out.get(int(handle), [])))
+        return self
