@@ -19,6 +19,7 @@ from . import _cuda
 from ._cuda import call, nvrtc, rt
 from ._lifetime import release
 from .errors import ArgumentError, CompileError, CudaError
+from .device_api import with_device_api
 from .kernel import Kernel
 from .signature import KernelSignature, parse_kernels, parse_params
 
@@ -95,7 +96,9 @@ class Program:
         if arch.startswith("compute_"):
             raise ValueError("pycudagraph compiles CUBIN; give a real architecture such as 'sm_90'")
         options = self.options + (f"--gpu-architecture={arch}",)
-        cubin = _cached_cubin(self.source, self.name, options)
+        # declares cudaGraphSetConditional & co. when the source calls them (device_api)
+        source = with_device_api(self.source, self.name, options)
+        cubin = _cached_cubin(source, self.name, options)
         return Module(cubin, self.source, name=self.name, arch=arch, options=options)
 
 
