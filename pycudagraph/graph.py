@@ -16,8 +16,10 @@ import weakref
 
 from ._cuda import call, device, rt, versions
 from ._lifetime import Ledger, release
-from .nodes import (ChildGraphNode, EmptyNode, EventRecordNode, EventWaitNode, HostNode,
-                    KernelNode, MemAllocNode, MemcpyNode, MemFreeNode, MemsetNode, Node,
+from .edges import edge_data, port_name
+from .nodes import (ChildGraphNode, ConditionalHandle, EmptyNode, EventRecordNode,
+                    EventWaitNode, HostNode, IfElseNode, IfNode, KernelNode, MemAllocNode,
+                    MemcpyNode, MemFreeNode, MemsetNode, Node, SwitchNode, WhileNode,
                     node_class)
 
 __all__ = ["Graph"]
@@ -97,7 +99,10 @@ class Graph:
 
     # Builders --------------------------------------------------------------------
 
-    def add_kernel(self, kernel, grid, block, args=(), shared_mem: int = 0, deps=()) -> KernelNode:
+    def add_kernel(self, kernel, grid, block, args=(), shared_mem: int = 0, deps=(), *,
+                   priority: int | None = None, cluster=None, cooperative: bool | None = None,
+                   access_policy=None, mem_sync_domain: str | None = None,
+                   device_updatable: bool | None = None) -> KernelNode:
         """Add a kernel launch node (``cuGraphAddKernelNode``, i.e. ``cudaGraphAddKernelNode``).
 
         Parameters
@@ -109,8 +114,14 @@ class Graph:
         shared_mem : int
             Dynamic shared memory in bytes.
         deps : sequence of Node
+        priority, cluster, cooperative, access_policy, mem_sync_domain, device_updatable
+            Kernel-node attributes, set with ``cudaGraphKernelNodeSetAttribute`` when not
+            ``None`` (:mod:`pycudagraph.nodes.attributes`; ``node.attributes`` reads them).
         """
-        return KernelNode._add(self, deps, kernel, grid, block, args, shared_mem)
+        return KernelNode._add(self, deps, kernel, grid, block, args, shared_mem,
+                               priority=priority, cluster=cluster, cooperative=cooperative,
+                               access_policy=access_policy, mem_sync_domain=mem_sync_domain,
+                               device_updatable=device_updatable)
 
     def add_memcpy(self, dst, src, nbytes: int | None = None, deps=()) -> MemcpyNode:
         """Add a 1D copy node; direction from the pointers (``cudaGraphAddMemcpyNode1D``).
@@ -168,17 +179,48 @@ class Graph:
         """
         return MemFreeNode._add(self, deps, ptr_or_alloc_node)
 
+    # Conditional nodes (pycudagraph.nodes.conditional) ----------------------------
+
+    def conditional_handle(self, default: int | None = None) -> ConditionalHandle:
+        """A handle for one conditional node of this graph or its bodies
+        (``cudaGraphConditionalHandleCreate``); ``default`` is set at every launch."""
+        return ConditionalHandle._create(self, default)
+
+    def add_if(self, handle: ConditionalHandle, deps=()) -> IfNode:
+        """Add an if node: ``node.body`` runs when the handle is not 0 (``cudaGraphAddNode``)."""
+        return IfNode._add(self, deps, handle)
+
+    def add_if_else(self, handle: ConditionalHandle, deps=()) -> IfElseNode:
+        """Add an if/else node: ``node.bodies`` = (then, else) (``cudaGraphAddNode``, CUDA 12.8)."""
+        return IfElseNode._add(self, deps, handle)
+
+    def add_while(self, handle: ConditionalHandle, deps=()) -> WhileNode:
+        """Add a while node: ``node.body`` runs while the handle is not 0 (``cudaGraphAddNode``)."""
+        return WhileNode._add(self, deps, handle)
+
+    def add_switch(self, handle: ConditionalHandle, count: int, deps=()) -> SwitchNode:
+        """Add a switch node: ``node.bodies[value]`` runs (``cudaGraphAddNode``, CUDA 12.8)."""
+        return SwitchNode._add(self, deps, handle, count)
+
     # Edges -------------------------------------------------------------------------
 
-    def add_dependency(self, a: Node, b: Node) -> None:
-        """Make ``b`` wait for ``a`` (``cudaGraphAddDependencies``)."""
-        self._dep_list((a, b))
-        versions.graph_add_dependencies(self._raw, [a.handle], [b.handle])
+    def add_dependency(self, a: Node, b: Node, port: str | None = None) -> None:
+        """Make ``b`` wait for ``a`` (``cudaGraphAddDependencies``).
 
-    def remove_dependency(self, a: Node, b: Node) -> None:
-        """Remove the edge ``a -> b`` (``cudaGraphRemoveDependencies``)."""
+        ``port`` (CUDA 12.3, between two kernel nodes): ``"programmatic"`` or
+        ``"launch_completion"`` lets ``b`` start early (``cudaGraphEdgeData``;
+        :mod:`pycudagraph.edges`).
+        """
         self._dep_list((a, b))
-        versions.graph_remove_dependencies(self._raw, [a.handle], [b.handle])
+        data = edge_data(port)
+        if data is not None and not (isinstance(a, KernelNode) and isinstance(b, KernelNode)):
+            raise ValueError(f"a {port} edge joins two kernel nodes, not {a.type} -> {b.type}")
+        versions.graph_add_dependencies(self._raw, [a.handle], [b.handle], data)
+
+    def remove_dependency(self, a: Node, b: Node, port: str | None = None) -> None:
+        """Remove the edge ``a -> b`` (``cudaGraphRemoveDependencies``); give the edge's port."""
+        self._dep_list((a, b))
+        versions.graph_remove_dependencies(self._raw, [a.handle], [b.handle], edge_data(port))
 
     def remove_node(self, node: Node) -> None:
         """Remove a node and its edges (``cudaGraphDestroyNode``)."""
@@ -205,12 +247,45 @@ class Graph:
         frm, to = versions.graph_get_edges(self._raw)
         return [(self._node(a), self._node(b)) for a, b in zip(frm, to)]
 
+    @property
+    def edge_data(self) -> dict:
+        """``{(from, to): port}`` for every edge: ``"default"``, ``"programmatic"`` or
+        ``"launch_completion"`` (``cudaGraphGetEdges`` with edge data, CUDA 12.3)."""
+        frm, to, data = versions.graph_get_edges_with_data(self._raw)
+        return {(self._node(a), self._node(b)): port_name(d) for a, b, d in zip(frm, to, data)}
+
     def __len__(self) -> int:
         return len(versions.graph_nodes(self._raw))
 
+    def _encloses(self, graph: "Graph") -> bool:
+        """Whether ``graph`` is this graph or, at any depth, a graph one of its nodes owns
+        (a conditional node's body, a child graph)."""
+        g = graph
+        while g is not None:
+            if g is self:
+                return True
+            owner = g._owner
+            g = owner.graph if isinstance(owner, Node) else None
+        return False
+
+    def _holds(self, node: Node) -> bool:
+        """Whether ``node`` is in this graph or in a graph it encloses."""
+        return self._encloses(node.graph) or node._h in self._nodes
+
+    def _all_nodes(self):
+        """The node objects of this graph and, recursively, of its conditional nodes' bodies."""
+        for node in list(self._nodes.values()):
+            yield node
+            for body in getattr(node, "_bodies", None) or ():
+                yield from body._all_nodes()
+
     def keepalive(self) -> tuple:
-        """Everything this graph's nodes point at (what an exec or parent must hold)."""
-        return self._ledger.snapshot() + ((self._owner,) if self._owner is not None else ())
+        """Everything this graph's nodes point at, bodies of conditional nodes included
+        (what an exec or parent must hold)."""
+        bodies = tuple(b.keepalive() for n in self._nodes.values()
+                       for b in getattr(n, "_bodies", None) or ())
+        return (self._ledger.snapshot() + ((self._owner,) if self._owner is not None else ())
+                + bodies)
 
     # Clone -------------------------------------------------------------------------
 
