@@ -165,7 +165,11 @@ class ConditionalNode(Node):
 
     @property
     def bodies(self) -> tuple:
-        """The body graphs, in order (each a :class:`~pycudagraph.Graph` owned by this node)."""
+        """The body graphs, in order (each a :class:`~pycudagraph.Graph` owned by this node).
+
+        A node read back from the driver (captured, or a clone's copy) has its bodies read
+        with ``cudaGraphNodeGetParams``, which needs a CUDA 13.2 driver.
+        """
         bodies = self._bodies
         if bodies is not None and all(b._owner is self for b in bodies):
             return bodies
