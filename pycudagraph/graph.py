@@ -17,10 +17,11 @@ import weakref
 from ._cuda import call, device, rt, versions
 from ._lifetime import Ledger, release
 from .edges import edge_data, port_name
+from .errors import CudaError
 from .nodes import (ChildGraphNode, ConditionalHandle, EmptyNode, EventRecordNode,
                     EventWaitNode, HostNode, IfElseNode, IfNode, KernelNode, MemAllocNode,
-                    MemcpyNode, MemFreeNode, MemsetNode, Node, SwitchNode, WhileNode,
-                    node_class)
+                    MemcpyNode, MemFreeNode, MemsetNode, Node, NodeType, SwitchNode,
+                    WhileNode, node_class)
 
 __all__ = ["Graph"]
 
@@ -291,7 +292,13 @@ class Graph:
 
     def clone(self) -> "Graph":
         """A copy of the graph (``cudaGraphClone``); ``clone.find(node)`` maps nodes."""
-        raw = call(rt.cudaGraphClone, self._raw)
+        try:
+            raw = call(rt.cudaGraphClone, self._raw)
+        except CudaError as exc:
+            if any(n.type == NodeType.CONDITIONAL for n in self._all_nodes()):
+                exc.hint = "CUDA does not clone graphs with conditional nodes"
+                exc.args = (exc._text(),)
+            raise
         new = Graph._wrap(raw, owned=True)
         new._origin = self
         new._ledger.hold("clone of", self.keepalive())

@@ -109,11 +109,20 @@ def test_a_device_launch_exec_runs_from_the_host_too(mods, stream):
 def test_device_graph_launch_outside_a_graph_is_refused(mods, stream):
     ctl, _ = mods
     g = pcg.Graph()
-    g.add_empty()
+    g.add_kernel(ctl["count"], 1, 1, (_ints(), 0))
     exe = g.instantiate(device_launch=True, upload_stream=stream)
     with pytest.raises(pcg.CudaError, match="(?i)not.supported"):
         ctl["launch_graph"].launch(1, 1, (exe, 0, _ints()), stream=stream)
         stream.synchronize()
+
+
+@pytest.mark.gpu
+def test_device_launch_graphs_take_kernel_and_copy_nodes_only(stream):
+    g = pcg.Graph()
+    g.add_empty()
+    with pytest.raises(pcg.CudaError, match="cudaGraphInstantiateNodeOperationNotSupported; "
+                                            "failing node: empty"):
+        g.instantiate(device_launch=True)
 
 
 @pytest.mark.gpu
