@@ -19,8 +19,9 @@ import struct
 
 import numpy as np
 
+from . import _lifetime
 from ._cuda.structs import DIMS_OFFSET, KERNEL_NODE_PARAMS_FORMAT, KERNEL_PARAMS_FIELD
-from .errors import ArgumentError
+from .errors import ArgumentError, ClosedError
 from .memory import device_pointer
 from .signature import VECTOR_TYPES, Param
 
@@ -214,6 +215,8 @@ class Layout:
             packed = conv(value) if conv is not None else value
             self.slots[i].pack(packed)
             return packed
+        except ClosedError:  # a freed buffer: say so, not "cannot take"
+            raise
         except Exception as exc:
             reason = str(exc) or type(exc).__name__
             raise ArgumentError(
@@ -280,7 +283,11 @@ class ArgPack:
         layout = self.layout
         conv = layout.converters[i]
         old = self.refs[i]
-        layout.slots[i].pack_into(self.buf, layout.offsets[i], conv(old) if conv else old)
+        try:
+            value = conv(old) if conv else old
+        except ClosedError:  # freed since, its cudaFree deferred: the address stays valid
+            value = old._addr
+        layout.slots[i].pack_into(self.buf, layout.offsets[i], value)
 
     def _dims_with(self, grid, block, shared_mem) -> list:
         cur = list(_DIMS.unpack_from(self.buf, _DIMS_OFFSET))
@@ -361,3 +368,6 @@ class ArgPack:
 
     def raw(self) -> bytes:
         return bytes(self.buf)
+
+
+_lifetime.register_contents(ArgPack, lambda pack: pack.refs)

@@ -7,10 +7,11 @@ A :class:`Kernel` comes from :meth:`Module.get_kernel <pycudagraph.program.Modul
 
 from __future__ import annotations
 
-from . import _cuda
+from . import _cuda, _lifetime
 from ._cuda import call, dr, fast, rt
 from .args import ArgPack, Layout, dim3
 from .errors import ArgumentError, CudaError
+from .reconcile import check_declared
 from .signature import Param
 from .stream import Stream, stream_handle
 
@@ -79,9 +80,13 @@ class Kernel:
 
     @property
     def layout(self) -> Layout:
-        """Packing layout; on first use checks the signature against the kernel image."""
+        """Packing layout; on first use checks the signature against the compiled kernel
+        (the module's PTX/CUBIN facts: no GPU needed), then against the loaded image."""
         if self._layout is None:
             params = self._declared
+            compiled = getattr(self.module, "entries", {}).get(self.name)
+            if compiled is not None:
+                params = check_declared(self.name, params, compiled)
             image = self.image_params
             if image is not None:
                 params = self._check_against_image(params, image)
@@ -143,7 +148,11 @@ class Kernel:
         g, b = dim3(grid, "grid"), dim3(block, "block")
         pack = self.pack(args, g, b, shared_mem)
         s = stream._h if type(stream) is Stream else stream_handle(stream)
+        if s is None:  # a closed Stream
+            stream_handle(stream)  # raises its ClosedError
         _launch(self._func_int, g, b, shared_mem, s, pack, self)
+        if _lifetime.capture_keeps:  # captured: the graph keeps the arguments alive
+            _lifetime.keep_in_captures(pack)
 
     def __call__(self, grid, block, args=(), stream=None, shared_mem: int = 0) -> None:
         self.launch(grid, block, args, stream, shared_mem)

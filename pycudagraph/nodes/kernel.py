@@ -5,9 +5,9 @@ from __future__ import annotations
 import ctypes
 from dataclasses import dataclass, field
 
-from .._cuda import call, check, dr, fast, rt, versions
+from .._cuda import call, check, device, dr, fast, rt, versions
 from . import attributes as _attrs
-from .base import Node, NodeType
+from .base import REMOVED, Node, NodeType
 
 __all__ = ["KernelNode", "KernelParams", "short_kernel_name"]
 
@@ -84,7 +84,8 @@ class KernelNode(Node):
         arr = None
         if n == 0:
             dep_addr = None
-        elif n == 1 and type(deps[0]) is KernelNode and deps[0].graph is graph:
+        elif (n == 1 and type(deps[0]) is KernelNode and deps[0].graph is graph
+              and deps[0]._raw is not REMOVED):
             dep_addr = ctypes.addressof(deps[0]._cvp)
         else:
             graph._dep_list(deps)
@@ -106,6 +107,8 @@ class KernelNode(Node):
         return node
 
     def _driver_params(self):
+        self._check_live()
+        device.ensure_device()  # a driver call: this thread needs a current context
         return call(dr.cuGraphKernelNodeGetParams, dr.CUgraphNode(self._h))
 
     @property
@@ -154,6 +157,7 @@ class KernelNode(Node):
         those arguments. Fields not given keep their values. Graph execs already
         instantiated are not affected (use :meth:`GraphExec.set_params` for those).
         """
+        self._check_live()
         if self._pack is None:
             raise NotImplementedError("set_params on a captured kernel node needs its kernel "
                                       "signature; rebuild the node with Graph.add_kernel")
