@@ -16,9 +16,10 @@ from .errors import (ArgumentError, CaptureError, ClosedError, CompileError, Cud
 from .graph import Graph
 from .graph_exec import GraphExec
 from .memory import DeviceBuffer, PinnedBuffer, device_pointer, host_pointer
-from .nodes import (ChildGraphNode, ConditionalNode, EmptyNode, EventRecordNode,
-                    EventWaitNode, HostNode, KernelNode, MemAllocNode, MemcpyNode,
-                    MemFreeNode, MemsetNode, Node, NodeType)
+from .nodes import (AccessPolicyWindow, ChildGraphNode, ConditionalHandle, ConditionalNode,
+                    EmptyNode, EventRecordNode, EventWaitNode, HostNode, IfElseNode, IfNode,
+                    KernelNode, MemAllocNode, MemcpyNode, MemFreeNode, MemsetNode, Node,
+                    NodeType, SwitchNode, WhileNode)
 from .stream import Event, Stream
 from .trace import trace
 
@@ -33,7 +34,8 @@ __all__ = [
     "Graph", "GraphExec", "capture", "capture_status", "trace", "BucketedGraphs", "BucketStats",
     "Node", "NodeType", "KernelNode", "MemcpyNode", "MemsetNode", "HostNode",
     "ChildGraphNode", "EmptyNode", "EventRecordNode", "EventWaitNode", "MemAllocNode",
-    "MemFreeNode", "ConditionalNode",
+    "MemFreeNode", "ConditionalNode", "IfNode", "IfElseNode", "WhileNode", "SwitchNode",
+    "ConditionalHandle", "AccessPolicyWindow",
     "PyCudaGraphError", "CudaError", "CudaNotAvailableError", "NotSupportedError",
     "CompileError", "ArgumentError", "CaptureError", "GraphExecUpdateError", "HostCallbackError",
     "ClosedError", "DeviceMismatchError",

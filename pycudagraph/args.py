@@ -101,11 +101,36 @@ def _pointer(value) -> int:
     return device_pointer(value)
 
 
+# C type -> (attribute of the pycudagraph object holding the value, raw types accepted)
+_HANDLES = {
+    "cudaGraphConditionalHandle": ("handle", ("cudaGraphConditionalHandle",), "a ConditionalHandle"),
+    "cudaGraphExec_t": ("handle", ("cudaGraphExec_t", "CUgraphExec"), "a GraphExec"),
+    "cudaGraphDeviceNode_t": ("device_node", ("cudaGraphDeviceNode_t", "CUgraphDeviceNode", "int"),
+                              "a device-updatable KernelNode"),
+}
+
+
+def _handle_converter(param: Param):
+    """The value of a graph handle argument from its pycudagraph object, a raw handle or an int."""
+    attr, raw_types, wanted = _HANDLES[param.ctype]
+
+    def convert(value):
+        if type(value) is int or isinstance(value, np.integer):
+            return int(value)
+        raw = getattr(value, attr, value)
+        if type(raw).__name__ not in raw_types or isinstance(raw, bool):
+            raise TypeError(f"{param.ctype} takes {wanted} (or its raw handle or an int)")
+        return int(raw)
+    return convert
+
+
 def _converter(param: Param):
     """The function that turns a Python value into what the slot's format packs, or None."""
     kind = param.kind
     if kind == "pointer":
         return _pointer
+    if kind == "handle":
+        return _handle_converter(param)
     if kind == "bool":
         return _check_bool
     if kind == "bfloat16":

@@ -6,7 +6,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-__all__ = ["graph_to_dot", "render", "svg_or_none"]
+from ._cuda import call, rt
+
+__all__ = ["GraphText", "graph_to_dot", "render", "svg_or_none"]
 
 _SHAPES = {"kernel": "box", "memcpy": "parallelogram", "memset": "parallelogram",
            "host": "hexagon", "child_graph": "box3d", "empty": "point",
@@ -22,22 +24,60 @@ def _quote(text: str) -> str:
 
 
 def graph_to_dot(graph, name: str = "pycudagraph") -> str:
-    """DOT text: one box per node labelled with its type and what it does, then the edges."""
-    nodes = graph.nodes
-    ids = {n: f"n{i}" for i, n in enumerate(nodes)}
-    lines = [f"digraph {_quote(name)} {{", "  rankdir=TB;",
+    """DOT text: one box per node labelled with its type and what it does, then the edges.
+
+    The body graphs of conditional nodes are drawn as boxed clusters, joined to their
+    node by dashed edges; programmatic edges are drawn dashed and labelled with their port.
+    """
+    lines = [f"digraph {_quote(name)} {{", "  rankdir=TB;", "  compound=true;",
              '  node [fontname="Helvetica", fontsize=10, style=filled, fillcolor=white];']
+    _emit(graph, "n", lines, "  ")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _emit(graph, prefix: str, lines: list, indent: str) -> dict:
+    nodes = graph.nodes
+    ids = {n: f"{prefix}{i}" for i, n in enumerate(nodes)}
     for n in nodes:
         t = str(n.type)
         label = _quote(f"{ids[n]}: {n.describe()}").replace(" grid=", "\\ngrid=")
         attrs = [f"label={label}", f"shape={_SHAPES.get(t, 'box')}"]
         if t in _COLORS:
             attrs.append(f'fillcolor="{_COLORS[t]}"')
-        lines.append(f"  {ids[n]} [{', '.join(attrs)}];")
+        lines.append(f"{indent}{ids[n]} [{', '.join(attrs)}];")
+    for n in nodes:
+        for j, body in enumerate(_bodies(n)):
+            sub = f"{ids[n]}b{j}_"
+            lines.append(f"{indent}subgraph {_quote('cluster_' + sub)} {{")
+            lines.append(f"{indent}  label={_quote(f'{ids[n]} body {j}')}; style=dashed;")
+            first = _emit(body, sub, lines, indent + "  ")
+            lines.append(f"{indent}}}")
+            for root in body.root_nodes:
+                lines.append(f"{indent}{ids[n]} -> {first[root]} [style=dashed, arrowhead=odot];")
+    ports = _ports(graph)
     for a, b in graph.edges:
-        lines.append(f"  {ids[a]} -> {ids[b]};")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+        port = ports.get((a, b), "default")
+        style = "" if port == "default" else f" [style=dashed, label={_quote(port)}]"
+        lines.append(f"{indent}{ids[a]} -> {ids[b]}{style};")
+    return ids
+
+
+def _bodies(node) -> tuple:
+    """A conditional node's body graphs; none where the driver cannot tell (before 13.2)."""
+    if getattr(node, "_bodies", None) is None and str(node.type) != "conditional":
+        return ()
+    try:
+        return tuple(node.bodies)
+    except Exception:  # read back on an old driver: drawn as one node
+        return ()
+
+
+def _ports(graph) -> dict:
+    try:
+        return graph.edge_data
+    except Exception:  # no edge data before CUDA 12.3: every edge is a plain one
+        return {}
 
 
 def _dot_program() -> str:
@@ -69,3 +109,27 @@ def svg_or_none(dot_text: str):
         return None
     out = subprocess.run([exe, "-Tsvg"], input=dot_text.encode(), capture_output=True, check=False)
     return out.stdout.decode() if out.returncode == 0 else None
+
+
+class GraphText:
+    """The text views of a :class:`~pycudagraph.Graph` (mixed into it): DOT, CUDA's own
+    DOT, rendered pictures."""
+
+    __slots__ = ()
+
+    def to_dot(self, name: str = "pycudagraph") -> str:
+        """A readable Graphviz DOT text: node type, kernel name, grid/block, bytes, edges."""
+        return graph_to_dot(self, name)
+
+    def debug_dot_print(self, path, verbose: bool = False) -> None:
+        """Write CUDA's own DOT description to ``path`` (``cudaGraphDebugDotPrint``)."""
+        flags = (rt.cudaGraphDebugDotFlags.cudaGraphDebugDotFlagsVerbose if verbose else 0)
+        call(rt.cudaGraphDebugDotPrint, self._raw, str(path).encode(), int(flags))
+
+    def render(self, path, format: str | None = None) -> str:
+        """Render :meth:`to_dot` to SVG/PNG with Graphviz's ``dot`` program; returns the path."""
+        return render(self.to_dot(), path, format)
+
+    def _repr_svg_(self):
+        return svg_or_none(self.to_dot())
+

@@ -16,17 +16,20 @@ import weakref
 
 from ._cuda import call, device, rt, versions
 from ._lifetime import Ledger, release
-from .errors import ArgumentError, ClosedError
+from .dot import GraphText
+from .edges import edge_data, port_name
+from .errors import ArgumentError, ClosedError, CudaError
+from .nodes import (ChildGraphNode, ConditionalHandle, EmptyNode, EventRecordNode,
+                    EventWaitNode, HostNode, IfElseNode, IfNode, KernelNode, MemAllocNode,
+                    MemcpyNode, MemFreeNode, MemsetNode, Node, NodeType, SwitchNode,
+                    WhileNode, node_class)
 from .validate import dep_handles, new_edge, node_arg, old_edge
-from .nodes import (ChildGraphNode, EmptyNode, EventRecordNode, EventWaitNode, HostNode,
-                    KernelNode, MemAllocNode, MemcpyNode, MemFreeNode, MemsetNode, Node,
-                    node_class)
 from .nodes.base import REMOVED
 
 __all__ = ["Graph"]
 
 
-class Graph:
+class Graph(GraphText):
     """A CUDA graph built node by node (``cudaGraphCreate``, destroyed by ``cudaGraphDestroy``).
 
     Every ``add_*`` builder takes ``deps=``, the nodes the new node waits for, and
@@ -131,7 +134,10 @@ class Graph:
 
     # Builders --------------------------------------------------------------------
 
-    def add_kernel(self, kernel, grid, block, args=(), shared_mem: int = 0, deps=()) -> KernelNode:
+    def add_kernel(self, kernel, grid, block, args=(), shared_mem: int = 0, deps=(), *,
+                   priority: int | None = None, cluster=None, cooperative: bool | None = None,
+                   access_policy=None, mem_sync_domain: str | None = None,
+                   device_updatable: bool | None = None) -> KernelNode:
         """Add a kernel launch node (``cuGraphAddKernelNode``, i.e. ``cudaGraphAddKernelNode``).
 
         Parameters
@@ -143,8 +149,14 @@ class Graph:
         shared_mem : int
             Dynamic shared memory in bytes.
         deps : sequence of Node
+        priority, cluster, cooperative, access_policy, mem_sync_domain, device_updatable
+            Kernel-node attributes, set with ``cudaGraphKernelNodeSetAttribute`` when not
+            ``None`` (:mod:`pycudagraph.nodes.attributes`; ``node.attributes`` reads them).
         """
-        return KernelNode._add(self, deps, kernel, grid, block, args, shared_mem)
+        return KernelNode._add(self, deps, kernel, grid, block, args, shared_mem,
+                               priority=priority, cluster=cluster, cooperative=cooperative,
+                               access_policy=access_policy, mem_sync_domain=mem_sync_domain,
+                               device_updatable=device_updatable)
 
     def add_memcpy(self, dst, src, nbytes: int | None = None, deps=()) -> MemcpyNode:
         """Add a 1D copy node; direction from the pointers (``cudaGraphAddMemcpyNode1D``).
@@ -202,25 +214,57 @@ class Graph:
         """
         return MemFreeNode._add(self, deps, ptr_or_alloc_node)
 
+    # Conditional nodes (pycudagraph.nodes.conditional) ----------------------------
+
+    def conditional_handle(self, default: int | None = None) -> ConditionalHandle:
+        """A handle for one conditional node of this graph or its bodies
+        (``cudaGraphConditionalHandleCreate``); ``default`` is set at every launch."""
+        return ConditionalHandle._create(self, default)
+
+    def add_if(self, handle: ConditionalHandle, deps=()) -> IfNode:
+        """Add an if node: ``node.body`` runs when the handle is not 0 (``cudaGraphAddNode``)."""
+        return IfNode._add(self, deps, handle)
+
+    def add_if_else(self, handle: ConditionalHandle, deps=()) -> IfElseNode:
+        """Add an if/else node: ``node.bodies`` = (then, else) (``cudaGraphAddNode``, CUDA 12.8)."""
+        return IfElseNode._add(self, deps, handle)
+
+    def add_while(self, handle: ConditionalHandle, deps=()) -> WhileNode:
+        """Add a while node: ``node.body`` runs while the handle is not 0 (``cudaGraphAddNode``)."""
+        return WhileNode._add(self, deps, handle)
+
+    def add_switch(self, handle: ConditionalHandle, count: int, deps=()) -> SwitchNode:
+        """Add a switch node: ``node.bodies[value]`` runs (``cudaGraphAddNode``, CUDA 12.8)."""
+        return SwitchNode._add(self, deps, handle, count)
+
     # Edges -------------------------------------------------------------------------
 
-    def add_dependency(self, a: Node, b: Node) -> None:
+    def add_dependency(self, a: Node, b: Node, port: str | None = None) -> None:
         """Make ``b`` wait for ``a`` (``cudaGraphAddDependencies``).
 
+        ``port`` (CUDA 12.3, between two kernel nodes): ``"programmatic"`` or
+        ``"launch_completion"`` lets ``b`` start early (``cudaGraphEdgeData``;
+        :mod:`pycudagraph.edges`).
+
         Refused before CUDA (:class:`ArgumentError` naming both nodes): a node of another
-        graph, a self-edge, an edge that exists already, an edge that would close a cycle.
+        graph, a self-edge, an edge that exists already (whatever its port), an edge that
+        would close a cycle.
         """
         if self._closed or self._dead:
             self._refuse()
         new_edge(self, a, b)
-        versions.graph_add_dependencies(self._raw, [a.handle], [b.handle])
+        data = edge_data(port)
+        if data is not None and not (isinstance(a, KernelNode) and isinstance(b, KernelNode)):
+            raise ArgumentError(f"a {port} edge joins two kernel nodes, not {a.type} -> {b.type}")
+        versions.graph_add_dependencies(self._raw, [a.handle], [b.handle], data)
 
-    def remove_dependency(self, a: Node, b: Node) -> None:
-        """Remove the edge ``a -> b`` (``cudaGraphRemoveDependencies``); it must exist."""
+    def remove_dependency(self, a: Node, b: Node, port: str | None = None) -> None:
+        """Remove the edge ``a -> b`` (``cudaGraphRemoveDependencies``); it must exist, and
+        ``port`` must name the edge's port."""
         if self._closed or self._dead:
             self._refuse()
         old_edge(self, a, b)
-        versions.graph_remove_dependencies(self._raw, [a.handle], [b.handle])
+        versions.graph_remove_dependencies(self._raw, [a.handle], [b.handle], edge_data(port))
 
     def remove_node(self, node: Node) -> None:
         """Remove a node and its edges (``cudaGraphDestroyNode``).
@@ -260,18 +304,57 @@ class Graph:
         frm, to = versions.graph_get_edges(self._raw)
         return [(self._node(a), self._node(b)) for a, b in zip(frm, to)]
 
+    @property
+    def edge_data(self) -> dict:
+        """``{(from, to): port}`` for every edge: ``"default"``, ``"programmatic"`` or
+        ``"launch_completion"`` (``cudaGraphGetEdges`` with edge data, CUDA 12.3)."""
+        frm, to, data = versions.graph_get_edges_with_data(self._raw)
+        return {(self._node(a), self._node(b)): port_name(d) for a, b, d in zip(frm, to, data)}
+
     def __len__(self) -> int:
         return len(versions.graph_nodes(self._raw))
 
+    def _encloses(self, graph: "Graph") -> bool:
+        """Whether ``graph`` is this graph or, at any depth, a graph one of its nodes owns
+        (a conditional node's body, a child graph)."""
+        g = graph
+        while g is not None:
+            if g is self:
+                return True
+            owner = g._owner
+            g = owner.graph if isinstance(owner, Node) else None
+        return False
+
+    def _holds(self, node: Node) -> bool:
+        """Whether ``node`` is in this graph or in a graph it encloses."""
+        return self._encloses(node.graph) or node._h in self._nodes
+
+    def _all_nodes(self):
+        """The node objects of this graph and, recursively, of its conditional nodes' bodies."""
+        for node in list(self._nodes.values()):
+            yield node
+            for body in getattr(node, "_bodies", None) or ():
+                yield from body._all_nodes()
+
     def keepalive(self) -> tuple:
-        """Everything this graph's nodes point at (what an exec or parent must hold)."""
-        return self._ledger.snapshot() + ((self._owner,) if self._owner is not None else ())
+        """Everything this graph's nodes point at, bodies of conditional nodes included
+        (what an exec or parent must hold)."""
+        bodies = tuple(b.keepalive() for n in self._nodes.values()
+                       for b in getattr(n, "_bodies", None) or ())
+        return (self._ledger.snapshot() + ((self._owner,) if self._owner is not None else ())
+                + bodies)
 
     # Clone -------------------------------------------------------------------------
 
     def clone(self) -> "Graph":
         """A copy of the graph (``cudaGraphClone``); ``clone.find(node)`` maps nodes."""
-        raw = call(rt.cudaGraphClone, self._raw)
+        try:
+            raw = call(rt.cudaGraphClone, self._raw)
+        except CudaError as exc:
+            if any(n.type == NodeType.CONDITIONAL for n in self._all_nodes()):
+                exc.hint = "CUDA does not clone graphs with conditional nodes"
+                exc.args = (exc._text(),)
+            raise
         new = Graph._wrap(raw, owned=True)
         new._origin = self
         new._ledger.hold("clone of", self.keepalive())
@@ -293,27 +376,6 @@ class Graph:
             found = _copy_node(node, self, h)
             self._nodes[h] = found
         return found
-
-    # Text --------------------------------------------------------------------------
-
-    def to_dot(self, name: str = "pycudagraph") -> str:
-        """A readable Graphviz DOT text: node type, kernel name, grid/block, bytes, edges."""
-        from .dot import graph_to_dot
-        return graph_to_dot(self, name)
-
-    def debug_dot_print(self, path, verbose: bool = False) -> None:
-        """Write CUDA's own DOT description to ``path`` (``cudaGraphDebugDotPrint``)."""
-        flags = (rt.cudaGraphDebugDotFlags.cudaGraphDebugDotFlagsVerbose if verbose else 0)
-        call(rt.cudaGraphDebugDotPrint, self._raw, str(path).encode(), int(flags))
-
-    def render(self, path, format: str | None = None) -> str:
-        """Render :meth:`to_dot` to SVG/PNG with Graphviz's ``dot`` program; returns the path."""
-        from .dot import render
-        return render(self.to_dot(), path, format)
-
-    def _repr_svg_(self):
-        from .dot import svg_or_none
-        return svg_or_none(self.to_dot())
 
     # Instantiate -------------------------------------------------------------------
 

@@ -83,7 +83,7 @@ class GraphExec:
         self._h = self._addr = int(raw)
         self.graph = graph
         self._packs = {}
-        self._src = {h: n._pack for h, n in graph._nodes.items()
+        self._src = {n._h: n._pack for n in graph._all_nodes()  # bodies' kernel nodes too
                      if type(n) is KernelNode and n._pack is not None}
         self._ledger = Ledger({"graph": graph.keepalive()}, owner=self)
         self._aliases = {}
@@ -261,7 +261,7 @@ class GraphExec:
         h = self._aliases.get(node._h, node._h)
         if h != node._h:
             return self.graph._node(h)
-        if node.graph is not self.graph and node._h not in self.graph._nodes:
+        if not self.graph._holds(node):
             raise PyCudaGraphError(f"{node!r} is not a node of the graph this exec was made from")
         return node
 

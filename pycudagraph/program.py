@@ -20,6 +20,7 @@ from . import _cuda, compile_cache
 from ._cuda import call, nvrtc, rt
 from ._lifetime import release
 from .errors import ArgumentError, CompileError, CudaError, CudaNotAvailableError
+from .device_api import with_device_api
 from .headers import cuda_include_dir
 from .kernel import Kernel
 from .ptx import CompiledParam, cubin_entries, is_elf, ptx_entries
@@ -137,7 +138,9 @@ class Program:
         headers = cuda_include_dir(version[0])
         if headers:
             options += (f"-I{headers}",)
-        entry = _cached_compile(self.source, self.name, options, version)
+        # declares cudaGraphSetConditional & co. when the source calls them (device_api)
+        source = with_device_api(self.source, self.name, options)
+        entry = _cached_compile(source, self.name, options, version)
         return Module(entry.cubin, self.source, name=self.name, arch=arch, options=options,
                       ptx=entry.ptx)
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["Param", "KernelSignature", "parse_kernels", "parse_params", "param_from_ctype"]
+__all__ = ["Param", "KernelSignature", "parse_kernels", "parse_params", "param_from_ctype",
+           "HANDLE_TYPES"]
 
 # C type -> (struct format, size). Alignment equals size for these.
 _SCALARS: dict[str, tuple[str, int]] = {
@@ -29,6 +30,10 @@ _SCALARS: dict[str, tuple[str, int]] = {
     "cudaTextureObject_t": ("Q", 8), "cudaSurfaceObject_t": ("Q", 8),
     "CUtexObject": ("Q", 8), "CUsurfObject": ("Q", 8),
 }
+
+# CUDA graph handles device code takes as arguments (64-bit values): packed from the
+# pycudagraph objects that stand for them (ConditionalHandle, GraphExec, a device node).
+HANDLE_TYPES = ("cudaGraphConditionalHandle", "cudaGraphExec_t", "cudaGraphDeviceNode_t")
 
 # CUDA vector types: (element format, count, alignment)
 VECTOR_TYPES: dict[str, tuple[str, int, int]] = {}
@@ -60,7 +65,7 @@ class Param:
         The C type as written, without qualifiers (``"float*"``, ``"int"``, ``"MyStruct"``).
     kind : str
         ``"pointer"``, ``"int"``, ``"float"``, ``"bool"``, ``"half"``, ``"bfloat16"``,
-        ``"vector"`` or ``"struct"``.
+        ``"vector"``, ``"handle"`` (:data:`HANDLE_TYPES`) or ``"struct"``.
     size : int or None
         Size in bytes (``None`` for a struct whose size is not known yet).
     align : int
@@ -123,6 +128,8 @@ def param_from_ctype(index: int, name: str, ctype: str) -> Param:
     """Build a :class:`Param` from a normalised C type string."""
     if ctype.endswith("*"):
         return Param(index, name, ctype, "pointer", 8, 8, "Q")
+    if ctype in HANDLE_TYPES:
+        return Param(index, name, ctype, "handle", 8, 8, "Q")
     if ctype in _SCALARS:
         fmt, size = _SCALARS[ctype]
         if ctype == "bool":

@@ -71,8 +71,8 @@ def test_edge_checks_match_host_model(case):
             a, b = int(frm[0]), int(to[0])
             edges.out[a].remove(b)
             edges.inc[b].remove(a)
-        mp.setattr(graph_mod.versions, "graph_add_dependencies", lambda raw, f, t: add(f, t))
-        mp.setattr(graph_mod.versions, "graph_remove_dependencies", lambda raw, f, t: remove(f, t))
+        mp.setattr(graph_mod.versions, "graph_add_dependencies", lambda raw, f, t, data=None: add(f, t))
+        mp.setattr(graph_mod.versions, "graph_remove_dependencies", lambda raw, f, t, data=None: remove(f, t))
         for i, j, adding in ops:
             a, b = nodes[i], nodes[j]
             has = b._h in edges.out.get(a._h, [])

@@ -33,11 +33,8 @@ EXCLUDE_PREFIXES = ("cudaGraphics",)
 
 _ADD_KERNEL = "through the driver entry point `cuGraphAddKernelNode`"
 _EXT_SEM = "external semaphores: no Python-side semaphore objects yet"
-_COND = "conditional nodes: planned in conditional.py"
-_GENERIC = ("generic cudaGraphNodeParams form: the typed per-node calls are used; "
-            "planned with conditional.py")
+_GENERIC = "generic cudaGraphNodeParams form: the typed per-node calls are used"
 _COPY3D = "2D/3D copies (cudaMemcpy3DParms): only 1D copy nodes are built so far"
-_ATTR = "kernel node attributes (priority, cluster shape, access policy) not exposed yet"
 _IDS = "graph / node IDs (CUDA 12.x/13.x introspection) not exposed yet"
 _USER_OBJ = ("user objects: lifetimes are held by Python references "
              "(graph and exec keepalive) instead")
@@ -66,12 +63,14 @@ MAP: dict[str, tuple[str, str]] = {
     "cudaGraphAddMemFreeNode": ("Graph.add_mem_free", ""),
     "cudaGraphAddExternalSemaphoresSignalNode": ("", _EXT_SEM),
     "cudaGraphAddExternalSemaphoresWaitNode": ("", _EXT_SEM),
-    "cudaGraphAddNode": ("", _GENERIC),
+    "cudaGraphAddNode": ("Graph.add_if, Graph.add_if_else, Graph.add_while, Graph.add_switch",
+                         "conditional nodes; other node types use their typed add calls"),
     "cudaGraphDestroyNode": ("Graph.remove_node", ""),
     # Edges and introspection
-    "cudaGraphAddDependencies": ("Graph.add_dependency", ""),
-    "cudaGraphRemoveDependencies": ("Graph.remove_dependency", ""),
-    "cudaGraphGetEdges": ("Graph.edges", ""),
+    "cudaGraphAddDependencies": ("Graph.add_dependency",
+                                 "port= adds edge data (programmatic, launch completion)"),
+    "cudaGraphRemoveDependencies": ("Graph.remove_dependency", "port= names the edge's data"),
+    "cudaGraphGetEdges": ("Graph.edges, Graph.edge_data", "edge_data: each edge's port"),
     "cudaGraphGetNodes": ("Graph.nodes", ""),
     "cudaGraphGetRootNodes": ("Graph.root_nodes", ""),
     "cudaGraphNodeGetDependencies": ("Node.dependencies", ""),
@@ -81,7 +80,8 @@ MAP: dict[str, tuple[str, str]] = {
     "cudaGraphGetId": ("", _IDS),
     "cudaGraphNodeGetLocalId": ("", _IDS),
     "cudaGraphNodeGetToolsId": ("", _IDS),
-    "cudaGraphNodeGetParams": ("", _GENERIC),
+    "cudaGraphNodeGetParams": ("ConditionalNode.bodies",
+                               "reads back conditional nodes not built here (driver 13.2+)"),
     "cudaGraphNodeSetParams": ("", _GENERIC),
     # Per-node parameters in a graph
     "cudaGraphKernelNodeGetParams": ("KernelNode.params, KernelNode.kernel_name",
@@ -90,9 +90,12 @@ MAP: dict[str, tuple[str, str]] = {
     "cudaGraphKernelNodeSetParams": ("KernelNode.set_params",
                                      "through the driver entry point "
                                      "`cuGraphKernelNodeSetParams`"),
-    "cudaGraphKernelNodeGetAttribute": ("", _ATTR),
-    "cudaGraphKernelNodeSetAttribute": ("", _ATTR),
-    "cudaGraphKernelNodeCopyAttributes": ("", _ATTR),
+    "cudaGraphKernelNodeGetAttribute": ("KernelNode.get_attribute, KernelNode.attributes", ""),
+    "cudaGraphKernelNodeSetAttribute": ("KernelNode.set_attribute, Graph.add_kernel",
+                                        "add_kernel(priority=, cluster=, cooperative=, "
+                                        "access_policy=, mem_sync_domain=, device_updatable=)"),
+    "cudaGraphKernelNodeCopyAttributes": ("KernelNode.copy_attributes_from",
+                                          "12.x (src, dst) / 13.x (dst, src) order shimmed"),
     "cudaGraphMemcpyNodeGetParams": ("MemcpyNode.params", ""),
     "cudaGraphMemcpyNodeSetParams1D": ("MemcpyNode.set_params", ""),
     "cudaGraphMemcpyNodeSetParams": ("", _COPY3D),
@@ -112,15 +115,17 @@ MAP: dict[str, tuple[str, str]] = {
     "cudaGraphExternalSemaphoresWaitNodeGetParams": ("", _EXT_SEM),
     "cudaGraphExternalSemaphoresWaitNodeSetParams": ("", _EXT_SEM),
     # Conditional nodes
-    "cudaGraphConditionalHandleCreate": ("", _COND),
-    "cudaGraphConditionalHandleCreate_v2": ("", _COND),
+    "cudaGraphConditionalHandleCreate": ("Graph.conditional_handle", ""),
+    "cudaGraphConditionalHandleCreate_v2": ("", "the form naming a context: "
+                                                "conditional_handle uses the current one"),
     # Instantiate, launch and the executable graph
     "cudaGraphInstantiate": ("", _INST),
     "cudaGraphInstantiateWithFlags": ("", _INST),
     "cudaGraphInstantiateWithParams": ("Graph.instantiate", ""),
     "cudaGraphUpload": ("GraphExec.upload", "also Graph.instantiate(upload_stream=...)"),
     "cudaGraphLaunch": ("GraphExec.launch",
-                        "through the driver entry point `cuGraphLaunch` (ctypes)"),
+                        "through the driver entry point `cuGraphLaunch` (ctypes); from "
+                        "device code: a cudaGraphExec_t kernel argument takes a GraphExec"),
     "cudaGraphExecDestroy": ("GraphExec.close", "also run when the GraphExec is collected"),
     "cudaGraphExecUpdate": ("GraphExec.update", ""),
     "cudaGraphExecGetFlags": ("", "GraphExec does not report its instantiate flags yet"),

@@ -17,7 +17,9 @@ from .check import call
 __all__ = ["BINDINGS_VERSION", "BINDINGS_MAJOR", "driver_version", "runtime_version",
            "nvrtc_version", "format_version", "require", "graph_add_dependencies",
            "graph_remove_dependencies", "graph_get_edges", "node_dependencies",
-           "node_dependents", "graph_nodes", "graph_root_nodes"]
+           "node_dependents", "graph_nodes", "graph_root_nodes", "require_bindings",
+           "graph_add_node", "graph_get_edges_with_data", "conditional_handle_create",
+           "kernel_node_copy_attributes", "node_get_params"]
 
 
 def _version_tuple(text: str) -> tuple[int, int]:
@@ -65,20 +67,38 @@ def require(feature: str, version: int) -> None:
         raise NotSupportedError(feature, format_version(version), f"a CUDA {format_version(have)} driver")
 
 
+def require_bindings(feature: str, name: str) -> None:
+    """Raise :class:`NotSupportedError` when cuda-bindings lacks the raw function ``name``."""
+    if not hasattr(rt, name):
+        raise NotSupportedError(feature, "12.3 bindings (cuda-bindings >= 12.3)",
+                                f"cuda-bindings {cuda.bindings.__version__} without {name}")
+
+
 # ----------------------------------------------------------------------------------
-# Signature shims: cuda-bindings 13 added edge data to these calls
+# Signature shims: cuda-bindings 13 added edge data to these calls (12.x has them as *_v2)
 
 def _edges_arg(edge_data=None):
     return (edge_data,) if BINDINGS_MAJOR >= 13 else ()
 
 
 def graph_add_dependencies(graph, frm: list, to: list, edge_data=None) -> None:
-    """``cudaGraphAddDependencies`` (12.x without, 13.x with an edge-data argument)."""
+    """``cudaGraphAddDependencies`` (12.x without, 13.x with an edge-data argument).
+
+    Edge data on 12.x goes through ``cudaGraphAddDependencies_v2``.
+    """
+    if edge_data is not None and BINDINGS_MAJOR < 13:
+        require_bindings("edge data", "cudaGraphAddDependencies_v2")
+        call(rt.cudaGraphAddDependencies_v2, graph, frm, to, edge_data, len(frm))
+        return
     call(rt.cudaGraphAddDependencies, graph, frm, to, *_edges_arg(edge_data), len(frm))
 
 
 def graph_remove_dependencies(graph, frm: list, to: list, edge_data=None) -> None:
     """``cudaGraphRemoveDependencies`` (12.x without, 13.x with an edge-data argument)."""
+    if edge_data is not None and BINDINGS_MAJOR < 13:
+        require_bindings("edge data", "cudaGraphRemoveDependencies_v2")
+        call(rt.cudaGraphRemoveDependencies_v2, graph, frm, to, edge_data, len(frm))
+        return
     call(rt.cudaGraphRemoveDependencies, graph, frm, to, *_edges_arg(edge_data), len(frm))
 
 
@@ -90,6 +110,53 @@ def graph_get_edges(graph) -> tuple[list, list]:
         return [], []
     res = call(rt.cudaGraphGetEdges, graph, count)
     return list(res[0][:count]), list(res[1][:count])
+
+
+def graph_get_edges_with_data(graph) -> tuple[list, list, list]:
+    """``cudaGraphGetEdges`` with edge data (``cudaGraphGetEdges_v2`` on 12.x):
+    the (from, to, ``cudaGraphEdgeData``) lists."""
+    fn = rt.cudaGraphGetEdges
+    if BINDINGS_MAJOR < 13:
+        require_bindings("edge data", "cudaGraphGetEdges_v2")
+        fn = rt.cudaGraphGetEdges_v2
+    count = call(fn, graph, 0)[-1]
+    if count == 0:
+        return [], [], []
+    res = call(fn, graph, count)
+    return list(res[0][:count]), list(res[1][:count]), list(res[2][:count])
+
+
+def graph_add_node(graph, deps: list, params, edge_data=None):
+    """``cudaGraphAddNode`` (13.x takes edge data; 12.x has it in ``cudaGraphAddNode_v2``)."""
+    require_bindings("cudaGraphAddNode", "cudaGraphAddNode")
+    if BINDINGS_MAJOR >= 13:
+        return call(rt.cudaGraphAddNode, graph, deps, edge_data, len(deps), params)
+    if edge_data is not None:
+        return call(rt.cudaGraphAddNode_v2, graph, deps, edge_data, len(deps), params)
+    return call(rt.cudaGraphAddNode, graph, deps, len(deps), params)
+
+
+def conditional_handle_create(graph, default: int | None):
+    """``cudaGraphConditionalHandleCreate(graph, defaultLaunchValue, flags)``: with a default,
+    ``cudaGraphCondAssignDefault`` sets the value at the start of every launch."""
+    require_bindings("conditional nodes", "cudaGraphConditionalHandleCreate")
+    flags = 0 if default is None else int(rt.cudaGraphConditionalHandleFlags.cudaGraphCondAssignDefault)
+    return call(rt.cudaGraphConditionalHandleCreate, graph, int(default or 0), flags)
+
+
+def kernel_node_copy_attributes(dst, src) -> None:
+    """``cudaGraphKernelNodeCopyAttributes``: 13.x takes (dst, src), 12.x took (src, dst)."""
+    args = (dst, src) if BINDINGS_MAJOR >= 13 else (src, dst)
+    call(rt.cudaGraphKernelNodeCopyAttributes, *args)
+
+
+def node_get_params(node):
+    """``cudaGraphNodeGetParams`` (driver 13.2 or newer; cuda-bindings 13.x)."""
+    if not hasattr(rt, "cudaGraphNodeGetParams"):
+        raise NotSupportedError("reading node parameters (cudaGraphNodeGetParams)", "13.2",
+                                f"cuda-bindings {cuda.bindings.__version__}")
+    require("reading node parameters (cudaGraphNodeGetParams)", 13020)
+    return call(rt.cudaGraphNodeGetParams, node)
 
 
 def _sized_list(fn, handle) -> list:

@@ -10,7 +10,10 @@ module                  classes
 :mod:`.host`            :class:`HostNode`
 :mod:`.event`           :class:`EventRecordNode`, :class:`EventWaitNode`
 :mod:`.structure`       :class:`ChildGraphNode`, :class:`EmptyNode`
-:mod:`.conditional`     :class:`ConditionalNode`
+:mod:`.conditional`     :class:`ConditionalNode`: :class:`IfNode`, :class:`IfElseNode`,
+                        :class:`WhileNode`, :class:`SwitchNode` (one node type, four kinds:
+                        :data:`.conditional.KINDS`); :class:`ConditionalHandle`
+:mod:`.attributes`      kernel-node attributes (:class:`AccessPolicyWindow`)
 ======================= ================================================================
 
 A new node type is one class in its family's module (``_add``, ``_read``, ``params``,
@@ -20,7 +23,9 @@ A new node type is one class in its family's module (``_add``, ``_read``, ``para
 from __future__ import annotations
 
 from .base import RAW_TYPES, Node, NodeType
-from .conditional import ConditionalNode
+from .attributes import AccessPolicyWindow
+from .conditional import (ConditionalHandle, ConditionalNode, IfElseNode, IfNode, SwitchNode,
+                          WhileNode)
 from .event import EventRecordNode, EventWaitNode
 from .host import HostNode
 from .kernel import KernelNode, KernelParams, short_kernel_name
@@ -31,7 +36,9 @@ from .structure import ChildGraphNode, EmptyNode
 __all__ = ["NodeType", "Node", "KernelNode", "KernelParams", "MemcpyNode", "MemcpyParams",
            "MemsetNode", "MemsetParams", "HostNode", "ChildGraphNode", "EmptyNode",
            "EventRecordNode", "EventWaitNode", "MemAllocNode", "MemFreeNode",
-           "ConditionalNode", "node_class", "REGISTRY", "short_kernel_name"]
+           "ConditionalNode", "IfNode", "IfElseNode", "WhileNode", "SwitchNode",
+           "ConditionalHandle", "AccessPolicyWindow", "node_class", "REGISTRY",
+           "short_kernel_name"]
 
 #: NodeType -> class: the one registry of node classes.
 REGISTRY: dict = {
@@ -45,7 +52,7 @@ REGISTRY: dict = {
     NodeType.EVENT_WAIT: EventWaitNode,
     NodeType.MEM_ALLOC: MemAllocNode,
     NodeType.MEM_FREE: MemFreeNode,
-    NodeType.CONDITIONAL: ConditionalNode,
+    NodeType.CONDITIONAL: ConditionalNode,  # its _read picks IfNode, IfElseNode, WhileNode, SwitchNode
 }
 
 

@@ -1,26 +1,270 @@
-"""Conditional nodes (if / while / switch): read back from captured graphs.
+"""Conditional nodes: if, if/else, while and switch, driven by a value device code sets.
 
-Building them (``cudaGraphConditionalHandleCreate`` + ``cudaGraphAddNode``) is added here
-as one class per kind.
+A :class:`ConditionalHandle` (``cudaGraphConditionalHandleCreate``) is a 64-bit value a
+kernel receives as a ``cudaGraphConditionalHandle`` argument; the kernel calls
+``cudaGraphSetConditional(handle, value)`` (``pcg.Program`` declares it). The
+conditional node (``cudaGraphAddNode`` with a ``cudaConditionalNodeParams``) reads that
+value when it runs:
+
+============== ========================== ===================================== =======
+class          ``Graph`` builder          runs                                  CUDA
+============== ========================== ===================================== =======
+IfNode         ``add_if(h)``              ``body`` once if the value is not 0     12.3
+IfElseNode     ``add_if_else(h)``         ``bodies[0]`` if not 0, else          12.8
+                                          ``bodies[1]``
+WhileNode      ``add_while(h)``           ``body`` while the value is not 0     12.3
+                                          (checked before each pass)
+SwitchNode     ``add_switch(h, n)``       ``bodies[value]``; nothing if value   12.8
+                                          >= n
+============== ========================== ===================================== =======
+
+Bodies are :class:`~pycudagraph.Graph` objects owned by their node: add any nodes to
+them, conditional nodes too. A handle made with ``default=v`` is reset to ``v`` at the
+start of every launch; without a default it keeps what device code last set.
 """
 
 from __future__ import annotations
 
+import weakref
+from dataclasses import dataclass
+
+from .._cuda import rt, versions
+from ..errors import NotSupportedError
 from .base import Node, NodeType
 
-__all__ = ["ConditionalNode"]
+__all__ = ["ConditionalHandle", "ConditionalNode", "ConditionalParams", "IfNode", "IfElseNode",
+           "WhileNode", "SwitchNode", "KINDS"]
+
+_T = rt.cudaGraphConditionalNodeType
+_OLD_DRIVER = "the kind and bodies of a conditional node not built here (captured or cloned)"
+
+
+class ConditionalHandle:
+    """A conditional handle (``cudaGraphConditionalHandle``) of one graph.
+
+    Pass it as a kernel argument whose C type is ``cudaGraphConditionalHandle``. It is
+    also an ``int`` (``int(h)``, ``h.value``) for raw calls.
+    """
+
+    __slots__ = ("_h", "_graph", "default")
+
+    def __init__(self, graph, h: int, default: int | None = None):
+        self._h = int(h)
+        self._graph = weakref.ref(graph)
+        self.default = default
+
+    @classmethod
+    def _create(cls, graph, default: int | None = None) -> "ConditionalHandle":
+        """``cudaGraphConditionalHandleCreate(graph, default or 0, flags)``; ``flags`` is
+        ``cudaGraphCondAssignDefault`` when a default is given."""
+        if default is not None and (isinstance(default, bool) or not isinstance(default, int)
+                                    or not 0 <= default < 2**32):
+            raise ValueError(f"default must be None or an unsigned 32-bit int, got {default!r}")
+        versions.require("conditional nodes (cudaGraphConditionalHandleCreate)", 12030)
+        return cls(graph, int(versions.conditional_handle_create(graph._raw, default)), default)
+
+    @property
+    def handle(self):
+        """The raw ``cudaGraphConditionalHandle``."""
+        return rt.cudaGraphConditionalHandle(self._h)
+
+    @property
+    def value(self) -> int:
+        return self._h
+
+    @property
+    def graph(self):
+        """The graph the handle was made for (``None`` once that graph is gone)."""
+        return self._graph()
+
+    def __index__(self) -> int:
+        return self._h
+
+    __int__ = __index__
+
+    def __repr__(self) -> str:
+        default = "" if self.default is None else f" default={self.default}"
+        return f"<ConditionalHandle 0x{self._h:x}{default}>"
+
+
+def _check_handle(graph, handle) -> None:
+    """The handle's graph must be ``graph`` or one that contains it (a body's parents)."""
+    if not isinstance(handle, ConditionalHandle):
+        raise TypeError(f"a conditional node needs a ConditionalHandle (g.conditional_handle()), "
+                        f"got {type(handle).__name__}")
+    home = handle.graph
+    if home is None or not home._encloses(graph):
+        raise ValueError(f"{handle!r} was made for another graph; make it with conditional_handle() "
+                         "on this graph or on a graph containing it")
+
+
+@dataclass(frozen=True)
+class ConditionalParams:
+    """What a conditional node runs: its kind, handle and body graphs."""
+
+    kind: str
+    handle: ConditionalHandle | None
+    bodies: tuple
 
 
 class ConditionalNode(Node):
-    """A conditional node (if / while / switch); its body graphs are :attr:`bodies`."""
+    """A conditional node. Nodes built here are :class:`IfNode`, :class:`IfElseNode`,
+    :class:`WhileNode` or :class:`SwitchNode`; a conditional node read back from the driver
+    is one of those where the driver can say which (``cudaGraphNodeGetParams``, CUDA
+    13.2), else this base class, whose bodies cannot be read."""
 
     type = NodeType.CONDITIONAL
-    __slots__ = ("bodies", "kind")
+    kind = "conditional"
+    _raw_type = None
+    _version = 12030
+    __slots__ = ("_handle", "_bodies")
 
-    def __init__(self, graph, h: int, bodies=(), kind: str = "conditional"):
+    def __init__(self, graph, h: int, handle=None):
         super().__init__(graph, h)
-        self.bodies = tuple(bodies)
-        self.kind = kind
+        self._handle = handle
+        self._bodies = None
+
+    @classmethod
+    def _add(cls, graph, deps, handle, size: int = 1) -> "ConditionalNode":
+        """``cudaGraphAddNode`` with ``cudaGraphNodeParams.conditional`` = (handle, type, size);
+        CUDA creates the ``size`` body graphs and returns them in ``phGraph_out``."""
+        _check_handle(graph, handle)
+        versions.require(f"{cls.kind} conditional nodes", cls._version)
+        p = rt.cudaGraphNodeParams()
+        p.type = rt.cudaGraphNodeType.cudaGraphNodeTypeConditional
+        p.conditional.handle = handle.handle
+        p.conditional.type = cls._raw_type
+        p.conditional.size = size
+        raw_deps, _ = graph._dep_list(deps)
+        raw = versions.graph_add_node(graph._raw, raw_deps, p)
+        node = cls(graph, int(raw), handle)
+        node._bodies = tuple(graph._wrap_child(b, owner=node)
+                             for b in list(p.conditional.phGraph_out)[:size])
+        return graph._register(node, handle)
+
+    @classmethod
+    def _read(cls, graph, h: int) -> "ConditionalNode":
+        """A node read back: its kind and bodies from ``cudaGraphNodeGetParams`` (driver
+        13.2 or newer); on older drivers a :class:`ConditionalNode` of unknown kind."""
+        try:
+            p = versions.node_get_params(rt.cudaGraphNode_t(h)).conditional
+        except NotSupportedError:
+            return ConditionalNode(graph, h)
+        size = int(p.size)
+        kind = {int(_T.cudaGraphCondTypeWhile): WhileNode,
+                int(_T.cudaGraphCondTypeSwitch): SwitchNode}.get(
+                    int(p.type), IfElseNode if size == 2 else IfNode)
+        node = kind(graph, h, ConditionalHandle(graph, int(p.handle)))
+        node._bodies = tuple(graph._wrap_child(b, owner=node) for b in list(p.phGraph_out)[:size])
+        return node
+
+    @property
+    def condition(self) -> ConditionalHandle | None:
+        """The :class:`ConditionalHandle` the node reads (``None`` when unknown)."""
+        return self._handle
+
+    @property
+    def bodies(self) -> tuple:
+        """The body graphs, in order (each a :class:`~pycudagraph.Graph` owned by this node).
+
+        A node read back from the driver (captured, or a clone's copy) has its bodies read
+        with ``cudaGraphNodeGetParams``, which needs a CUDA 13.2 driver.
+        """
+        bodies = self._bodies
+        if bodies is not None and all(b._owner is self for b in bodies):
+            return bodies
+        # a clone's copy of one of our nodes, or a node read back on a driver before 13.2
+        fresh = ConditionalNode._read(self.graph, self._h)
+        if fresh._bodies is None:
+            raise NotSupportedError(_OLD_DRIVER, "13.2 (cudaGraphNodeGetParams)",
+                                    f"a CUDA {versions.format_version(versions.driver_version())} driver")
+        self._bodies, self._handle = fresh._bodies, fresh._handle
+        for b in self._bodies:
+            b._owner = self
+        return self._bodies
+
+    @property
+    def params(self) -> ConditionalParams:
+        return ConditionalParams(self.kind, self._handle, self.bodies)
+
+    def _exec_set(self, exe, target, **changes) -> None:
+        raise TypeError("a conditional node has nothing to change in an exec; change the nodes "
+                        "of its body graphs with exe.set_params / exe.set_arg")
 
     def describe(self) -> str:
-        return f"conditional {self.kind}"
+        try:
+            sizes = ", ".join(str(len(b)) for b in self.bodies)
+        except NotSupportedError:
+            return "conditional (kind and bodies unknown: cudaGraphNodeGetParams needs CUDA 13.2)"
+        h = f" on 0x{self._handle.value:x}" if self._handle is not None else ""
+        return f"{self.kind}{h} (body nodes: {sizes})"
+
+
+class IfNode(ConditionalNode):
+    """Runs :attr:`body` once when the handle's value is not 0 (``cudaGraphCondTypeIf``, size 1)."""
+
+    kind = "if"
+    _raw_type = _T.cudaGraphCondTypeIf
+    __slots__ = ()
+
+    @property
+    def body(self):
+        return self.bodies[0]
+
+
+class IfElseNode(ConditionalNode):
+    """Runs ``bodies[0]`` when the value is not 0, else ``bodies[1]``
+    (``cudaGraphCondTypeIf`` with size 2, CUDA 12.8)."""
+
+    kind = "if_else"
+    _raw_type = _T.cudaGraphCondTypeIf
+    _version = 12080
+    __slots__ = ()
+
+    @classmethod
+    def _add(cls, graph, deps, handle, size: int = 2) -> "IfElseNode":
+        return super()._add(graph, deps, handle, 2)
+
+    @property
+    def then_body(self):
+        return self.bodies[0]
+
+    @property
+    def else_body(self):
+        return self.bodies[1]
+
+
+class WhileNode(ConditionalNode):
+    """Runs :attr:`body` while the value is not 0, checked before each pass
+    (``cudaGraphCondTypeWhile``). A kernel in the body sets the value for the next check."""
+
+    kind = "while"
+    _raw_type = _T.cudaGraphCondTypeWhile
+    __slots__ = ()
+
+    @property
+    def body(self):
+        return self.bodies[0]
+
+
+class SwitchNode(ConditionalNode):
+    """Runs ``bodies[value]``, or nothing when the value is ``>= len(bodies)``
+    (``cudaGraphCondTypeSwitch``, CUDA 12.8)."""
+
+    kind = "switch"
+    _raw_type = _T.cudaGraphCondTypeSwitch if hasattr(_T, "cudaGraphCondTypeSwitch") else None
+    _version = 12080
+    __slots__ = ()
+
+    @classmethod
+    def _add(cls, graph, deps, handle, size: int = 1) -> "SwitchNode":
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"a switch node needs a positive number of bodies, got {size!r}")
+        if cls._raw_type is None:
+            raise NotSupportedError("switch conditional nodes", "12.8 bindings",
+                                    "cuda-bindings without cudaGraphCondTypeSwitch")
+        return super()._add(graph, deps, handle, size)
+
+
+#: kind name -> class
+KINDS = {c.kind: c for c in (IfNode, IfElseNode, WhileNode, SwitchNode)}

@@ -5,8 +5,10 @@ from __future__ import annotations
 import ctypes
 from dataclasses import dataclass, field
 
-from .._cuda import call, check, device, dr, fast
+from .._cuda import call, check, device, dr, fast, rt, versions
+from ..errors import ArgumentError
 from ..validate import require_kernel
+from . import attributes as _attrs
 from .base import REMOVED, Node, NodeType
 
 __all__ = ["KernelNode", "KernelParams", "short_kernel_name"]
@@ -67,10 +69,16 @@ class KernelNode(Node):
         self._cvp = cvp if cvp is not None else ctypes.c_void_p(h)  # the handle, addressable
 
     @classmethod
-    def _add(cls, graph, deps, kernel, grid, block, args=(), shared_mem: int = 0) -> "KernelNode":
+    def _add(cls, graph, deps, kernel, grid, block, args=(), shared_mem: int = 0,
+             **attributes) -> "KernelNode":
         """Pack the launch and call ``cuGraphAddKernelNode`` (the driver twin of
         ``cudaGraphAddKernelNode``) with a ``CUDA_KERNEL_NODE_PARAMS_v2`` naming the
-        kernel's ``CUfunction``; its argument slots live in the node's stable buffer."""
+        kernel's ``CUfunction``; its argument slots live in the node's stable buffer.
+
+        Attributes given (not ``None``) are set with ``cudaGraphKernelNodeSetAttribute``;
+        they are all checked before the node is added.
+        """
+        todo = [_attrs.prepare(k, v) for k, v in attributes.items() if v is not None]
         pack = require_kernel(kernel, "add_kernel").pack(args, grid, block, shared_mem)
         if isinstance(deps, Node):
             deps = (deps,)
@@ -89,7 +97,18 @@ class KernelNode(Node):
             dep_addr = ctypes.addressof(arr)
         out = _VP()
         h = fast.add_kernel_node(out, graph, dep_addr, n, pack, deps)
-        return graph._register(cls(graph, h, pack, out), pack)
+        node = graph._register(cls(graph, h, pack, out), pack)
+        if todo:
+            try:
+                for attr, value in todo:
+                    call(rt.cudaGraphKernelNodeSetAttribute, node.handle, attr, value)
+            except Exception:
+                graph.remove_node(node)  # no half-configured node stays behind
+                raise
+            window = attributes.get("access_policy")
+            if window is not None:
+                graph._ledger.add(h, window.base)
+        return node
 
     def _driver_params(self):
         self._check_live()
@@ -153,8 +172,58 @@ class KernelNode(Node):
         self._pack = pack
         self.graph._register(self, pack)
 
-    def _exec_set(self, exe, target, args=None, grid=None, block=None, shared_mem=None) -> None:
+    # Attributes --------------------------------------------------------------------
+
+    @property
+    def attributes(self) -> dict:
+        """Every kernel-node attribute the driver supports, read with
+        ``cudaGraphKernelNodeGetAttribute``: priority, cluster, cooperative,
+        access_policy, mem_sync_domain, device_updatable."""
+        have = versions.driver_version()
+        return {name: _attrs.get_attribute(self.handle, name)
+                for name, entry in _attrs.ATTRIBUTES.items() if entry[1] <= have}
+
+    def get_attribute(self, name: str):
+        """One attribute (``cudaGraphKernelNodeGetAttribute``); see :attr:`attributes`."""
+        return _attrs.get_attribute(self.handle, name)
+
+    def set_attribute(self, name: str, value) -> None:
+        """Set one attribute in the graph (``cudaGraphKernelNodeSetAttribute``).
+
+        Execs made earlier keep their value; ``exe.update(graph)`` carries the change
+        over where CUDA allows it (not a cooperative on/off switch, nor a priority of an
+        exec instantiated with ``use_node_priority``).
+        """
+        _attrs.set_attribute(self.handle, name, value)
+        if name == "access_policy" and value is not None:
+            self.graph._ledger.add(self._h, value.base)
+
+    def copy_attributes_from(self, other: "KernelNode") -> None:
+        """Copy every attribute of ``other`` to this node (``cudaGraphKernelNodeCopyAttributes``)."""
+        if not isinstance(other, KernelNode):
+            raise TypeError(f"copy_attributes_from needs a KernelNode, got {type(other).__name__}")
+        versions.kernel_node_copy_attributes(self.handle, other.handle)
+
+    @property
+    def device_node(self) -> int:
+        """The ``cudaGraphDeviceNode_t`` device code passes to ``cudaGraphKernelNodeSetParam``
+        & co.; the node must have been made with ``device_updatable=True``."""
+        if not self.get_attribute("device_updatable"):
+            raise ValueError(f"{self!r} is not device-updatable: add it with device_updatable=True")
+        return _attrs.device_node(self.handle)
+
+    def _exec_set(self, exe, target, args=None, grid=None, block=None, shared_mem=None,
+                  **attributes) -> None:
         """``cuGraphExecKernelNodeSetParams`` with the exec's own copy of the node's pack."""
+        unknown = [k for k in attributes if k not in _attrs.ATTRIBUTES]
+        if unknown:
+            raise ArgumentError(f"set_params: KernelNode has no field "
+                                f"{', '.join(map(repr, unknown))}; its fields are "
+                                "['args', 'grid', 'block', 'shared_mem']")
+        if attributes:
+            raise TypeError(
+                f"an exec has no per-node attribute call ({', '.join(attributes)}): set it on "
+                "the graph node with node.set_attribute(...) and apply it with exe.update(graph)")
         pack, h = exe._kernel_entry(target)
         if grid is not None or block is not None or shared_mem is not None:
             d = pack._dims_with(grid, block, shared_mem)
