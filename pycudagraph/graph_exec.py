@@ -41,6 +41,8 @@ _PLAIN = (int, float, bool)
 _RETIRE_CHECK = 256
 _graph_launch = fast.graph_launch
 _exec_set = fast.exec_kernel_node_set_params
+_native_launch = fast.native.graph_launch if fast.native is not None else None
+_native_set_arg = fast.native.exec_set_arg if fast.native is not None else None
 
 
 class GraphExec:
@@ -119,7 +121,8 @@ class GraphExec:
         Raises the first pending exception of one of this exec's host nodes.
         """
         s = stream._h if type(stream) is Stream else stream_handle(stream)
-        _graph_launch(self._h, s, self)
+        if _native_launch is None or _native_launch(self._h, s):
+            _graph_launch(self._h, s, self)  # the checked path: first call here, trace, errors
         self._last_stream = s
         if _pending:
             raise_pending(ids=self._host_ids)
@@ -170,6 +173,13 @@ class GraphExec:
         if entry is None:
             entry = self._kernel_entry(node)
         pack, h = entry
+        if _native_set_arg is not None:
+            r = _native_set_arg(self._h, h, pack, index_or_name, value)
+            if not r:
+                return  # done by the compiled path
+            if type(r) is tuple:  # done; r[0] is the object it replaced
+                self._retire(r[0])
+                return
         layout = pack.layout
         i = (index_or_name if type(index_or_name) is int and index_or_name >= 0
              else layout.slot_index(index_or_name))

@@ -17,6 +17,8 @@ from .stream import Stream, stream_handle
 __all__ = ["Kernel"]
 
 _launch = fast.launch_kernel
+_native_launch = fast.native.launch_kernel if fast.native is not None else None
+
 
 class Kernel:
     """One kernel of a :class:`Module` (``cudaKernel_t``), with its parameter layout.
@@ -37,6 +39,7 @@ class Kernel:
         self._func_int = 0
         self._layout = None
         self._image_params: list[tuple[int, int]] | None = None
+        self._native = None  # the layout's compiled view, once the function is known
 
     # Loading -----------------------------------------------------------------------
 
@@ -86,6 +89,8 @@ class Kernel:
             if image is not None:
                 params = self._check_against_image(params, image)
             self._layout = Layout(self.name, params)
+            if self._func_int:
+                self._native = self._layout.native
         return self._layout
 
     def _check_against_image(self, params, image) -> tuple[Param, ...]:
@@ -140,9 +145,15 @@ class Kernel:
         Calls ``cuLaunchKernel`` (the driver twin of ``cudaLaunchKernel``) with the
         kernel's ``CUfunction`` in the current context.
         """
+        s = stream._h if type(stream) is Stream else stream_handle(stream)
+        nl = self._native
+        if nl is not None and not _native_launch(nl, self._func_int, grid, block, args, s,
+                                                 shared_mem):
+            return  # launched by the compiled path
+        # The checked path: first launches, values the compiled path does not convert, and
+        # any failure (diagnosed here, with the error raised naming the call).
         g, b = dim3(grid, "grid"), dim3(block, "block")
         pack = self.pack(args, g, b, shared_mem)
-        s = stream._h if type(stream) is Stream else stream_handle(stream)
         _launch(self._func_int, g, b, shared_mem, s, pack, self)
 
     def __call__(self, grid, block, args=(), stream=None, shared_mem: int = 0) -> None:

@@ -12,6 +12,7 @@ __all__ = ["KernelNode", "KernelParams", "short_kernel_name"]
 
 _VP = ctypes.c_void_p
 _PLAIN = (int, float, bool)
+_native_add = fast.native.add_kernel if fast.native is not None else None
 
 
 def short_kernel_name(name: str) -> str:
@@ -63,13 +64,20 @@ class KernelNode(Node):
     def __init__(self, graph, h: int, pack=None, cvp=None):
         super().__init__(graph, h)
         self._pack = pack  # ArgPack when built by pycudagraph; None when read back
-        self._cvp = cvp if cvp is not None else ctypes.c_void_p(h)  # the handle, addressable
+        self._cvp = cvp  # the handle as a c_void_p (a one-node dependency array), or None
 
     @classmethod
     def _add(cls, graph, deps, kernel, grid, block, args=(), shared_mem: int = 0) -> "KernelNode":
         """Pack the launch and call ``cuGraphAddKernelNode`` (the driver twin of
         ``cudaGraphAddKernelNode``) with a ``CUDA_KERNEL_NODE_PARAMS_v2`` naming the
         kernel's ``CUfunction``; its argument slots live in the node's stable buffer."""
+        nl = kernel._native
+        if nl is not None:
+            r = _native_add(nl, kernel._layout, kernel, kernel._func_int, grid, block, args,
+                            shared_mem, graph, deps)
+            if type(r) is tuple:  # packed and added by the compiled path
+                return graph._register(cls(graph, r[0], r[1]), r[1])
+        # The checked path (and the diagnosis of anything the compiled path handed back).
         pack = kernel.pack(args, grid, block, shared_mem)
         if isinstance(deps, Node):
             deps = (deps,)
@@ -77,7 +85,8 @@ class KernelNode(Node):
         arr = None
         if n == 0:
             dep_addr = None
-        elif n == 1 and type(deps[0]) is KernelNode and deps[0].graph is graph:
+        elif (n == 1 and type(deps[0]) is KernelNode and deps[0].graph is graph
+              and deps[0]._cvp is not None):
             dep_addr = ctypes.addressof(deps[0]._cvp)
         else:
             graph._dep_list(deps)
