@@ -201,19 +201,17 @@ class GraphExec:
     def set_params(self, node: Node, **changes) -> None:
         """Change parameters of one node of the exec; fields not given keep their values.
 
-        ============== ===================================== =========================================
-        node           changes                               raw call
-        ============== ===================================== =========================================
-        KernelNode     args (sequence or {index/name: v}),   ``cuGraphExecKernelNodeSetParams``
-                       grid, block, shared_mem
-        MemcpyNode     dst, src, nbytes                      ``cudaGraphExecMemcpyNodeSetParams1D``
-        MemsetNode     dst, value, count, element_size,      ``cudaGraphExecMemsetNodeSetParams``
-                       height, pitch
-        HostNode       fn, args                              ``cudaGraphExecHostNodeSetParams``
-        ChildGraphNode graph                                 ``cudaGraphExecChildGraphNodeSetParams``
-        EventRecordNode event                                ``cudaGraphExecEventRecordNodeSetEvent``
-        EventWaitNode  event                                 ``cudaGraphExecEventWaitNodeSetEvent``
-        ============== ===================================== =========================================
+        =============== =========================================================== ========================================
+        node            changes                                                     raw call
+        =============== =========================================================== ========================================
+        KernelNode      args (sequence or {index/name: v}), grid, block, shared_mem ``cuGraphExecKernelNodeSetParams``
+        MemcpyNode      dst, src, nbytes                                            ``cudaGraphExecMemcpyNodeSetParams1D``
+        MemsetNode      dst, value, count, element_size, height, pitch              ``cudaGraphExecMemsetNodeSetParams``
+        HostNode        fn, args                                                    ``cudaGraphExecHostNodeSetParams``
+        ChildGraphNode  graph                                                       ``cudaGraphExecChildGraphNodeSetParams``
+        EventRecordNode event                                                       ``cudaGraphExecEventRecordNodeSetEvent``
+        EventWaitNode   event                                                       ``cudaGraphExecEventWaitNodeSetEvent``
+        =============== =========================================================== ========================================
         """
         if not isinstance(node, Node):
             raise TypeError(f"set_params needs a node, got {type(node).__name__}")

@@ -1,0 +1,56 @@
+"""Write docs/api/index.rst: one autodoc entry for every name in ``pycudagraph.__all__``.
+
+Run ``python tools/gen_api_docs.py`` after adding a public name; ``tests/test_docs.py``
+fails while the page and ``__all__`` disagree.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import pycudagraph  # noqa: E402
+
+#: Sections in page order: (title, predicate on (name, object)).
+SECTIONS = (
+    ("Kernels: compile, load, launch", lambda n, o: n in ("Program", "Module", "Kernel")),
+    ("Streams, events, memory and devices",
+     lambda n, o: n in ("Stream", "Event", "DeviceBuffer", "PinnedBuffer", "device_pointer",
+                        "host_pointer", "Device", "device", "device_count")),
+    ("Graphs and executable graphs", lambda n, o: n in ("Graph", "GraphExec")),
+    ("Nodes", lambda n, o: n.endswith("Node") or n in ("NodeType", "ConditionalHandle")),
+    ("Capture, trace and bucketed graphs",
+     lambda n, o: n in ("capture", "capture_status", "capture_info", "trace", "BucketedGraphs",
+                        "BucketStats")),
+    ("Errors", lambda n, o: inspect.isclass(o) and issubclass(o, BaseException)),
+)
+
+
+def page() -> str:
+    names = list(pycudagraph.__all__)
+    lines = ["API reference", "=============", "",
+             "Every public name of ``pycudagraph`` (``import pycudagraph as pcg``).", ""]
+    placed = set()
+    for title, pred in SECTIONS + (("Other", lambda n, o: True),):
+        chosen = [n for n in names if n not in placed and pred(n, getattr(pycudagraph, n))]
+        if not chosen:
+            continue
+        placed.update(chosen)
+        lines += [title, "-" * len(title), ""]
+        for n in chosen:
+            obj = getattr(pycudagraph, n)
+            if inspect.isclass(obj):
+                lines += [f".. autoclass:: pycudagraph.{n}", "   :members:", ""]
+            else:
+                lines += [f".. autofunction:: pycudagraph.{n}", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+if __name__ == "__main__":
+    out = ROOT / "docs" / "api" / "index.rst"
+    out.write_text(page())
+    print(f"wrote {out}")
