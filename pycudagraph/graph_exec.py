@@ -181,7 +181,7 @@ class GraphExec:
                 self._retire(r[0])
                 return
         layout = pack.layout
-        i = (index_or_name if type(index_or_name) is int and index_or_name >= 0
+        i = (index_or_name if type(index_or_name) is int and 0 <= index_or_name < len(layout.slots)
              else layout.slot_index(index_or_name))
         conv = layout.converters[i]
         try:
