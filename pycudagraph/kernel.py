@@ -11,6 +11,7 @@ from . import _cuda
 from ._cuda import call, dr, fast, rt
 from .args import ArgPack, Layout, dim3
 from .errors import ArgumentError, CudaError
+from .reconcile import check_declared
 from .signature import Param
 from .stream import Stream, stream_handle
 
@@ -82,9 +83,13 @@ class Kernel:
 
     @property
     def layout(self) -> Layout:
-        """Packing layout; on first use checks the signature against the kernel image."""
+        """Packing layout; on first use checks the signature against the compiled kernel
+        (the module's PTX/CUBIN facts: no GPU needed), then against the loaded image."""
         if self._layout is None:
             params = self._declared
+            compiled = getattr(self.module, "entries", {}).get(self.name)
+            if compiled is not None:
+                params = check_declared(self.name, params, compiled)
             image = self.image_params
             if image is not None:
                 params = self._check_against_image(params, image)

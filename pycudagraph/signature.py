@@ -88,11 +88,16 @@ class Param:
 
 @dataclass(frozen=True)
 class KernelSignature:
-    """A ``__global__`` function found in source."""
+    """A ``__global__`` function found in source.
+
+    ``error`` says why its parameter list could not be read (``params`` is then
+    empty); the other kernels of the source are not affected.
+    """
 
     name: str
     params: tuple[Param, ...]
     extern_c: bool
+    error: str | None = None
 
     def text(self) -> str:
         return f"{self.name}({', '.join(p.describe() for p in self.params)})"
@@ -139,10 +144,28 @@ def param_from_ctype(index: int, name: str, ctype: str) -> Param:
     return Param(index, name, ctype, "struct", None, 8, "")
 
 
-def _parse_one(index: int, text: str) -> Param:
+def _resolve(ctype: str, aliases: dict[str, str] | None, depth: int = 0) -> str:
+    """Replace a typedef / using / enum / macro name by the type it stands for."""
+    if not aliases or depth > 8:
+        return ctype
+    stars = len(ctype) - len(ctype.rstrip("*"))
+    base = ctype[: len(ctype) - stars] if stars else ctype
+    if base not in aliases:
+        return ctype
+    inner = _parse_one(0, aliases[base] + " __alias_name__", None).ctype
+    return _resolve(inner, aliases, depth + 1) + "*" * stars
+
+
+def _parse_one(index: int, text: str, aliases: dict[str, str] | None = None,
+               defaults: bool = False) -> Param:
     text = text.strip()
     if "=" in text:
-        raise ValueError(f"default values are not allowed in kernel parameters: {text!r}")
+        if not defaults:
+            raise ValueError(f"default values are not allowed in kernel parameters: {text!r}")
+        text = text[: text.index("=")].strip()  # a launch passes every argument anyway
+    if "(" in text:
+        raise ValueError(f"cannot read parameter {text!r} (function pointers and "
+                         "parenthesised declarators are not parsed)")
     stars = text.count("*")
     if "&" in text:
         raise ValueError(f"kernel parameters cannot be references: {text!r}")
@@ -156,9 +179,9 @@ def _parse_one(index: int, text: str) -> Param:
     name = None
     if len(tokens) > 1 and tokens[-1] not in _TYPE_WORDS and re.fullmatch(r"[A-Za-z_]\w*", tokens[-1]):
         name = tokens.pop()
-    ctype = _normalize_type(tokens)
-    if stars:
-        ctype = ctype + "*" * stars
+    if "<" in text or any(not re.fullmatch(r"[A-Za-z_][\w:]*", t) for t in tokens):
+        raise ValueError(f"cannot read a C type from kernel parameter {text!r}")
+    ctype = _resolve(_normalize_type(tokens) + "*" * stars, aliases)
     return param_from_ctype(index, name or f"arg{index}", ctype)
 
 
@@ -180,8 +203,16 @@ def _split_params(text: str) -> list[str]:
     return [p for p in parts if p.strip()]
 
 
-def parse_params(text: str) -> tuple[Param, ...]:
-    """Parse a C parameter list: ``"float* y, float a, int n"`` or ``"(float*, float, int)"``.
+def parse_params(text: str, aliases: dict[str, str] | None = None,
+                 defaults: bool = False) -> tuple[Param, ...]:
+    """Parse a C parameter list: ``"float* y, float a, int n"`` or ``"(float* y, float a, int n)"``.
+
+    Parameters
+    ----------
+    aliases : dict, optional
+        ``typedef`` / ``using`` / ``enum`` / macro names -> the type text they stand for.
+    defaults : bool
+        Accept (and ignore) default values, as a kernel definition may have them.
 
     Raises
     ------
@@ -193,7 +224,7 @@ def parse_params(text: str) -> tuple[Param, ...]:
         text = text[1:-1]
     if text.strip() in ("", "void"):
         return ()
-    return tuple(_parse_one(i, part) for i, part in enumerate(_split_params(text)))
+    return tuple(_parse_one(i, part, aliases, defaults) for i, part in enumerate(_split_params(text)))
 
 
 def _strip_comments(source: str) -> str:
@@ -201,10 +232,58 @@ def _strip_comments(source: str) -> str:
     return re.sub(r"//[^\n]*", "", source)
 
 
+_DIRECTIVE = re.compile(r"^[ \t]*#(?:[^\n]*\\\n)*[^\n]*", re.M)
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+([A-Za-z_][\w \t]*\**)[ \t]*$", re.M)
+_TYPEDEF = re.compile(r"\btypedef\s+([^;{}()\[\]]+?)\s*;")
+_USING = re.compile(r"\busing\s+([A-Za-z_]\w*)\s*=\s*([^;{}()]+?)\s*;")
+_ENUM = re.compile(r"\benum\s+(?:class\s+|struct\s+)?([A-Za-z_]\w*)\s*(?::\s*([^{;]+?))?\s*[{;]")
 _EXTERN_BLOCK = re.compile(r'extern\s+"C"\s*\{')
-_GLOBAL = re.compile(
-    r'(extern\s+"C"\s+)?(?:static\s+)?__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?'
-    r'void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?([A-Za-z_]\w*)\s*\(([^)]*)\)')
+_EXTERN_C = re.compile(r'extern\s+"C"')
+_WITH_ARGS = {"__launch_bounds__", "__cluster_dims__", "__maxnreg__", "__attribute__",
+              "__declspec", "alignas", "__align__"}
+_IDENT = re.compile(r"\s*([A-Za-z_]\w*)")
+
+
+def source_aliases(source: str) -> dict[str, str]:
+    """Type names a source defines: ``typedef``, ``using``, ``enum`` and type-like macros."""
+    clean = _strip_comments(source)
+    aliases = {m.group(1): m.group(2) for m in _DEFINE.finditer(clean)}
+    for m in _TYPEDEF.finditer(clean):
+        words = m.group(1).replace("*", " * ").split()
+        if len(words) >= 2 and re.fullmatch(r"[A-Za-z_]\w*", words[-1]):
+            aliases[words[-1]] = " ".join(words[:-1])
+    for m in _USING.finditer(clean):
+        aliases[m.group(1)] = m.group(2)
+    for m in _ENUM.finditer(clean):
+        aliases[m.group(1)] = (m.group(2) or "int").strip()
+    return aliases
+
+
+def _closing(text: str, i: int) -> int:
+    """Index just past the parenthesis that closes the one at ``text[i]``."""
+    depth = 0
+    for j in range(i, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[j], 0)
+        if depth == 0:
+            return j + 1
+    return len(text)
+
+
+def _kernel_at(text: str, pos: int) -> tuple[str, str] | None:
+    """After a ``__global__``: skip return type and attributes; (name, parameter text)."""
+    while True:
+        m = _IDENT.match(text, pos)
+        if not m:
+            return None
+        word, pos = m.group(1), m.end()
+        rest = text[pos:].lstrip()
+        if word in _WITH_ARGS and rest.startswith("("):
+            pos = _closing(text, text.index("(", pos))
+        elif rest.startswith("("):
+            start = text.index("(", pos)
+            return word, text[start + 1: _closing(text, start) - 1]
+        elif word != "void" and not word.startswith("__") and word not in ("static", "inline"):
+            return None  # a return type other than void: not a kernel we can call
 
 
 def _extern_c_ranges(source: str) -> list[tuple[int, int]]:
@@ -218,21 +297,42 @@ def _extern_c_ranges(source: str) -> list[tuple[int, int]]:
     return ranges
 
 
+def kernel_candidates(source: str) -> dict[str, list[KernelSignature]]:
+    """Every ``__global__ void`` definition or declaration in ``source``, by name.
+
+    A name may have several candidates (``#if`` branches); the compiled facts decide
+    between them (:mod:`.reconcile`). A parameter list that cannot be read gives a
+    :class:`KernelSignature` with ``error`` set instead of failing the whole source.
+    Templates are skipped (their compiled names are mangled).
+    """
+    aliases = source_aliases(source)
+    clean = _DIRECTIVE.sub(lambda m: " " * len(m.group(0)), _strip_comments(source))
+    blocks = _extern_c_ranges(clean)
+    found: dict[str, list[KernelSignature]] = {}
+    for m in re.finditer(r"\b__global__\b", clean):
+        hit = _kernel_at(clean, m.end())
+        if hit is None:
+            continue
+        name, text = hit
+        prefix = clean[max(clean.rfind(c, 0, m.start()) for c in ";{}") + 1: m.start()]
+        if re.search(r"\btemplate\b", prefix):
+            continue
+        extern_c = bool(_EXTERN_C.search(prefix)) or any(a <= m.start() < b for a, b in blocks)
+        try:
+            sig = KernelSignature(name, parse_params(text, aliases, defaults=True), extern_c)
+        except ValueError as exc:
+            sig = KernelSignature(name, (), extern_c, str(exc))
+        found.setdefault(name, []).append(sig)
+    return found
+
+
 def parse_kernels(source: str) -> dict[str, KernelSignature]:
-    """Every ``__global__ void`` function in ``source``, by name.
+    """Every ``__global__ void`` function in ``source``, by name (the last candidate).
 
     Kernels marked ``extern "C"`` (directly or inside an ``extern "C" { }`` block) keep
     their name in the compiled image; others are C++-mangled and flagged
-    ``extern_c=False``. Templates are skipped.
+    ``extern_c=False``. Templates are skipped. The source alone can be fooled by the
+    preprocessor; :class:`~pycudagraph.program.Module` checks it against what NVRTC
+    compiled.
     """
-    clean = _strip_comments(source)
-    blocks = _extern_c_ranges(clean)
-    found = {}
-    for m in _GLOBAL.finditer(clean):
-        before = clean[max(0, m.start() - 200): m.start()]
-        if re.search(r"template\s*<[^;{}]*>\s*$", before):
-            continue
-        extern_c = bool(m.group(1)) or any(a <= m.start() < b for a, b in blocks)
-        name = m.group(2)
-        found[name] = KernelSignature(name, parse_params(m.group(3)), extern_c)
-    return found
+    return {name: sigs[-1] for name, sigs in kernel_candidates(source).items()}

@@ -1,0 +1,148 @@
+"""Headers a compile depends on, and where the CUDA headers of a pip install live.
+
+NVRTC has no dependency output (no ``-M``/``-MD`` option in NVRTC 12.x or 13.x), so
+:func:`include_files` follows ``#include`` lines the way NVRTC resolves them: a quoted
+name from the including file's folder (the program name's folder for the source),
+then every ``-I``/``--include-path`` folder in order; an angle-bracket name from the
+include folders only. Names found nowhere are NVRTC built-ins or absent (a compile
+error then says so). Every ``#include`` line counts, whatever ``#if`` it sits in: a
+header that might be read is part of the cache key.
+
+:func:`cuda_include_dir` finds ``cuda_fp16.h`` / ``cuda_bf16.h``: pip's
+``nvidia-cuda-runtime`` (CUDA 13: ``nvidia/cu13/include``) or
+``nvidia-cuda-runtime-cu12`` (``nvidia/cuda_runtime/include``), else what
+``cuda.pathfinder`` locates, when its CUDA major matches NVRTC's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import site
+import sys
+from pathlib import Path
+
+__all__ = ["include_dirs", "include_files", "cuda_include_dir", "file_digest"]
+
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]', re.M)
+_digests: dict[tuple[str, int, int], str] = {}
+
+
+def file_digest(path: str) -> str:
+    """sha256 of a file's bytes (remembered while its size and mtime do not change)."""
+    st = os.stat(path)
+    memo = (path, st.st_size, st.st_mtime_ns)
+    digest = _digests.get(memo)
+    if digest is None:
+        with open(path, "rb") as fh:
+            digest = hashlib.sha256(fh.read()).hexdigest()
+        _digests[memo] = digest
+    return digest
+
+
+def include_dirs(options) -> tuple[list[str], list[str]]:
+    """The ``-I`` folders and the ``--pre-include`` files named by NVRTC options."""
+    dirs, pre = [], []
+    opts = list(options)
+    for i, opt in enumerate(opts):
+        nxt = opts[i + 1] if i + 1 < len(opts) else ""
+        for flag, out in (("--include-path", dirs), ("-I", dirs), ("--pre-include", pre),
+                          ("-include", pre)):
+            if opt == flag:
+                out.append(nxt)
+            elif opt.startswith(flag + "="):
+                out.append(opt[len(flag) + 1:])
+            elif flag == "-I" and opt.startswith("-I") and len(opt) > 2:
+                out.append(opt[2:])
+            else:
+                continue
+            break
+    return dirs, pre
+
+
+def _find(name: str, quoted: bool, here: str, dirs: list[str]) -> str | None:
+    if os.path.isabs(name):
+        return name if os.path.isfile(name) else None
+    for folder in ([here] if quoted else []) + dirs:
+        cand = os.path.join(folder, name)
+        if os.path.isfile(cand):
+            return os.path.normpath(cand)
+    return None
+
+
+def include_files(source: str, name: str, options) -> list[tuple[str, str]]:
+    """Every file the source may include, as (how it was named, resolved path or "").
+
+    Follows includes into the files found, once each. Resolution is relative to the
+    current folder, as NVRTC's is.
+    """
+    dirs, pre = include_dirs(options)
+    here = os.path.dirname(name) or "."
+    found: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    todo = [(text, here) for text in [source]]
+    for p in pre:
+        todo.append((f'#include "{p}"\n', here))
+    while todo:
+        text, folder = todo.pop()
+        for m in _INCLUDE.finditer(text):
+            quoted, inc = m.group(1) == '"', m.group(2).strip()
+            path = _find(inc, quoted, folder, dirs)
+            key = path or f"<{inc}>"
+            if key in seen:
+                continue
+            seen.add(key)
+            found.append((inc, path or ""))
+            if path:
+                try:
+                    body = Path(path).read_text(errors="replace")
+                except OSError:
+                    continue
+                todo.append((body, os.path.dirname(path)))
+    return found
+
+
+def _site_dirs() -> list[str]:
+    dirs = [p for p in sys.path if p and os.path.isdir(p)]
+    try:
+        dirs += site.getsitepackages() + [site.getusersitepackages()]
+    except AttributeError:  # some embedded interpreters
+        pass
+    return list(dict.fromkeys(dirs))
+
+
+def _cudart_major(folder: str) -> int | None:
+    try:
+        text = Path(folder, "cuda_runtime_api.h").read_text(errors="replace")
+    except OSError:
+        return None
+    m = re.search(r"#define\s+CUDART_VERSION\s+(\d+)", text)
+    return int(m.group(1)) // 1000 if m else None
+
+
+_header_dirs: dict[int, str | None] = {}
+
+
+def cuda_include_dir(nvrtc_major: int) -> str | None:
+    """The folder holding ``cuda_fp16.h`` for this NVRTC major, or ``None``."""
+    if nvrtc_major in _header_dirs:
+        return _header_dirs[nvrtc_major]
+    # CUDA 13 wheels put headers in nvidia/cu13/include, CUDA 12 ones per component
+    sub = os.path.join("nvidia", f"cu{nvrtc_major}" if nvrtc_major >= 13 else "cuda_runtime", "include")
+    found = None
+    for base in _site_dirs():
+        cand = os.path.join(base, sub)
+        if os.path.isfile(os.path.join(cand, "cuda_fp16.h")):
+            found = cand
+            break
+    if found is None:
+        try:
+            from cuda.pathfinder import find_nvidia_header_directory
+            cand = find_nvidia_header_directory("cudart")
+        except Exception:  # an older cuda.pathfinder, or none: no automatic path
+            cand = None
+        if cand and _cudart_major(cand) == nvrtc_major and os.path.isfile(os.path.join(cand, "cuda_fp16.h")):
+            found = cand
+    _header_dirs[nvrtc_major] = found
+    return found
