@@ -57,7 +57,7 @@ def test_eager_launch_build_set_arg_and_launch_give_numpy_results(helpers, strea
     stream.synchronize()
     expect = (expect + np.arange(N, dtype=np.float32)) * 2.0
     np.testing.assert_allclose(values(y), expect)
-    assert b.params.args == {"y": y, "a": 0.5, "n": N}  # the graph's node is unchanged
+    assert b.params.args == {"y": y.ptr, "a": 0.5, "n": N}  # the graph's node is unchanged
 
 
 def test_set_arg_pointer_swap_retires_the_old_buffer(helpers, stream):

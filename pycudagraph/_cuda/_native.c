@@ -2,7 +2,7 @@
  *
  * A plain CPython extension with no CUDA header and no link to libcuda: the driver entry
  * points (cuGraphLaunch, cuLaunchKernel, cuGraphAddKernelNode_v2,
- * cuGraphExecKernelNodeSetParams_v2, cuGraphAddMemsetNode) are handed over at run time by
+ * cuGraphExecKernelNodeSetParams_v2) are handed over at run time by
  * fast.py as addresses it read from libcuda, so one build serves CUDA 12.x and 13.x
  * drivers and both cuda-bindings majors.
  *
@@ -29,14 +29,11 @@ typedef CUresult (*launch_kernel_fn)(void *f, unsigned gx, unsigned gy, unsigned
 typedef CUresult (*add_kernel_fn)(void **node, void *graph, void *const *deps, size_t n,
                                   const void *params);
 typedef CUresult (*exec_set_fn)(void *exec, void *node, const void *params);
-typedef CUresult (*add_memset_fn)(void **node, void *graph, void *const *deps, size_t n,
-                                  const void *params, void *ctx);
 
 static graph_launch_fn p_graph_launch;
 static launch_kernel_fn p_launch_kernel;
 static add_kernel_fn p_add_kernel;
 static exec_set_fn p_exec_set;
-static add_memset_fn p_add_memset;
 
 /* CUDA_KERNEL_NODE_PARAMS_v2, as pycudagraph/_cuda/structs.py names it. */
 typedef struct {
@@ -51,16 +48,6 @@ typedef struct {
     uint64_t ctx;
 } kparams;
 _Static_assert(sizeof(kparams) == 72, "CUDA_KERNEL_NODE_PARAMS_v2 is 72 bytes");
-
-/* CUDA_MEMSET_NODE_PARAMS */
-typedef struct {
-    uint64_t dst;
-    size_t pitch;
-    uint32_t value;
-    uint32_t element_size;
-    size_t width;
-    size_t height;
-} mparams;
 
 #define HEADER 72
 #define STACK_PACK 4096
@@ -597,37 +584,6 @@ done:
     return result;
 }
 
-/* add_memset(graph_h, deps_tuple_of_handles, dst, pitch, value, element_size, width,
- *            height, ctx) -> node handle or int: cuGraphAddMemsetNode. */
-static PyObject *add_memset(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
-{
-    NARGS(9);
-    void *graph_h, *ctx;
-    uint64_t dst, pitch, width, height;
-    uint32_t value, esize;
-    if (!p_add_memset || !ready() || as_ptr(a[0], &graph_h) || !PyTuple_CheckExact(a[1]) ||
-        as_u64(a[2], &dst) || as_u64(a[3], &pitch) || as_u32(a[4], &value) ||
-        as_u32(a[5], &esize) || as_u64(a[6], &width) || as_u64(a[7], &height) ||
-        as_ptr(a[8], &ctx))
-        return PyLong_FromLong(-1);
-    Py_ssize_t nd = PyTuple_GET_SIZE(a[1]);
-    if (nd > MAX_DEPS)
-        return PyLong_FromLong(-1);
-    void *dep_h[MAX_DEPS];
-    for (Py_ssize_t i = 0; i < nd; i++)
-        if (as_ptr(PyTuple_GET_ITEM(a[1], i), &dep_h[i]))
-            return PyLong_FromLong(-1);
-    mparams p = {dst, (size_t)pitch, value, esize, (size_t)width, (size_t)height};
-    void *node = NULL;
-    CUresult rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = p_add_memset(&node, graph_h, nd ? dep_h : NULL, (size_t)nd, &p, ctx);
-    Py_END_ALLOW_THREADS
-    if (rc)
-        return PyLong_FromLong(rc);
-    return Py_BuildValue("(N)", PyLong_FromVoidPtr(node));
-}
-
 /* ---------------------------------------------------------------------------------- */
 /* Set-up                                                                             */
 
@@ -652,7 +608,6 @@ static PyObject *init(PyObject *m, PyObject *args)
     p_launch_kernel = (launch_kernel_fn)entry(table, "cuLaunchKernel");
     p_add_kernel = (add_kernel_fn)entry(table, "cuGraphAddKernelNode_v2");
     p_exec_set = (exec_set_fn)entry(table, "cuGraphExecKernelNodeSetParams_v2");
-    p_add_memset = (add_memset_fn)entry(table, "cuGraphAddMemsetNode");
     Py_XSETREF(check_dict, Py_NewRef(ns));
     Py_RETURN_NONE;
 }
@@ -695,9 +650,6 @@ static PyMethodDef methods[] = {
     {"exec_set_arg", (PyCFunction)(void (*)(void))exec_set_arg, METH_FASTCALL,
      "exec_set_arg(exec_h, node_h, pack, index, value) -> int or (old,): "
      "cuGraphExecKernelNodeSetParams"},
-    {"add_memset", (PyCFunction)(void (*)(void))add_memset, METH_FASTCALL,
-     "add_memset(graph_h, deps, dst, pitch, value, element_size, width, height, ctx)"
-     " -> (node_h,) or int: cuGraphAddMemsetNode"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_native",

@@ -64,8 +64,7 @@ _SYMBOLS = {
     "cuGraphExecUpdate_v2": ("update", [_VP] * 3),
     "cuLaunchKernel": ("launch_kernel", [_VP, _U, _U, _U, _U, _U, _U, _U, _VP, _VP, _VP]),
 }
-#: Entry points only the compiled path calls.
-_NATIVE_ONLY = ("cuGraphAddMemsetNode",)
+
 
 
 class _Table:
@@ -93,8 +92,6 @@ def _load() -> None:
         setattr(_f, attr, fn)
         table[sym] = ctypes.cast(fn, _VP).value
     if native is not None:
-        for sym in _NATIVE_ONLY:
-            table[sym] = ctypes.cast(getattr(lib, sym), _VP).value
         native.init(table, vars(check))
 
 

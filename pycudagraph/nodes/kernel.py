@@ -71,7 +71,7 @@ class KernelNode(Node):
         """Pack the launch and call ``cuGraphAddKernelNode`` (the driver twin of
         ``cudaGraphAddKernelNode``) with a ``CUDA_KERNEL_NODE_PARAMS_v2`` naming the
         kernel's ``CUfunction``; its argument slots live in the node's stable buffer."""
-        nl = kernel._native
+        nl = getattr(kernel, "_native", None)  # a Kernel's compiled layout, once loaded
         if nl is not None:
             r = _native_add(nl, kernel._layout, kernel, kernel._func_int, grid, block, args,
                             shared_mem, graph, deps)
