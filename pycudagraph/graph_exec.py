@@ -53,7 +53,7 @@ class GraphExec:
     """
 
     __slots__ = ("_raw", "_h", "graph", "_packs", "_src", "_ledger", "_aliases", "_pending",
-                 "_host_ids", "_last_stream", "_fin", "__weakref__")
+                 "_host_ids", "_host_scan", "_last_stream", "_fin", "__weakref__")
 
     @classmethod
     def _instantiate(cls, graph, upload_stream, auto_free_on_launch, device_launch,
@@ -69,14 +69,18 @@ class GraphExec:
             flags |= int(_F.cudaGraphInstantiateFlagUpload)
             params.uploadStream = stream_handle(upload_stream)
         params.flags = flags
-        try:
-            raw = call(rt.cudaGraphInstantiateWithParams, graph._raw, params)
-        except PyCudaGraphError as exc:
-            exc.hint = f"result: {params.result_out.name}"
-            if int(params.errNode_out):
-                exc.hint += f"; failing node: {graph._node(params.errNode_out).describe()}"
-            exc.args = (exc._text(),)
-            raise
+        h = fast.graph_instantiate(graph, flags) if upload_stream is None else 0
+        if h:
+            raw = rt.cudaGraphExec_t(h)
+        else:  # with an upload stream, or to say why the driver refused
+            try:
+                raw = call(rt.cudaGraphInstantiateWithParams, graph._raw, params)
+            except PyCudaGraphError as exc:
+                exc.hint = f"result: {params.result_out.name}"
+                if int(params.errNode_out):
+                    exc.hint += f"; failing node: {graph._node(params.errNode_out).describe()}"
+                exc.args = (exc._text(),)
+                raise
         self = cls.__new__(cls)
         self._raw = raw
         self._h = int(raw)
@@ -87,7 +91,8 @@ class GraphExec:
         self._ledger = Ledger({"graph": graph.keepalive()})
         self._aliases = {}
         self._pending = None
-        self._host_ids = None  # found on first need (_hostcalls): no walk of every node here
+        self._host_ids = set()
+        self._host_scan = True  # the ledger is scanned on first need (_hostcalls), not here
         self._last_stream = None
         graph._execs.add(self)
         self._fin = release(self, rt.cudaGraphExecDestroy, raw)
@@ -106,17 +111,16 @@ class GraphExec:
         if old is not None:
             self._retire(old)
         self._ledger.hold(key, *objs)
-        self._host_ids = None
 
     def _hostcalls(self) -> set:
         """Ids of the host callables this exec can run (their exceptions are its to raise).
 
         Found when first needed, after a host node raised somewhere, not at instantiate or
         update: walking every node's kept objects there cost about 0.5 us per node."""
-        ids = self._host_ids
-        if ids is None:
-            ids = self._host_ids = hostcall_ids(self._ledger.snapshot())
-        return ids
+        if self._host_scan:
+            hostcall_ids(self._ledger.snapshot(), self._host_ids)
+            self._host_scan = False
+        return self._host_ids
 
     def _retire(self, old) -> None:
         n = self._ledger.retire(old)
@@ -277,7 +281,8 @@ class GraphExec:
         self._pending = graph  # nodes are paired on the next per-node update
         self._retire(self._ledger.snapshot())
         self._ledger.held = {"graph": graph.keepalive() + (graph,)}
-        self._host_ids = None
+        self._host_ids = set()
+        self._host_scan = True
 
     def _resolve_update(self) -> None:
         """Pair the last update's nodes with the exec's (creation order, as CUDA pairs them)."""

@@ -34,7 +34,7 @@ from .structs import KERNEL_NODE_PARAMS_SIZE
 
 __all__ = ["graph_launch", "launch_kernel", "add_kernel_node", "kernel_node_set_params",
            "exec_kernel_node_set_params", "exec_update", "native", "native_status",
-           "native_layout", "NATIVE_ENV"]
+           "native_layout", "NATIVE_ENV", "graph_instantiate"]
 
 #: Set to 1 to use the ctypes path even where the compiled one is built.
 NATIVE_ENV = "PYCUDAGRAPH_NO_NATIVE"
@@ -62,6 +62,7 @@ _SYMBOLS = {
     "cuGraphKernelNodeSetParams_v2": ("node_set", [_VP] * 2),
     "cuGraphExecKernelNodeSetParams_v2": ("exec_set", [_VP] * 3),
     "cuGraphExecUpdate_v2": ("update", [_VP] * 3),
+    "cuGraphInstantiateWithFlags": ("instantiate", [_VP, _VP, ctypes.c_ulonglong]),
     "cuLaunchKernel": ("launch_kernel", [_VP, _U, _U, _U, _U, _U, _U, _U, _VP, _VP, _VP]),
 }
 
@@ -70,7 +71,7 @@ _SYMBOLS = {
 class _Table:
     """The ctypes functions, set by :func:`_load` before the first device use."""
 
-    launch = add_kernel = node_set = exec_set = update = launch_kernel = None
+    launch = add_kernel = node_set = exec_set = update = launch_kernel = instantiate = None
 
 
 _f = _Table()
@@ -198,3 +199,18 @@ def exec_update(exe, graph, info) -> int:
     if check.tracer is not None:
         check.tracer("cuGraphExecUpdate", (exe, graph), (rc,))
     return rc
+
+
+def graph_instantiate(graph, flags: int) -> int:
+    """``cuGraphInstantiateWithFlags(&exec, graph, flags)``: the exec handle, or 0 if refused.
+
+    The driver twin of ``cudaGraphInstantiateWithFlags``. Traced; a refusal does not raise
+    here: the caller repeats the instantiation with ``cudaGraphInstantiateWithParams``,
+    whose result code and failing node say why.
+    """
+    _ensure()
+    out = _VP()
+    rc = _f.instantiate(ctypes.addressof(out), graph._h, flags)
+    if check.tracer is not None:
+        check.tracer("cuGraphInstantiateWithFlags", (graph, flags), (rc,))
+    return 0 if rc else (out.value or 0)
