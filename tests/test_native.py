@@ -230,6 +230,8 @@ def test_kernel_node_add_makes_an_argpack_and_checks_graph_membership():
         assert pack.values() == py.values() and pack.dims == py.dims
         assert struct.unpack_from("<Q", pack.buf, 40)[0] == pack.address + 72
         assert pack.copy().values() == py.values()
+        h2, _ = N.add_kernel(NL, LAYOUT, "k", 0x77, 1, 1, list(ARGS), 0, g, [Node(g, 0x13)])
+        assert CALLS[-1][1][1] == [0x13]  # lists of arguments and dependencies as well
         n = len(CALLS)
         assert N.add_kernel(NL, LAYOUT, "k", 0x77, 1, 1, ARGS, 0, g, (Node(other, 1),)) == -1
         assert N.add_kernel(NL, LAYOUT, "k", 0x77, 1, 1, ARGS, 0, g, Node(g, 1)) == -1

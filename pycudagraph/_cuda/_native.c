@@ -340,14 +340,15 @@ static int fill(Layout *L, char *buf, uint64_t func, PyObject *grid, PyObject *b
     if (!L->simple || dims(grid, h->grid) || dims(block, h->block) ||
         as_u32(shm, &h->shared_mem))
         return -1;
-    PyObject *seq;
-    if (PyTuple_CheckExact(args) || PyList_CheckExact(args))
-        seq = args;
-    else
+    if (!PyTuple_CheckExact(args) && !PyList_CheckExact(args))
         return -1;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    if (n != L->n)
+    if (PySequence_Fast_GET_SIZE(args) != L->n)
         return -1;
+    /* A list is copied: a converter (a __cuda_array_interface__ property) could change it. */
+    PyObject *seq = PyList_CheckExact(args) ? PyList_AsTuple(args) : Py_NewRef(args);
+    if (!seq)
+        return fail();
+    Py_ssize_t n = L->n;
     PyObject **items = PySequence_Fast_ITEMS(seq);
     h->func = func;
     h->pad = 0;
@@ -357,9 +358,12 @@ static int fill(Layout *L, char *buf, uint64_t func, PyObject *grid, PyObject *b
     for (Py_ssize_t i = 0; i < n; i++) {
         char *slot = buf + L->offsets[i];
         ptrs[i] = (uint64_t)(uintptr_t)slot;
-        if (put(L->kinds[i], slot, items[i], PyTuple_GET_ITEM(L->converters, i)))
+        if (put(L->kinds[i], slot, items[i], PyTuple_GET_ITEM(L->converters, i))) {
+            Py_DECREF(seq);
             return -1;
+        }
     }
+    Py_DECREF(seq);
     return 0;
 }
 
@@ -407,10 +411,42 @@ static PyObject *launch_kernel(PyObject *m, PyObject *const *a, Py_ssize_t nargs
     return PyLong_FromLong(rc);
 }
 
+/* The handles of dependency nodes that all belong to graph; 0, or -1 (the Python path). */
+static int dep_handles(PyObject *deps, PyObject *graph, void **out)
+{
+    PyObject *seq = PySequence_Tuple(deps);   /* a list is copied: attribute reads run code */
+    if (!seq)
+        return fail();
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(seq) && !rc; i++) {
+        PyObject *d = PyTuple_GET_ITEM(seq, i);
+        PyObject *g = PyObject_GetAttr(d, s_graph);
+        if (!g) {
+            rc = fail();
+            break;
+        }
+        int same = g == graph;
+        Py_DECREF(g);
+        if (!same) {
+            rc = -1;
+            break;
+        }
+        PyObject *hv = PyObject_GetAttr(d, s_h);
+        if (!hv) {
+            rc = fail();
+            break;
+        }
+        rc = as_ptr(hv, &out[i]);
+        Py_DECREF(hv);
+    }
+    Py_DECREF(seq);
+    return rc;
+}
+
 /* add_kernel(native_layout, layout, kernel, func, grid, block, args, shared_mem, graph, deps)
  *   -> (node_handle, ArgPack) or int: cuGraphAddKernelNode with the launch packed in a new
  * buffer (a bytearray the ArgPack owns). Every dependency must be a node whose .graph is
- * graph; anything else goes to the Python path, which checks membership. */
+ * graph, in a tuple; anything else goes to the Python path, which checks membership. */
 static PyObject *add_kernel(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
 {
     NARGS(10);
@@ -421,33 +457,14 @@ static PyObject *add_kernel(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
     void *func;
     if (as_ptr(a[3], &func) || !func)
         return PyLong_FromLong(-1);
-    if (!PyTuple_CheckExact(deps) && !PyList_CheckExact(deps))
+    if (!PyTuple_CheckExact(deps) && !PyList_CheckExact(deps))  /* one node: Python path */
         return PyLong_FromLong(-1);
     Py_ssize_t nd = PySequence_Fast_GET_SIZE(deps);
     if (nd > MAX_DEPS)
         return PyLong_FromLong(-1);
     void *dep_h[MAX_DEPS];
-    PyObject **ditems = PySequence_Fast_ITEMS(deps);
-    for (Py_ssize_t i = 0; i < nd; i++) {
-        PyObject *g = PyObject_GetAttr(ditems[i], s_graph);
-        if (!g) {
-            PyErr_Clear();
-            return PyLong_FromLong(-1);
-        }
-        int same = g == graph;
-        Py_DECREF(g);
-        if (!same)
-            return PyLong_FromLong(-1);
-        PyObject *hv = PyObject_GetAttr(ditems[i], s_h);
-        if (!hv) {
-            PyErr_Clear();
-            return PyLong_FromLong(-1);
-        }
-        int bad = as_ptr(hv, &dep_h[i]);
-        Py_DECREF(hv);
-        if (bad)
-            return PyLong_FromLong(-1);
-    }
+    if (dep_handles(deps, graph, dep_h))
+        return PyLong_FromLong(-1);
     PyObject *gh = PyObject_GetAttr(graph, s_h);
     if (!gh) {
         PyErr_Clear();
@@ -561,6 +578,10 @@ static PyObject *exec_set_arg(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
     if (rc) {
         memcpy(slot, saved, size);
         result = PyLong_FromLong(rc);
+        goto done;
+    }
+    if (PyList_GET_SIZE(refs) <= i) {   /* changed by another thread meanwhile */
+        result = PyLong_FromLong(0);
         goto done;
     }
     PyObject *old = PyList_GET_ITEM(refs, i);

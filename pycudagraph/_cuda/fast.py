@@ -24,6 +24,7 @@ See ``docs/HOT_PATH.md``.
 from __future__ import annotations
 
 import ctypes
+import importlib
 import os
 import sys
 
@@ -44,7 +45,7 @@ def _import_native():
     if os.environ.get(NATIVE_ENV, "").strip() not in ("", "0"):
         return None, f"disabled by {NATIVE_ENV}=1"
     try:
-        from . import _native as mod
+        mod = importlib.import_module(__package__ + "._native")  # a C extension, if built
     except ImportError as exc:
         return None, f"not built ({exc})"
     return mod, ""
