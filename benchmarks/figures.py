@@ -166,4 +166,7 @@ def evaluate_targets(results: dict) -> list[dict]:
     out.append(_judge("demo MLP graph replay per iteration <= 1.15x its GPU-only time", [
         ("replay / GPU-only", v("mlp_graph_over_gpu", "pcg"), "<=", 1.15),
     ]))
+    out.append(_judge("demo MLP GPU-only per iteration <= PyTorch's (cuBLAS) on the same GPU", [
+        ("pcg vs PyTorch", v("mlp_gpu_iter", "pcg"), "<=", v("mlp_gpu_iter", "torch")),
+    ]))
     return out

@@ -13,7 +13,7 @@ The captured graph is then introspected (``cudaGraphGetNodes``,
 adding a pycudagraph kernel node after its leaves (``cudaGraphAddKernelNode``),
 instantiated and launched twice with new input (``cudaGraphLaunch``), checked against
 numpy. Each framework is skipped when it is not importable or has no GPU; with
-neither, the script prints SKIPPED and exits 0.
+neither, the script prints SKIPPED and exits 0 (with no GPU at all it exits 1).
 """
 
 import numpy as np
@@ -104,12 +104,12 @@ def available(name):
 
 
 def main():
+    add_one = pcg.Module.from_file("helpers.cu")["add_one"]
+    stream = pcg.Stream()
     cp, torch = available("cupy"), available("torch")
     if cp is None and torch is None:
         print("SKIPPED: neither CuPy nor PyTorch with CUDA is importable here")
         return
-    add_one = pcg.Module.from_file("helpers.cu")["add_one"]
-    stream = pcg.Stream()
     scratch = pcg.DeviceBuffer(4)
     add_one.launch(1, 1, (scratch, 1), stream=stream)  # warm-up: load the module
     stream.synchronize()
@@ -123,4 +123,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except pcg.CudaNotAvailableError as exc:  # no GPU: one sentence, no traceback
+        raise SystemExit(f"This example needs an NVIDIA GPU; none is usable here ({exc.name}).")

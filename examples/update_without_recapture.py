@@ -100,4 +100,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except pcg.CudaNotAvailableError as exc:  # no GPU: one sentence, no traceback
+        raise SystemExit(f"This example needs an NVIDIA GPU; none is usable here ({exc.name}).")

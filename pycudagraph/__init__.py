@@ -9,7 +9,7 @@ from .bucketed import BucketedGraphs, BucketStats
 from .capture import capture, capture_status
 from .kernel import Kernel
 from .program import Module, Program
-from .errors import (ArgumentError, CaptureError, CompileError, CudaError,
+from .errors import (ArgumentError, CaptureError, ClosedError, CompileError, CudaError,
                      CudaNotAvailableError, GraphExecUpdateError, HostCallbackError,
                      NotSupportedError, PyCudaGraphError)
 from .graph import Graph
@@ -34,4 +34,5 @@ __all__ = [
     "MemFreeNode", "ConditionalNode",
     "PyCudaGraphError", "CudaError", "CudaNotAvailableError", "NotSupportedError",
     "CompileError", "ArgumentError", "CaptureError", "GraphExecUpdateError", "HostCallbackError",
+    "ClosedError",
 ]

@@ -1,4 +1,5 @@
-"""Lifetime: finalizers that never raise, and the ledger of what a graph or exec keeps alive.
+"""Lifetime: finalizers that never raise, the ledger of what a graph or exec keeps alive,
+deferred frees, and a quiet process exit.
 
 Each owning object registers ``release(obj, destroy_fn, handle)`` with the raw destroy
 call and the handle (never the object itself), as cuda.core does with its small
@@ -11,17 +12,26 @@ can run anywhere) is deferred until the capture ends: ``cudaFree`` or
 
 A :class:`Ledger` is the one place a graph or an exec records the Python objects its
 nodes point at (buffers, arrays, callables, kernels, events, child graphs), and the
-objects an update replaced while a launch may still read them.
+objects an update replaced while a launch may still read them. Every live ledger is
+findable (:func:`holders_of`), so ``DeviceBuffer.free()`` can tell whether a graph or
+exec still points at the buffer and, if one does, defer the ``cudaFree`` until the last
+of them lets go (:func:`defer_free`).
+
+At process exit (:mod:`atexit`) open captures are ended and, when host nodes exist,
+the device is synchronized so that no host callback runs while Python is shutting down;
+after that every finalizer is a no-op.
 """
 
 from __future__ import annotations
 
+import atexit
 import sys
 import weakref
 
 from ._cuda import check
 
-__all__ = ["release", "flush_deferred", "Ledger"]
+__all__ = ["release", "flush_deferred", "Ledger", "holders_of", "defer_free", "retry_frees",
+           "deferred_frees", "register_contents", "on_exit"]
 
 _deferred: list = []
 
@@ -41,7 +51,10 @@ def _run_destroy(destroy_fn, handle) -> None:
 def flush_deferred() -> None:
     """Run the destroys deferred during captures (called when the last capture ends)."""
     while _deferred and not check.capture_watchers:
-        destroy_fn, handle = _deferred.pop()
+        try:
+            destroy_fn, handle = _deferred.pop()
+        except IndexError:  # another thread emptied it
+            return
         _run_destroy(destroy_fn, handle)
 
 
@@ -55,25 +68,59 @@ def release(owner, destroy_fn, handle) -> weakref.finalize:
     return fin
 
 
+# ----------------------------------------------------------------------------------
+# Ledgers
+
+#: id(ledger) -> weakref to every live :class:`Ledger` (the ledgers themselves are the
+#: record of what is held; this only makes them findable).
+_ledgers: dict = {}
+
+#: type -> function giving the objects a container kept in a ledger refers to
+#: (``ArgPack`` -> its argument values, ``HostCall`` -> its callable and args).
+_contents: dict = {}
+
+
+def register_contents(cls, fn) -> None:
+    """Tell the ledgers how to look inside ``cls`` objects (``fn(obj)`` -> iterable)."""
+    _contents[cls] = fn
+
+
+def _ledger_gone(key) -> None:
+    try:  # a weakref callback: may run anywhere, even while the interpreter shuts down
+        _ledgers.pop(key, None)
+        if _pending_frees:
+            retry_frees()
+    except BaseException:  # noqa: BLE001 - never raises
+        pass
+
+
 class Ledger:
     """What one graph or exec keeps alive.
 
     ``held`` maps a key (a node handle, or a name) to a tuple of objects; ``retired``
     holds objects an update replaced, until the owner knows no launch can still read them.
+    ``owner`` names the graph or exec in messages.
     """
 
-    __slots__ = ("held", "retired")
+    __slots__ = ("held", "retired", "closed", "_owner", "__weakref__")
 
-    def __init__(self, held: dict | None = None):
+    def __init__(self, held: dict | None = None, owner=None):
         self.held: dict = dict(held) if held else {}
         self.retired: list = []
+        self.closed = False  # the owner was destroyed: it holds, but no longer uses, things
+        self._owner = weakref.ref(owner) if owner is not None else None
+        key = id(self)
+        _ledgers[key] = weakref.ref(self, lambda _ref, key=key: _ledger_gone(key))
 
     def hold(self, key, *objs) -> None:
         """Keep ``objs`` under ``key``, replacing what was kept there."""
+        old = self.held.get(key)
         if objs:
             self.held[key] = objs
-        else:
-            self.held.pop(key, None)
+        elif old is not None:
+            del self.held[key]
+        if old is not None and _pending_frees:
+            retry_frees()
 
     def add(self, key, *objs) -> None:
         """Keep ``objs`` under ``key`` in addition to what is kept there."""
@@ -82,6 +129,8 @@ class Ledger:
     def drop(self, key) -> None:
         """Stop keeping what is under ``key`` (now: nothing can launch it any more)."""
         self.held.pop(key, None)
+        if _pending_frees:
+            retry_frees()
 
     def retire(self, obj) -> int:
         """Keep ``obj`` until :meth:`clear_retired`; returns how many are retired."""
@@ -89,19 +138,151 @@ class Ledger:
         return len(self.retired)
 
     def clear_retired(self) -> None:
-        self.retired.clear()
+        if self.retired:
+            self.retired.clear()
+            if _pending_frees:
+                retry_frees()
+
+    def clear(self) -> None:
+        """Keep nothing any more (the owner was destroyed)."""
+        self.held = {}
+        self.retired = []
+        if _pending_frees:
+            retry_frees()
+
+    def close(self) -> None:
+        """The owner was destroyed but a launch of it may still be in flight: keep what is
+        held alive (a host node may still call its callable) without counting as a user
+        of it, so a deferred ``free()`` goes ahead (``cudaFree`` waits for the device)."""
+        self.closed = True
+        if _pending_frees:
+            retry_frees()
 
     def snapshot(self) -> tuple:
         """Everything held, as one tuple (what a copy of the owner must keep)."""
         return tuple(self.held.values())
 
+    def owner_name(self) -> str:
+        owner = self._owner() if self._owner is not None else None
+        return repr(owner) if owner is not None else "a graph or exec being destroyed"
+
+    def uses(self, obj) -> bool:
+        """True when ``obj`` is held or retired here (looking inside tuples, lists and
+        registered containers such as argument packs)."""
+        if self.closed:
+            return False
+        return _refers_to((tuple(self.held.values()), tuple(self.retired)), obj)
+
     def __contains__(self, obj) -> bool:
-        return any(_refers_to(v, obj) for v in self.held.values())
+        return _refers_to(tuple(self.held.values()), obj)
 
 
 def _refers_to(value, obj) -> bool:
-    if value is obj:
-        return True
-    if isinstance(value, (tuple, list)):
-        return any(_refers_to(v, obj) for v in value)
+    stack = [value]
+    seen = set()
+    while stack:
+        v = stack.pop()
+        if v is obj:
+            return True
+        t = type(v)
+        if t is tuple or t is list:
+            if id(v) not in seen:
+                seen.add(id(v))
+                stack.extend(v)
+            continue
+        fn = _contents.get(t)
+        if fn is not None and id(v) not in seen:
+            seen.add(id(v))
+            stack.extend(fn(v))
     return False
+
+
+def holders_of(obj, first: bool = False) -> list[str]:
+    """Names of the live graphs and execs whose ledgers hold or retired ``obj``
+    (only the first one found with ``first=True``).
+
+    Looks through every live ledger: the cost grows with what live graphs hold.
+    """
+    out = []
+    for ref in list(_ledgers.values()):
+        ledger = ref()
+        if ledger is not None and ledger.uses(obj):
+            out.append(ledger.owner_name())
+            if first:
+                break
+    return out
+
+
+# ----------------------------------------------------------------------------------
+# Deferred frees
+
+#: weakrefs to buffers whose ``free()`` was deferred because something still used them.
+_pending_frees: list = []
+
+
+def defer_free(buf) -> None:
+    """Release ``buf`` (``buf._release()``) once ``buf._holders()`` is empty.
+
+    Checked again whenever a ledger lets something go (a node removed, an update
+    replacing a value, an exec synchronized or destroyed, a view collected).
+    """
+    _pending_frees.append(weakref.ref(buf))
+
+
+def retry_frees() -> None:
+    """Release every deferred buffer that nothing holds any more; never raises."""
+    for ref in list(_pending_frees):
+        buf = ref()
+        try:
+            if buf is not None and buf._holders(first=True):
+                continue
+            _pending_frees.remove(ref)
+        except ValueError:  # another thread got there first
+            continue
+        except Exception:  # a finalizer path never raises
+            continue
+        if buf is not None:
+            buf._release()
+
+
+def deferred_frees() -> list:
+    """The buffers whose ``free()`` is waiting for a graph or exec to let go."""
+    return [b for b in (r() for r in list(_pending_frees)) if b is not None]
+
+
+# ----------------------------------------------------------------------------------
+# Captures
+
+#: One list per open ``pcg.capture`` block: what work issued through pycudagraph inside
+#: it points at (argument packs, buffers, host arrays). The captured graph's ledger takes it.
+capture_keeps: list = []
+
+
+def keep_in_captures(*objs) -> None:
+    """Work issued while a capture is open: the captured graph keeps ``objs`` alive.
+
+    Every open capture takes them (the work may be on a stream forked into any of them);
+    keeping a little too much is safe, too little is a use-after-free.
+    """
+    for kept in list(capture_keeps):
+        kept.extend(objs)
+
+
+# ----------------------------------------------------------------------------------
+# Process exit
+
+_exit_hooks: list = []
+
+
+def on_exit(fn, order: int) -> None:
+    """Run ``fn()`` at process exit, lower ``order`` first; errors are swallowed."""
+    _exit_hooks.append((order, fn))
+
+
+@atexit.register
+def _at_exit() -> None:
+    for _, fn in sorted(_exit_hooks, key=lambda item: item[0]):
+        try:
+            fn()
+        except BaseException:  # noqa: BLE001 - exit stays quiet
+            pass

@@ -19,9 +19,10 @@ import struct
 
 import numpy as np
 
+from . import _lifetime
 from ._cuda import fast
 from ._cuda.structs import DIMS_OFFSET, KERNEL_NODE_PARAMS_FORMAT, KERNEL_PARAMS_FIELD
-from .errors import ArgumentError
+from .errors import ArgumentError, ClosedError
 from .memory import device_pointer
 from .signature import VECTOR_TYPES, Param
 
@@ -192,6 +193,8 @@ class Layout:
             packed = conv(value) if conv is not None else value
             self.slots[i].pack(packed)
             return packed
+        except ClosedError:  # a freed buffer: say so, not "cannot take"
+            raise
         except Exception as exc:
             reason = str(exc) or type(exc).__name__
             raise ArgumentError(
@@ -258,7 +261,11 @@ class ArgPack:
         layout = self.layout
         conv = layout.converters[i]
         old = self.refs[i]
-        layout.slots[i].pack_into(self.buf, layout.offsets[i], conv(old) if conv else old)
+        try:
+            value = conv(old) if conv else old
+        except ClosedError:  # freed since, its cudaFree deferred: the address stays valid
+            value = old._addr
+        layout.slots[i].pack_into(self.buf, layout.offsets[i], value)
 
     def _dims_with(self, grid, block, shared_mem) -> list:
         cur = list(_DIMS.unpack_from(self.buf, _DIMS_OFFSET))
@@ -340,5 +347,6 @@ class ArgPack:
         return bytes(self.buf)
 
 
+_lifetime.register_contents(ArgPack, lambda pack: pack.refs)
 if fast.native is not None:
     fast.native.set_pack_type(ArgPack)  # the compiled kernel-node add makes packs of this class

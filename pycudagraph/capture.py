@@ -4,11 +4,16 @@ Work issued on the stream inside the block (our kernels, CuPy, PyTorch: anything
 that launches on that stream handle) becomes nodes of ``cap.graph``. Whatever goes
 wrong, the capture is ended, its partial graph destroyed, and :class:`CaptureError`
 raised naming the first failing raw call made through pycudagraph, when there was one.
+``KeyboardInterrupt``, ``SystemExit`` and other exceptions that are not ``Exception``
+end the capture the same way and propagate unchanged. A capture still open at process
+exit is ended quietly.
 """
 
 from __future__ import annotations
 
-from . import _cuda
+import threading
+
+from . import _cuda, _lifetime
 from ._cuda import call, rt
 from .errors import CaptureError, CudaError
 from ._lifetime import flush_deferred
@@ -33,6 +38,10 @@ _CAUSES = (
     "torch.cuda.synchronize, .item()/.get()); an allocation that is not stream-ordered; "
     "work on the legacy default stream; another thread calling CUDA while a "
     "mode='global' capture is active (use mode='thread_local' or 'relaxed' there).")
+
+#: Captures begun and not yet ended (any thread), ended quietly at process exit.
+_open: set = set()
+_open_lock = threading.Lock()
 
 
 def capture_status(stream) -> str:
@@ -74,6 +83,7 @@ class capture:
         self._deps = tuple(deps)
         self._keep = tuple(keep)
         self._failures: list = []
+        self._launched: list = []  # what work issued through pycudagraph inside points at
 
     @property
     def status(self) -> str:
@@ -95,18 +105,29 @@ class capture:
             call(rt.cudaStreamBeginCaptureToGraph, s.ptr, self._target._raw, raw_deps, None, n, mode)
         else:
             call(rt.cudaStreamBeginCapture, s.ptr, mode)
-        _cuda.check.capture_watchers.append(self._failures)
+        with _open_lock:
+            _cuda.check.capture_watchers.append(self._failures)
+            _lifetime.capture_keeps.append(self._launched)
+            _open.add(self)
         return self
+
+    def _end(self):
+        """``cudaStreamEndCapture``; returns (status before, err, raw graph)."""
+        h = self.stream._addr
+        status = _STATUS.get(int(rt.cudaStreamIsCapturing(h)[1] or 0), "unknown")
+        err, raw = rt.cudaStreamEndCapture(h)
+        with _open_lock:
+            _open.discard(self)
+            for registry, entry in ((_cuda.check.capture_watchers, self._failures),
+                                    (_lifetime.capture_keeps, self._launched)):
+                # by identity: two captures' lists may be equal (both empty)
+                registry[:] = [item for item in registry if item is not entry]
+        flush_deferred()
+        return status, err, raw
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         s = self.stream
-        status = _STATUS.get(int(rt.cudaStreamIsCapturing(s.ptr)[1] or 0), "unknown")
-        err, raw = rt.cudaStreamEndCapture(s.ptr)
-        try:
-            _cuda.check.capture_watchers.remove(self._failures)
-        except ValueError:
-            pass
-        flush_deferred()
+        status, err, raw = self._end()
         if _cuda.check.tracer is not None:
             _cuda.check.tracer("cudaStreamEndCapture", (s,), (err, raw))
         owned = self._target is None
@@ -115,13 +136,15 @@ class capture:
                 self.graph = Graph._wrap(raw, owned=True)
             else:
                 self.graph = self._target
-            if self._keep:
-                self.graph._ledger.add("captured work", *self._keep)
+            if self._keep or self._launched:
+                self.graph._ledger.add("captured work", *self._keep, *self._launched)
             return False
         # Failure: end (done), destroy the partial graph, explain.
         if owned and raw is not None and int(raw):
             rt.cudaGraphDestroy(raw)
         rt.cudaGetLastError()
+        if exc is not None and not isinstance(exc, Exception):
+            return False  # KeyboardInterrupt, SystemExit...: propagate unchanged
         first = self._failures[0] if self._failures else None
         if first is None and isinstance(exc, CudaError):
             first = f"{exc.api} ({exc.name})"
@@ -136,3 +159,15 @@ class capture:
             parts.append("; the capture had been invalidated")
         message = "".join(parts) + ". " + _CAUSES
         raise CaptureError(message, failed_call=first.split(" ")[0] if first else None) from exc
+
+
+def _end_open_captures() -> None:
+    """At exit: end every capture still open and destroy its partial graph, quietly."""
+    for cap in list(_open):
+        _status, _err, raw = cap._end()
+        if cap._target is None and raw is not None and int(raw):
+            rt.cudaGraphDestroy(raw)
+    rt.cudaGetLastError()
+
+
+_lifetime.on_exit(_end_open_captures, 10)

@@ -22,6 +22,7 @@ __all__ = [
     "CaptureError",
     "GraphExecUpdateError",
     "HostCallbackError",
+    "ClosedError",
 ]
 
 
@@ -152,3 +153,30 @@ class GraphExecUpdateError(CudaError):
 
 class HostCallbackError(PyCudaGraphError):
     """A Python callable run by a host node raised; the original is the ``__cause__``."""
+
+
+class ClosedError(PyCudaGraphError, ValueError):
+    """An object was used after it was closed, destroyed, freed or removed.
+
+    Raised before any raw call is made with its handle. The message names the object
+    and what happened to it: ``Stream 0x5c1e... was closed``, ``DeviceBuffer 0x7f...
+    (4096 bytes) was freed``, ``KernelNode 0x... was removed from its graph``.
+    It is a ``ValueError`` too, so generic handlers catch it.
+
+    Attributes
+    ----------
+    obj : str
+        The object, as the message names it.
+    what : str
+        What happened to it (``"was closed"``, ``"was freed"``, ...).
+    """
+
+    def __init__(self, obj: str, what: str, hint: str = ""):
+        self.obj = obj
+        self.what = what
+        self.hint = hint
+        text = f"{obj} {what}"
+        super().__init__(f"{text}. {hint}" if hint else text)
+
+    def __reduce__(self):
+        return (type(self), (self.obj, self.what, self.hint))

@@ -16,9 +16,11 @@ import weakref
 
 from ._cuda import call, device, rt, versions
 from ._lifetime import Ledger, release
+from .errors import ClosedError
 from .nodes import (ChildGraphNode, EmptyNode, EventRecordNode, EventWaitNode, HostNode,
                     KernelNode, MemAllocNode, MemcpyNode, MemFreeNode, MemsetNode, Node,
                     node_class)
+from .nodes.base import REMOVED
 
 __all__ = ["Graph"]
 
@@ -37,14 +39,38 @@ class Graph:
         self._fin = release(self, rt.cudaGraphDestroy, raw)
 
     def _setup(self, raw, owner) -> None:
-        self._raw = raw
+        self._raw_handle = raw
         self._h = int(raw)
         self._owner = owner  # what keeps a non-owned graph's memory valid (a node, an exec)
         self._fin = None
         self._nodes: dict[int, Node] = {}
-        self._ledger = Ledger()
+        self._ledger = Ledger(owner=self)
         self._execs = weakref.WeakSet()
-        self._closed = False
+        self._children = weakref.WeakSet()  # child/body graph wrappers valid while we are
+        self._closed = False  # close() was called: graph-level calls refuse
+        self._dead = ""  # why the raw graph is gone (destroyed, owner removed); "" while valid
+
+    @property
+    def _raw(self):
+        """The ``cudaGraph_t`` for a raw call; raises :class:`ClosedError` once closed."""
+        if self._closed or self._dead:
+            self._refuse()
+        return self._raw_handle
+
+    def _refuse(self) -> None:
+        """Raise the :class:`ClosedError` saying what happened to this graph."""
+        if self._dead:
+            raise ClosedError(f"Graph 0x{self._h:x}", self._dead)
+        raise ClosedError(f"Graph 0x{self._h:x}", "was closed",
+                          "its execs keep running; build or change a new Graph instead")
+
+    def _kill(self, reason: str) -> None:
+        """The raw graph is gone: its nodes and child graphs refuse from now on."""
+        self._dead = reason
+        self._nodes.clear()
+        self._ledger.clear()
+        for child in list(self._children):
+            child._kill(f"belongs to a node of Graph 0x{self._h:x}, which {reason}")
 
     @classmethod
     def _wrap(cls, raw, owner=None, owned: bool = False) -> "Graph":
@@ -57,26 +83,31 @@ class Graph:
 
     def _wrap_child(self, raw, owner) -> "Graph":
         """A non-owned Graph for a child or body graph that ``owner`` (a node) keeps valid."""
-        return Graph._wrap(raw, owner=owner)
+        child = Graph._wrap(raw, owner=owner)
+        self._children.add(child)
+        return child
 
     @property
     def handle(self):
-        """The raw ``cudaGraph_t`` (cuda.bindings object)."""
+        """The raw ``cudaGraph_t`` (cuda.bindings object); :class:`ClosedError` once closed."""
         return self._raw
 
     # Nodes and the ledger -----------------------------------------------------------
 
     def _dep_list(self, deps) -> tuple[list, int]:
         """Raw dependency list for cuda.bindings calls, checking the nodes belong here."""
+        if self._closed or self._dead:
+            self._refuse()
         if isinstance(deps, Node):
             deps = (deps,)
         raw = []
         for d in deps:
             if not isinstance(d, Node):
                 raise TypeError(f"deps must be nodes, got {type(d).__name__}")
+            h = d.handle  # a removed node, or one of a destroyed graph, raises here
             if d.graph is not self and d._h not in self._nodes:
                 raise ValueError(f"{d!r} belongs to another graph")
-            raw.append(d.handle)
+            raw.append(h)
         return raw, len(raw)
 
     def _register(self, node: Node, *keep) -> Node:
@@ -181,10 +212,22 @@ class Graph:
         versions.graph_remove_dependencies(self._raw, [a.handle], [b.handle])
 
     def remove_node(self, node: Node) -> None:
-        """Remove a node and its edges (``cudaGraphDestroyNode``)."""
+        """Remove a node and its edges (``cudaGraphDestroyNode``).
+
+        The node object refuses every later use with :class:`ClosedError` ("was removed
+        from its graph"); execs made before keep running their copy of it, but it can
+        no longer be updated through this node.
+        """
         self._dep_list((node,))
         call(rt.cudaGraphDestroyNode, node.handle)
         self._nodes.pop(node._h, None)
+        node._raw = REMOVED
+        for exe in list(self._execs):
+            exe._forget(node._h)
+        for child in list(self._children):
+            if child._owner is node:
+                child._kill(f"belongs to {type(node).__name__} 0x{node._h:x}, which was "
+                            "removed from its graph")
         self._ledger.drop(node._h)
 
     # Introspection ---------------------------------------------------------------
@@ -278,18 +321,22 @@ class Graph:
                                       device_launch, use_node_priority)
 
     def close(self) -> None:
-        """Destroy the graph (``cudaGraphDestroy``) once no exec needs its nodes.
+        """Destroy the graph (``cudaGraphDestroy``) once no exec needs its nodes; idempotent.
 
-        Execs made from it keep working; while any is alive the raw graph is kept
-        (their per-node updates address its nodes) and destroyed after the last one.
+        Every later graph-level call (``add_*``, edges, ``nodes``, ``clone``,
+        ``instantiate``, ``handle``) raises :class:`ClosedError`. Execs made from it keep
+        working; while any is alive the raw graph is kept (their per-node updates address
+        its nodes) and destroyed after the last one. Once it is destroyed its nodes and
+        child graphs raise :class:`ClosedError` too.
         """
         self._closed = True
-        if self._fin is not None and not len(self._execs):
+        if self._fin is not None and not self._dead and not len(self._execs):
             self._fin()
-            self._nodes.clear()
+            self._kill("was closed")
 
     def __repr__(self) -> str:
-        return f"<pycudagraph.Graph 0x{self._h:x}>"
+        state = " closed" if self._closed else (" destroyed" if self._dead else "")
+        return f"<pycudagraph.Graph 0x{self._h:x}{state}>"
 
 
 _OWN_SLOTS = ("graph", "_h", "_raw", "_cvp", "__weakref__")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ._cuda import call, error_for, fast, rt, structs, versions
 from ._lifetime import Ledger, release
-from .errors import GraphExecUpdateError, PyCudaGraphError
+from .errors import ClosedError, CudaError, GraphExecUpdateError, PyCudaGraphError
 from .hostfn import hostcall_ids, pending as _pending, raise_pending
 from .nodes import KernelNode, Node
 from .stream import Stream, stream_handle
@@ -38,6 +38,7 @@ _UPDATE_REASONS = {
 }
 
 _PLAIN = (int, float, bool)
+_NEVER = object()  # _last_stream before the first launch
 _RETIRE_CHECK = 256
 _graph_launch = fast.graph_launch
 _exec_set = fast.exec_kernel_node_set_params
@@ -52,8 +53,8 @@ class GraphExec:
     so it stays launchable whatever happens to the Python objects that built it.
     """
 
-    __slots__ = ("_raw", "_h", "graph", "_packs", "_src", "_ledger", "_aliases", "_pending",
-                 "_host_ids", "_host_scan", "_last_stream", "_fin", "__weakref__")
+    __slots__ = ("_raw", "_h", "_addr", "graph", "_packs", "_src", "_ledger", "_aliases",
+                 "_pending", "_host_ids", "_host_scan", "_last_stream", "_fin", "__weakref__")
 
     @classmethod
     def _instantiate(cls, graph, upload_stream, auto_free_on_launch, device_launch,
@@ -69,13 +70,14 @@ class GraphExec:
             flags |= int(_F.cudaGraphInstantiateFlagUpload)
             params.uploadStream = stream_handle(upload_stream)
         params.flags = flags
+        graph_raw = graph._raw  # a closed graph raises ClosedError here
         h = fast.graph_instantiate(graph, flags) if upload_stream is None else 0
         if h:
             raw = rt.cudaGraphExec_t(h)
         else:  # with an upload stream, or to say why the driver refused
             try:
-                raw = call(rt.cudaGraphInstantiateWithParams, graph._raw, params)
-            except PyCudaGraphError as exc:
+                raw = call(rt.cudaGraphInstantiateWithParams, graph_raw, params)
+            except CudaError as exc:
                 exc.hint = f"result: {params.result_out.name}"
                 if int(params.errNode_out):
                     exc.hint += f"; failing node: {graph._node(params.errNode_out).describe()}"
@@ -83,25 +85,38 @@ class GraphExec:
                 raise
         self = cls.__new__(cls)
         self._raw = raw
-        self._h = int(raw)
+        self._h = self._addr = int(raw)
         self.graph = graph
         self._packs = {}
         self._src = {h: n._pack for h, n in graph._nodes.items()
                      if type(n) is KernelNode and n._pack is not None}
-        self._ledger = Ledger({"graph": graph.keepalive()})
+        self._ledger = Ledger({"graph": graph.keepalive()}, owner=self)
         self._aliases = {}
         self._pending = None
         self._host_ids = set()
         self._host_scan = True  # the ledger is scanned on first need (_hostcalls), not here
-        self._last_stream = None
+        self._last_stream = _NEVER  # the stream object of the last launch (kept alive)
         graph._execs.add(self)
         self._fin = release(self, rt.cudaGraphExecDestroy, raw)
         return self
 
     @property
     def handle(self):
-        """The raw ``cudaGraphExec_t`` (cuda.bindings object)."""
+        """The raw ``cudaGraphExec_t`` (cuda.bindings object); :class:`ClosedError` once closed."""
+        if self._h is None:
+            self._refuse()
         return self._raw
+
+    def _refuse(self, stream=None) -> None:
+        """Raise the :class:`ClosedError` of this closed exec (or of the closed ``stream``)."""
+        if self._h is not None and isinstance(stream, Stream):
+            stream_handle(stream)  # raises the stream's ClosedError
+        raise ClosedError(f"GraphExec 0x{self._addr:x}", "was closed")
+
+    def _forget(self, node_h: int) -> None:
+        """A node of the exec's graph was removed: per-node updates through it refuse."""
+        for key in [k for k, (_, h) in self._packs.items() if k == node_h or h == node_h]:
+            del self._packs[key]
 
     # The ledger --------------------------------------------------------------------
 
@@ -124,9 +139,20 @@ class GraphExec:
 
     def _retire(self, old) -> None:
         n = self._ledger.retire(old)
-        if n % _RETIRE_CHECK == 0 and self._last_stream is not None:
-            if rt.cudaStreamQuery(self._last_stream)[0] == rt.cudaError_t.cudaSuccess:
+        if n % _RETIRE_CHECK == 0:
+            h = self._last_handle()
+            if h is _NEVER or (h is not None and
+                               rt.cudaStreamQuery(h)[0] == rt.cudaError_t.cudaSuccess):
                 self._ledger.clear_retired()
+
+    def _last_handle(self):
+        """The last launch's stream handle; ``None`` if that Stream was closed since."""
+        last = self._last_stream
+        if last is _NEVER:
+            return _NEVER
+        if type(last) is Stream and last._h is None:
+            return None
+        return stream_handle(last)
 
     # Launch ------------------------------------------------------------------------
 
@@ -135,22 +161,33 @@ class GraphExec:
 
         Raises the first pending exception of one of this exec's host nodes.
         """
+        h = self._h
         s = stream._h if type(stream) is Stream else stream_handle(stream)
-        if _native_launch is None or _native_launch(self._h, s):
-            _graph_launch(self._h, s, self)  # the checked path: first call here, trace, errors
-        self._last_stream = s
+        if _native_launch is None or _native_launch(h, s):
+            # The checked path: a closed exec or stream, this thread's first call, a trace,
+            # a failed launch (the compiled call makes none of these).
+            if h is None or s is None:  # this exec or the stream was closed
+                self._refuse(stream)
+            _graph_launch(h, s, self)
+        self._last_stream = stream
         if _pending:
             raise_pending(ids=self._hostcalls())
 
     def upload(self, stream=None) -> None:
         """Upload the exec's work descriptors ahead of the first launch (``cudaGraphUpload``)."""
+        if self._h is None:
+            self._refuse()
         call(rt.cudaGraphUpload, self._raw, stream_handle(stream))
 
     def synchronize(self) -> None:
-        """Wait for the last launch's stream (``cudaStreamSynchronize``), release retired
-        objects, and raise a pending host-node exception."""
-        if self._last_stream is not None:
-            call(rt.cudaStreamSynchronize, self._last_stream)
+        """Wait for the last launch's stream (``cudaStreamSynchronize``; ``cudaDeviceSynchronize``
+        if that :class:`Stream` was closed since), release retired objects, and raise a
+        pending host-node exception."""
+        h = self._last_handle()
+        if h is None:  # that stream was closed: its work may still run
+            call(rt.cudaDeviceSynchronize)
+        elif h is not _NEVER:
+            call(rt.cudaStreamSynchronize, h)
         self._ledger.clear_retired()
         if _pending:
             raise_pending(ids=self._hostcalls())
@@ -164,6 +201,9 @@ class GraphExec:
             return entry
         if not isinstance(node, KernelNode):
             raise TypeError(f"expected a KernelNode, got {node!r}")
+        if self._h is None:
+            self._refuse()
+        node._check_live()
         self._resolve_update()
         h = self._aliases.get(node._h, node._h)
         entry = self._packs.get(h)
@@ -176,6 +216,7 @@ class GraphExec:
                 raise PyCudaGraphError(f"{node!r} is not a node of the graph this exec was made from")
             entry = (src.copy(), h)
             self._packs[h] = entry
+            self._ledger.hold(("args", h), entry[0])  # what set_arg puts in it is held
         self._packs[node._h] = entry
         return entry
 
@@ -234,6 +275,9 @@ class GraphExec:
 
     def _member(self, node) -> Node:
         """The node of this exec's graph that ``node`` stands for (itself, or its update twin)."""
+        if self._h is None:
+            self._refuse()
+        node._check_live()
         self._resolve_update()
         h = self._aliases.get(node._h, node._h)
         if h != node._h:
@@ -267,6 +311,10 @@ class GraphExec:
         GraphExecUpdateError
             Naming the reason (topology changed, function changed, ...) and the node.
         """
+        if self._h is None:
+            self._refuse()
+        graph._raw  # noqa: B018 - a closed graph raises ClosedError here
+        graph._execs.add(self)  # its raw graph stays until its nodes are paired with ours
         info = structs.ExecUpdateResultInfo()
         err = fast.exec_update(self, graph, info)
         if err:
@@ -278,6 +326,11 @@ class GraphExec:
             raise exc
         self._retire(tuple(entry[0] for entry in self._packs.values()))
         self._packs.clear()
+        old = self._pending
+        if old is not None and old is not graph and old is not self.graph:
+            old._execs.discard(self)  # superseded before its nodes were paired
+            if old._closed:
+                old.close()
         self._pending = graph  # nodes are paired on the next per-node update
         self._retire(self._ledger.snapshot())
         self._ledger.held = {"graph": graph.keepalive() + (graph,)}
@@ -289,19 +342,41 @@ class GraphExec:
         graph, self._pending = self._pending, None
         if graph is None:
             return
-        old_nodes = versions.graph_nodes(self.graph._raw)
-        new_nodes = versions.graph_nodes(graph._raw)
+        old_nodes = versions.graph_nodes(self.graph._raw_handle)  # kept while we live
+        new_nodes = versions.graph_nodes(graph._raw_handle)
         for old_raw, new_raw in zip(old_nodes, new_nodes):
             old_h, new = int(old_raw), graph._node(new_raw)
             if new._h != old_h:
                 self._aliases[new._h] = old_h
             if type(new) is KernelNode and new._pack is not None:
                 self._src[old_h] = new._pack
+        if graph is not self.graph:
+            graph._execs.discard(self)  # paired: its raw graph is no longer needed here
+            if graph._closed:
+                graph.close()
 
     def close(self) -> None:
-        """Destroy the exec now (``cudaGraphExecDestroy``); idempotent."""
+        """Destroy the exec now (``cudaGraphExecDestroy``); idempotent.
+
+        A launch in flight finishes (CUDA frees the exec when it completes). Every later
+        call on the exec raises :class:`ClosedError`; buffers whose ``free()`` waited for
+        it are freed now. If its graph was closed and this was its last exec, the graph
+        is destroyed too.
+        """
+        if self._h is None:
+            return
         self._fin()
-        self._ledger.clear_retired()
+        self._h = None
+        self._raw = None
+        self._packs.clear()
+        self._ledger.close()
+        for graph in (self.graph, self._pending):
+            if graph is not None:
+                graph._execs.discard(self)
+                if graph._closed:
+                    graph.close()
+        self._pending = None
 
     def __repr__(self) -> str:
-        return f"<pycudagraph.GraphExec 0x{self._h:x}>"
+        state = " closed" if self._h is None else ""
+        return f"<pycudagraph.GraphExec 0x{self._addr:x}{state}>"

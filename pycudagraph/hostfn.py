@@ -5,6 +5,12 @@ node; its ``userData`` is the id of a :class:`HostCall` in a registry. An except
 raised by the callable is caught in the trampoline (nothing may unwind into the
 driver), kept, and raised as :class:`HostCallbackError` by the next
 ``GraphExec.launch`` / ``synchronize`` or ``Stream.synchronize``.
+
+Threads: the registry and the pending list are shared by every thread; registering and
+taking a pending error hold a lock, and the trampoline runs on CUDA's own host thread
+under the GIL. At process exit, while host calls exist, the device is synchronized
+(``cudaDeviceSynchronize``) before Python shuts down, so no callback fires into a
+finalizing interpreter.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import itertools
 import threading
 import weakref
 
+from . import _lifetime
 from .errors import HostCallbackError
 
 __all__ = ["HostCall", "raise_pending", "trampoline_address", "hostcall_ids"]
@@ -66,13 +73,18 @@ def trampoline_address() -> int:
 def raise_pending(ids=None) -> None:
     """Raise the first kept host-node exception (of ``ids`` when given), dropping it.
 
-    The error is :class:`HostCallbackError` whose ``__cause__`` is the original.
+    The error is :class:`HostCallbackError` whose ``__cause__`` is the original. Two
+    threads never take the same one.
     """
-    for k, (cid, name, exc) in enumerate(pending):
-        if ids is None or cid in ids:
-            del pending[k]
-            raise HostCallbackError(f"the host node callable {name} raised "
-                                    f"{type(exc).__name__}: {exc}") from exc
+    with _lock:
+        for k, (cid, name, exc) in enumerate(pending):
+            if ids is None or cid in ids:
+                del pending[k]
+                break
+        else:
+            return
+    raise HostCallbackError(f"the host node callable {name} raised "
+                            f"{type(exc).__name__}: {exc}") from exc
 
 
 def hostcall_ids(obj, out: set | None = None) -> set:
@@ -84,3 +96,15 @@ def hostcall_ids(obj, out: set | None = None) -> set:
         for item in obj:
             hostcall_ids(item, out)
     return out
+
+
+def _drain_at_exit() -> None:
+    """At exit: let queued host nodes run now, not into a finalizing interpreter."""
+    if len(_registry):
+        from ._cuda import device, rt
+        if device._process["checked"]:
+            rt.cudaDeviceSynchronize()
+
+
+_lifetime.register_contents(HostCall, lambda hc: (hc.fn,) + hc.args)
+_lifetime.on_exit(_drain_at_exit, 20)

@@ -7,7 +7,7 @@ A :class:`Kernel` comes from :meth:`Module.get_kernel <pycudagraph.program.Modul
 
 from __future__ import annotations
 
-from . import _cuda
+from . import _cuda, _lifetime
 from ._cuda import call, dr, fast, rt
 from .args import ArgPack, Layout, dim3
 from .errors import ArgumentError, CudaError
@@ -153,13 +153,19 @@ class Kernel:
         s = stream._h if type(stream) is Stream else stream_handle(stream)
         nl = self._native
         if nl is not None and not _native_launch(nl, self._func_int, grid, block, args, s,
-                                                 shared_mem):
-            return  # launched by the compiled path
+                                                 shared_mem):  # launched by the compiled path
+            if _lifetime.capture_keeps and args:  # captured: the graph keeps the arguments
+                _lifetime.keep_in_captures(tuple(args))
+            return
         # The checked path: first launches, values the compiled path does not convert, and
         # any failure (diagnosed here, with the error raised naming the call).
         g, b = dim3(grid, "grid"), dim3(block, "block")
         pack = self.pack(args, g, b, shared_mem)
+        if s is None:  # a closed Stream
+            stream_handle(stream)  # raises its ClosedError
         _launch(self._func_int, g, b, shared_mem, s, pack, self)
+        if _lifetime.capture_keeps:  # captured: the graph keeps the arguments alive
+            _lifetime.keep_in_captures(pack)
 
     def __call__(self, grid, block, args=(), stream=None, shared_mem: int = 0) -> None:
         self.launch(grid, block, args, stream, shared_mem)

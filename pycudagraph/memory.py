@@ -9,12 +9,14 @@ device, or a raw integer into the integer device address kernels and copies take
 from __future__ import annotations
 
 import ctypes
+import weakref
 
 import numpy as np
 
-from . import _cuda
+from . import _cuda, _lifetime
 from ._cuda import call, rt
 from ._lifetime import release
+from .errors import ClosedError
 from .stream import stream_handle
 
 __all__ = ["DeviceBuffer", "PinnedBuffer", "device_pointer", "host_pointer", "nbytes_of"]
@@ -36,9 +38,11 @@ class DeviceBuffer:
     -----
     Freed with ``cudaFree`` by :meth:`free` or when collected. Exposes
     ``__cuda_array_interface__`` as bytes, so ``cupy.asarray(buf)`` views it.
+    After :meth:`free`, :attr:`ptr` is 0 and every use (methods, kernel arguments,
+    copies, ``device_pointer``) raises :class:`ClosedError` ("was freed").
     """
 
-    __slots__ = ("ptr", "nbytes", "_fin", "__weakref__")
+    __slots__ = ("ptr", "nbytes", "_addr", "_fin", "__weakref__")
 
     def __init__(self, nbytes: int):
         nbytes = int(nbytes)
@@ -47,8 +51,18 @@ class DeviceBuffer:
         _cuda.ensure_device()
         raw = call(rt.cudaMalloc, nbytes)
         self.ptr: int = int(raw)
+        self._addr = self.ptr
         self.nbytes: int = nbytes
         self._fin = release(self, rt.cudaFree, self.ptr)
+
+    def _freed(self) -> ClosedError:
+        return ClosedError(f"DeviceBuffer 0x{self._addr:x} ({self.nbytes} bytes)", "was freed")
+
+    def _live(self) -> int:
+        ptr = self.ptr
+        if not ptr:
+            raise self._freed()
+        return ptr
 
     @classmethod
     def from_array(cls, array, stream=None) -> "DeviceBuffer":
@@ -61,19 +75,18 @@ class DeviceBuffer:
     @property
     def handle(self) -> int:
         """The device address (what ``cudaMalloc`` returned)."""
-        return self.ptr
+        return self._live()
 
     def __int__(self) -> int:
-        return self.ptr
+        return self._live()
 
     @property
     def __cuda_array_interface__(self) -> dict:
-        return {"shape": (self.nbytes,), "typestr": "|u1", "data": (self.ptr, False),
+        return {"shape": (self.nbytes,), "typestr": "|u1", "data": (self._live(), False),
                 "version": 3, "strides": None}
 
     def _check_host(self, array, what: str) -> np.ndarray:
-        if self.ptr == 0:
-            raise ValueError("this DeviceBuffer was freed")
+        self._live()
         arr = np.asarray(array)
         if not arr.flags.c_contiguous:
             raise ValueError(f"{what} needs a C-contiguous host array")
@@ -96,6 +109,8 @@ class DeviceBuffer:
             call(rt.cudaStreamSynchronize, _LEGACY_STREAM)
         else:
             call(rt.cudaMemcpyAsync, self.ptr, src, arr.nbytes, _H2D, stream_handle(stream))
+            if _lifetime.capture_keeps:
+                _lifetime.keep_in_captures(self, arr)
 
     def copy_to(self, host_array=None, stream=None):
         """Copy the buffer's first bytes into a host array and return it.
@@ -113,6 +128,8 @@ class DeviceBuffer:
             call(rt.cudaMemcpy, arr.ctypes.data, self.ptr, arr.nbytes, _D2H)
         else:
             call(rt.cudaMemcpyAsync, arr.ctypes.data, self.ptr, arr.nbytes, _D2H, stream_handle(stream))
+            if _lifetime.capture_keeps:
+                _lifetime.keep_in_captures(self, arr)
         return host_array
 
     def to_numpy(self, dtype=np.float32, shape=None) -> np.ndarray:
@@ -126,29 +143,57 @@ class DeviceBuffer:
     def zero(self, stream=None) -> None:
         """Set every byte to 0 (``cudaMemset`` then ``cudaStreamSynchronize(cudaStreamLegacy)``,
         or ``cudaMemsetAsync`` on ``stream``)."""
+        self._live()
         if stream is None:
             call(rt.cudaMemset, self.ptr, 0, self.nbytes)
             call(rt.cudaStreamSynchronize, _LEGACY_STREAM)
         else:
             call(rt.cudaMemsetAsync, self.ptr, 0, self.nbytes, stream_handle(stream))
+            if _lifetime.capture_keeps:
+                _lifetime.keep_in_captures(self)
 
     def free(self) -> None:
-        """Free the memory now (``cudaFree``); idempotent."""
-        self._fin()
+        """Free the memory (``cudaFree``); idempotent.
+
+        From now on this object refuses every use with :class:`ClosedError`. If a live
+        graph or exec still points at the buffer (it was given to ``add_kernel``,
+        ``add_memcpy``, ``set_arg`` ... and not replaced since), the ``cudaFree`` is
+        deferred until the last of them lets go (closed, collected, the node removed,
+        or the argument replaced and the exec synchronized): freeing memory a graph
+        can still launch on would kill the CUDA context. ``repr(buf)`` names them.
+        """
+        if not self.ptr:
+            return
         self.ptr = 0
+        if self._holders(first=True):
+            _lifetime.defer_free(self)
+        else:
+            self._release()
+
+    def _holders(self, first: bool = False) -> list[str]:
+        return _lifetime.holders_of(self, first)
+
+    def _release(self) -> None:
+        self._fin()
 
     def __repr__(self) -> str:
-        return f"<pycudagraph.DeviceBuffer ptr=0x{self.ptr:x} nbytes={self.nbytes}>"
+        if self.ptr:
+            return f"<pycudagraph.DeviceBuffer ptr=0x{self.ptr:x} nbytes={self.nbytes}>"
+        state = "freed"
+        if self._fin.alive:
+            state += " (cudaFree deferred: used by " + ", ".join(self._holders()) + ")"
+        return f"<pycudagraph.DeviceBuffer 0x{self._addr:x} nbytes={self.nbytes} {state}>"
 
 
 class PinnedBuffer:
     """Page-locked host memory from ``cudaMallocHost``.
 
     Copies between pinned memory and the device run asynchronously and can be graph
-    memcpy nodes. :meth:`array` gives a numpy view of the memory.
+    memcpy nodes. :meth:`array` gives a numpy view of the memory. After :meth:`free`
+    every use raises :class:`ClosedError` ("was freed").
     """
 
-    __slots__ = ("ptr", "nbytes", "_fin", "__weakref__")
+    __slots__ = ("ptr", "nbytes", "_addr", "_fin", "_views", "__weakref__")
 
     def __init__(self, nbytes: int):
         nbytes = int(nbytes)
@@ -156,42 +201,85 @@ class PinnedBuffer:
             raise ValueError(f"PinnedBuffer needs a positive size in bytes, got {nbytes}")
         _cuda.ensure_device()
         self.ptr: int = int(call(rt.cudaMallocHost, nbytes))
+        self._addr = self.ptr
         self.nbytes: int = nbytes
+        self._views: list = []  # weakrefs to the owners of live numpy views
         self._fin = release(self, rt.cudaFreeHost, self.ptr)
+
+    def _freed(self) -> ClosedError:
+        return ClosedError(f"PinnedBuffer 0x{self._addr:x} ({self.nbytes} bytes)", "was freed")
+
+    def _live(self) -> int:
+        ptr = self.ptr
+        if not ptr:
+            raise self._freed()
+        return ptr
 
     @property
     def handle(self) -> int:
-        return self.ptr
+        return self._live()
 
     def __int__(self) -> int:
-        return self.ptr
+        return self._live()
 
     def array(self, dtype=np.uint8, shape=None) -> np.ndarray:
-        """A numpy view of the pinned memory; it keeps this buffer alive."""
-        if self.ptr == 0:
-            raise ValueError("this PinnedBuffer was freed")
+        """A numpy view of the pinned memory; it keeps this buffer alive, and a
+        :meth:`free` waits until the last view is gone."""
+        self._live()
         dtype = np.dtype(dtype)
         raw = (ctypes.c_char * self.nbytes).from_address(self.ptr)
         arr = np.frombuffer(raw, dtype=np.uint8)[: self.nbytes - self.nbytes % dtype.itemsize].view(dtype)
         arr = arr.reshape(shape) if shape is not None else arr
         _keep = _ViewOwner(self)
         raw._pycudagraph_owner = _keep  # the ctypes object holds the buffer alive
+        self._views = [r for r in self._views if r() is not None]
+        self._views.append(weakref.ref(_keep, _view_gone))
         return arr
 
     def free(self) -> None:
-        """Free the memory now (``cudaFreeHost``); idempotent. Views become invalid."""
-        self._fin()
+        """Free the memory (``cudaFreeHost``); idempotent.
+
+        From now on this object refuses every use with :class:`ClosedError`. While a live
+        graph or exec still points at it, or a numpy view from :meth:`array` is alive,
+        the ``cudaFreeHost`` is deferred until the last of them lets go.
+        """
+        if not self.ptr:
+            return
         self.ptr = 0
+        if self._holders(first=True):
+            _lifetime.defer_free(self)
+        else:
+            self._release()
+
+    def _holders(self, first: bool = False) -> list[str]:
+        views = sum(1 for r in self._views if r() is not None)
+        return _lifetime.holders_of(self, first) + ([f"{views} numpy view(s)"] if views else [])
+
+    def _release(self) -> None:
+        self._fin()
 
     def __repr__(self) -> str:
-        return f"<pycudagraph.PinnedBuffer ptr=0x{self.ptr:x} nbytes={self.nbytes}>"
+        if self.ptr:
+            return f"<pycudagraph.PinnedBuffer ptr=0x{self.ptr:x} nbytes={self.nbytes}>"
+        state = "freed"
+        if self._fin.alive:
+            state += " (cudaFreeHost deferred: used by " + ", ".join(self._holders()) + ")"
+        return f"<pycudagraph.PinnedBuffer 0x{self._addr:x} nbytes={self.nbytes} {state}>"
 
 
 class _ViewOwner:
-    __slots__ = ("buffer",)
+    __slots__ = ("buffer", "__weakref__")
 
     def __init__(self, buffer):
         self.buffer = buffer
+
+
+def _view_gone(_ref) -> None:
+    try:  # a weakref callback: never raises
+        if _lifetime._pending_frees:
+            _lifetime.retry_frees()
+    except BaseException:  # noqa: BLE001
+        pass
 
 
 # ----------------------------------------------------------------------------------
@@ -237,11 +325,16 @@ def device_pointer(obj) -> int:
     ------
     TypeError
         For host objects (numpy arrays) and anything else without a device address.
+    ClosedError
+        For a :class:`DeviceBuffer` or :class:`PinnedBuffer` that was freed.
     """
     if type(obj) is int:
         return obj
     if isinstance(obj, (DeviceBuffer, PinnedBuffer)):
-        return obj.ptr
+        ptr = obj.ptr
+        if ptr:
+            return ptr
+        raise obj._freed()
     cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is not None:
         return int(cai["data"][0])
@@ -261,7 +354,7 @@ def device_pointer(obj) -> int:
 def host_pointer(obj) -> int:
     """The host address of a numpy array (``__array_interface__``) or :class:`PinnedBuffer`."""
     if isinstance(obj, PinnedBuffer):
-        return obj.ptr
+        return obj._live()
     if isinstance(obj, np.ndarray):
         if not obj.flags.c_contiguous:
             raise ValueError("host memory for a copy must be C-contiguous")

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from . import _cuda, hostfn
 from ._cuda import call, rt
+from . import _lifetime
 from ._lifetime import release
-from .errors import PyCudaGraphError
+from .errors import ClosedError, PyCudaGraphError
 
 __all__ = ["Stream", "Event", "stream_handle"]
 
@@ -32,9 +33,11 @@ class Stream:
     -----
     Calls ``cudaStreamCreateWithPriority``; the stream is destroyed with
     ``cudaStreamDestroy`` when the object is collected or :meth:`close` is called.
+    After :meth:`close` every use (methods, launches and copies on it, ``stream=`` of
+    any call) raises :class:`ClosedError` before any raw call.
     """
 
-    __slots__ = ("_h", "_raw", "_owner", "_fin", "__weakref__")
+    __slots__ = ("_h", "_addr", "_raw", "_owner", "_fin", "__weakref__")
 
     def __init__(self, non_blocking: bool = True, priority: int = 0):
         _cuda.ensure_device()
@@ -44,7 +47,8 @@ class Stream:
         self._fin = release(self, rt.cudaStreamDestroy, raw)
 
     def _init(self, h: int, raw, owner) -> None:
-        self._h = h
+        self._h = h  # None once closed: every path reading it refuses
+        self._addr = h
         self._raw = raw
         self._owner = owner
         self._fin = None
@@ -65,42 +69,54 @@ class Stream:
         self._init(h, None, obj)
         return self
 
+    def _live(self) -> int:
+        """The integer handle; :class:`ClosedError` once the stream was closed."""
+        h = self._h
+        if h is None:
+            raise ClosedError(f"Stream 0x{self._addr:x}", "was closed")
+        return h
+
     @property
     def handle(self):
         """The raw ``cudaStream_t`` (cuda.bindings object)."""
         if self._raw is None:
-            self._raw = rt.cudaStream_t(self._h)
+            self._raw = rt.cudaStream_t(self._live())
         return self._raw
 
     @property
     def ptr(self) -> int:
         """The stream handle as an integer."""
-        return self._h
+        return self._live()
 
     def __int__(self) -> int:
-        return self._h
+        return self._live()
 
     def __cuda_stream__(self) -> tuple[int, int]:
         """The CUDA stream protocol: ``(version, handle)``."""
-        return (0, self._h)
+        return (0, self._live())
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` destroyed the stream."""
+        return self._h is None
 
     @property
     def is_legacy_default(self) -> bool:
         """True for the legacy default stream (handle 0 or ``cudaStreamLegacy``)."""
-        return self._h in (0, _LEGACY)
+        return self._live() in (0, _LEGACY)
 
     def synchronize(self) -> None:
         """Wait for all work on the stream (``cudaStreamSynchronize``).
 
         Raises the first error a Python host node launched on this stream raised.
         """
-        call(rt.cudaStreamSynchronize, self._h)
+        call(rt.cudaStreamSynchronize, self._live())
         if hostfn.pending:
             hostfn.raise_pending()
 
     def query(self) -> bool:
         """True when all work on the stream is done (``cudaStreamQuery``)."""
-        return _done(rt.cudaStreamQuery, self._h)
+        return _done(rt.cudaStreamQuery, self._live())
 
     def wait(self, event: "Event") -> None:
         """Make future work on this stream wait for ``event`` (``cudaStreamWaitEvent``)."""
@@ -110,24 +126,31 @@ class Stream:
         """Raise a clear error if this is the legacy default stream."""
         if self.is_legacy_default:
             raise PyCudaGraphError(
-                f"{what} needs a real stream: the legacy default stream (handle {self._h}) "
+                f"{what} needs a real stream: the legacy default stream (handle {self._addr}) "
                 "cannot be captured. Create one with pycudagraph.Stream() or wrap your "
                 "framework's non-default stream with Stream.wrap().")
 
     def close(self) -> None:
-        """Destroy the stream now if this object owns it (idempotent)."""
-        if self._fin is not None:
+        """Destroy the stream now (``cudaStreamDestroy``) if this object owns it; idempotent.
+
+        Work already queued on it still completes (CUDA's rule). Every later use of this
+        object raises :class:`ClosedError`. A wrapped stream is left to its owner.
+        """
+        if self._fin is not None and self._h is not None:
+            self._h = None
+            self._raw = None
             self._fin()
 
     def __repr__(self) -> str:
         kind = "owned" if self._fin is not None else "wrapped"
-        return f"<pycudagraph.Stream {kind} handle=0x{self._h:x}>"
+        state = " closed" if self._h is None else ""
+        return f"<pycudagraph.Stream {kind} handle=0x{self._addr:x}{state}>"
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, Stream) and other._h == self._h
+        return isinstance(other, Stream) and other._addr == self._addr
 
     def __hash__(self) -> int:
-        return hash(("stream", self._h))
+        return hash(("stream", self._addr))
 
 
 def _done(query_fn, handle) -> bool:
@@ -147,7 +170,7 @@ def stream_handle(obj) -> int:
     if type(obj) is int:
         return obj
     if isinstance(obj, Stream):
-        return obj._h
+        return obj._live()
     proto = getattr(obj, "__cuda_stream__", None)
     if proto is not None:
         value = proto() if callable(proto) else proto
@@ -176,10 +199,11 @@ class Event:
 
     Notes
     -----
-    Calls ``cudaEventCreateWithFlags``; destroyed with ``cudaEventDestroy``.
+    Calls ``cudaEventCreateWithFlags``; destroyed with ``cudaEventDestroy``. After
+    :meth:`close` every use raises :class:`ClosedError`.
     """
 
-    __slots__ = ("_raw", "_h", "_fin", "timing", "__weakref__")
+    __slots__ = ("_raw", "_h", "_addr", "_fin", "timing", "__weakref__")
 
     def __init__(self, timing: bool = True, blocking: bool = False):
         _cuda.ensure_device()
@@ -187,35 +211,64 @@ class Event:
         if blocking:
             flags |= rt.cudaEventBlockingSync
         self._raw = call(rt.cudaEventCreateWithFlags, flags)
-        self._h = int(self._raw)
+        self._h = self._addr = int(self._raw)
         self.timing = bool(timing)
         self._fin = release(self, rt.cudaEventDestroy, self._raw)
+
+    def _live(self):
+        """The raw handle; :class:`ClosedError` once the event was closed."""
+        if self._h is None:
+            raise ClosedError(f"Event 0x{self._addr:x}", "was closed")
+        return self._raw
 
     @property
     def handle(self):
         """The raw ``cudaEvent_t`` (cuda.bindings object)."""
-        return self._raw
+        return self._live()
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called."""
+        return self._h is None
 
     def record(self, stream=None) -> "Event":
         """Record the event on ``stream`` (``cudaEventRecord``); returns ``self``."""
-        call(rt.cudaEventRecord, self._raw, stream_handle(stream))
+        call(rt.cudaEventRecord, self._live(), stream_handle(stream))
         return self
 
     def synchronize(self) -> None:
         """Wait until the event has completed (``cudaEventSynchronize``)."""
-        call(rt.cudaEventSynchronize, self._raw)
+        call(rt.cudaEventSynchronize, self._live())
 
     def query(self) -> bool:
         """True when the event has completed (``cudaEventQuery``)."""
-        return _done(rt.cudaEventQuery, self._raw)
+        return _done(rt.cudaEventQuery, self._live())
 
     def elapsed_ms(self, end: "Event") -> float:
         """Milliseconds from this event to ``end`` (``cudaEventElapsedTime``)."""
-        return float(call(rt.cudaEventElapsedTime, self._raw, end._raw))
+        return float(call(rt.cudaEventElapsedTime, self._live(), end._live()))
 
     def close(self) -> None:
-        """Destroy the event now (idempotent)."""
+        """Destroy the event (``cudaEventDestroy``); idempotent.
+
+        Every later use of this object raises :class:`ClosedError`. If a graph or exec
+        still records or waits for the event (an event node), the destroy is deferred
+        until the last of them lets go, so no launch touches a destroyed event.
+        """
+        if self._h is None:
+            return
+        self._h = None
+        if self._holders(first=True):
+            _lifetime.defer_free(self)
+        else:
+            self._release()
+
+    def _holders(self, first: bool = False) -> list[str]:
+        return _lifetime.holders_of(self, first)
+
+    def _release(self) -> None:
         self._fin()
 
     def __repr__(self) -> str:
-        return f"<pycudagraph.Event handle=0x{self._h:x} timing={self.timing}>"
+        state = " closed" if self._h is None else ""
+        return f"<pycudagraph.Event handle=0x{self._addr:x} timing={self.timing}{state}>"

@@ -1,4 +1,5 @@
-"""The examples: each compiles and is well formed (CPU), and runs to "OK" (GPU).
+"""The examples: each compiles and is well formed, and without a GPU exits non-zero with
+one sentence and no traceback (CPU); each runs to "OK" (GPU).
 
 The GPU test runs every ``examples/*.py`` as its own process, from the repository
 root, as a user would (``python examples/NAME.py``).
@@ -12,6 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+import pycudagraph as pcg
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
@@ -47,6 +50,26 @@ def _env():
     old = env.get("PYTHONPATH")
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + old if old else "")
     return env
+
+
+def _gpu_usable() -> bool:
+    try:
+        pcg.Stream().close()
+    except pcg.CudaNotAvailableError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=IDS)
+def test_example_without_gpu_exits_with_one_sentence(path):
+    if _gpu_usable():
+        pytest.skip("this machine has a GPU")
+    proc = subprocess.run([sys.executable, str(path.relative_to(ROOT))], cwd=ROOT, env=_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
+    lines = (proc.stdout + proc.stderr).strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("This example needs an NVIDIA GPU") and lines[0].endswith(").")
 
 
 @pytest.mark.gpu

@@ -217,9 +217,10 @@ def test_kernel_node_add_makes_an_argpack_and_checks_graph_membership():
         N.set_pack_type(ArgPack)
         class G:
             _h = 0x6000
+        from pycudagraph.nodes.base import REMOVED
         class Node:
-            def __init__(self, graph, h):
-                self.graph, self._h = graph, h
+            def __init__(self, graph, h, raw=None):
+                self.graph, self._h, self._raw = graph, h, raw
         g, other = G(), G()
         r = N.add_kernel(NL, LAYOUT, "kern", 0x77, 2, 128, ARGS, 0, g, (Node(g, 0x11), Node(g, 0x12)))
         h, pack = r
@@ -236,6 +237,7 @@ def test_kernel_node_add_makes_an_argpack_and_checks_graph_membership():
         assert N.add_kernel(NL, LAYOUT, "k", 0x77, 1, 1, ARGS, 0, g, (Node(other, 1),)) == -1
         assert N.add_kernel(NL, LAYOUT, "k", 0x77, 1, 1, ARGS, 0, g, Node(g, 1)) == -1
         assert N.add_kernel(NL, LAYOUT, "k", 0x77, 1, 1, ARGS, 0, g, (object(),)) == -1
+        assert N.add_kernel(NL, LAYOUT, "k", 0x77, 1, 1, ARGS, 0, g, (Node(g, 1, REMOVED),)) == -1
         assert len(CALLS) == n
         RC["add"] = 1
         assert N.add_kernel(NL, LAYOUT, "k", 0x77, 1, 1, ARGS, 0, g, ()) == 1

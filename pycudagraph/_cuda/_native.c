@@ -60,8 +60,9 @@ static const int KIND_SIZE[] = {1, 1, 2, 2, 4, 4, 8, 8, 4, 8, 1, 8, 0};
 
 static PyObject *check_dict;   /* pycudagraph._cuda.check.__dict__: its "tracer" */
 static PyObject *s_tracer, *s_layout, *s_native, *s_address, *s_refs, *s_graph, *s_h,
-    *s_kernel, *s_buf;
+    *s_kernel, *s_buf, *s_raw;
 static PyTypeObject *argpack_type;
+static PyObject *removed_marker;   /* the _raw of a node removed from its graph */
 static _Thread_local int thread_ready;
 
 /* ---------------------------------------------------------------------------------- */
@@ -411,6 +412,17 @@ static PyObject *launch_kernel(PyObject *m, PyObject *const *a, Py_ssize_t nargs
     return PyLong_FromLong(rc);
 }
 
+/* 1 if obj.name is target, 0 if not, -1 if it cannot be read (error cleared). */
+static int attr_is(PyObject *obj, PyObject *name, PyObject *target)
+{
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (!v)
+        return fail();
+    int same = v == target;
+    Py_DECREF(v);
+    return same;
+}
+
 /* The handles of dependency nodes that all belong to graph; 0, or -1 (the Python path). */
 static int dep_handles(PyObject *deps, PyObject *graph, void **out)
 {
@@ -420,14 +432,8 @@ static int dep_handles(PyObject *deps, PyObject *graph, void **out)
     int rc = 0;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(seq) && !rc; i++) {
         PyObject *d = PyTuple_GET_ITEM(seq, i);
-        PyObject *g = PyObject_GetAttr(d, s_graph);
-        if (!g) {
-            rc = fail();
-            break;
-        }
-        int same = g == graph;
-        Py_DECREF(g);
-        if (!same) {
+        if (attr_is(d, s_graph, graph) != 1 ||
+            (removed_marker && attr_is(d, s_raw, removed_marker) != 0)) {
             rc = -1;
             break;
         }
@@ -644,6 +650,13 @@ static PyObject *set_pack_type(PyObject *m, PyObject *t)
     Py_RETURN_NONE;
 }
 
+/* set_removed(marker): a dependency whose _raw is marker was removed from its graph. */
+static PyObject *set_removed(PyObject *m, PyObject *marker)
+{
+    Py_XSETREF(removed_marker, Py_NewRef(marker));
+    Py_RETURN_NONE;
+}
+
 /* mark_thread(): the calling thread has a current context (fast.py ensured it). */
 static PyObject *mark_thread(PyObject *m, PyObject *unused)
 {
@@ -659,6 +672,7 @@ static PyObject *thread_is_ready(PyObject *m, PyObject *unused)
 static PyMethodDef methods[] = {
     {"init", init, METH_VARARGS, "init(entry_points, check_namespace)"},
     {"set_pack_type", set_pack_type, METH_O, "set_pack_type(ArgPack)"},
+    {"set_removed", set_removed, METH_O, "set_removed(marker): the _raw of a removed node"},
     {"mark_thread", mark_thread, METH_NOARGS, "the calling thread has a current context"},
     {"thread_ready", thread_is_ready, METH_NOARGS, "whether mark_thread ran in this thread"},
     {"graph_launch", (PyCFunction)(void (*)(void))graph_launch, METH_FASTCALL,
@@ -692,7 +706,8 @@ PyMODINIT_FUNC PyInit__native(void)
         !(s_graph = PyUnicode_InternFromString("graph")) ||
         !(s_h = PyUnicode_InternFromString("_h")) ||
         !(s_kernel = PyUnicode_InternFromString("kernel")) ||
-        !(s_buf = PyUnicode_InternFromString("buf"))) {
+        !(s_buf = PyUnicode_InternFromString("buf")) ||
+        !(s_raw = PyUnicode_InternFromString("_raw"))) {
         Py_DECREF(m);
         return NULL;
     }

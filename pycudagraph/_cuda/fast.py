@@ -164,9 +164,12 @@ def add_kernel_node(out, graph, deps_addr, n: int, pack, deps) -> int:
     """``cuGraphAddKernelNode(&out, graph, deps, n, params)``; returns the node handle.
 
     ``out`` is a ``ctypes.c_void_p`` that receives the handle (the node keeps it, so one
-    node can serve as a one-element dependency array).
+    node can serve as a one-element dependency array). A closed or destroyed ``graph``
+    raises its ``ClosedError`` before the call.
     """
     _ensure()
+    if graph._closed or graph._dead:
+        graph._refuse()
     rc = _f.add_kernel(ctypes.addressof(out), graph._h, deps_addr, n, pack.address)
     if rc or check.tracer is not None:
         check.report("cuGraphAddKernelNode", rc, (out, graph, list(deps), pack))

@@ -15,8 +15,21 @@ from __future__ import annotations
 import enum
 
 from .._cuda import rt, versions
+from ..errors import ClosedError
 
-__all__ = ["NodeType", "Node", "RAW_TYPES"]
+__all__ = ["NodeType", "Node", "RAW_TYPES", "REMOVED"]
+
+
+class _Removed:
+    """The ``_raw`` of a node removed from its graph (``Graph.remove_node``)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<removed node>"
+
+
+REMOVED = _Removed()
 
 
 class NodeType(str, enum.Enum):
@@ -75,10 +88,24 @@ class Node:
 
     @property
     def handle(self):
-        """The raw ``cudaGraphNode_t`` (cuda.bindings object)."""
-        if self._raw is None:
-            self._raw = rt.cudaGraphNode_t(self._h)
-        return self._raw
+        """The raw ``cudaGraphNode_t`` (cuda.bindings object).
+
+        Raises :class:`ClosedError` for a node removed from its graph, or whose graph was
+        destroyed, so no raw call is made with a dangling handle.
+        """
+        raw = self._raw
+        if raw is None or raw is REMOVED or self.graph._dead:
+            self._check_live()
+            raw = self._raw = rt.cudaGraphNode_t(self._h)
+        return raw
+
+    def _check_live(self) -> None:
+        """Raise :class:`ClosedError` if the node was removed or its graph destroyed."""
+        if self._raw is REMOVED:
+            raise ClosedError(f"{type(self).__name__} 0x{self._h:x}", "was removed from its graph")
+        if self.graph._dead:
+            raise ClosedError(f"{type(self).__name__} 0x{self._h:x}",
+                              f"belongs to Graph 0x{self.graph._h:x}, which {self.graph._dead}")
 
     @property
     def dependencies(self) -> list["Node"]:
@@ -110,4 +137,6 @@ class Node:
         return hash(self._h)
 
     def __repr__(self) -> str:
+        if self._raw is REMOVED or self.graph._dead:
+            return f"<{type(self).__name__} 0x{self._h:x} removed>"
         return f"<{type(self).__name__} 0x{self._h:x} {self.describe()}>"

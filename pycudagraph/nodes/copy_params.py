@@ -28,9 +28,9 @@ def locate(obj) -> tuple[int, bool, int | None]:
     Raw integers are classified with ``cudaPointerGetAttributes``.
     """
     if isinstance(obj, DeviceBuffer):
-        return obj.ptr, True, obj.nbytes
+        return obj._live(), True, obj.nbytes  # a freed buffer raises ClosedError
     if isinstance(obj, PinnedBuffer):
-        return obj.ptr, False, obj.nbytes
+        return obj._live(), False, obj.nbytes
     if isinstance(obj, np.ndarray):
         return host_pointer(obj), False, obj.nbytes
     if isinstance(obj, (int, np.integer)) and not isinstance(obj, bool):

@@ -5,14 +5,16 @@ from __future__ import annotations
 import ctypes
 from dataclasses import dataclass, field
 
-from .._cuda import call, check, dr, fast
-from .base import Node, NodeType
+from .._cuda import call, check, device, dr, fast
+from .base import REMOVED, Node, NodeType
 
 __all__ = ["KernelNode", "KernelParams", "short_kernel_name"]
 
 _VP = ctypes.c_void_p
 _PLAIN = (int, float, bool)
 _native_add = fast.native.add_kernel if fast.native is not None else None
+if fast.native is not None:
+    fast.native.set_removed(REMOVED)  # a removed dependency goes to the Python path's error
 
 
 def short_kernel_name(name: str) -> str:
@@ -72,7 +74,7 @@ class KernelNode(Node):
         ``cudaGraphAddKernelNode``) with a ``CUDA_KERNEL_NODE_PARAMS_v2`` naming the
         kernel's ``CUfunction``; its argument slots live in the node's stable buffer."""
         nl = getattr(kernel, "_native", None)  # a Kernel's compiled layout, once loaded
-        if nl is not None:
+        if nl is not None and not (graph._closed or graph._dead):
             r = _native_add(nl, kernel._layout, kernel, kernel._func_int, grid, block, args,
                             shared_mem, graph, deps)
             if type(r) is tuple:  # packed and added by the compiled path
@@ -86,7 +88,7 @@ class KernelNode(Node):
         if n == 0:
             dep_addr = None
         elif (n == 1 and type(deps[0]) is KernelNode and deps[0].graph is graph
-              and deps[0]._cvp is not None):
+              and deps[0]._raw is not REMOVED and deps[0]._cvp is not None):
             dep_addr = ctypes.addressof(deps[0]._cvp)
         else:
             graph._dep_list(deps)
@@ -97,6 +99,8 @@ class KernelNode(Node):
         return graph._register(cls(graph, h, pack, out), pack)
 
     def _driver_params(self):
+        self._check_live()
+        device.ensure_device()  # a driver call: this thread needs a current context
         return call(dr.cuGraphKernelNodeGetParams, dr.CUgraphNode(self._h))
 
     @property
@@ -145,6 +149,7 @@ class KernelNode(Node):
         those arguments. Fields not given keep their values. Graph execs already
         instantiated are not affected (use :meth:`GraphExec.set_params` for those).
         """
+        self._check_live()
         if self._pack is None:
             raise NotImplementedError("set_params on a captured kernel node needs its kernel "
                                       "signature; rebuild the node with Graph.add_kernel")
