@@ -102,8 +102,10 @@ def test_installed_extension_is_the_active_path():
     """`pip install -e .` builds it in place; without PYCUDAGRAPH_NO_NATIVE it is used."""
     if os.environ.get(fast.NATIVE_ENV, "") not in ("", "0"):
         pytest.skip("PYCUDAGRAPH_NO_NATIVE is set in this session")
+    assert fast.native is not None, (
+        f"hot path: {fast.native_status()}; build it in place with `pip install -e .`, "
+        "`python setup.py build_ext --inplace` or `python pycudagraph/_cuda/_build.py`")
     importlib.import_module("pycudagraph._cuda._native")
-    assert fast.native is not None
     assert fast.native_status().startswith("compiled (pycudagraph._cuda._native")
     assert info.hot_path() == fast.native_status()
 
