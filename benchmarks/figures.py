@@ -39,12 +39,16 @@ FIGURES = (
     Figure("mlp_graph_iter", "MLP graph replay, per iteration", "mlp"),
     Figure("mlp_gpu_iter", "MLP GPU-only, per iteration", "mlp"),
     Figure("mlp_graph_over_gpu", "MLP graph replay / GPU-only", "mlp", unit="x"),
+    Figure("tp_eager_p50", "TP MLP step, 2 GPUs, eager p50", "tp"),
+    Figure("tp_eager_p99", "TP MLP step, 2 GPUs, eager p99", "tp"),
+    Figure("tp_graph_p50", "TP MLP step, 2 GPUs, graph p50", "tp"),
+    Figure("tp_graph_p99", "TP MLP step, 2 GPUs, graph p99", "tp"),
 )
 BY_KEY = {f.key: f for f in FIGURES}
 
 #: Names ``--only`` accepts: these groups, or any figure key (selects its group).
 GROUPS = ("floor", "held_launch", "exec_set_arg", "build", "recapture", "gpu_per_node",
-          "eager_launch", "mlp")
+          "eager_launch", "mlp", "tp")
 
 #: Table columns: (key, header, module, class). "floor" is the C++ program.
 PEERS = (
@@ -73,6 +77,7 @@ TASKS = (
     ("gpu_per_node", "gpu_per_node", {}, ("gpu_per_node",)),
     ("eager_launch", "eager_launch", {}, ("eager_launch",)),
     ("mlp", "mlp", {}, ("mlp_eager_iter", "mlp_graph_iter", "mlp_gpu_iter", "mlp_graph_over_gpu")),
+    ("tp", "tp_step", {}, ("tp_eager_p50", "tp_eager_p99", "tp_graph_p50", "tp_graph_p99")),
 )
 
 

@@ -126,6 +126,10 @@ class PcgPeer(Peer):
         from .mlp import pcg_mlp
         return pcg_mlp(self.env, self.settings)
 
+    def tp_step(self):
+        from .tp_step import cells
+        return cells(300 if self.settings.quick else 2000)
+
     def close(self) -> None:
         if hasattr(self, "stream"):
             self.stream.synchronize()

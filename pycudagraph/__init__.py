@@ -7,6 +7,7 @@ names the raw call it makes. Importing the package makes no CUDA call.
 from . import nvtx as _nvtx
 from .bucketed import BucketedGraphs, BucketStats
 from .capture import capture, capture_status
+from .device import Device, DeviceMismatchError, device, device_count
 from .kernel import Kernel
 from .program import Module, Program
 from .errors import (ArgumentError, CaptureError, ClosedError, CompileError, CudaError,
@@ -28,11 +29,12 @@ _nvtx.install()  # no-op unless PYCUDAGRAPH_NVTX=1
 __all__ = [
     "Program", "Module", "Kernel",
     "Stream", "Event", "DeviceBuffer", "PinnedBuffer", "device_pointer", "host_pointer",
+    "Device", "device", "device_count",
     "Graph", "GraphExec", "capture", "capture_status", "trace", "BucketedGraphs", "BucketStats",
     "Node", "NodeType", "KernelNode", "MemcpyNode", "MemsetNode", "HostNode",
     "ChildGraphNode", "EmptyNode", "EventRecordNode", "EventWaitNode", "MemAllocNode",
     "MemFreeNode", "ConditionalNode",
     "PyCudaGraphError", "CudaError", "CudaNotAvailableError", "NotSupportedError",
     "CompileError", "ArgumentError", "CaptureError", "GraphExecUpdateError", "HostCallbackError",
-    "ClosedError",
+    "ClosedError", "DeviceMismatchError",
 ]

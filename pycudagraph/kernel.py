@@ -3,14 +3,22 @@
 A :class:`Kernel` comes from :meth:`Module.get_kernel <pycudagraph.program.Module.get_kernel>`
 (``cudaLibraryGetKernel``); its signature is checked against the kernel image
 (``cuKernelGetParamInfo``) before the first pack.
+
+A ``cudaKernel_t`` belongs to no device; what launches and kernel nodes name is its
+``CUfunction`` in one device's context (``cuKernelGetFunction``), which a :class:`Kernel`
+looks up once per device: a launch takes the function of its stream's device, a graph
+node the function of the device current when the node is added.
 """
 
 from __future__ import annotations
 
 from . import _cuda, _lifetime
 from ._cuda import call, dr, fast, rt
+from ._cuda.device import current_device, ensure_device, seen, stream_device, thread_state
 from .args import ArgPack, Layout, dim3
+from .device import Device, check_access, device
 from .errors import ArgumentError, CudaError
+from .memory import DeviceBuffer
 from .reconcile import check_declared
 from .signature import Param
 from .stream import Stream, stream_handle
@@ -37,7 +45,10 @@ class Kernel:
         self._declared = tuple(params)
         self._handle = None
         self._handle_int = 0
-        self._func_int = 0
+        self._funcs: dict[int, int] = {}  # device ordinal -> CUfunction
+        self._func_int = 0  # the function looked up last and its device: the fast path
+        self._func_dev = -1
+        self._dev = -1  # the device it was first loaded on
         self._layout = None
         self._image_params: list[tuple[int, int]] | None = None
         self._native = None  # the layout's compiled view, once the function is known
@@ -53,11 +64,45 @@ class Kernel:
             except CudaError as exc:
                 raise self.module._with_arch_hint(exc)
             self._handle_int = int(handle)
-            # The kernel's function in pycudagraph's context: graph nodes and launches
-            # name it directly, so the driver does no kernel -> function lookup per launch.
-            self._func_int = int(call(dr.cuKernelGetFunction, dr.CUkernel(self._handle_int)))
             self._handle = handle
+            self._function(ensure_device())
         return self._handle
+
+    @property
+    def device(self) -> Device:
+        """The device the kernel was first loaded on; it runs on any device
+        (:meth:`function`)."""
+        if self._handle is None:
+            self.handle  # noqa: B018 - load on the current device
+        return Device._of(self._dev)
+
+    def function(self, dev=None) -> int:
+        """The kernel's ``CUfunction`` on device ``dev`` (default: the current one).
+
+        Calls ``cuKernelGetFunction`` with that device's primary context current, once
+        per device. Launches and kernel nodes name this function directly, so the driver
+        does no kernel -> function lookup per launch.
+        """
+        ordinal = current_device() if dev is None else Device(dev).ordinal
+        return self._function(ordinal)
+
+    def _function(self, ordinal: int) -> int:
+        func = self._funcs.get(ordinal)
+        if func is None:
+            if self._handle is None:
+                self.handle  # noqa: B018 - the cudaKernel_t first
+                return self._function(ordinal)
+            kern = dr.CUkernel(self._handle_int)
+            if thread_state.device == ordinal:
+                func = int(call(dr.cuKernelGetFunction, kern))
+            else:
+                with device._trusted(ordinal):
+                    func = int(call(dr.cuKernelGetFunction, kern))
+            self._funcs[ordinal] = func
+            if self._dev < 0:
+                self._dev = ordinal
+        self._func_int, self._func_dev = func, ordinal
+        return func
 
     @property
     def image_params(self) -> list[tuple[int, int]] | None:
@@ -122,12 +167,30 @@ class Kernel:
     def pack(self, args, grid=1, block=1, shared_mem: int = 0) -> ArgPack:
         """Pack arguments and launch dimensions into a stable :class:`ArgPack`.
 
-        The header names the kernel's ``CUfunction`` (``cuKernelGetFunction``).
+        The header names the kernel's ``CUfunction`` on the current device
+        (``cuKernelGetFunction``): a kernel node built from the pack runs there.
+
+        Raises
+        ------
+        DeviceMismatchError
+            When a :class:`DeviceBuffer` argument lives on another device and peer
+            access to it is not enabled.
         """
-        if self._handle is None:
-            self.handle  # noqa: B018 - load the module, get the function
-        return ArgPack(self._layout or self.layout, self, args, grid, block, shared_mem,
-                       func=self._func_int)
+        dev = thread_state.device
+        if dev is None:
+            dev = ensure_device()
+        if seen.multi:
+            self._check_args(args, dev, "graph node")
+        func = self._func_int if dev == self._func_dev else self._function(dev)
+        return ArgPack(self._layout or self.layout, self, args, grid, block, shared_mem, func=func)
+
+    def _check_args(self, args, dev: int, what: str) -> None:
+        """Every DeviceBuffer argument usable from ``dev`` (same device or peer access)."""
+        for i, a in enumerate(args):
+            if type(a) is DeviceBuffer and a._dev != dev:
+                name = self._declared[i].name if i < len(self._declared) else "?"
+                check_access(f"{self.name}() ({what})", dev, a._dev,
+                             f"argument {i} '{name}' (a DeviceBuffer)")
 
     # Launch ------------------------------------------------------------------------
 
@@ -148,22 +211,49 @@ class Kernel:
         Notes
         -----
         Calls ``cuLaunchKernel`` (the driver twin of ``cudaLaunchKernel``) with the
-        kernel's ``CUfunction`` in the current context.
+        kernel's ``CUfunction`` on the stream's device (for a stream made elsewhere, in a
+        process that uses several devices, ``cuStreamGetDevice`` tells which). CUDA launches
+        only on streams of the current device: a stream of another device is launched on
+        with that device made current for the call (``cudaSetDevice`` there and back);
+        inside ``with pcg.device(...)`` of the stream's device no switch is made.
+
+        Raises
+        ------
+        DeviceMismatchError
+            When a :class:`DeviceBuffer` argument lives on another device than the
+            stream and peer access to it is not enabled.
         """
         s = stream._h if type(stream) is Stream else stream_handle(stream)
-        nl = self._native
-        if nl is not None and not _native_launch(nl, self._func_int, grid, block, args, s,
-                                                 shared_mem):  # launched by the compiled path
+        nl = self._native  # the compiled path: one device in this process (its function)
+        if (nl is not None and not seen.multi
+                and not _native_launch(nl, self._func_int, grid, block, args, s, shared_mem)):
             if _lifetime.capture_keeps and args:  # captured: the graph keeps the arguments
                 _lifetime.keep_in_captures(tuple(args))
-            return
-        # The checked path: first launches, values the compiled path does not convert, and
-        # any failure (diagnosed here, with the error raised naming the call).
+            return  # launched by the compiled path
+        # The checked path: first launches, several devices, values the compiled path does
+        # not convert, and any failure (diagnosed here, with the error raised naming the call).
         g, b = dim3(grid, "grid"), dim3(block, "block")
-        pack = self.pack(args, g, b, shared_mem)
-        if s is None:  # a closed Stream
-            stream_handle(stream)  # raises its ClosedError
-        _launch(self._func_int, g, b, shared_mem, s, pack, self)
+        if type(stream) is Stream:
+            s, dev = stream._h, stream._dev
+            if s is None:  # a closed Stream
+                stream_handle(stream)  # raises its ClosedError
+            if dev < 0:
+                dev = stream._ordinal()
+        else:
+            s, dev = stream_handle(stream), thread_state.device
+            if dev is None:
+                dev = ensure_device()
+            elif seen.multi:
+                dev = current_device() if s in (0, 1, 2) else stream_device(s)
+        if seen.multi:
+            self._check_args(args, dev, "launch")
+        func = self._func_int if dev == self._func_dev else self._function(dev)
+        pack = ArgPack(self._layout or self.layout, self, args, g, b, shared_mem, func=func)
+        if seen.multi and dev != thread_state.device:  # CUDA launches on the current device
+            with device._trusted(dev):
+                _launch(func, g, b, shared_mem, s, pack, self)
+        else:
+            _launch(func, g, b, shared_mem, s, pack, self)
         if _lifetime.capture_keeps:  # captured: the graph keeps the arguments alive
             _lifetime.keep_in_captures(pack)
 

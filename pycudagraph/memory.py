@@ -8,6 +8,7 @@ device, or a raw integer into the integer device address kernels and copies take
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import weakref
 
@@ -15,7 +16,9 @@ import numpy as np
 
 from . import _cuda, _lifetime
 from ._cuda import call, rt
+from ._cuda.device import current_device, seen, thread_state
 from ._lifetime import release
+from .device import Device, device
 from .errors import ClosedError
 from .stream import stream_handle
 
@@ -36,19 +39,20 @@ class DeviceBuffer:
 
     Notes
     -----
-    Freed with ``cudaFree`` by :meth:`free` or when collected. Exposes
-    ``__cuda_array_interface__`` as bytes, so ``cupy.asarray(buf)`` views it.
-    After :meth:`free`, :attr:`ptr` is 0 and every use (methods, kernel arguments,
-    copies, ``device_pointer``) raises :class:`ClosedError` ("was freed").
+    Allocated on the current device (:attr:`device`). Freed with ``cudaFree`` by
+    :meth:`free` or when collected. Exposes ``__cuda_array_interface__`` as bytes, so
+    ``cupy.asarray(buf)`` views it. After :meth:`free`, :attr:`ptr` is 0 and every use
+    (methods, kernel arguments, copies, ``device_pointer``) raises :class:`ClosedError`
+    ("was freed").
     """
 
-    __slots__ = ("ptr", "nbytes", "_addr", "_fin", "__weakref__")
+    __slots__ = ("ptr", "nbytes", "_addr", "_fin", "_dev", "__weakref__")
 
     def __init__(self, nbytes: int):
         nbytes = int(nbytes)
         if nbytes <= 0:
             raise ValueError(f"DeviceBuffer needs a positive size in bytes, got {nbytes}")
-        _cuda.ensure_device()
+        self._dev = current_device()
         raw = call(rt.cudaMalloc, nbytes)
         self.ptr: int = int(raw)
         self._addr = self.ptr
@@ -81,6 +85,18 @@ class DeviceBuffer:
         return self._live()
 
     @property
+    def device(self) -> Device:
+        """The device the memory was allocated on."""
+        return Device._of(self._dev)
+
+    def _on_own_device(self):
+        """Its device current for a synchronous call (a no-op on one GPU): the legacy
+        stream synchronized after ``cudaMemcpy`` / ``cudaMemset`` is the current device's."""
+        if seen.multi and self._dev != thread_state.device:
+            return device._trusted(self._dev)
+        return contextlib.nullcontext()
+
+    @property
     def __cuda_array_interface__(self) -> dict:
         return {"shape": (self.nbytes,), "typestr": "|u1", "data": (self._live(), False),
                 "version": 3, "strides": None}
@@ -105,8 +121,9 @@ class DeviceBuffer:
         arr = self._check_host(host_array, "copy_from")
         src = arr.ctypes.data
         if stream is None:
-            call(rt.cudaMemcpy, self.ptr, src, arr.nbytes, _H2D)
-            call(rt.cudaStreamSynchronize, _LEGACY_STREAM)
+            with self._on_own_device():
+                call(rt.cudaMemcpy, self.ptr, src, arr.nbytes, _H2D)
+                call(rt.cudaStreamSynchronize, _LEGACY_STREAM)
         else:
             call(rt.cudaMemcpyAsync, self.ptr, src, arr.nbytes, _H2D, stream_handle(stream))
             if _lifetime.capture_keeps:
@@ -125,7 +142,8 @@ class DeviceBuffer:
         if not arr.flags.writeable:
             raise ValueError("copy_to needs a writeable host array")
         if stream is None:
-            call(rt.cudaMemcpy, arr.ctypes.data, self.ptr, arr.nbytes, _D2H)
+            with self._on_own_device():
+                call(rt.cudaMemcpy, arr.ctypes.data, self.ptr, arr.nbytes, _D2H)
         else:
             call(rt.cudaMemcpyAsync, arr.ctypes.data, self.ptr, arr.nbytes, _D2H, stream_handle(stream))
             if _lifetime.capture_keeps:
@@ -145,8 +163,9 @@ class DeviceBuffer:
         or ``cudaMemsetAsync`` on ``stream``)."""
         self._live()
         if stream is None:
-            call(rt.cudaMemset, self.ptr, 0, self.nbytes)
-            call(rt.cudaStreamSynchronize, _LEGACY_STREAM)
+            with self._on_own_device():
+                call(rt.cudaMemset, self.ptr, 0, self.nbytes)
+                call(rt.cudaStreamSynchronize, _LEGACY_STREAM)
         else:
             call(rt.cudaMemsetAsync, self.ptr, 0, self.nbytes, stream_handle(stream))
             if _lifetime.capture_keeps:

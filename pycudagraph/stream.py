@@ -9,7 +9,9 @@ from __future__ import annotations
 from . import _cuda, hostfn
 from ._cuda import call, rt
 from . import _lifetime
+from ._cuda.device import current_device, seen, stream_device
 from ._lifetime import release
+from .device import Device, check_same_device
 from .errors import ClosedError, PyCudaGraphError
 
 __all__ = ["Stream", "Event", "stream_handle"]
@@ -17,6 +19,9 @@ __all__ = ["Stream", "Event", "stream_handle"]
 # The raw values CUDA reserves for the default streams.
 _LEGACY = 1  # cudaStreamLegacy
 _PER_THREAD = 2  # cudaStreamPerThread
+# Stream._dev for streams whose device is not a fixed ordinal.
+_FOLLOWS_CURRENT = -1  # a default stream: it belongs to whichever device is current
+_NOT_ASKED = -2  # wrapped: asked of the driver on first use
 
 
 class Stream:
@@ -31,27 +36,28 @@ class Stream:
 
     Notes
     -----
-    Calls ``cudaStreamCreateWithPriority``; the stream is destroyed with
-    ``cudaStreamDestroy`` when the object is collected or :meth:`close` is called.
-    After :meth:`close` every use (methods, launches and copies on it, ``stream=`` of
-    any call) raises :class:`ClosedError` before any raw call.
+    Calls ``cudaStreamCreateWithPriority`` on the current device (:attr:`device`); the
+    stream is destroyed with ``cudaStreamDestroy`` when the object is collected or
+    :meth:`close` is called. After :meth:`close` every use (methods, launches and copies
+    on it, ``stream=`` of any call) raises :class:`ClosedError` before any raw call.
     """
 
-    __slots__ = ("_h", "_addr", "_raw", "_owner", "_fin", "__weakref__")
+    __slots__ = ("_h", "_addr", "_raw", "_owner", "_fin", "_dev", "__weakref__")
 
     def __init__(self, non_blocking: bool = True, priority: int = 0):
-        _cuda.ensure_device()
+        dev = current_device()
         flags = rt.cudaStreamNonBlocking if non_blocking else rt.cudaStreamDefault
         raw = call(rt.cudaStreamCreateWithPriority, flags, int(priority))
-        self._init(int(raw), raw, None)
+        self._init(int(raw), raw, None, dev)
         self._fin = release(self, rt.cudaStreamDestroy, raw)
 
-    def _init(self, h: int, raw, owner) -> None:
+    def _init(self, h: int, raw, owner, dev: int = _NOT_ASKED) -> None:
         self._h = h  # None once closed: every path reading it refuses
         self._addr = h
         self._raw = raw
         self._owner = owner
         self._fin = None
+        self._dev = _FOLLOWS_CURRENT if h in (0, _LEGACY, _PER_THREAD) else dev
 
     @classmethod
     def wrap(cls, obj) -> "Stream":
@@ -87,6 +93,23 @@ class Stream:
     def ptr(self) -> int:
         """The stream handle as an integer."""
         return self._live()
+
+    @property
+    def device(self) -> Device:
+        """The device the stream belongs to (for a wrapped stream ``cuStreamGetDevice``,
+        asked once; a default stream belongs to the current device)."""
+        return Device._of(self._ordinal())
+
+    def _ordinal(self) -> int:
+        dev = self._dev
+        if dev >= 0:
+            return dev
+        if dev == _FOLLOWS_CURRENT:
+            return current_device()
+        dev = stream_device(self._live())
+        seen.note(dev)
+        self._dev = dev
+        return dev
 
     def __int__(self) -> int:
         return self._live()
@@ -199,14 +222,15 @@ class Event:
 
     Notes
     -----
-    Calls ``cudaEventCreateWithFlags``; destroyed with ``cudaEventDestroy``. After
-    :meth:`close` every use raises :class:`ClosedError`.
+    Calls ``cudaEventCreateWithFlags`` on the current device (:attr:`device`); destroyed
+    with ``cudaEventDestroy``. After :meth:`close` every use raises :class:`ClosedError`.
+    CUDA records an event only on a stream of its own device; any stream may wait for it.
     """
 
-    __slots__ = ("_raw", "_h", "_addr", "_fin", "timing", "__weakref__")
+    __slots__ = ("_raw", "_h", "_addr", "_fin", "timing", "_dev", "__weakref__")
 
     def __init__(self, timing: bool = True, blocking: bool = False):
-        _cuda.ensure_device()
+        self._dev = current_device()
         flags = 0 if timing else rt.cudaEventDisableTiming
         if blocking:
             flags |= rt.cudaEventBlockingSync
@@ -231,8 +255,26 @@ class Event:
         """True once :meth:`close` was called."""
         return self._h is None
 
+    @property
+    def device(self) -> Device:
+        """The device the event was created on."""
+        return Device._of(self._dev)
+
     def record(self, stream=None) -> "Event":
-        """Record the event on ``stream`` (``cudaEventRecord``); returns ``self``."""
+        """Record the event on ``stream`` (``cudaEventRecord``); returns ``self``.
+
+        Raises
+        ------
+        DeviceMismatchError
+            When ``stream`` belongs to another device than the event.
+        """
+        if seen.multi:
+            if type(stream) is Stream:
+                where = stream._dev if stream._dev >= 0 else stream._ordinal()
+            else:
+                where = current_device() if stream is None else -1  # -1: not known here
+            check_same_device("Event.record", "the event", self._dev, "the stream", where,
+                              f"Create the event inside `with pcg.device({where}):`")
         call(rt.cudaEventRecord, self._live(), stream_handle(stream))
         return self
 
@@ -245,7 +287,11 @@ class Event:
         return _done(rt.cudaEventQuery, self._live())
 
     def elapsed_ms(self, end: "Event") -> float:
-        """Milliseconds from this event to ``end`` (``cudaEventElapsedTime``)."""
+        """Milliseconds from this event to ``end`` (``cudaEventElapsedTime``); both
+        must be of one device."""
+        if seen.multi:
+            check_same_device("Event.elapsed_ms", "the start event", self._dev, "the end event",
+                              end._dev)
         return float(call(rt.cudaEventElapsedTime, self._live(), end._live()))
 
     def close(self) -> None:

@@ -5,18 +5,25 @@ current in the calling thread; a thread that has never called the runtime has no
 :func:`ensure_device` makes the current device's primary context current in this thread
 once (``cudaGetDevice`` + ``cudaFree(0)``) and remembers it in a thread-local, so every
 later check is one attribute read.
+
+:data:`seen` records the devices made current so far; while only one has been, the
+multi-device checks of the objects above (:mod:`pycudagraph.device`) are skipped, so a
+single-GPU program pays one attribute read for them.
 """
 
 from __future__ import annotations
 
 import threading
 
+from cuda.bindings import driver as dr
 from cuda.bindings import runtime as rt
 
 from ..errors import CudaNotAvailableError
 from .check import call, runtime_name_text
 
-__all__ = ["ensure_device", "set_device", "cuda_available", "thread_state", "on_first_use"]
+__all__ = ["ensure_device", "set_device", "switch_device", "current_device", "stream_device",
+           "cuda_available",
+           "thread_state", "on_first_use", "seen"]
 
 
 class _ThreadState(threading.local):
@@ -25,6 +32,22 @@ class _ThreadState(threading.local):
 
 
 thread_state = _ThreadState()
+
+
+class _Seen:
+    """The device ordinals made current in this process; ``multi`` once there are two."""
+
+    def __init__(self):
+        self.ordinals: set[int] = set()
+        self.multi = False
+
+    def note(self, ordinal: int) -> None:
+        if ordinal not in self.ordinals:
+            self.ordinals.add(ordinal)
+            self.multi = len(self.ordinals) > 1
+
+
+seen = _Seen()
 _lock = threading.Lock()
 _process: dict = {"checked": False}
 #: Functions run once per process before the first device use (the ctypes table of .fast).
@@ -64,6 +87,8 @@ def ensure_device() -> int:
     dev = call(rt.cudaGetDevice)
     call(rt.cudaFree, 0)
     thread_state.device = dev
+    thread_state.visited = {dev}
+    seen.note(dev)
     return dev
 
 
@@ -74,6 +99,59 @@ def set_device(ordinal: int) -> None:
     call(rt.cudaSetDevice, int(ordinal))
     call(rt.cudaFree, 0)
     thread_state.device = int(ordinal)
+    if getattr(thread_state, "visited", None) is None:
+        thread_state.visited = set()
+    thread_state.visited.add(int(ordinal))
+    seen.note(int(ordinal))
+
+
+def switch_device(ordinal: int) -> None:
+    """Make ``ordinal`` current in this thread, cheaply when switching back and forth.
+
+    The first switch to a device in a thread is :func:`set_device`; later ones are one
+    ``cudaSetDevice`` (since CUDA 12 it makes the device's primary context current
+    itself), which stream capture allows, unlike ``cudaFree``.
+    """
+    visited = getattr(thread_state, "visited", None)
+    if visited is None:
+        visited = thread_state.visited = set()
+    if ordinal in visited:
+        call(rt.cudaSetDevice, ordinal)
+        thread_state.device = ordinal
+    else:
+        set_device(ordinal)
+
+
+def current_device() -> int:
+    """The calling thread's current device as CUDA has it now (``cudaGetDevice``).
+
+    Unlike :func:`ensure_device` this asks every time, so a switch made by another
+    library (``torch.cuda.set_device``, ``cupy.cuda.Device.use``) is seen; objects that
+    remember their device are created with it.
+    """
+    if thread_state.device is None:
+        return ensure_device()
+    dev = call(rt.cudaGetDevice)
+    if dev != thread_state.device:
+        call(rt.cudaFree, 0)  # its primary context, current in this thread
+        thread_state.device = dev
+        seen.note(dev)
+    return dev
+
+
+def stream_device(handle: int) -> int:
+    """The device a stream made elsewhere belongs to (``cuStreamGetDevice``, or
+    ``cuStreamGetCtx`` + ``cuCtxGetDevice`` with cuda-bindings older than 12.8)."""
+    stream = dr.CUstream(handle)
+    fn = getattr(dr, "cuStreamGetDevice", None)
+    if fn is not None:
+        return int(call(fn, stream))
+    ctx = call(dr.cuStreamGetCtx, stream)
+    call(dr.cuCtxPushCurrent, ctx)
+    try:
+        return int(call(dr.cuCtxGetDevice))
+    finally:
+        dr.cuCtxPopCurrent()
 
 
 def cuda_available() -> bool:

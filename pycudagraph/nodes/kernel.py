@@ -6,6 +6,7 @@ import ctypes
 from dataclasses import dataclass, field
 
 from .._cuda import call, check, device, dr, fast
+from .._cuda.device import seen
 from .base import REMOVED, Node, NodeType
 
 __all__ = ["KernelNode", "KernelParams", "short_kernel_name"]
@@ -74,7 +75,7 @@ class KernelNode(Node):
         ``cudaGraphAddKernelNode``) with a ``CUDA_KERNEL_NODE_PARAMS_v2`` naming the
         kernel's ``CUfunction``; its argument slots live in the node's stable buffer."""
         nl = getattr(kernel, "_native", None)  # a Kernel's compiled layout, once loaded
-        if nl is not None and not (graph._closed or graph._dead):
+        if nl is not None and not seen.multi and not (graph._closed or graph._dead):
             r = _native_add(nl, kernel._layout, kernel, kernel._func_int, grid, block, args,
                             shared_mem, graph, deps)
             if type(r) is tuple:  # packed and added by the compiled path
