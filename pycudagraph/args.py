@@ -20,6 +20,7 @@ import struct
 import numpy as np
 
 from . import _lifetime, validate
+from ._cuda import fast
 from ._cuda.structs import DIMS_OFFSET, KERNEL_NODE_PARAMS_FORMAT, KERNEL_PARAMS_FIELD
 from .errors import ArgumentError, ClosedError
 from .memory import device_pointer
@@ -182,6 +183,8 @@ class Layout:
         self.fixup = struct.Struct(f"<{n}Q")
         self.buffer_type = ctypes.c_char * self.size
         self.index = {p.name: p.index for p in params}
+        #: The compiled path's copy of this layout (None without it: ctypes path).
+        self.native = fast.native_layout(params, offsets, self.size, self.converters)
 
     def convert(self, args) -> list:
         """Values ready for the layout's formats; raises :class:`ArgumentError` when one is wrong."""
@@ -359,8 +362,7 @@ class ArgPack:
         """An independent pack with the same contents (its pointers point into itself)."""
         new = ArgPack.__new__(ArgPack)
         new.layout, new.kernel, new.refs = self.layout, self.kernel, list(self.refs)
-        buf = self.layout.buffer_type()
-        ctypes.memmove(buf, self.buf, self.layout.size)
+        buf = self.layout.buffer_type.from_buffer_copy(self.buf)  # self.buf: ctypes or bytearray
         addr = ctypes.addressof(buf)
         new.buf, new.address = buf, addr
         struct.pack_into("<Q", buf, KERNEL_PARAMS_FIELD, addr + HEADER_SIZE)
@@ -386,3 +388,5 @@ class ArgPack:
 
 
 _lifetime.register_contents(ArgPack, lambda pack: pack.refs)
+if fast.native is not None:
+    fast.native.set_pack_type(ArgPack)  # the compiled kernel-node add makes packs of this class

@@ -43,6 +43,8 @@ _NEVER = object()  # _last_stream before the first launch
 _RETIRE_CHECK = 256
 _graph_launch = fast.graph_launch
 _exec_set = fast.exec_kernel_node_set_params
+_native_launch = fast.native.graph_launch if fast.native is not None else None
+_native_set_arg = fast.native.exec_set_arg if fast.native is not None else None
 
 
 class GraphExec:
@@ -53,7 +55,7 @@ class GraphExec:
     """
 
     __slots__ = ("_raw", "_h", "_addr", "graph", "_packs", "_src", "_ledger", "_aliases",
-                 "_pending", "_host_ids", "_last_stream", "_fin", "__weakref__")
+                 "_pending", "_host_ids", "_host_scan", "_last_stream", "_fin", "__weakref__")
 
     @classmethod
     def _instantiate(cls, graph, upload_stream, auto_free_on_launch, device_launch,
@@ -70,14 +72,18 @@ class GraphExec:
             params.uploadStream = stream_handle(upload_stream)
         params.flags = flags
         graph_raw = graph._raw  # a closed graph raises ClosedError here
-        try:
-            raw = call(rt.cudaGraphInstantiateWithParams, graph_raw, params)
-        except CudaError as exc:
-            exc.hint = f"result: {params.result_out.name}"
-            if int(params.errNode_out):
-                exc.hint += f"; failing node: {graph._node(params.errNode_out).describe()}"
-            exc.args = (exc._text(),)
-            raise
+        h = fast.graph_instantiate(graph, flags) if upload_stream is None else 0
+        if h:
+            raw = rt.cudaGraphExec_t(h)
+        else:  # with an upload stream, or to say why the driver refused
+            try:
+                raw = call(rt.cudaGraphInstantiateWithParams, graph_raw, params)
+            except CudaError as exc:
+                exc.hint = f"result: {params.result_out.name}"
+                if int(params.errNode_out):
+                    exc.hint += f"; failing node: {graph._node(params.errNode_out).describe()}"
+                exc.args = (exc._text(),)
+                raise
         self = cls.__new__(cls)
         self._raw = raw
         self._h = self._addr = int(raw)
@@ -88,7 +94,8 @@ class GraphExec:
         self._ledger = Ledger({"graph": graph.keepalive()}, owner=self)
         self._aliases = {}
         self._pending = None
-        self._host_ids = hostcall_ids(self._ledger.snapshot())
+        self._host_ids = set()
+        self._host_scan = True  # the ledger is scanned on first need (_hostcalls), not here
         self._last_stream = _NEVER  # the stream object of the last launch (kept alive)
         graph._execs.add(self)
         self._fin = release(self, rt.cudaGraphExecDestroy, raw)
@@ -121,6 +128,16 @@ class GraphExec:
             self._retire(old)
         self._ledger.hold(key, *objs)
 
+    def _hostcalls(self) -> set:
+        """Ids of the host callables this exec can run (their exceptions are its to raise).
+
+        Found when first needed, after a host node raised somewhere, not at instantiate or
+        update: walking every node's kept objects there cost about 0.5 us per node."""
+        if self._host_scan:
+            hostcall_ids(self._ledger.snapshot(), self._host_ids)
+            self._host_scan = False
+        return self._host_ids
+
     def _retire(self, old) -> None:
         n = self._ledger.retire(old)
         if n % _RETIRE_CHECK == 0:
@@ -147,12 +164,15 @@ class GraphExec:
         """
         h = self._h
         s = stream._h if type(stream) is Stream else stream_handle(stream)
-        if h is None or s is None:  # this exec or the stream was closed
-            self._refuse(stream)
-        _graph_launch(h, s, self)
+        if _native_launch is None or _native_launch(h, s):
+            # The checked path: a closed exec or stream, this thread's first call, a trace,
+            # a failed launch (the compiled call makes none of these).
+            if h is None or s is None:  # this exec or the stream was closed
+                self._refuse(stream)
+            _graph_launch(h, s, self)
         self._last_stream = stream
         if _pending:
-            raise_pending(ids=self._host_ids)
+            raise_pending(ids=self._hostcalls())
 
     def upload(self, stream=None) -> None:
         """Upload the exec's work descriptors ahead of the first launch (``cudaGraphUpload``)."""
@@ -171,7 +191,7 @@ class GraphExec:
             call(rt.cudaStreamSynchronize, h)
         self._ledger.clear_retired()
         if _pending:
-            raise_pending(ids=self._host_ids)
+            raise_pending(ids=self._hostcalls())
 
     # Per-node updates ----------------------------------------------------------------
 
@@ -214,6 +234,13 @@ class GraphExec:
         if entry is None:
             entry = self._kernel_entry(node)
         pack, h = entry
+        if _native_set_arg is not None:
+            r = _native_set_arg(self._h, h, pack, index_or_name, value)
+            if not r:
+                return  # done by the compiled path
+            if type(r) is tuple:  # done; r[0] is the object it replaced
+                self._retire(r[0])
+                return
         layout = pack.layout
         i = (index_or_name if type(index_or_name) is int and 0 <= index_or_name < layout.count
              else layout.slot_index(index_or_name))
@@ -318,7 +345,8 @@ class GraphExec:
         self._pending = graph  # nodes are paired on the next per-node update
         self._retire(self._ledger.snapshot())
         self._ledger.held = {"graph": graph.keepalive() + (graph,)}
-        self._host_ids = hostcall_ids(self._ledger.snapshot())
+        self._host_ids = set()
+        self._host_scan = True
 
     def _resolve_update(self) -> None:
         """Pair the last update's nodes with the exec's (creation order, as CUDA pairs them)."""

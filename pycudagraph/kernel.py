@@ -27,6 +27,8 @@ from .stream import Stream, stream_handle
 __all__ = ["Kernel"]
 
 _launch = fast.launch_kernel
+_native_launch = fast.native.launch_kernel if fast.native is not None else None
+
 
 class Kernel:
     """One kernel of a :class:`Module` (``cudaKernel_t``), with its parameter layout.
@@ -50,6 +52,7 @@ class Kernel:
         self._dev = -1  # the device it was first loaded on
         self._layout = None
         self._image_params: list[tuple[int, int]] | None = None
+        self._native = None  # the layout's compiled view, once the function is known
 
     # Loading -----------------------------------------------------------------------
 
@@ -137,6 +140,8 @@ class Kernel:
             if image is not None:
                 params = self._check_against_image(params, image)
             self._layout = Layout(self.name, params)
+            if self._func_int:
+                self._native = self._layout.native
         return self._layout
 
     def _check_against_image(self, params, image) -> tuple[Param, ...]:
@@ -198,14 +203,18 @@ class Kernel:
         """
         if self._handle is None:
             self.handle  # noqa: B018 - load the module, get the function
-        lim = KERNEL_LIMITS.get(self._func_int)
-        if lim is None:
-            lim = kernel_limits(self)
-        if (type(block) is int and type(grid) is int and type(shared_mem) is int
-                and 0 < block <= lim.block1 and 0 < grid <= lim.grid1
-                and 0 <= shared_mem <= lim.smem):
+        if self._fits(grid, block, shared_mem):
             return (grid, 1, 1), (block, 1, 1), shared_mem
+        lim = KERNEL_LIMITS.get(self._func_int) or kernel_limits(self)
         return launch_config(lim, grid, block, shared_mem)
+
+    def _fits(self, grid, block, shared_mem) -> bool:
+        """The common configuration (1-D int grid and block within the limits, shared memory
+        within the kernel's current ceiling), judged with a few compares; False when unsure."""
+        lim = KERNEL_LIMITS.get(self._func_int)
+        return (lim is not None and type(block) is int and type(grid) is int
+                and type(shared_mem) is int and 0 < block <= lim.block1
+                and 0 < grid <= lim.grid1 and 0 <= shared_mem <= lim.smem)
 
     def check_config(self, grid, block, shared_mem: int = 0) -> tuple:
         """Check a launch configuration against the device's and this kernel's limits.
@@ -254,6 +263,15 @@ class Kernel:
         with that device made current for the call (``cudaSetDevice`` there and back);
         inside ``with pcg.device(...)`` of the stream's device no switch is made.
         """
+        s = stream._h if type(stream) is Stream else stream_handle(stream)
+        nl = self._native  # the compiled path: one device in this process (its function)
+        if (nl is not None and not seen.multi
+                and not _native_launch(nl, self._func_int, grid, block, args, s, shared_mem)):
+            if _lifetime.capture_keeps and args:  # captured: the graph keeps the arguments
+                _lifetime.keep_in_captures(tuple(args))
+            return  # launched by the compiled path
+        # The checked path: first launches, several devices, values the compiled path does
+        # not convert, and any failure (diagnosed here, with the error raised naming the call).
         if type(stream) is Stream:
             s, dev = stream._h, stream._dev
             if s is None:  # a closed Stream

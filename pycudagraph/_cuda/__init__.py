@@ -14,7 +14,7 @@ Modules:
 check       ``call``, ``error_for`` (sticky-error clearing), the trace hook
 versions    bindings/driver versions, ``require(feature, version)``, 12.x/13.x shims
 device      the current device's context, per thread (``ensure_device``)
-fast        the hot calls through ctypes, checked and traced
+fast        the hot calls (compiled ``_native`` or ctypes), checked and traced
 structs     byte layouts of the structs the hot calls take
 =========== ===================================================================
 

@@ -18,7 +18,7 @@ from .. import _cuda
 from .._cuda import call, rt
 from ..errors import CudaError
 
-__all__ = ["Feature", "FEATURES", "collect", "report"]
+__all__ = ["Feature", "FEATURES", "collect", "report", "hot_path"]
 
 
 class Feature(NamedTuple):
@@ -133,7 +133,8 @@ def collect() -> dict:
     ``driver`` (version text), ``runtime_int`` and ``driver_int`` (1000*major +
     10*minor), ``nvrtc``, ``devices`` (a list of dicts: ``index``, ``name``,
     ``compute_capability``, ``memory_bytes``, ``multiprocessors``), ``device_error``
-    (why there are none, or None) and ``features`` (a list of :class:`Feature`).
+    (why there are none, or None), ``features`` (a list of :class:`Feature`) and
+    ``hot_path`` (which path the hot calls take, :func:`hot_path`).
 
     Calls ``cudaDriverGetVersion``, ``cudaRuntimeGetVersion``, ``nvrtcVersion``,
     ``cudaGetDeviceCount`` and ``cudaGetDeviceProperties``; creates no context.
@@ -161,7 +162,15 @@ def collect() -> dict:
         "devices": devices,
         "device_error": device_error,
         "features": _features(driver),
+        "hot_path": hot_path(),
     }
+
+
+def hot_path() -> str:
+    """Which path launches, kernel-node adds and exec updates take: ``"compiled (...)"``
+    (the C extension ``pycudagraph._cuda._native``) or ``"ctypes (why)"`` (not built, or
+    ``PYCUDAGRAPH_NO_NATIVE=1``). Needs no GPU."""
+    return _cuda.fast.native_status()
 
 
 def _gib(nbytes: int) -> str:
@@ -179,6 +188,7 @@ def report(data: dict | None = None) -> str:
         f"  CUDA runtime    {d['runtime']}",
         f"  CUDA driver     supports CUDA {d['driver']}",
         f"  NVRTC           {d['nvrtc']}",
+        f"  Hot path        {d.get('hot_path') or hot_path()}",
         "",
     ]
     devices = d["devices"]

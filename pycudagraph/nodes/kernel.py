@@ -6,6 +6,7 @@ import ctypes
 from dataclasses import dataclass, field
 
 from .._cuda import call, check, device, dr, fast, rt, versions
+from .._cuda.device import seen
 from ..errors import ArgumentError
 from ..validate import require_kernel
 from . import attributes as _attrs
@@ -15,6 +16,9 @@ __all__ = ["KernelNode", "KernelParams", "short_kernel_name"]
 
 _VP = ctypes.c_void_p
 _PLAIN = (int, float, bool)
+_native_add = fast.native.add_kernel if fast.native is not None else None
+if fast.native is not None:
+    fast.native.set_removed(REMOVED)  # a removed dependency goes to the Python path's error
 
 
 def short_kernel_name(name: str) -> str:
@@ -66,7 +70,7 @@ class KernelNode(Node):
     def __init__(self, graph, h: int, pack=None, cvp=None):
         super().__init__(graph, h)
         self._pack = pack  # ArgPack when built by pycudagraph; None when read back
-        self._cvp = cvp if cvp is not None else ctypes.c_void_p(h)  # the handle, addressable
+        self._cvp = cvp  # the handle as a c_void_p (a one-node dependency array), or None
 
     @classmethod
     def _add(cls, graph, deps, kernel, grid, block, args=(), shared_mem: int = 0,
@@ -79,6 +83,14 @@ class KernelNode(Node):
         they are all checked before the node is added.
         """
         todo = [_attrs.prepare(k, v) for k, v in attributes.items() if v is not None]
+        nl = getattr(kernel, "_native", None)  # a Kernel's compiled layout, once loaded
+        if (nl is not None and not todo and not seen.multi and not (graph._closed or graph._dead)
+                and kernel._fits(grid, block, shared_mem)):  # the driver checks no limits here
+            r = _native_add(nl, kernel._layout, kernel, kernel._func_int, grid, block, args,
+                            shared_mem, graph, deps)
+            if type(r) is tuple:  # packed and added by the compiled path
+                return graph._register(cls(graph, r[0], r[1]), r[1])
+        # The checked path (and the diagnosis of anything the compiled path handed back).
         pack = require_kernel(kernel, "add_kernel").pack(args, grid, block, shared_mem)
         if isinstance(deps, Node):
             deps = (deps,)
@@ -89,7 +101,7 @@ class KernelNode(Node):
         if n == 0:
             dep_addr = None
         elif (n == 1 and type(deps[0]) is KernelNode and deps[0].graph is graph
-              and deps[0]._raw is not REMOVED):  # checked: a live node of this graph
+              and deps[0]._raw is not REMOVED and deps[0]._cvp is not None):
             dep_addr = ctypes.addressof(deps[0]._cvp)
         else:
             graph._dep_list(deps)

@@ -1,0 +1,42 @@
+"""Build the compiled hot path in place without setuptools: ``python pycudagraph/_cuda/_build.py``.
+
+``python setup.py build_ext --inplace`` does the same where setuptools is installed. This
+script only needs a C compiler and the Python headers (``sysconfig``), so it also works on a
+machine with no network and no setuptools. It runs nothing from pycudagraph itself.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import sysconfig
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.join(HERE, "_native.c")
+
+
+def target() -> str:
+    """Path of the extension module for this interpreter (``_native<EXT_SUFFIX>``)."""
+    return os.path.join(HERE, "_native" + sysconfig.get_config_var("EXT_SUFFIX"))
+
+
+def command() -> list[str]:
+    cc = shlex.split(sysconfig.get_config_var("CC") or "cc")
+    include = sysconfig.get_paths()["include"]
+    return [*cc, "-shared", "-fPIC", "-O2", "-std=c11", "-Wall", f"-I{include}",
+            SOURCE, "-o", target()]
+
+
+def main() -> int:
+    cmd = command()
+    print(" ".join(shlex.quote(c) for c in cmd))
+    done = subprocess.run(cmd)
+    if done.returncode:
+        print("build failed: pycudagraph will use its ctypes path", file=sys.stderr)
+    return done.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
