@@ -30,7 +30,7 @@ import weakref
 
 from ._cuda import check
 
-__all__ = ["release", "flush_deferred", "Ledger", "holders_of", "defer_free", "retry_frees",
+__all__ = ["release", "flush_deferred", "Ledger", "Releasable", "holders_of", "defer_free", "retry_frees",
            "deferred_frees", "register_contents", "on_exit"]
 
 _deferred: list = []
@@ -218,6 +218,26 @@ def holders_of(obj, first: bool = False) -> list[str]:
 
 #: weakrefs to buffers whose ``free()`` was deferred because something still used them.
 _pending_frees: list = []
+
+
+class Releasable:
+    """Mixin of objects whose raw release (their ``_fin``) waits for the graphs and execs
+    that still use them: buffers (``free()``) and events (``close()``)."""
+
+    __slots__ = ()
+
+    def _holders(self, first: bool = False) -> list[str]:
+        return holders_of(self, first)
+
+    def _release(self) -> None:
+        self._fin()
+
+    def _release_when_unused(self) -> None:
+        """Release now, or (something still uses this) as soon as the last user lets go."""
+        if self._holders(first=True):
+            defer_free(self)
+        else:
+            self._release()
 
 
 def defer_free(buf) -> None:

@@ -29,7 +29,7 @@ _H2D = rt.cudaMemcpyKind.cudaMemcpyHostToDevice
 _D2H = rt.cudaMemcpyKind.cudaMemcpyDeviceToHost
 
 
-class DeviceBuffer:
+class DeviceBuffer(_lifetime.Releasable):
     """Linear device memory from ``cudaMalloc``.
 
     Parameters
@@ -184,16 +184,7 @@ class DeviceBuffer:
         if not self.ptr:
             return
         self.ptr = 0
-        if self._holders(first=True):
-            _lifetime.defer_free(self)
-        else:
-            self._release()
-
-    def _holders(self, first: bool = False) -> list[str]:
-        return _lifetime.holders_of(self, first)
-
-    def _release(self) -> None:
-        self._fin()
+        self._release_when_unused()
 
     def __repr__(self) -> str:
         if self.ptr:
@@ -204,7 +195,7 @@ class DeviceBuffer:
         return f"<pycudagraph.DeviceBuffer 0x{self._addr:x} nbytes={self.nbytes} {state}>"
 
 
-class PinnedBuffer:
+class PinnedBuffer(_lifetime.Releasable):
     """Page-locked host memory from ``cudaMallocHost``.
 
     Copies between pinned memory and the device run asynchronously and can be graph
@@ -265,17 +256,11 @@ class PinnedBuffer:
         if not self.ptr:
             return
         self.ptr = 0
-        if self._holders(first=True):
-            _lifetime.defer_free(self)
-        else:
-            self._release()
+        self._release_when_unused()
 
     def _holders(self, first: bool = False) -> list[str]:
         views = sum(1 for r in self._views if r() is not None)
         return _lifetime.holders_of(self, first) + ([f"{views} numpy view(s)"] if views else [])
-
-    def _release(self) -> None:
-        self._fin()
 
     def __repr__(self) -> str:
         if self.ptr:

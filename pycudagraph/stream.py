@@ -210,7 +210,7 @@ def stream_handle(obj) -> int:
         "a cuda.bindings stream or an int handle")
 
 
-class Event:
+class Event(_lifetime.Releasable):
     """A CUDA event.
 
     Parameters
@@ -304,16 +304,7 @@ class Event:
         if self._h is None:
             return
         self._h = None
-        if self._holders(first=True):
-            _lifetime.defer_free(self)
-        else:
-            self._release()
-
-    def _holders(self, first: bool = False) -> list[str]:
-        return _lifetime.holders_of(self, first)
-
-    def _release(self) -> None:
-        self._fin()
+        self._release_when_unused()
 
     def __repr__(self) -> str:
         state = " closed" if self._h is None else ""
