@@ -286,8 +286,10 @@ class GraphExec:
         node._check_live()
         self._resolve_update()
         h = self._aliases.get(node._h, node._h)
-        if h != node._h:
-            return self.graph._node(h)
+        if h != node._h:  # its twin: a node of the graph, or of a body of one of its nodes
+            twin = self.graph._nodes.get(h)
+            return twin or next((n for n in self.graph._all_nodes() if n._h == h),
+                                None) or self.graph._node(h)
         if not self.graph._holds(node):
             raise PyCudaGraphError(f"{node!r} is not a node of the graph this exec was made from")
         return node
@@ -353,7 +355,16 @@ class GraphExec:
         graph, self._pending = self._pending, None
         if graph is None:
             return
-        old_nodes = versions.graph_nodes(self.graph._raw_handle)  # kept while we live
+        self._pair(self.graph, graph)
+        if graph is not self.graph:
+            graph._execs.discard(self)  # paired: its raw graph is no longer needed here
+            if graph._closed:
+                graph.close()
+
+    def _pair(self, old_graph, graph) -> None:
+        """Pair ``graph``'s nodes with ``old_graph``'s in creation order, and so the nodes
+        of the bodies of conditional nodes built here (``cudaGraphGetNodes``)."""
+        old_nodes = versions.graph_nodes(old_graph._raw_handle)  # kept while we live
         new_nodes = versions.graph_nodes(graph._raw_handle)
         for old_raw, new_raw in zip(old_nodes, new_nodes):
             old_h, new = int(old_raw), graph._node(new_raw)
@@ -361,10 +372,10 @@ class GraphExec:
                 self._aliases[new._h] = old_h
             if type(new) is KernelNode and new._pack is not None:
                 self._src[old_h] = new._pack
-        if graph is not self.graph:
-            graph._execs.discard(self)  # paired: its raw graph is no longer needed here
-            if graph._closed:
-                graph.close()
+            if getattr(new, "_bodies", None):
+                old = old_graph._node(old_raw)  # cached where _member looks for it
+                for old_body, body in zip(getattr(old, "_bodies", None) or (), new._bodies):
+                    self._pair(old_body, body)
 
     def close(self) -> None:
         """Destroy the exec now (``cudaGraphExecDestroy``); idempotent.

@@ -1,0 +1,94 @@
+"""CPU tests: body graphs of conditional nodes meet the exec's per-node updates, removal
+and whole-graph update (fake graphs and nodes: no raw call reaches CUDA)."""
+
+import pytest
+from cuda.bindings import runtime as rt
+
+import pycudagraph as pcg
+import pycudagraph.graph as graph_mod
+import pycudagraph.graph_exec as exec_mod
+from pycudagraph._lifetime import Ledger
+from fakes import _ids, fake_exec, fake_graph, fake_kernel, fake_node
+
+SIG = "int a, int b"
+pytestmark = pytest.mark.usefixtures("cpu_device")
+
+
+def if_node(g):
+    """A fake IfNode of ``g`` with one (fake) body graph."""
+    node = pcg.IfNode(g, next(_ids), pcg.ConditionalHandle(g, 1))
+    node._bodies = (g._wrap_child(rt.cudaGraph_t(next(_ids)), owner=node),)
+    g._nodes[node._h] = node
+    return node
+
+
+def kernel_node(g, a, b):
+    pack = fake_kernel(SIG).pack((a, b), 1, 32)
+    node = pcg.KernelNode(g, next(_ids), pack)
+    g._nodes[node._h] = node
+    return node
+
+
+@pytest.fixture
+def driver(monkeypatch):
+    """Records the exec's kernel-node updates; cudaGraphDestroyNode does nothing."""
+    sent = []
+    monkeypatch.setattr(exec_mod, "_native_set_arg", None)
+    monkeypatch.setattr(exec_mod, "_exec_set",
+                        lambda exe, h, pack, node: sent.append((h, list(pack.values()))))
+    real_call = graph_mod.call
+    monkeypatch.setattr(graph_mod, "call", lambda fn, *a: None if fn is rt.cudaGraphDestroyNode
+                        else real_call(fn, *a))
+    return sent
+
+
+def _exec(g):
+    exe = fake_exec(g)
+    exe._ledger = Ledger(owner=exe)
+    exe._src = {n._h: n._pack for n in g._all_nodes() if type(n) is pcg.KernelNode}
+    g._execs.add(exe)
+    return exe
+
+
+def test_a_removed_body_node_is_not_updated_through_a_cached_entry(driver):
+    g = fake_graph()
+    cond = if_node(g)
+    k = kernel_node(cond.body, 1, 2)
+    exe = _exec(g)
+    exe.set_arg(k, "a", 5)  # the exec now has its own entry for k
+    assert driver == [(k._h, [5, 2])]
+    cond.body.remove_node(k)
+    with pytest.raises(pcg.ClosedError, match="was removed from its graph"):
+        exe.set_arg(k, "a", 6)
+    assert len(driver) == 1  # the dangling node handle never reached the driver
+
+
+def test_removing_a_conditional_node_forgets_its_body_nodes(driver):
+    g = fake_graph()
+    cond = if_node(g)
+    inner = if_node(cond.body)
+    k = kernel_node(inner.body, 1, 2)
+    exe = _exec(g)
+    exe.set_arg(k, 1, 7)
+    g.remove_node(cond)
+    with pytest.raises(pcg.ClosedError, match="belongs to Graph"):
+        exe.set_arg(k, 1, 8)
+    assert driver == [(k._h, [1, 7])]
+
+
+def test_update_pairs_the_nodes_of_bodies(driver, monkeypatch):
+    old, new = fake_graph(), fake_graph()
+    c_old, c_new = if_node(old), if_node(new)
+    k_old, k_new = kernel_node(c_old.body, 1, 2), kernel_node(c_new.body, 10, 20)
+    e_old, e_new = fake_node(c_old.body), fake_node(c_new.body)
+    order = {int(gr._raw_handle): [rt.cudaGraphNode_t(n._h) for n in gr._nodes.values()]
+             for gr in (old, new, c_old.body, c_new.body)}
+    monkeypatch.setattr(exec_mod.versions, "graph_nodes", lambda raw: order[int(raw)])
+    exe = _exec(old)
+    exe._pending = new  # what update(new) leaves for the next per-node update
+    exe.set_arg(k_new, "a", 11)  # the new graph's body node stands for the exec's
+    assert driver == [(k_old._h, [11, 20])]
+    exe.set_arg(k_old, "a", 12)  # the old node: its other arguments are the update's
+    assert driver[-1] == (k_old._h, [12, 20])
+    assert exe._member(e_new) is e_old
+    assert exe._member(c_new) is c_old
