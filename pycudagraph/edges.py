@@ -23,6 +23,7 @@ to finish and its memory to be visible). Both are declared for ``pcg.Program`` s
 from __future__ import annotations
 
 from ._cuda import rt, versions
+from .errors import ArgumentError
 
 __all__ = ["PORTS", "edge_data", "port_name"]
 
@@ -43,14 +44,14 @@ def edge_data(port) -> list | None:
 
     Raises
     ------
-    ValueError
+    ArgumentError
         For a port name that is not one of :data:`PORTS`.
     NotSupportedError
         When the driver is older than CUDA 12.3 (edge data).
     """
     if port not in PORTS:
         names = ", ".join(repr(k) for k in PORTS)
-        raise ValueError(f"port must be one of {names}; got {port!r}")
+        raise ArgumentError(f"port must be one of {names}; got {port!r}")
     if PORTS[port] == (0, 0):
         return None
     versions.require(f"{port} edges (cudaGraphEdgeData)", 12030)

@@ -92,3 +92,29 @@ def test_update_pairs_the_nodes_of_bodies(driver, monkeypatch):
     assert driver[-1] == (k_old._h, [12, 20])
     assert exe._member(e_new) is e_old
     assert exe._member(c_new) is c_old
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda g, h: g.conditional_handle(default="1"), "conditional_handle: default must be"),
+    (lambda g, h: g.add_if(7), "add_if: handle: a conditional node needs a ConditionalHandle"),
+    (lambda g, h: g.add_while(None), "add_while: handle: "),
+    (lambda g, h: g.add_if_else(pcg.ConditionalHandle(fake_graph(), 1)),
+     "add_if_else: handle .* was made for another graph"),
+    (lambda g, h: g.add_switch(h, 0), "add_switch: count: .*positive number of bodies"),
+    (lambda g, h: g.add_switch(h, "2"), "add_switch: count: "),
+    (lambda g, h: g.add_dependency(fake_node(g), fake_node(g), port="fast"), "port must be one of"),
+    (lambda g, h: kernel_node(g, 1, 2).set_attribute(3, 1), "no kernel-node attribute 3"),
+    (lambda g, h: kernel_node(g, 1, 2).set_attribute(["priority"], 1), "no kernel-node attribute"),
+    (lambda g, h: kernel_node(g, 1, 2).set_attribute("priority", "high"), "priority takes an int"),
+    (lambda g, h: kernel_node(g, 1, 2).copy_attributes_from(fake_node(g)),
+     "copy_attributes_from: other must be a KernelNode"),
+])
+def test_conditional_and_attribute_entries_raise_argument_errors(monkeypatch, call, words):
+    """Refused before CUDA with the ArgumentError the other entry points raise, naming the
+    entry point and the parameter."""
+    monkeypatch.setattr(exec_mod.versions, "driver_version", lambda: 13000)
+    monkeypatch.setattr(exec_mod.versions, "node_dependencies", lambda handle: [])
+    monkeypatch.setattr(exec_mod.versions, "node_dependents", lambda handle: [])
+    g = fake_graph()
+    with pytest.raises(pcg.ArgumentError, match=words):
+        call(g, pcg.ConditionalHandle(g, 1))

@@ -29,7 +29,7 @@ import weakref
 from dataclasses import dataclass
 
 from .._cuda import rt, versions
-from ..errors import NotSupportedError
+from ..errors import ArgumentError, NotSupportedError
 from .base import Node, NodeType
 
 __all__ = ["ConditionalHandle", "ConditionalNode", "ConditionalParams", "IfNode", "IfElseNode",
@@ -59,7 +59,8 @@ class ConditionalHandle:
         ``cudaGraphCondAssignDefault`` when a default is given."""
         if default is not None and (isinstance(default, bool) or not isinstance(default, int)
                                     or not 0 <= default < 2**32):
-            raise ValueError(f"default must be None or an unsigned 32-bit int, got {default!r}")
+            raise ArgumentError(f"conditional_handle: default must be None or an unsigned 32-bit "
+                                f"int, got {default!r}")
         versions.require("conditional nodes (cudaGraphConditionalHandleCreate)", 12030)
         return cls(graph, int(versions.conditional_handle_create(graph._raw, default)), default)
 
@@ -87,15 +88,15 @@ class ConditionalHandle:
         return f"<ConditionalHandle 0x{self._h:x}{default}>"
 
 
-def _check_handle(graph, handle) -> None:
+def _check_handle(graph, handle, where: str) -> None:
     """The handle's graph must be ``graph`` or one that contains it (a body's parents)."""
     if not isinstance(handle, ConditionalHandle):
-        raise TypeError(f"a conditional node needs a ConditionalHandle (g.conditional_handle()), "
-                        f"got {type(handle).__name__}")
+        raise ArgumentError(f"{where}: handle: a conditional node needs a ConditionalHandle "
+                            f"(g.conditional_handle()), got {type(handle).__name__}")
     home = handle.graph
     if home is None or not home._encloses(graph):
-        raise ValueError(f"{handle!r} was made for another graph; make it with conditional_handle() "
-                         "on this graph or on a graph containing it")
+        raise ArgumentError(f"{where}: handle {handle!r} was made for another graph; make it "
+                            "with conditional_handle() on this graph or on a graph containing it")
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ class ConditionalNode(Node):
     def _add(cls, graph, deps, handle, size: int = 1) -> "ConditionalNode":
         """``cudaGraphAddNode`` with ``cudaGraphNodeParams.conditional`` = (handle, type, size);
         CUDA creates the ``size`` body graphs and returns them in ``phGraph_out``."""
-        _check_handle(graph, handle)
+        _check_handle(graph, handle, f"add_{cls.kind}")
         versions.require(f"{cls.kind} conditional nodes", cls._version)
         p = rt.cudaGraphNodeParams()
         p.type = rt.cudaGraphNodeType.cudaGraphNodeTypeConditional
@@ -259,7 +260,8 @@ class SwitchNode(ConditionalNode):
     @classmethod
     def _add(cls, graph, deps, handle, size: int = 1) -> "SwitchNode":
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise ValueError(f"a switch node needs a positive number of bodies, got {size!r}")
+            raise ArgumentError(f"add_switch: count: a switch node needs a positive number of "
+                                f"bodies, got {size!r}")
         if cls._raw_type is None:
             raise NotSupportedError("switch conditional nodes", "12.8 bindings",
                                     "cuda-bindings without cudaGraphCondTypeSwitch")

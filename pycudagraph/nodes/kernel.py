@@ -213,7 +213,8 @@ class KernelNode(Node):
     def copy_attributes_from(self, other: "KernelNode") -> None:
         """Copy every attribute of ``other`` to this node (``cudaGraphKernelNodeCopyAttributes``)."""
         if not isinstance(other, KernelNode):
-            raise TypeError(f"copy_attributes_from needs a KernelNode, got {type(other).__name__}")
+            raise ArgumentError(f"copy_attributes_from: other must be a KernelNode, got "
+                                f"{type(other).__name__}")
         versions.kernel_node_copy_attributes(self.handle, other.handle)
 
     @property
