@@ -25,7 +25,7 @@ from __future__ import annotations
 from ._cuda import rt, versions
 from .errors import ArgumentError
 
-__all__ = ["PORTS", "edge_data", "port_name"]
+__all__ = ["PORTS", "edge_data", "port_name", "port_hint"]
 
 #: port name -> (from_port, dependency type); ``None`` is the plain edge.
 PORTS = {
@@ -70,3 +70,16 @@ def port_name(data) -> str:
     if name is None:
         return f"from_port={key[0]} type={key[1]} to_port={int(data.to_port)}"
     return name
+
+
+def port_hint(exc, graph, a, b, port):
+    """``exc`` (a failed ``cudaGraphRemoveDependencies``) saying the edge's port when the
+    ``port`` given is not it (``cudaGraphGetEdges`` with edge data)."""
+    try:
+        have = graph.edge_data.get((a, b))
+    except Exception:  # no edge data to read: the error stays as it is
+        return exc
+    if have is not None and have != (port or "default"):
+        exc.hint = f"{a!r} -> {b!r} is a {have} edge: remove it with port={have!r}"
+        exc.args = (exc._text(),)
+    return exc

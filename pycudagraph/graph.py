@@ -17,7 +17,7 @@ import weakref
 from ._cuda import call, device, rt, versions
 from ._lifetime import Ledger, release
 from .dot import GraphText
-from .edges import edge_data, port_name
+from .edges import edge_data, port_hint, port_name
 from .errors import ArgumentError, ClosedError, CudaError
 from .nodes import (ChildGraphNode, ConditionalHandle, EmptyNode, EventRecordNode,
                     EventWaitNode, HostNode, IfElseNode, IfNode, KernelNode, MemAllocNode,
@@ -264,7 +264,10 @@ class Graph(GraphText):
         if self._closed or self._dead:
             self._refuse()
         old_edge(self, a, b)
-        versions.graph_remove_dependencies(self._raw, [a.handle], [b.handle], edge_data(port))
+        try:
+            versions.graph_remove_dependencies(self._raw, [a.handle], [b.handle], edge_data(port))
+        except CudaError as exc:
+            raise port_hint(exc, self, a, b, port)
 
     def remove_node(self, node: Node) -> None:
         """Remove a node and its edges (``cudaGraphDestroyNode``).

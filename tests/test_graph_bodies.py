@@ -118,3 +118,25 @@ def test_conditional_and_attribute_entries_raise_argument_errors(monkeypatch, ca
     g = fake_graph()
     with pytest.raises(pcg.ArgumentError, match=words):
         call(g, pcg.ConditionalHandle(g, 1))
+
+
+def test_removing_an_edge_with_the_wrong_port_says_its_port(monkeypatch):
+    from pycudagraph.edges import edge_data
+    monkeypatch.setattr(exec_mod.versions, "driver_version", lambda: 13000)
+    g = fake_graph()
+    a, b = kernel_node(g, 1, 2), kernel_node(g, 3, 4)
+    (data,) = edge_data("programmatic")
+    monkeypatch.setattr(exec_mod.versions, "node_dependencies", lambda handle: [a._h])
+    monkeypatch.setattr(exec_mod.versions, "graph_get_edges_with_data",
+                        lambda raw: ([a.handle], [b.handle], [data]))
+
+    def refuse(raw, frm, to, data=None):
+        raise pcg.CudaError("cudaGraphRemoveDependencies", 1, "cudaErrorInvalidValue",
+                            "invalid argument")
+    monkeypatch.setattr(exec_mod.versions, "graph_remove_dependencies", refuse)
+    with pytest.raises(pcg.CudaError, match="is a programmatic edge: remove it with "
+                                            "port='programmatic'"):
+        g.remove_dependency(a, b)
+    with pytest.raises(pcg.CudaError) as info:  # the port given is the edge's: no hint
+        g.remove_dependency(a, b, port="programmatic")
+    assert "remove it with" not in str(info.value)
