@@ -416,9 +416,12 @@ class Graph(GraphText):
         ``instantiate``, ``handle``) raises :class:`ClosedError`. Execs made from it keep
         working; while any is alive the raw graph is kept (their per-node updates address
         its nodes) and destroyed after the last one. Once it is destroyed its nodes and
-        child graphs raise :class:`ClosedError` too.
+        child graphs raise :class:`ClosedError` too. Its bodies and child graphs are closed
+        with it (they are part of it).
         """
         self._closed = True
+        for child in list(self._children):
+            child.close()
         if self._fin is not None and not self._dead and not len(self._execs):
             self._fin()
             self._kill("was closed")

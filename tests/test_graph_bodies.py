@@ -140,3 +140,17 @@ def test_removing_an_edge_with_the_wrong_port_says_its_port(monkeypatch):
     with pytest.raises(pcg.CudaError) as info:  # the port given is the edge's: no hint
         g.remove_dependency(a, b, port="programmatic")
     assert "remove it with" not in str(info.value)
+
+
+def test_closing_a_graph_closes_its_bodies_while_an_exec_keeps_it():
+    g = fake_graph()
+    cond = if_node(g)
+    inner = if_node(cond.body)
+    k = kernel_node(inner.body, 1, 2)
+    exe = _exec(g)  # an exec keeps the raw graph: close() only marks it closed
+    g.close()
+    assert not g._dead
+    for body in (cond.body, inner.body):
+        with pytest.raises(pcg.ClosedError, match="was closed"):
+            body.add_empty()
+    assert exe._member(k) is k  # the exec still updates the nodes of its bodies
