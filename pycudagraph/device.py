@@ -97,7 +97,7 @@ class Device:
 
     @property
     def handle(self) -> int:
-        """The raw device ordinal (an int, as the runtime API takes it)."""
+        """The raw device ordinal (an int, as the runtime API takes it). No CUDA call."""
         return self._ordinal
 
     ordinal = handle
@@ -124,7 +124,8 @@ class Device:
 
     @property
     def arch(self) -> str:
-        """``"sm_XY"``, what :meth:`Program.compile <pycudagraph.Program.compile>` takes."""
+        """``"sm_XY"``, what :meth:`Program.compile <pycudagraph.Program.compile>` takes
+        (``cudaDeviceGetAttribute``, through :attr:`compute_capability`)."""
         major, minor = self.compute_capability
         return f"sm_{major}{minor}"
 
@@ -174,7 +175,7 @@ class Device:
 
     def peer_access_enabled(self, other) -> bool:
         """True when this device may use ``other``'s memory (same device, or enabled
-        through :meth:`enable_peer_access`)."""
+        through :meth:`enable_peer_access`). No CUDA call: it reads what that recorded."""
         peer = int(other)
         return peer == self._ordinal or (self._ordinal, peer) in _peers
 

@@ -93,7 +93,8 @@ class Graph(GraphText):
 
     @property
     def handle(self):
-        """The raw ``cudaGraph_t`` (cuda.bindings object); :class:`ClosedError` once closed."""
+        """The raw ``cudaGraph_t`` (cuda.bindings object); :class:`ClosedError` once closed.
+        No CUDA call."""
         return self._raw
 
     # Nodes and the ledger -----------------------------------------------------------
@@ -348,7 +349,7 @@ class Graph(GraphText):
 
     def keepalive(self) -> tuple:
         """Everything this graph's nodes point at, bodies of conditional nodes included
-        (what an exec or parent must hold)."""
+        (what an exec or parent must hold). No CUDA call."""
         bodies = tuple(b.keepalive() for n in self._nodes.values()
                        for b in getattr(n, "_bodies", None) or ())
         return (self._ledger.snapshot() + ((self._owner,) if self._owner is not None else ())

@@ -103,7 +103,8 @@ class GraphExec:
 
     @property
     def handle(self):
-        """The raw ``cudaGraphExec_t`` (cuda.bindings object); :class:`ClosedError` once closed."""
+        """The raw ``cudaGraphExec_t`` (cuda.bindings object); :class:`ClosedError` once closed.
+        No CUDA call."""
         if self._h is None:
             self._refuse()
         return self._raw

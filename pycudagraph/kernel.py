@@ -72,7 +72,7 @@ class Kernel:
     @property
     def device(self) -> Device:
         """The device the kernel was first loaded on; it runs on any device
-        (:meth:`function`)."""
+        (:meth:`function`). Loads it first if needed (``cudaLibraryGetKernel``)."""
         if self._handle is None:
             self.handle  # noqa: B018 - load on the current device
         return Device._of(self._dev)
@@ -130,7 +130,8 @@ class Kernel:
     @property
     def layout(self) -> Layout:
         """Packing layout; on first use checks the signature against the compiled kernel
-        (the module's PTX/CUBIN facts: no GPU needed), then against the loaded image."""
+        (the module's PTX/CUBIN facts: no GPU needed), then against the loaded image
+        (``cuKernelGetParamInfo``)."""
         if self._layout is None:
             params = self._declared
             compiled = getattr(self.module, "entries", {}).get(self.name)
@@ -162,7 +163,7 @@ class Kernel:
 
     @property
     def params(self) -> tuple[Param, ...]:
-        """The parameters: name, C type, kind, size, alignment."""
+        """The parameters: name, C type, kind, size, alignment. No CUDA call."""
         return self._layout.params if self._layout is not None else self._declared
 
     def pack(self, args, grid=1, block=1, shared_mem: int = 0) -> ArgPack:

@@ -86,7 +86,7 @@ class DeviceBuffer(_lifetime.Releasable):
 
     @property
     def device(self) -> Device:
-        """The device the memory was allocated on."""
+        """The device the memory was allocated on. No CUDA call."""
         return Device._of(self._dev)
 
     def _on_own_device(self):
@@ -227,6 +227,7 @@ class PinnedBuffer(_lifetime.Releasable):
 
     @property
     def handle(self) -> int:
+        """The host address (an int); :class:`ClosedError` once freed. No CUDA call."""
         return self._live()
 
     def __int__(self) -> int:
@@ -234,7 +235,7 @@ class PinnedBuffer(_lifetime.Releasable):
 
     def array(self, dtype=np.uint8, shape=None) -> np.ndarray:
         """A numpy view of the pinned memory; it keeps this buffer alive, and a
-        :meth:`free` waits until the last view is gone."""
+        :meth:`free` waits until the last view is gone. No CUDA call."""
         self._live()
         dtype = np.dtype(dtype)
         raw = (ctypes.c_char * self.nbytes).from_address(self.ptr)

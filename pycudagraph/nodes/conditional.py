@@ -66,16 +66,17 @@ class ConditionalHandle:
 
     @property
     def handle(self):
-        """The raw ``cudaGraphConditionalHandle``."""
+        """The raw ``cudaGraphConditionalHandle``. No CUDA call."""
         return rt.cudaGraphConditionalHandle(self._h)
 
     @property
     def value(self) -> int:
+        """The handle as an int. No CUDA call."""
         return self._h
 
     @property
     def graph(self):
-        """The graph the handle was made for (``None`` once that graph is gone)."""
+        """The graph the handle was made for (``None`` once that graph is gone). No CUDA call."""
         return self._graph()
 
     def __index__(self) -> int:
@@ -161,7 +162,7 @@ class ConditionalNode(Node):
 
     @property
     def condition(self) -> ConditionalHandle | None:
-        """The :class:`ConditionalHandle` the node reads (``None`` when unknown)."""
+        """The :class:`ConditionalHandle` the node reads (``None`` when unknown). No CUDA call."""
         return self._handle
 
     @property
@@ -186,6 +187,8 @@ class ConditionalNode(Node):
 
     @property
     def params(self) -> ConditionalParams:
+        """Kind, handle and body graphs; the bodies as :attr:`bodies` reads them
+        (``cudaGraphNodeGetParams`` for a node read back)."""
         return ConditionalParams(self.kind, self._handle, self.bodies)
 
     def _exec_set(self, exe, target, **changes) -> None:
@@ -193,6 +196,7 @@ class ConditionalNode(Node):
                         "of its body graphs with exe.set_params / exe.set_arg")
 
     def describe(self) -> str:
+        """One line: kind, handle and the bodies' node counts (``cudaGraphGetNodes``)."""
         try:
             sizes = ", ".join(str(len(b)) for b in self.bodies)
         except NotSupportedError:
@@ -210,6 +214,7 @@ class IfNode(ConditionalNode):
 
     @property
     def body(self):
+        """The body graph (:attr:`bodies`; ``cudaGraphNodeGetParams`` for a node read back)."""
         return self.bodies[0]
 
 
@@ -228,10 +233,14 @@ class IfElseNode(ConditionalNode):
 
     @property
     def then_body(self):
+        """The body run when the value is not 0 (:attr:`bodies`; ``cudaGraphNodeGetParams``
+        for a node read back)."""
         return self.bodies[0]
 
     @property
     def else_body(self):
+        """The body run when the value is 0 (:attr:`bodies`; ``cudaGraphNodeGetParams``
+        for a node read back)."""
         return self.bodies[1]
 
 
@@ -245,6 +254,7 @@ class WhileNode(ConditionalNode):
 
     @property
     def body(self):
+        """The body graph (:attr:`bodies`; ``cudaGraphNodeGetParams`` for a node read back)."""
         return self.bodies[0]
 
 

@@ -71,5 +71,6 @@ class HostNode(Node):
         exe._hold(("host", target._h), hc)
 
     def describe(self) -> str:
+        """One line: the host function's name. No CUDA call."""
         fn = self._call.name if self._call is not None else "C function"
         return f"host {fn}"

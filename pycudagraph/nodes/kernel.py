@@ -129,7 +129,8 @@ class KernelNode(Node):
 
     @property
     def kernel_name(self) -> str:
-        """The kernel's name; for captured C++ kernels a readable form of the mangled name."""
+        """The kernel's name; for captured C++ kernels a readable form of the mangled name
+        (:attr:`mangled_name`: ``cuGraphKernelNodeGetParams``, ``cuFuncGetName``)."""
         if self._pack is not None:
             return self._pack.kernel.name
         return short_kernel_name(self.mangled_name)
@@ -148,7 +149,8 @@ class KernelNode(Node):
 
     @property
     def kernel(self):
-        """The :class:`~pycudagraph.kernel.Kernel` when the node was built by pycudagraph."""
+        """The :class:`~pycudagraph.kernel.Kernel` when the node was built by pycudagraph, else
+        ``None``. No CUDA call."""
         return self._pack.kernel if self._pack is not None else None
 
     @property
@@ -220,7 +222,8 @@ class KernelNode(Node):
     @property
     def device_node(self) -> int:
         """The ``cudaGraphDeviceNode_t`` device code passes to ``cudaGraphKernelNodeSetParam``
-        & co.; the node must have been made with ``device_updatable=True``."""
+        & co.; the node must have been made with ``device_updatable=True``
+        (``cudaGraphKernelNodeGetAttribute``)."""
         if not self.get_attribute("device_updatable"):
             raise ValueError(f"{self!r} is not device-updatable: add it with device_updatable=True")
         return _attrs.device_node(self.handle)
@@ -248,5 +251,7 @@ class KernelNode(Node):
                 exe._retire(old)
 
     def describe(self) -> str:
+        """One line: kernel name, grid and block (``cuGraphKernelNodeGetParams`` for a
+        node not built here)."""
         p = self.params
         return f"kernel {p.kernel_name} grid={_dim(p.grid)} block={_dim(p.block)}"

@@ -88,6 +88,7 @@ class MemcpyNode(Node):
         exe._hold(key, new_dst, new_src, n)
 
     def describe(self) -> str:
+        """One line: direction and bytes (``cudaGraphMemcpyNodeGetParams``)."""
         p = self.params
         return f"memcpy {p.kind} {p.nbytes * p.height * p.depth} B"
 
@@ -142,6 +143,7 @@ class MemsetNode(Node):
         exe._hold(key, _memset_view(p), dst if dst is not None else cur[1])
 
     def describe(self) -> str:
+        """One line: bytes and value (``cudaGraphMemsetNodeGetParams``)."""
         p = self.params
         return f"memset {p.count * p.height * p.element_size} B value=0x{p.value:x}"
 
@@ -178,13 +180,16 @@ class MemAllocNode(Node):
 
     @property
     def ptr(self) -> int:
+        """The device address of the allocation (``cudaGraphMemAllocNodeGetParams``)."""
         return self.params["ptr"]
 
     @property
     def nbytes(self) -> int:
+        """The size in bytes (``cudaGraphMemAllocNodeGetParams``)."""
         return self.params["nbytes"]
 
     def describe(self) -> str:
+        """One line: the size (``cudaGraphMemAllocNodeGetParams``)."""
         return f"mem_alloc {self.nbytes} B"
 
 
@@ -215,4 +220,5 @@ class MemFreeNode(Node):
         return {"ptr": int(call(rt.cudaGraphMemFreeNodeGetParams, self.handle))}
 
     def describe(self) -> str:
+        """One line: the address freed (``cudaGraphMemFreeNodeGetParams``)."""
         return f"mem_free 0x{self.params['ptr']:x}"
