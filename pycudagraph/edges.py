@@ -49,7 +49,7 @@ def edge_data(port) -> list | None:
     NotSupportedError
         When the driver is older than CUDA 12.3 (edge data).
     """
-    if port not in PORTS:
+    if not (port is None or isinstance(port, str)) or port not in PORTS:
         names = ", ".join(repr(k) for k in PORTS)
         raise ArgumentError(f"port must be one of {names}; got {port!r}")
     if PORTS[port] == (0, 0):

@@ -253,8 +253,8 @@ class Graph(GraphText):
         """
         if self._closed or self._dead:
             self._refuse()
+        data = edge_data(port)  # a bad port is refused before the edge queries
         new_edge(self, a, b)
-        data = edge_data(port)
         if data is not None and not (isinstance(a, KernelNode) and isinstance(b, KernelNode)):
             raise ArgumentError(f"a {port} edge joins two kernel nodes, not {a.type} -> {b.type}")
         versions.graph_add_dependencies(self._raw, [a.handle], [b.handle], data)

@@ -154,3 +154,10 @@ def test_closing_a_graph_closes_its_bodies_while_an_exec_keeps_it():
         with pytest.raises(pcg.ClosedError, match="was closed"):
             body.add_empty()
     assert exe._member(k) is k  # the exec still updates the nodes of its bodies
+
+
+@pytest.mark.parametrize("port", [["programmatic"], 3, b"programmatic"])
+def test_a_port_that_is_not_a_name_is_an_argument_error(port):
+    g = fake_graph()
+    with pytest.raises(pcg.ArgumentError, match="port must be one of"):
+        g.add_dependency(fake_node(g), fake_node(g), port=port)
