@@ -146,7 +146,12 @@ class Device:
 
     def can_access_peer(self, other) -> bool:
         """Whether kernels on this device can use ``other``'s memory once peer access is
-        enabled (``cudaDeviceCanAccessPeer``)."""
+        enabled (``cudaDeviceCanAccessPeer``).
+
+        Parameters
+        ----------
+        other : int or Device
+        """
         peer = _ordinal(other)
         if peer == self._ordinal:
             return True
@@ -158,6 +163,10 @@ class Device:
 
         Enabling a pair that is already enabled is not an error. Access is one-way:
         enable it on both devices for both directions.
+
+        Parameters
+        ----------
+        other : int or Device
         """
         peer = _ordinal(other)
         if peer == self._ordinal or (self._ordinal, peer) in _peers:

@@ -127,7 +127,14 @@ class GraphText:
         return graph_to_dot(self, name)
 
     def debug_dot_print(self, path, verbose: bool = False) -> None:
-        """Write CUDA's own DOT description to ``path`` (``cudaGraphDebugDotPrint``)."""
+        """Write CUDA's own DOT description to ``path`` (``cudaGraphDebugDotPrint``).
+
+        Parameters
+        ----------
+        path : str or path-like
+        verbose : bool
+            ``cudaGraphDebugDotFlagsVerbose``: every parameter of every node.
+        """
         flags = (rt.cudaGraphDebugDotFlags.cudaGraphDebugDotFlagsVerbose if verbose else 0)
         call(rt.cudaGraphDebugDotPrint, self._raw, str(path).encode(), int(flags))
 

@@ -93,8 +93,7 @@ class Graph(GraphText):
 
     @property
     def handle(self):
-        """The raw ``cudaGraph_t`` (cuda.bindings object); :class:`ClosedError` once closed.
-        No CUDA call."""
+        """The raw ``cudaGraph_t``; :class:`ClosedError` once closed. No CUDA call."""
         return self._raw
 
     # Nodes and the ledger -----------------------------------------------------------
@@ -417,8 +416,7 @@ class Graph(GraphText):
         ``instantiate``, ``handle``) raises :class:`ClosedError`. Execs made from it keep
         working; while any is alive the raw graph is kept (their per-node updates address
         its nodes) and destroyed after the last one. Once it is destroyed its nodes and
-        child graphs raise :class:`ClosedError` too. Its bodies and child graphs are closed
-        with it (they are part of it).
+        child graphs raise :class:`ClosedError` too. Its bodies and child graphs close with it.
         """
         self._closed = True
         for child in list(self._children):

@@ -162,6 +162,11 @@ class GraphExec:
         """Launch the graph on ``stream`` (``cuGraphLaunch``, i.e. ``cudaGraphLaunch``).
 
         Raises the first pending exception of one of this exec's host nodes.
+
+        Parameters
+        ----------
+        stream : Stream or stream-like, optional
+            ``None`` is the legacy default stream.
         """
         h = self._h
         s = stream._h if type(stream) is Stream else stream_handle(stream)
@@ -227,6 +232,16 @@ class GraphExec:
         """Change one argument of a kernel node (``cuGraphExecKernelNodeSetParams``).
 
         Only that argument's slot is rewritten; the exec's next launch uses it.
+
+        Parameters
+        ----------
+        node : KernelNode
+            A node of the graph the exec was made from (or of its bodies), or its twin
+            in a graph given to :meth:`update`.
+        index_or_name : int or str
+            The kernel parameter, by position or name.
+        value
+            Converted and checked as the kernel's signature says.
         """
         try:
             entry = self._packs.get(node._h)
@@ -274,6 +289,15 @@ class GraphExec:
         EventRecordNode event                                                       ``cudaGraphExecEventRecordNodeSetEvent``
         EventWaitNode   event                                                       ``cudaGraphExecEventWaitNodeSetEvent``
         =============== =========================================================== ========================================
+
+        Parameters
+        ----------
+        node : Node
+            A node of the graph the exec was made from (or of its bodies), or its twin
+            in a graph given to :meth:`update`. Not a conditional node (change its bodies'
+            nodes).
+        **changes
+            The fields of the table for the node's type.
         """
         node_arg(None, node, "node", "set_params")
         if changes:

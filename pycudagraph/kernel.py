@@ -83,6 +83,15 @@ class Kernel:
         Calls ``cuKernelGetFunction`` with that device's primary context current, once
         per device. Launches and kernel nodes name this function directly, so the driver
         does no kernel -> function lookup per launch.
+
+        Parameters
+        ----------
+        dev : int or Device, optional
+
+        Returns
+        -------
+        int
+            The ``CUfunction`` handle.
         """
         ordinal = current_device() if dev is None else Device(dev).ordinal
         return self._function(ordinal)
@@ -172,6 +181,18 @@ class Kernel:
         The header names the kernel's ``CUfunction`` on the current device
         (``cuKernelGetFunction``): a kernel node built from the pack runs there.
 
+        Parameters
+        ----------
+        args : sequence
+            One value per kernel parameter.
+        grid, block : int or tuple of up to 3 ints
+        shared_mem : int
+            Dynamic shared memory in bytes.
+
+        Returns
+        -------
+        ArgPack
+
         Raises
         ------
         DeviceMismatchError
@@ -225,6 +246,12 @@ class Kernel:
         ``cudaDeviceGetAttribute`` and ``cuFuncGetAttribute`` once; may call
         ``cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)`` when
         ``shared_mem`` needs more than 48 KiB (see :mod:`pycudagraph.validate`).
+
+        Parameters
+        ----------
+        grid, block : int or tuple of up to 3 ints
+        shared_mem : int
+            Dynamic shared memory in bytes.
         """
         return self._config(grid, block, shared_mem)
 

@@ -142,7 +142,13 @@ class Stream:
         return _done(rt.cudaStreamQuery, self._live())
 
     def wait(self, event: "Event") -> None:
-        """Make future work on this stream wait for ``event`` (``cudaStreamWaitEvent``)."""
+        """Make future work on this stream wait for ``event`` (``cudaStreamWaitEvent``).
+
+        Parameters
+        ----------
+        event : Event
+            Recorded on any stream of this device.
+        """
         call(rt.cudaStreamWaitEvent, self.handle, event.handle, 0)
 
     def require_capturable(self, what: str = "capture") -> None:
@@ -263,6 +269,11 @@ class Event(_lifetime.Releasable):
     def record(self, stream=None) -> "Event":
         """Record the event on ``stream`` (``cudaEventRecord``); returns ``self``.
 
+        Parameters
+        ----------
+        stream : Stream or stream-like, optional
+            ``None`` is the legacy default stream.
+
         Raises
         ------
         DeviceMismatchError
@@ -288,7 +299,17 @@ class Event(_lifetime.Releasable):
 
     def elapsed_ms(self, end: "Event") -> float:
         """Milliseconds from this event to ``end`` (``cudaEventElapsedTime``); both
-        must be of one device."""
+        must be of one device.
+
+        Parameters
+        ----------
+        end : Event
+            Recorded after this one; both made with ``timing=True``.
+
+        Returns
+        -------
+        float
+        """
         if seen.multi:
             check_same_device("Event.elapsed_ms", "the start event", self._dev, "the end event",
                               end._dev)

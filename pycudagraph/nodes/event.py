@@ -41,7 +41,13 @@ class _EventNode(Node):
         return {"event": self.event}
 
     def set_params(self, event) -> None:
-        """Use another event (``cudaGraphEventRecordNodeSetEvent`` / ``...WaitNodeSetEvent``)."""
+        """Use another event (``cudaGraphEventRecordNodeSetEvent`` /
+        ``cudaGraphEventWaitNodeSetEvent``).
+
+        Parameters
+        ----------
+        event : Event
+        """
         require_event(event, "set_params")
         call(type(self)._set, self.handle, event.handle)
         self._event = event

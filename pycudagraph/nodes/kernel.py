@@ -174,6 +174,12 @@ class KernelNode(Node):
         ``args`` is a full sequence, or a dict ``{index_or_name: value}`` changing only
         those arguments. Fields not given keep their values. Graph execs already
         instantiated are not affected (use :meth:`GraphExec.set_params` for those).
+
+        Parameters
+        ----------
+        args : sequence or dict, optional
+        grid, block : int or tuple of up to 3 ints, optional
+        shared_mem : int, optional
         """
         self._check_live()
         if self._pack is None:
@@ -198,7 +204,14 @@ class KernelNode(Node):
                 for name, entry in _attrs.ATTRIBUTES.items() if entry[1] <= have}
 
     def get_attribute(self, name: str):
-        """One attribute (``cudaGraphKernelNodeGetAttribute``); see :attr:`attributes`."""
+        """One attribute (``cudaGraphKernelNodeGetAttribute``); see :attr:`attributes`.
+
+        Parameters
+        ----------
+        name : str
+            ``"priority"``, ``"cluster"``, ``"cooperative"``, ``"access_policy"``,
+            ``"mem_sync_domain"`` or ``"device_updatable"``.
+        """
         return _attrs.get_attribute(self.handle, name)
 
     def set_attribute(self, name: str, value) -> None:
@@ -207,6 +220,13 @@ class KernelNode(Node):
         Execs made earlier keep their value; ``exe.update(graph)`` carries the change
         over where CUDA allows it (not a cooperative on/off switch, nor a priority of an
         exec instantiated with ``use_node_priority``).
+
+        Parameters
+        ----------
+        name : str
+            One of the names :attr:`attributes` lists.
+        value
+            Checked before the call (:mod:`pycudagraph.nodes.attributes`).
         """
         _attrs.set_attribute(self.handle, name, value)
         if name == "access_policy" and value is not None:

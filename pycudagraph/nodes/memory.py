@@ -63,7 +63,13 @@ class MemcpyNode(Node):
 
     def set_params(self, dst=None, src=None, nbytes=None) -> None:
         """Change the copy in its graph (``cudaGraphMemcpyNodeSetParams1D``); the size
-        stays as it was unless ``nbytes`` is given."""
+        stays as it was unless ``nbytes`` is given.
+
+        Parameters
+        ----------
+        dst, src : buffer, array or pointer, optional
+        nbytes : int, optional
+        """
         cur = self.params
         kept = self.graph._ledger.held.get(self._h, (cur.dst, cur.src))
         dst_obj = kept[0] if dst is None else dst
@@ -121,7 +127,13 @@ class MemsetNode(Node):
     def set_params(self, dst=None, value=None, count=None, element_size=None,
                    height=None, pitch=None) -> None:
         """Change the memset in its graph (``cudaGraphMemsetNodeSetParams``); the new
-        extent is checked against the destination (the new one, or the one kept)."""
+        extent is checked against the destination (the new one, or the one kept).
+
+        Parameters
+        ----------
+        dst, value, count, element_size, height, pitch : optional
+            As for :meth:`Graph.add_memset`; fields not given keep their values.
+        """
         kept = self.graph._ledger.held.get(self._h, (None,))[0]
         p = memset_params(self.params, dst, value, count, element_size, height, pitch,
                           kept_dst=kept)
