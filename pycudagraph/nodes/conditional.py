@@ -169,8 +169,9 @@ class ConditionalNode(Node):
     def bodies(self) -> tuple:
         """The body graphs, in order (each a :class:`~pycudagraph.Graph` owned by this node).
 
-        A node read back from the driver (captured, or a clone's copy) has its bodies read
-        with ``cudaGraphNodeGetParams``, which needs a CUDA 13.2 driver.
+        No CUDA call for a node built here. A node read back from the driver (captured, or
+        a clone's copy) has its bodies read with ``cudaGraphNodeGetParams``, which needs a
+        CUDA 13.2 driver.
         """
         bodies = self._bodies
         if bodies is not None and all(b._owner is self for b in bodies):
@@ -188,7 +189,7 @@ class ConditionalNode(Node):
     @property
     def params(self) -> ConditionalParams:
         """Kind, handle and body graphs; the bodies as :attr:`bodies` reads them
-        (``cudaGraphNodeGetParams`` for a node read back)."""
+        (No CUDA call for a node built here; ``cudaGraphNodeGetParams`` for one read back)."""
         return ConditionalParams(self.kind, self._handle, self.bodies)
 
     def _exec_set(self, exe, target, **changes) -> None:
@@ -214,7 +215,8 @@ class IfNode(ConditionalNode):
 
     @property
     def body(self):
-        """The body graph (:attr:`bodies`; ``cudaGraphNodeGetParams`` for a node read back)."""
+        """The body graph (:attr:`bodies`: No CUDA call for a node built here;
+        ``cudaGraphNodeGetParams`` for a node read back)."""
         return self.bodies[0]
 
 
@@ -233,14 +235,14 @@ class IfElseNode(ConditionalNode):
 
     @property
     def then_body(self):
-        """The body run when the value is not 0 (:attr:`bodies`; ``cudaGraphNodeGetParams``
-        for a node read back)."""
+        """The body run when the value is not 0 (:attr:`bodies`: No CUDA call for a node built
+        here; ``cudaGraphNodeGetParams`` for a node read back)."""
         return self.bodies[0]
 
     @property
     def else_body(self):
-        """The body run when the value is 0 (:attr:`bodies`; ``cudaGraphNodeGetParams``
-        for a node read back)."""
+        """The body run when the value is 0 (:attr:`bodies`: No CUDA call for a node built
+        here; ``cudaGraphNodeGetParams`` for a node read back)."""
         return self.bodies[1]
 
 
@@ -254,7 +256,8 @@ class WhileNode(ConditionalNode):
 
     @property
     def body(self):
-        """The body graph (:attr:`bodies`; ``cudaGraphNodeGetParams`` for a node read back)."""
+        """The body graph (:attr:`bodies`: No CUDA call for a node built here;
+        ``cudaGraphNodeGetParams`` for a node read back)."""
         return self.bodies[0]
 
 
