@@ -119,6 +119,9 @@ class GraphExec:
         """A node of the exec's graph was removed: per-node updates through it refuse."""
         for key in [k for k, (_, h) in self._packs.items() if k == node_h or h == node_h]:
             del self._packs[key]
+        for key in [k for k, h in self._aliases.items() if h == node_h]:
+            del self._aliases[key]  # an update's twin of it must not reach its handle
+        self._src.pop(node_h, None)
 
     # The ledger --------------------------------------------------------------------
 

@@ -161,3 +161,22 @@ def test_a_port_that_is_not_a_name_is_an_argument_error(port):
     g = fake_graph()
     with pytest.raises(pcg.ArgumentError, match="port must be one of"):
         g.add_dependency(fake_node(g), fake_node(g), port=port)
+
+
+def test_after_update_a_removed_node_is_not_reached_through_its_twin(driver, monkeypatch):
+    old, new = fake_graph(), fake_graph()
+    k_old, k_new = kernel_node(old, 1, 2), kernel_node(new, 10, 20)
+    e_old, e_new = fake_node(old), fake_node(new)
+    order = {int(gr._raw_handle): [rt.cudaGraphNode_t(n._h) for n in gr._nodes.values()]
+             for gr in (old, new)}
+    monkeypatch.setattr(exec_mod.versions, "graph_nodes", lambda raw: order[int(raw)])
+    exe = _exec(old)
+    exe._pending = new
+    exe.set_arg(k_new, "a", 11)  # pairs the graphs: k_new stands for k_old
+    old.remove_node(k_old)
+    old.remove_node(e_old)
+    with pytest.raises(pcg.PyCudaGraphError, match="not a node of the graph"):
+        exe.set_arg(k_new, "a", 12)  # k_old's handle is gone: no update through it
+    with pytest.raises(pcg.PyCudaGraphError, match="not a node of the graph"):
+        exe.set_enabled(e_new, False)
+    assert driver == [(k_old._h, [11, 20])]
