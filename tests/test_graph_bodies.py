@@ -180,3 +180,12 @@ def test_after_update_a_removed_node_is_not_reached_through_its_twin(driver, mon
     with pytest.raises(pcg.PyCudaGraphError, match="not a node of the graph"):
         exe.set_enabled(e_new, False)
     assert driver == [(k_old._h, [11, 20])]
+
+
+def test_a_conditional_node_of_a_closed_graph_still_describes_itself(monkeypatch):
+    monkeypatch.setattr(exec_mod.versions, "graph_nodes", lambda raw: [1, 2])
+    g = fake_graph()
+    cond = if_node(g)
+    _exec(g)
+    g.close()  # the exec keeps the raw graph: error messages still show the node
+    assert "if on 0x1 (body nodes: 2)" in repr(cond)

@@ -198,8 +198,9 @@ class ConditionalNode(Node):
 
     def describe(self) -> str:
         """One line: kind, handle and the bodies' node counts (``cudaGraphGetNodes``)."""
+        self._check_live()  # then its bodies are alive: read even when closed
         try:
-            sizes = ", ".join(str(len(b)) for b in self.bodies)
+            sizes = ", ".join(str(len(versions.graph_nodes(b._raw_handle))) for b in self.bodies)
         except NotSupportedError:
             return "conditional (kind and bodies unknown: cudaGraphNodeGetParams needs CUDA 13.2)"
         h = f" on 0x{self._handle.value:x}" if self._handle is not None else ""
