@@ -189,3 +189,27 @@ def test_a_conditional_node_of_a_closed_graph_still_describes_itself(monkeypatch
     _exec(g)
     g.close()  # the exec keeps the raw graph: error messages still show the node
     assert "if on 0x1 (body nodes: 2)" in repr(cond)
+
+
+def test_edges_stay_inside_one_body(monkeypatch):
+    """Edge and dependency checks treat a body as its own graph: the cycle check walks the
+    body's edges, and no edge or dependency joins a body's node to its parent's."""
+    from fakes import Edges
+    edges = Edges().install(monkeypatch)
+    g = fake_graph()
+    top = fake_node(g)
+    cond = if_node(g)
+    body = cond.body
+    nodes = [fake_node(body) for _ in range(3)]
+    a, b, c = nodes
+    edges.add(a, b)
+    edges.add(b, c)
+    with pytest.raises(pcg.ArgumentError, match="cycle"):
+        body.add_dependency(c, a)
+    with pytest.raises(pcg.ArgumentError, match="duplicate edge"):
+        body.add_dependency(a, b)
+    for call in (lambda: g.add_dependency(top, a), lambda: body.add_dependency(a, top),
+                 lambda: g.add_empty(deps=[a]), lambda: body.add_empty(deps=[top]),
+                 lambda: g.remove_node(a), lambda: body.remove_dependency(top, a)):
+        with pytest.raises(pcg.ArgumentError, match="belongs to another graph"):
+            call()
