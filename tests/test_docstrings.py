@@ -30,7 +30,8 @@ CLASSES = [pcg.Graph, pcg.GraphExec, pcg.Stream, pcg.Event, pcg.DeviceBuffer, pc
            pcg.Node, pcg.KernelNode, pcg.MemcpyNode, pcg.MemsetNode, pcg.HostNode,
            pcg.ChildGraphNode, pcg.EmptyNode, pcg.EventRecordNode, pcg.EventWaitNode,
            pcg.MemAllocNode, pcg.MemFreeNode, pcg.ConditionalNode, pcg.IfNode, pcg.IfElseNode,
-           pcg.WhileNode, pcg.SwitchNode, pcg.ConditionalHandle]
+           pcg.WhileNode, pcg.SwitchNode, pcg.ConditionalHandle, pcg.BucketedGraphs,
+           pcg.AccessPolicyWindow]
 
 #: classes whose constructor users call: the class docstring documents it
 CONSTRUCTED = [pcg.Graph, pcg.Stream, pcg.Event, pcg.DeviceBuffer, pcg.PinnedBuffer,
