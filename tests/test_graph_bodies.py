@@ -213,3 +213,17 @@ def test_edges_stay_inside_one_body(monkeypatch):
                  lambda: g.remove_node(a), lambda: body.remove_dependency(top, a)):
         with pytest.raises(pcg.ArgumentError, match="belongs to another graph"):
             call()
+
+
+def test_update_from_the_same_graph_takes_its_bodies_new_arguments(driver, monkeypatch):
+    g = fake_graph()
+    cond = if_node(g)
+    k = kernel_node(cond.body, 1, 2)
+    order = {int(gr._raw_handle): [rt.cudaGraphNode_t(n._h) for n in gr._nodes.values()]
+             for gr in (g, cond.body)}
+    monkeypatch.setattr(exec_mod.versions, "graph_nodes", lambda raw: order[int(raw)])
+    exe = _exec(g)
+    k._pack = fake_kernel(SIG).pack((10, 20), 1, 32)  # what k.set_params(args=...) leaves
+    exe._pending = g  # exe.update(g) carried the new arguments into the exec
+    exe.set_arg(k, "a", 5)
+    assert driver == [(k._h, [5, 20])]  # not the arguments of instantiate time
