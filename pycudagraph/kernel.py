@@ -12,6 +12,8 @@ node the function of the device current when the node is added.
 
 from __future__ import annotations
 
+import weakref
+
 from . import _cuda, _lifetime
 from ._cuda import call, dr, fast, rt
 from ._cuda.device import current_device, ensure_device, seen, stream_device, thread_state
@@ -28,6 +30,11 @@ __all__ = ["Kernel"]
 
 _launch = fast.launch_kernel
 _native_launch = fast.native.launch_kernel if fast.native is not None else None
+
+
+def _forget_limits(funcs: dict) -> None:
+    for func in list(funcs.values()):
+        KERNEL_LIMITS.pop(func, None)
 
 
 class Kernel:
@@ -53,6 +60,8 @@ class Kernel:
         self._layout = None
         self._image_params: list[tuple[int, int]] | None = None
         self._native = None  # the layout's compiled view, once the function is known
+        # Its limits go with it: a module loaded later may get the same CUfunction addresses.
+        weakref.finalize(self, _forget_limits, self._funcs).atexit = False
 
     # Loading -----------------------------------------------------------------------
 
