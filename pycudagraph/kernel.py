@@ -274,7 +274,10 @@ class Kernel:
         """
         s = stream._h if type(stream) is Stream else stream_handle(stream)
         nl = self._native  # the compiled path: one device in this process (its function)
+        # The driver judges the configuration, except while a capture is open: a refused
+        # launch there could invalidate the capture, so only a config known to fit goes.
         if (nl is not None and not seen.multi
+                and (not _lifetime.capture_keeps or self._fits(grid, block, shared_mem))
                 and not _native_launch(nl, self._func_int, grid, block, args, s, shared_mem)):
             if _lifetime.capture_keeps and args:  # captured: the graph keeps the arguments
                 _lifetime.keep_in_captures(tuple(args))

@@ -393,6 +393,8 @@ def test_compiled_eager_launch_refuses_freed_buffers_and_feeds_captures():
         kept = []
         _lifetime.capture_keeps.append(kept)
         k.launch(1, 32, [buf, 2.0, 4])
+        # under capture a configuration is checked before the driver sees it
+        refused(lambda: k.launch(1, 2048, (buf, 1.0, 4)), pcg.ArgumentError, "threads per block")
         _lifetime.capture_keeps.remove(kept)
         assert any(buf in x for x in kept if isinstance(x, tuple)), kept
         gone = buffer()
