@@ -190,18 +190,24 @@ class Kernel:
         if dev is None:
             dev = ensure_device()
         if seen.multi:
-            self._check_args(args, dev, "graph node")
+            args = self._check_args(args, dev, "graph node")
         func = self._func_int if dev == self._func_dev else self._function(dev)
         g, b, smem = self._config(grid, block, shared_mem)
         return ArgPack(self._layout or self.layout, self, args, g, b, smem, func=func)
 
-    def _check_args(self, args, dev: int, what: str) -> None:
-        """Every DeviceBuffer argument usable from ``dev`` (same device or peer access)."""
+    def _check_args(self, args, dev: int, what: str):
+        """Every DeviceBuffer argument usable from ``dev`` (same device or peer access);
+        returns ``args`` (an iterator read into a tuple, to be packed next)."""
+        if not isinstance(args, (tuple, list)):
+            if isinstance(args, (str, bytes, dict)) or not hasattr(args, "__iter__"):
+                return args  # the packing names what is wrong with it
+            args = tuple(args)
         for i, a in enumerate(args):
             if type(a) is DeviceBuffer and a._dev != dev:
                 name = self._declared[i].name if i < len(self._declared) else "?"
                 check_access(f"{self.name}() ({what})", dev, a._dev,
                              f"argument {i} '{name}' (a DeviceBuffer)")
+        return args
 
     def _config(self, grid, block, shared_mem) -> tuple:
         """``(grid3, block3, shared_mem)`` checked against the device's and the kernel's
@@ -297,7 +303,7 @@ class Kernel:
             elif seen.multi:
                 dev = current_device() if s in (0, 1, 2) else stream_device(s)
         if seen.multi:
-            self._check_args(args, dev, "launch")
+            args = self._check_args(args, dev, "launch")
         func = self._func_int if dev == self._func_dev else self._function(dev)
         g, b, smem = self._config(grid, block, shared_mem)
         pack = ArgPack(self._layout or self.layout, self, args, g, b, smem, func=func)

@@ -3,6 +3,8 @@ forgotten with the kernel (a later module may be given the same CUfunction addre
 
 import gc
 
+import pytest
+
 from fakes import H100, fake_kernel
 
 from pycudagraph import validate
@@ -32,3 +34,21 @@ def test_limits_are_forgotten_with_the_kernel():
     del k
     gc.collect()
     assert func not in validate.KERNEL_LIMITS  # a new kernel at this address loads its own
+
+
+def test_device_check_leaves_iterable_args_to_the_packing(monkeypatch):
+    """With several devices the arguments are checked for their devices before packing;
+    a generator of arguments is read once, by both."""
+    import pycudagraph as pcg
+    from fakes import fake_buffer
+    from pycudagraph._cuda import device as cdev
+    k = fake_kernel()
+    monkeypatch.setattr(cdev.seen, "multi", True)
+    monkeypatch.setattr(cdev.thread_state, "device", 0, raising=False)
+    buf = fake_buffer(64)
+    buf._dev = 0
+    pack = k.pack(a for a in (buf, 1.0, 4))
+    assert pack.refs == [buf, 1.0, 4]
+    buf._dev = 1
+    with pytest.raises(pcg.DeviceMismatchError, match="argument 0 'y'"):
+        k.pack(a for a in (buf, 1.0, 4))
