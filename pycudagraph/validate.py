@@ -187,7 +187,8 @@ def kernel_limits(kernel) -> KernelLimits:
 
         def attr(a):
             return int(call(dr.cuFuncGetAttribute, a, f))
-        dev = kernel._func_dev if kernel._func_dev >= 0 else ensure_device()  # func's device
+        cur = ensure_device()  # a current context in this thread for the driver calls
+        dev = kernel._func_dev if kernel._func_dev >= 0 else cur  # the function's device
         lim = KernelLimits(kernel.name, func, device_limits(dev),
                            attr(_F.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
                            attr(_F.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES),
