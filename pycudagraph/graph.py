@@ -278,8 +278,8 @@ class Graph(GraphText):
         call(rt.cudaGraphDestroyNode, node.handle)
         self._nodes.pop(node._h, None)
         node._raw = REMOVED
-        for exe in list(self._execs):
-            exe._forget(node._h)
+        from .graph_exec import forget_removed
+        forget_removed(self, node)  # before its bodies are destroyed below
         for child in list(self._children):
             if child._owner is node:
                 child._kill(f"belongs to {type(node).__name__} 0x{node._h:x}, which was "
