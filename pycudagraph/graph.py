@@ -278,18 +278,11 @@ class Graph(GraphText):
         """
         node_arg(self, node, "node", "remove_node")
         self._dep_list((node,))
-        # the nodes of its bodies go too: execs must not update them through their handles
-        gone = [node._h] + [n._h for b in getattr(node, "_bodies", None) or ()
-                            for n in b._all_nodes()]
         call(rt.cudaGraphDestroyNode, node.handle)
         self._nodes.pop(node._h, None)
         node._raw = REMOVED
-        g = self
-        while g is not None:  # the execs made from this graph or from a graph enclosing it
-            for exe in list(g._execs):
-                for h in gone:
-                    exe._forget(h)
-            g = g._owner.graph if isinstance(g._owner, Node) else None
+        from .graph_exec import forget_removed
+        forget_removed(self, node)  # before its bodies are destroyed below
         for child in list(self._children):
             if child._owner is node:
                 child._kill(f"belongs to {type(node).__name__} 0x{node._h:x}, which was "

@@ -47,6 +47,20 @@ _native_launch = fast.native.graph_launch if fast.native is not None else None
 _native_set_arg = fast.native.exec_set_arg if fast.native is not None else None
 
 
+def forget_removed(graph, node) -> None:
+    """``node`` was removed from ``graph``: the execs made from ``graph`` or from a graph
+    enclosing it (a conditional body's nodes are updated through the top graph's exec)
+    forget it and the nodes of the bodies it owned, so set_arg raises ClosedError."""
+    gone = {node._h}
+    for body in getattr(node, "_bodies", None) or ():
+        gone.update(n._h for n in body._all_nodes())
+    while graph is not None:
+        for exe in list(graph._execs):
+            exe._forget(gone)
+        owner = graph._owner
+        graph = owner.graph if isinstance(owner, Node) else None
+
+
 class GraphExec:
     """An instantiated graph (``cudaGraphExec_t``), made by :meth:`Graph.instantiate`.
 
@@ -115,13 +129,15 @@ class GraphExec:
             stream_handle(stream)  # raises the stream's ClosedError
         raise ClosedError(f"GraphExec 0x{self._addr:x}", "was closed")
 
-    def _forget(self, node_h: int) -> None:
-        """A node of the exec's graph was removed: per-node updates through it refuse."""
-        for key in [k for k, (_, h) in self._packs.items() if k == node_h or h == node_h]:
+    def _forget(self, gone: set) -> None:
+        """Nodes (handles) of the exec's graph were removed: per-node updates through them
+        refuse."""
+        for key in [k for k, (_, h) in self._packs.items() if k in gone or h in gone]:
             del self._packs[key]
-        for key in [k for k, h in self._aliases.items() if h == node_h]:
+        for key in [k for k, h in self._aliases.items() if h in gone]:
             del self._aliases[key]  # an update's twin of it must not reach its handle
-        self._src.pop(node_h, None)
+        for h in gone:
+            self._src.pop(h, None)
 
     # The ledger --------------------------------------------------------------------
 
@@ -293,14 +309,8 @@ class GraphExec:
         EventWaitNode   event                                                       ``cudaGraphExecEventWaitNodeSetEvent``
         =============== =========================================================== ========================================
 
-        Parameters
-        ----------
-        node : Node
-            A node of the graph the exec was made from (or of its bodies), or its twin
-            in a graph given to :meth:`update`. Not a conditional node (change its bodies'
-            nodes).
-        **changes
-            The fields of the table for the node's type.
+        ``node`` may be in a conditional node's body, or be its twin in a graph given to
+        :meth:`update`.
         """
         node_arg(None, node, "node", "set_params")
         if changes:

@@ -12,6 +12,8 @@ node the function of the device current when the node is added.
 
 from __future__ import annotations
 
+import weakref
+
 from . import _cuda, _lifetime
 from ._cuda import call, dr, fast, rt
 from ._cuda.device import current_device, ensure_device, seen, stream_device, thread_state
@@ -28,6 +30,11 @@ __all__ = ["Kernel"]
 
 _launch = fast.launch_kernel
 _native_launch = fast.native.launch_kernel if fast.native is not None else None
+
+
+def _forget_limits(funcs: dict) -> None:
+    for func in list(funcs.values()):
+        KERNEL_LIMITS.pop(func, None)
 
 
 class Kernel:
@@ -53,6 +60,8 @@ class Kernel:
         self._layout = None
         self._image_params: list[tuple[int, int]] | None = None
         self._native = None  # the layout's compiled view, once the function is known
+        # Its limits go with it: a module loaded later may get the same CUfunction addresses.
+        weakref.finalize(self, _forget_limits, self._funcs).atexit = False
 
     # Loading -----------------------------------------------------------------------
 
@@ -203,18 +212,24 @@ class Kernel:
         if dev is None:
             dev = ensure_device()
         if seen.multi:
-            self._check_args(args, dev, "graph node")
+            args = self._check_args(args, dev, "graph node")
         func = self._func_int if dev == self._func_dev else self._function(dev)
         g, b, smem = self._config(grid, block, shared_mem)
         return ArgPack(self._layout or self.layout, self, args, g, b, smem, func=func)
 
-    def _check_args(self, args, dev: int, what: str) -> None:
-        """Every DeviceBuffer argument usable from ``dev`` (same device or peer access)."""
+    def _check_args(self, args, dev: int, what: str):
+        """Every DeviceBuffer argument usable from ``dev`` (same device or peer access);
+        returns ``args`` (an iterator read into a tuple, to be packed next)."""
+        if not isinstance(args, (tuple, list)):
+            if isinstance(args, (str, bytes, dict)) or not hasattr(args, "__iter__"):
+                return args  # the packing names what is wrong with it
+            args = tuple(args)
         for i, a in enumerate(args):
             if type(a) is DeviceBuffer and a._dev != dev:
                 name = self._declared[i].name if i < len(self._declared) else "?"
                 check_access(f"{self.name}() ({what})", dev, a._dev,
                              f"argument {i} '{name}' (a DeviceBuffer)")
+        return args
 
     def _config(self, grid, block, shared_mem) -> tuple:
         """``(grid3, block3, shared_mem)`` checked against the device's and the kernel's
@@ -293,7 +308,10 @@ class Kernel:
         """
         s = stream._h if type(stream) is Stream else stream_handle(stream)
         nl = self._native  # the compiled path: one device in this process (its function)
+        # The driver judges the configuration, except while a capture is open: a refused
+        # launch there could invalidate the capture, so only a config known to fit goes.
         if (nl is not None and not seen.multi
+                and (not _lifetime.capture_keeps or self._fits(grid, block, shared_mem))
                 and not _native_launch(nl, self._func_int, grid, block, args, s, shared_mem)):
             if _lifetime.capture_keeps and args:  # captured: the graph keeps the arguments
                 _lifetime.keep_in_captures(tuple(args))
@@ -313,7 +331,7 @@ class Kernel:
             elif seen.multi:
                 dev = current_device() if s in (0, 1, 2) else stream_device(s)
         if seen.multi:
-            self._check_args(args, dev, "launch")
+            args = self._check_args(args, dev, "launch")
         func = self._func_int if dev == self._func_dev else self._function(dev)
         g, b, smem = self._config(grid, block, shared_mem)
         pack = ArgPack(self._layout or self.layout, self, args, g, b, smem, func=func)

@@ -174,7 +174,8 @@ def device_limits(device: int) -> DeviceLimits:
 
 
 def kernel_limits(kernel) -> KernelLimits:
-    """The limits of a loaded kernel (its ``CUfunction`` in ``kernel._func_int``), cached.
+    """The limits of a loaded kernel (its ``CUfunction`` in ``kernel._func_int``, on
+    device ``kernel._func_dev``), cached until the kernel is collected.
 
     Calls ``cuFuncGetAttribute`` for the kernel's maximum threads per block, its static
     shared memory and its current dynamic shared memory ceiling.
@@ -186,7 +187,9 @@ def kernel_limits(kernel) -> KernelLimits:
 
         def attr(a):
             return int(call(dr.cuFuncGetAttribute, a, f))
-        lim = KernelLimits(kernel.name, func, device_limits(ensure_device()),
+        cur = ensure_device()  # a current context in this thread for the driver calls
+        dev = kernel._func_dev if kernel._func_dev >= 0 else cur  # the function's device
+        lim = KernelLimits(kernel.name, func, device_limits(dev),
                            attr(_F.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
                            attr(_F.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES),
                            attr(_F.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES))

@@ -41,6 +41,7 @@ def fake_kernel(sig: str = "float* y, float a, int n", name: str = "k",
     k._handle = object()
     k._func_int = next(_ids)
     k._func_dev = 0  # the function of device 0, the (pretended) current device
+    k._funcs[0] = k._func_int
     k._layout = Layout(name, k._declared)
     dev = validate.DeviceLimits(0, **H100)
     validate.KERNEL_LIMITS[k._func_int] = validate.KernelLimits(

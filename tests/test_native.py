@@ -240,6 +240,7 @@ def test_kernel_node_add_makes_an_argpack_and_checks_graph_membership():
         assert N.add_kernel(NL, LAYOUT, "k", 0x77, 1, 1, ARGS, 0, g, Node(g, 1)) == -1
         assert N.add_kernel(NL, LAYOUT, "k", 0x77, 1, 1, ARGS, 0, g, (object(),)) == -1
         assert N.add_kernel(NL, LAYOUT, "k", 0x77, 1, 1, ARGS, 0, g, (Node(g, 1, REMOVED),)) == -1
+        assert N.add_kernel(NL, LAYOUT, "k", 0x77, 1, 1, ARGS, 0, g, (Node(g, 5), Node(g, 5))) == -1
         assert len(CALLS) == n
         RC["add"] = 1
         assert N.add_kernel(NL, LAYOUT, "k", 0x77, 1, 1, ARGS, 0, g, ()) == 1
@@ -274,3 +275,132 @@ def test_exec_set_arg_rewrites_one_slot_and_returns_what_to_retire():
         assert N.exec_set_arg(0xE, 0xF, pack, 1, 3.0) == 400
         assert pack.raw() == before and pack.refs[1] == 9.5  # the failed write is undone
     ''')
+
+
+# The compiled paths as the API calls them (Graph.add_kernel, Kernel.launch, GraphExec.set_arg)
+# with the fake driver behind both paths: what the checked path refuses never reaches it.
+INTEGRATED = textwrap.dedent('''
+    import sys
+    sys.path.insert(0, "tests")
+    from fakes import fake_graph, fake_node, fake_kernel, fake_exec, fake_buffer
+    from pycudagraph import _lifetime
+    from pycudagraph._cuda import fast
+    from pycudagraph._cuda.device import thread_state
+    from pycudagraph.graph_exec import _NEVER
+    from pycudagraph.nodes.base import REMOVED
+    thread_state.device = 0  # the (pretended) current device: no CUDA call is made
+    fast._f.launch_kernel, fast._f.add_kernel, fast._f.exec_set = F_LK, F_ADD, F_SET
+    N.mark_thread()
+    k = fake_kernel("float* y, float a, int n")
+    k._native = k._layout.native
+    LAYOUT = k._layout  # what the fake driver decodes
+    freed = []
+
+    def buffer():
+        b = fake_buffer(64)
+        b._addr, b._dev = b.ptr, 0
+        b._fin = lambda b=b: freed.append(b)
+        return b
+
+    def refused(fn, cls, words):
+        n = len(CALLS)
+        try:
+            fn()
+        except cls as exc:
+            assert words in str(exc), exc
+        else:
+            raise AssertionError(f"no {cls.__name__} ({words})")
+        assert len(CALLS) == n, CALLS[n:]  # nothing reached the driver
+''')
+
+
+@needs_native
+def test_compiled_add_keeps_the_checked_paths_guarantees():
+    run_fake(INTEGRATED + textwrap.dedent('''
+        g = fake_graph()
+        a = fake_node(g)
+        buf = buffer()
+        node = g.add_kernel(k, 1, 32, (buf, 1.0, 4), deps=[a])
+        assert CALLS[-1][0] == "add" and CALLS[-1][1][1] == [a._h]  # the compiled add
+        assert node._pack.refs[0] is buf and _lifetime.holders_of(buf)  # the ledger sees it
+        refused(lambda: g.add_kernel(k, 1, 32, (buf, 1.0, 4), deps=[a, a]),
+                pcg.ArgumentError, "twice")
+        refused(lambda: g.add_kernel(k, 1, 2048, (buf, 1.0, 4)), pcg.ArgumentError,
+                "threads per block")
+        gone = buffer()
+        gone.free()
+        assert freed == [gone]
+        refused(lambda: g.add_kernel(k, 1, 32, (gone, 1.0, 4)), pcg.ClosedError, "was freed")
+        b = fake_node(g)
+        b._raw = REMOVED
+        refused(lambda: g.add_kernel(k, 1, 32, (buf, 1.0, 4), deps=[b]), pcg.ClosedError,
+                "removed")
+        g._closed = True
+        refused(lambda: g.add_kernel(k, 1, 32, (buf, 1.0, 4)), pcg.ClosedError, "closed")
+        g._closed = False
+        with pcg.trace() as t:
+            g.add_kernel(k, 1, 32, (buf, 1.0, 4))
+        assert [r.api for r in t.records] == ["cuGraphAddKernelNode"]
+    '''))
+
+
+def test_fits_is_false_for_limits_never_loaded():
+    from fakes import fake_kernel
+    from pycudagraph import validate
+    k = fake_kernel()
+    assert k._fits(1, 32, 0) and not k._fits(1, 2048, 0) and not k._fits((1,), 32, 0)
+    del validate.KERNEL_LIMITS[k._func_int]
+    assert not k._fits(1, 32, 0)  # unknown limits: the checked path loads them
+
+
+@needs_native
+def test_compiled_set_arg_retires_and_refuses_as_the_checked_path():
+    run_fake(INTEGRATED + textwrap.dedent('''
+        from pycudagraph._lifetime import Ledger
+        g = fake_graph()
+        one, two, three = buffer(), buffer(), buffer()
+        node = g.add_kernel(k, 1, 32, (one, 1.0, 4))
+        exe = fake_exec(g)
+        exe._src = {node._h: node._pack}
+        exe._ledger = Ledger({"graph": g.keepalive()}, owner=exe)
+        exe._last_stream = _NEVER
+        exe._fin, exe._addr = (lambda: None), exe._h
+        g._execs.add(exe)
+        exe.set_arg(node, 0, two)
+        assert CALLS[-1][0] == "exec_set" and CALLS[-1][1][2][0] == two.ptr
+        exe.set_arg(node, 0, three)  # `two` may still be read by a queued launch
+        assert any(r is two for r in exe._ledger.retired)
+        two.free()
+        assert freed == [] and _lifetime.deferred_frees() == [two]
+        exe.synchronize()  # no launch yet: nothing to wait for; the retired are let go
+        assert freed == [two]
+        gone = buffer()
+        gone.free()
+        refused(lambda: exe.set_arg(node, 0, gone), pcg.ClosedError, "was freed")
+        refused(lambda: exe.set_arg(node, 3, 1.0), pcg.ArgumentError, "out of range")
+        refused(lambda: exe.set_arg(node, "zz", 1.0), pcg.ArgumentError, "no parameter named")
+        exe.close()
+        refused(lambda: exe.set_arg(node, 1, 2.0), pcg.ClosedError, "closed")
+    '''))
+
+
+@needs_native
+def test_compiled_eager_launch_refuses_freed_buffers_and_feeds_captures():
+    run_fake(INTEGRATED + textwrap.dedent('''
+        buf = buffer()
+        k.launch(1, 32, (buf, 1.0, 4))
+        assert CALLS[-1][0] == "launch_kernel" and CALLS[-1][1][5][0] == buf.ptr
+        kept = []
+        _lifetime.capture_keeps.append(kept)
+        k.launch(1, 32, [buf, 2.0, 4])
+        # under capture a configuration is checked before the driver sees it
+        refused(lambda: k.launch(1, 2048, (buf, 1.0, 4)), pcg.ArgumentError, "threads per block")
+        _lifetime.capture_keeps.remove(kept)
+        assert any(buf in x for x in kept if isinstance(x, tuple)), kept
+        gone = buffer()
+        gone.free()
+        refused(lambda: k.launch(1, 32, (gone, 1.0, 4)), pcg.ClosedError, "was freed")
+        s = pcg.Stream.__new__(pcg.Stream)
+        s._h, s._dev, s._addr = None, 0, 0x5000
+        refused(lambda: k.launch(1, 32, (buf, 1.0, 4), stream=s), pcg.ClosedError, "")
+    '''))

@@ -423,7 +423,8 @@ static int attr_is(PyObject *obj, PyObject *name, PyObject *target)
     return same;
 }
 
-/* The handles of dependency nodes that all belong to graph; 0, or -1 (the Python path). */
+/* The handles of dependency nodes that all belong to graph, none twice; 0, or -1 (the
+ * Python path, which raises for a repeat, as the driver is not relied on to). */
 static int dep_handles(PyObject *deps, PyObject *graph, void **out)
 {
     PyObject *seq = PySequence_Tuple(deps);   /* a list is copied: attribute reads run code */
@@ -444,6 +445,9 @@ static int dep_handles(PyObject *deps, PyObject *graph, void **out)
         }
         rc = as_ptr(hv, &out[i]);
         Py_DECREF(hv);
+        for (Py_ssize_t j = 0; j < i && !rc; j++)
+            if (out[j] == out[i])
+                rc = -1;   /* listed twice: the Python path names it */
     }
     Py_DECREF(seq);
     return rc;

@@ -1,0 +1,52 @@
+"""Per-node exec updates of nodes in conditional bodies after a removal (CPU, fake driver):
+the compiled and the checked set_arg refuse a removed node, or one of a destroyed body,
+with ClosedError instead of handing the driver a destroyed node handle."""
+
+from test_native import INTEGRATED, needs_native, run_fake
+
+SETUP = '''
+import textwrap
+from cuda.bindings import runtime as rt
+from pycudagraph._lifetime import Ledger
+import pycudagraph.graph as G
+G.call = lambda *a: None  # cudaGraphDestroyNode: nothing to destroy here
+
+def exec_of(g, nodes):
+    exe = fake_exec(g)
+    exe._src = {n._h: n._pack for n in nodes}
+    exe._ledger = Ledger({"graph": g.keepalive()}, owner=exe)
+    exe._last_stream, exe._fin, exe._addr = _NEVER, (lambda: None), exe._h
+    g._execs.add(exe)
+    return exe
+
+g = fake_graph()
+cond = fake_node(g, pcg.IfElseNode)  # a conditional node owning two body graphs
+cond._bodies = (g._wrap_child(rt.cudaGraph_t(0x9000), owner=cond),
+                g._wrap_child(rt.cudaGraph_t(0x9100), owner=cond))
+body, inner_owner = cond._bodies[0], None
+a = body.add_kernel(k, 1, 32, (buffer(), 1.0, 4))
+b = cond._bodies[1].add_kernel(k, 1, 32, (buffer(), 1.0, 4))
+exe = exec_of(g, [a, b])
+exe.set_arg(a, 1, 2.0)
+exe.set_arg(b, 1, 2.0)  # both have exec packs now
+assert [c[0] for c in CALLS[-2:]] == ["exec_set", "exec_set"]
+'''
+
+
+@needs_native
+def test_set_arg_on_a_node_removed_from_a_body():
+    run_fake(INTEGRATED + SETUP + '''
+body.remove_node(a)
+refused(lambda: exe.set_arg(a, 1, 3.0), pcg.ClosedError, "was removed from its graph")
+exe.set_arg(b, 1, 3.0)  # the other body's node is still updated
+assert CALLS[-1][0] == "exec_set"
+''')
+
+
+@needs_native
+def test_set_arg_on_a_node_of_a_body_destroyed_with_its_owner():
+    run_fake(INTEGRATED + SETUP + '''
+g.remove_node(cond)
+refused(lambda: exe.set_arg(a, 1, 3.0), pcg.ClosedError, "belongs to Graph")
+refused(lambda: exe.set_arg(b, 1, 3.0), pcg.ClosedError, "belongs to Graph")
+''')
