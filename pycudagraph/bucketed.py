@@ -60,7 +60,8 @@ class BucketedGraphs:
         self._eager: dict[int, object] = {}
 
     def bucket_for(self, size: int) -> int | None:
-        """The smallest bucket >= ``size``, or ``None`` when ``size`` exceeds them all."""
+        """The smallest bucket >= ``size``, or ``None`` when ``size`` exceeds them all.
+        No CUDA call."""
         i = bisect.bisect_left(self.buckets, int(size))
         return self.buckets[i] if i < len(self.buckets) else None
 

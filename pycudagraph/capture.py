@@ -93,7 +93,7 @@ class capture:
         return capture_status(self.stream)
 
     def keep(self, *objs) -> None:
-        """Keep ``objs`` alive as long as the captured graph and its execs."""
+        """Keep ``objs`` alive as long as the captured graph and its execs. No CUDA call."""
         self._keep += objs
 
     def __enter__(self) -> "capture":

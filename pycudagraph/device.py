@@ -97,7 +97,7 @@ class Device:
 
     @property
     def handle(self) -> int:
-        """The raw device ordinal (an int, as the runtime API takes it)."""
+        """The raw device ordinal (an int, as the runtime API takes it). No CUDA call."""
         return self._ordinal
 
     ordinal = handle
@@ -124,7 +124,8 @@ class Device:
 
     @property
     def arch(self) -> str:
-        """``"sm_XY"``, what :meth:`Program.compile <pycudagraph.Program.compile>` takes."""
+        """``"sm_XY"``, what :meth:`Program.compile <pycudagraph.Program.compile>` takes
+        (``cudaDeviceGetAttribute``, through :attr:`compute_capability`)."""
         major, minor = self.compute_capability
         return f"sm_{major}{minor}"
 
@@ -145,7 +146,12 @@ class Device:
 
     def can_access_peer(self, other) -> bool:
         """Whether kernels on this device can use ``other``'s memory once peer access is
-        enabled (``cudaDeviceCanAccessPeer``)."""
+        enabled (``cudaDeviceCanAccessPeer``).
+
+        Parameters
+        ----------
+        other : int or Device
+        """
         peer = _ordinal(other)
         if peer == self._ordinal:
             return True
@@ -157,6 +163,10 @@ class Device:
 
         Enabling a pair that is already enabled is not an error. Access is one-way:
         enable it on both devices for both directions.
+
+        Parameters
+        ----------
+        other : int or Device
         """
         peer = _ordinal(other)
         if peer == self._ordinal or (self._ordinal, peer) in _peers:
@@ -174,7 +184,7 @@ class Device:
 
     def peer_access_enabled(self, other) -> bool:
         """True when this device may use ``other``'s memory (same device, or enabled
-        through :meth:`enable_peer_access`)."""
+        through :meth:`enable_peer_access`). No CUDA call: it reads what that recorded."""
         peer = int(other)
         return peer == self._ordinal or (self._ordinal, peer) in _peers
 

@@ -118,16 +118,31 @@ class GraphText:
     __slots__ = ()
 
     def to_dot(self, name: str = "pycudagraph") -> str:
-        """A readable Graphviz DOT text: node type, kernel name, grid/block, bytes, edges."""
+        """A readable Graphviz DOT text: node type, kernel name, grid/block, bytes, edges.
+
+        Reads the graph (``cudaGraphGetNodes``, ``cudaGraphGetEdges`` with edge data, each
+        body's ``cudaGraphGetRootNodes``) and each node's parameters (its type's
+        ``cudaGraph*NodeGetParams`` where the node was not built here).
+        """
         return graph_to_dot(self, name)
 
     def debug_dot_print(self, path, verbose: bool = False) -> None:
-        """Write CUDA's own DOT description to ``path`` (``cudaGraphDebugDotPrint``)."""
+        """Write CUDA's own DOT description to ``path`` (``cudaGraphDebugDotPrint``).
+
+        Parameters
+        ----------
+        path : str or path-like
+        verbose : bool
+            ``cudaGraphDebugDotFlagsVerbose``: every parameter of every node.
+        """
         flags = (rt.cudaGraphDebugDotFlags.cudaGraphDebugDotFlagsVerbose if verbose else 0)
         call(rt.cudaGraphDebugDotPrint, self._raw, str(path).encode(), int(flags))
 
     def render(self, path, format: str | None = None) -> str:
-        """Render :meth:`to_dot` to SVG/PNG with Graphviz's ``dot`` program; returns the path."""
+        """Render :meth:`to_dot` to SVG/PNG with Graphviz's ``dot`` program; returns the path.
+
+        The graph is read as :meth:`to_dot` reads it (``cudaGraphGetNodes``, ``cudaGraphGetEdges``).
+        """
         return render(self.to_dot(), path, format)
 
     def _repr_svg_(self):

@@ -23,8 +23,9 @@ to finish and its memory to be visible). Both are declared for ``pcg.Program`` s
 from __future__ import annotations
 
 from ._cuda import rt, versions
+from .errors import ArgumentError
 
-__all__ = ["PORTS", "edge_data", "port_name"]
+__all__ = ["PORTS", "edge_data", "port_name", "port_hint"]
 
 #: port name -> (from_port, dependency type); ``None`` is the plain edge.
 PORTS = {
@@ -43,14 +44,14 @@ def edge_data(port) -> list | None:
 
     Raises
     ------
-    ValueError
+    ArgumentError
         For a port name that is not one of :data:`PORTS`.
     NotSupportedError
         When the driver is older than CUDA 12.3 (edge data).
     """
-    if port not in PORTS:
+    if not (port is None or isinstance(port, str)) or port not in PORTS:
         names = ", ".join(repr(k) for k in PORTS)
-        raise ValueError(f"port must be one of {names}; got {port!r}")
+        raise ArgumentError(f"port must be one of {names}; got {port!r}")
     if PORTS[port] == (0, 0):
         return None
     versions.require(f"{port} edges (cudaGraphEdgeData)", 12030)
@@ -69,3 +70,16 @@ def port_name(data) -> str:
     if name is None:
         return f"from_port={key[0]} type={key[1]} to_port={int(data.to_port)}"
     return name
+
+
+def port_hint(exc, graph, a, b, port):
+    """``exc`` (a failed ``cudaGraphRemoveDependencies``) saying the edge's port when the
+    ``port`` given is not it (``cudaGraphGetEdges`` with edge data)."""
+    try:
+        have = graph.edge_data.get((a, b))
+    except Exception:  # no edge data to read: the error stays as it is
+        return exc
+    if have is not None and have != (port or "default"):
+        exc.hint = f"{a!r} -> {b!r} is a {have} edge: remove it with port={have!r}"
+        exc.args = (exc._text(),)
+    return exc

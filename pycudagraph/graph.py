@@ -17,7 +17,7 @@ import weakref
 from ._cuda import call, device, rt, versions
 from ._lifetime import Ledger, release
 from .dot import GraphText
-from .edges import edge_data, port_name
+from .edges import edge_data, port_hint, port_name
 from .errors import ArgumentError, ClosedError, CudaError
 from .nodes import (ChildGraphNode, ConditionalHandle, EmptyNode, EventRecordNode,
                     EventWaitNode, HostNode, IfElseNode, IfNode, KernelNode, MemAllocNode,
@@ -93,7 +93,7 @@ class Graph(GraphText):
 
     @property
     def handle(self):
-        """The raw ``cudaGraph_t`` (cuda.bindings object); :class:`ClosedError` once closed."""
+        """The raw ``cudaGraph_t``; :class:`ClosedError` once closed. No CUDA call."""
         return self._raw
 
     # Nodes and the ledger -----------------------------------------------------------
@@ -252,8 +252,8 @@ class Graph(GraphText):
         """
         if self._closed or self._dead:
             self._refuse()
+        data = edge_data(port)  # a bad port is refused before the edge queries
         new_edge(self, a, b)
-        data = edge_data(port)
         if data is not None and not (isinstance(a, KernelNode) and isinstance(b, KernelNode)):
             raise ArgumentError(f"a {port} edge joins two kernel nodes, not {a.type} -> {b.type}")
         versions.graph_add_dependencies(self._raw, [a.handle], [b.handle], data)
@@ -264,7 +264,10 @@ class Graph(GraphText):
         if self._closed or self._dead:
             self._refuse()
         old_edge(self, a, b)
-        versions.graph_remove_dependencies(self._raw, [a.handle], [b.handle], edge_data(port))
+        try:
+            versions.graph_remove_dependencies(self._raw, [a.handle], [b.handle], edge_data(port))
+        except CudaError as exc:
+            raise port_hint(exc, self, a, b, port)
 
     def remove_node(self, node: Node) -> None:
         """Remove a node and its edges (``cudaGraphDestroyNode``).
@@ -338,7 +341,7 @@ class Graph(GraphText):
 
     def keepalive(self) -> tuple:
         """Everything this graph's nodes point at, bodies of conditional nodes included
-        (what an exec or parent must hold)."""
+        (what an exec or parent must hold). No CUDA call."""
         bodies = tuple(b.keepalive() for n in self._nodes.values()
                        for b in getattr(n, "_bodies", None) or ())
         return (self._ledger.snapshot() + ((self._owner,) if self._owner is not None else ())
@@ -406,9 +409,11 @@ class Graph(GraphText):
         ``instantiate``, ``handle``) raises :class:`ClosedError`. Execs made from it keep
         working; while any is alive the raw graph is kept (their per-node updates address
         its nodes) and destroyed after the last one. Once it is destroyed its nodes and
-        child graphs raise :class:`ClosedError` too.
+        child graphs raise :class:`ClosedError` too. Its bodies and child graphs close with it.
         """
         self._closed = True
+        for child in list(self._children):
+            child.close()
         if self._fin is not None and not self._dead and not len(self._execs):
             self._fin()
             self._kill("was closed")

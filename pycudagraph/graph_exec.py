@@ -117,7 +117,8 @@ class GraphExec:
 
     @property
     def handle(self):
-        """The raw ``cudaGraphExec_t`` (cuda.bindings object); :class:`ClosedError` once closed."""
+        """The raw ``cudaGraphExec_t`` (cuda.bindings object); :class:`ClosedError` once closed.
+        No CUDA call."""
         if self._h is None:
             self._refuse()
         return self._raw
@@ -133,6 +134,10 @@ class GraphExec:
         refuse."""
         for key in [k for k, (_, h) in self._packs.items() if k in gone or h in gone]:
             del self._packs[key]
+        for key in [k for k, h in self._aliases.items() if h in gone]:
+            del self._aliases[key]  # an update's twin of it must not reach its handle
+        for h in gone:
+            self._src.pop(h, None)
 
     # The ledger --------------------------------------------------------------------
 
@@ -176,6 +181,11 @@ class GraphExec:
         """Launch the graph on ``stream`` (``cuGraphLaunch``, i.e. ``cudaGraphLaunch``).
 
         Raises the first pending exception of one of this exec's host nodes.
+
+        Parameters
+        ----------
+        stream : Stream or stream-like, optional
+            ``None`` is the legacy default stream.
         """
         h = self._h
         s = stream._h if type(stream) is Stream else stream_handle(stream)
@@ -241,6 +251,16 @@ class GraphExec:
         """Change one argument of a kernel node (``cuGraphExecKernelNodeSetParams``).
 
         Only that argument's slot is rewritten; the exec's next launch uses it.
+
+        Parameters
+        ----------
+        node : KernelNode
+            A node of the graph the exec was made from (or of its bodies), or its twin
+            in a graph given to :meth:`update`.
+        index_or_name : int or str
+            The kernel parameter, by position or name.
+        value
+            Converted and checked as the kernel's signature says.
         """
         try:
             entry = self._packs.get(node._h)
@@ -288,6 +308,9 @@ class GraphExec:
         EventRecordNode event                                                       ``cudaGraphExecEventRecordNodeSetEvent``
         EventWaitNode   event                                                       ``cudaGraphExecEventWaitNodeSetEvent``
         =============== =========================================================== ========================================
+
+        ``node`` may be in a conditional node's body, or be its twin in a graph given to
+        :meth:`update`.
         """
         node_arg(None, node, "node", "set_params")
         if changes:
@@ -301,8 +324,10 @@ class GraphExec:
         node._check_live()
         self._resolve_update()
         h = self._aliases.get(node._h, node._h)
-        if h != node._h:
-            return self.graph._node(h)
+        if h != node._h:  # its twin: a node of the graph, or of a body of one of its nodes
+            twin = self.graph._nodes.get(h)
+            return twin or next((n for n in self.graph._all_nodes() if n._h == h),
+                                None) or self.graph._node(h)
         if not self.graph._holds(node):
             raise PyCudaGraphError(f"{node!r} is not a node of the graph this exec was made from")
         return node
@@ -368,7 +393,16 @@ class GraphExec:
         graph, self._pending = self._pending, None
         if graph is None:
             return
-        old_nodes = versions.graph_nodes(self.graph._raw_handle)  # kept while we live
+        self._pair(self.graph, graph)
+        if graph is not self.graph:
+            graph._execs.discard(self)  # paired: its raw graph is no longer needed here
+            if graph._closed:
+                graph.close()
+
+    def _pair(self, old_graph, graph) -> None:
+        """Pair ``graph``'s nodes with ``old_graph``'s in creation order, and so the nodes
+        of the bodies of conditional nodes built here (``cudaGraphGetNodes``)."""
+        old_nodes = versions.graph_nodes(old_graph._raw_handle)  # kept while we live
         new_nodes = versions.graph_nodes(graph._raw_handle)
         for old_raw, new_raw in zip(old_nodes, new_nodes):
             old_h, new = int(old_raw), graph._node(new_raw)
@@ -376,10 +410,10 @@ class GraphExec:
                 self._aliases[new._h] = old_h
             if type(new) is KernelNode and new._pack is not None:
                 self._src[old_h] = new._pack
-        if graph is not self.graph:
-            graph._execs.discard(self)  # paired: its raw graph is no longer needed here
-            if graph._closed:
-                graph.close()
+            if getattr(new, "_bodies", None):
+                old = old_graph._node(old_raw)  # cached where _member looks for it
+                for old_body, body in zip(getattr(old, "_bodies", None) or (), new._bodies):
+                    self._pair(old_body, body)
 
     def close(self) -> None:
         """Destroy the exec now (``cudaGraphExecDestroy``); idempotent.

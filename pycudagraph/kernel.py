@@ -81,7 +81,7 @@ class Kernel:
     @property
     def device(self) -> Device:
         """The device the kernel was first loaded on; it runs on any device
-        (:meth:`function`)."""
+        (:meth:`function`). Loads it first if needed (``cudaLibraryGetKernel``)."""
         if self._handle is None:
             self.handle  # noqa: B018 - load on the current device
         return Device._of(self._dev)
@@ -92,6 +92,15 @@ class Kernel:
         Calls ``cuKernelGetFunction`` with that device's primary context current, once
         per device. Launches and kernel nodes name this function directly, so the driver
         does no kernel -> function lookup per launch.
+
+        Parameters
+        ----------
+        dev : int or Device, optional
+
+        Returns
+        -------
+        int
+            The ``CUfunction`` handle.
         """
         ordinal = current_device() if dev is None else Device(dev).ordinal
         return self._function(ordinal)
@@ -139,7 +148,8 @@ class Kernel:
     @property
     def layout(self) -> Layout:
         """Packing layout; on first use checks the signature against the compiled kernel
-        (the module's PTX/CUBIN facts: no GPU needed), then against the loaded image."""
+        (the module's PTX/CUBIN facts: no GPU needed), then against the loaded image
+        (``cuKernelGetParamInfo``)."""
         if self._layout is None:
             params = self._declared
             compiled = getattr(self.module, "entries", {}).get(self.name)
@@ -171,7 +181,7 @@ class Kernel:
 
     @property
     def params(self) -> tuple[Param, ...]:
-        """The parameters: name, C type, kind, size, alignment."""
+        """The parameters: name, C type, kind, size, alignment. No CUDA call."""
         return self._layout.params if self._layout is not None else self._declared
 
     def pack(self, args, grid=1, block=1, shared_mem: int = 0) -> ArgPack:
@@ -179,6 +189,18 @@ class Kernel:
 
         The header names the kernel's ``CUfunction`` on the current device
         (``cuKernelGetFunction``): a kernel node built from the pack runs there.
+
+        Parameters
+        ----------
+        args : sequence
+            One value per kernel parameter.
+        grid, block : int or tuple of up to 3 ints
+        shared_mem : int
+            Dynamic shared memory in bytes.
+
+        Returns
+        -------
+        ArgPack
 
         Raises
         ------
@@ -239,6 +261,12 @@ class Kernel:
         ``cudaDeviceGetAttribute`` and ``cuFuncGetAttribute`` once; may call
         ``cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)`` when
         ``shared_mem`` needs more than 48 KiB (see :mod:`pycudagraph.validate`).
+
+        Parameters
+        ----------
+        grid, block : int or tuple of up to 3 ints
+        shared_mem : int
+            Dynamic shared memory in bytes.
         """
         return self._config(grid, block, shared_mem)
 

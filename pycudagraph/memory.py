@@ -70,7 +70,14 @@ class DeviceBuffer(_lifetime.Releasable):
 
     @classmethod
     def from_array(cls, array, stream=None) -> "DeviceBuffer":
-        """A new buffer holding a copy of a host array (``cudaMemcpy``)."""
+        """A new buffer holding a copy of a host array (``cudaMalloc``, ``cudaMemcpy``).
+
+        Parameters
+        ----------
+        array : numpy.ndarray or buffer
+        stream : Stream or stream-like, optional
+            Copy with ``cudaMemcpyAsync`` on it instead.
+        """
         arr = np.ascontiguousarray(array)
         buf = cls(max(arr.nbytes, 1))
         buf.copy_from(arr, stream=stream)
@@ -86,7 +93,7 @@ class DeviceBuffer(_lifetime.Releasable):
 
     @property
     def device(self) -> Device:
-        """The device the memory was allocated on."""
+        """The device the memory was allocated on. No CUDA call."""
         return Device._of(self._dev)
 
     def _on_own_device(self):
@@ -117,6 +124,12 @@ class DeviceBuffer(_lifetime.Releasable):
         is on the device when it returns, whatever stream reads it next (a pageable
         copy may otherwise still be in flight). With ``stream`` it calls
         ``cudaMemcpyAsync`` on it; keep ``host_array`` alive until the stream gets there.
+
+        Parameters
+        ----------
+        host_array : numpy.ndarray or buffer
+            At most :attr:`nbytes` bytes.
+        stream : Stream or stream-like, optional
         """
         arr = self._check_host(host_array, "copy_from")
         src = arr.ctypes.data
@@ -135,6 +148,16 @@ class DeviceBuffer(_lifetime.Releasable):
         With ``host_array=None`` a ``uint8`` array of :attr:`nbytes` is made.
         Calls ``cudaMemcpy`` (or ``cudaMemcpyAsync`` on ``stream``). The synchronous
         form does not wait for work on non-blocking streams: synchronize those first.
+
+        Parameters
+        ----------
+        host_array : numpy.ndarray, optional
+            At most :attr:`nbytes` bytes; a new ``uint8`` array when ``None``.
+        stream : Stream or stream-like, optional
+
+        Returns
+        -------
+        numpy.ndarray
         """
         if host_array is None:
             host_array = np.empty(self.nbytes, dtype=np.uint8)
@@ -151,7 +174,14 @@ class DeviceBuffer(_lifetime.Releasable):
         return host_array
 
     def to_numpy(self, dtype=np.float32, shape=None) -> np.ndarray:
-        """A new host array with the buffer's contents (``cudaMemcpy``)."""
+        """A new host array with the buffer's contents (``cudaMemcpy``).
+
+        Parameters
+        ----------
+        dtype : numpy dtype
+        shape : tuple of int, optional
+            Default: 1-D, as many elements as fit in :attr:`nbytes`.
+        """
         dtype = np.dtype(dtype)
         count = self.nbytes // dtype.itemsize
         out = np.empty(count, dtype=dtype)
@@ -160,7 +190,12 @@ class DeviceBuffer(_lifetime.Releasable):
 
     def zero(self, stream=None) -> None:
         """Set every byte to 0 (``cudaMemset`` then ``cudaStreamSynchronize(cudaStreamLegacy)``,
-        or ``cudaMemsetAsync`` on ``stream``)."""
+        or ``cudaMemsetAsync`` on ``stream``).
+
+        Parameters
+        ----------
+        stream : Stream or stream-like, optional
+        """
         self._live()
         if stream is None:
             with self._on_own_device():
@@ -227,6 +262,7 @@ class PinnedBuffer(_lifetime.Releasable):
 
     @property
     def handle(self) -> int:
+        """The host address (an int); :class:`ClosedError` once freed. No CUDA call."""
         return self._live()
 
     def __int__(self) -> int:
@@ -234,7 +270,7 @@ class PinnedBuffer(_lifetime.Releasable):
 
     def array(self, dtype=np.uint8, shape=None) -> np.ndarray:
         """A numpy view of the pinned memory; it keeps this buffer alive, and a
-        :meth:`free` waits until the last view is gone."""
+        :meth:`free` waits until the last view is gone. No CUDA call."""
         self._live()
         dtype = np.dtype(dtype)
         raw = (ctypes.c_char * self.nbytes).from_address(self.ptr)

@@ -104,6 +104,10 @@ class Program:
         NVRTC options, e.g. ``("-std=c++17", "--use_fast_math", "-Iinclude")``. The
         architecture is added by :meth:`compile`, and the folder of the pip-installed
         CUDA headers (``cuda_fp16.h``, ``cuda_bf16.h``) as the last ``-I``.
+
+    Notes
+    -----
+    No CUDA call until :meth:`compile` (``nvrtcCompileProgram``).
     """
 
     def __init__(self, source: str, name: str = "kernel.cu", options=()):
@@ -230,6 +234,8 @@ class Module:
         """Compile a ``.cu`` file; a bare name is looked up in the package's ``kernels/``.
 
         The file's path is the program name, so quoted includes resolve next to it.
+        Compiles as :meth:`Program.compile` does (``nvrtcCompileProgram``, unless the
+        compile cache has the result).
         """
         p = Path(path)
         if not p.exists():
@@ -242,7 +248,7 @@ class Module:
 
     @property
     def handle(self):
-        """The raw ``cudaLibrary_t``, loading the CUBIN on first use."""
+        """The raw ``cudaLibrary_t``, loading the CUBIN on first use (``cudaLibraryLoadData``)."""
         if self._library is None:
             with self._lock:
                 if self._library is None:
@@ -265,7 +271,8 @@ class Module:
         return exc
 
     def kernel_names(self) -> list[str]:
-        """Names of the ``extern "C"`` kernels NVRTC compiled (the source's when unknown)."""
+        """Names of the ``extern "C"`` kernels NVRTC compiled (the source's when unknown).
+        No CUDA call."""
         if self.entries:
             return [n for n in self.entries if not n.startswith("_Z")]
         return [n for n, s in self.signatures.items() if s.extern_c]

@@ -66,7 +66,7 @@ class Stream:
         Accepts a :class:`Stream`, an object with ``__cuda_stream__`` (cuda.core),
         ``.cuda_stream`` (PyTorch), ``.ptr`` (CuPy), a ``cuda.bindings`` stream handle,
         or a raw integer handle (``0`` is the legacy default stream). The wrapped
-        object is kept alive as long as the :class:`Stream` is.
+        object is kept alive as long as the :class:`Stream` is. No CUDA call.
         """
         if isinstance(obj, Stream):
             return obj
@@ -84,14 +84,14 @@ class Stream:
 
     @property
     def handle(self):
-        """The raw ``cudaStream_t`` (cuda.bindings object)."""
+        """The raw ``cudaStream_t`` (cuda.bindings object). No CUDA call."""
         if self._raw is None:
             self._raw = rt.cudaStream_t(self._live())
         return self._raw
 
     @property
     def ptr(self) -> int:
-        """The stream handle as an integer."""
+        """The stream handle as an integer. No CUDA call."""
         return self._live()
 
     @property
@@ -120,12 +120,12 @@ class Stream:
 
     @property
     def closed(self) -> bool:
-        """True once :meth:`close` destroyed the stream."""
+        """True once :meth:`close` destroyed the stream. No CUDA call."""
         return self._h is None
 
     @property
     def is_legacy_default(self) -> bool:
-        """True for the legacy default stream (handle 0 or ``cudaStreamLegacy``)."""
+        """True for the legacy default stream (handle 0 or ``cudaStreamLegacy``). No CUDA call."""
         return self._live() in (0, _LEGACY)
 
     def synchronize(self) -> None:
@@ -142,11 +142,17 @@ class Stream:
         return _done(rt.cudaStreamQuery, self._live())
 
     def wait(self, event: "Event") -> None:
-        """Make future work on this stream wait for ``event`` (``cudaStreamWaitEvent``)."""
+        """Make future work on this stream wait for ``event`` (``cudaStreamWaitEvent``).
+
+        Parameters
+        ----------
+        event : Event
+            Recorded on any stream of this device.
+        """
         call(rt.cudaStreamWaitEvent, self.handle, event.handle, 0)
 
     def require_capturable(self, what: str = "capture") -> None:
-        """Raise a clear error if this is the legacy default stream."""
+        """Raise a clear error if this is the legacy default stream. No CUDA call."""
         if self.is_legacy_default:
             raise PyCudaGraphError(
                 f"{what} needs a real stream: the legacy default stream (handle {self._addr}) "
@@ -247,21 +253,26 @@ class Event(_lifetime.Releasable):
 
     @property
     def handle(self):
-        """The raw ``cudaEvent_t`` (cuda.bindings object)."""
+        """The raw ``cudaEvent_t`` (cuda.bindings object). No CUDA call."""
         return self._live()
 
     @property
     def closed(self) -> bool:
-        """True once :meth:`close` was called."""
+        """True once :meth:`close` was called. No CUDA call."""
         return self._h is None
 
     @property
     def device(self) -> Device:
-        """The device the event was created on."""
+        """The device the event was created on. No CUDA call."""
         return Device._of(self._dev)
 
     def record(self, stream=None) -> "Event":
         """Record the event on ``stream`` (``cudaEventRecord``); returns ``self``.
+
+        Parameters
+        ----------
+        stream : Stream or stream-like, optional
+            ``None`` is the legacy default stream.
 
         Raises
         ------
@@ -288,7 +299,17 @@ class Event(_lifetime.Releasable):
 
     def elapsed_ms(self, end: "Event") -> float:
         """Milliseconds from this event to ``end`` (``cudaEventElapsedTime``); both
-        must be of one device."""
+        must be of one device.
+
+        Parameters
+        ----------
+        end : Event
+            Recorded after this one; both made with ``timing=True``.
+
+        Returns
+        -------
+        float
+        """
         if seen.multi:
             check_same_device("Event.elapsed_ms", "the start event", self._dev, "the end event",
                               end._dev)

@@ -47,6 +47,12 @@ class trace:
     ----------
     echo : bool
         Also print each call as it happens.
+    file : file object, optional
+        Where ``echo`` prints (``sys.stdout`` when not given).
+
+    Notes
+    -----
+    No CUDA call: it records the raw calls pycudagraph makes while it is entered.
     """
 
     _lock = threading.Lock()
@@ -61,7 +67,7 @@ class trace:
 
     @property
     def calls(self) -> list[str]:
-        """The recorded calls as text lines."""
+        """The recorded calls as text lines. No CUDA call."""
         return [str(r) for r in self.records]
 
     def __enter__(self) -> "trace":
@@ -80,7 +86,8 @@ class trace:
     # Formatting ------------------------------------------------------------------
 
     def name_of(self, obj) -> str:
-        """``g0``, ``n3``... for a handle or pycudagraph object; hex for other pointers."""
+        """``g0``, ``n3``... for a handle or pycudagraph object; hex for other pointers.
+        No CUDA call."""
         kind = type(obj).__name__
         prefix = _PREFIX.get(kind)
         if prefix is None and kind.endswith("Node"):

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .._cuda import call, rt, versions
+from ..errors import ArgumentError
 from ..memory import device_pointer
 
 __all__ = ["AccessPolicyWindow", "ATTRIBUTES", "prepare", "get_attribute", "set_attribute",
@@ -57,7 +58,7 @@ def _choice(table: dict, value, what: str):
     try:
         return table[value]
     except (KeyError, TypeError):
-        raise ValueError(f"{what} must be one of {sorted(table)}; got {value!r}") from None
+        raise ArgumentError(f"{what} must be one of {sorted(table)}; got {value!r}") from None
 
 
 def _cluster_in(v, value) -> None:
@@ -65,7 +66,7 @@ def _cluster_in(v, value) -> None:
         value = (value,)
     dims = tuple(int(x) for x in value) + (1,) * (3 - len(tuple(value)))
     if len(dims) != 3 or min(dims) < 1:
-        raise ValueError(f"cluster must be 1 to 3 positive ints, got {value!r}")
+        raise ArgumentError(f"cluster must be 1 to 3 positive ints, got {value!r}")
     v.clusterDim.x, v.clusterDim.y, v.clusterDim.z = dims
 
 
@@ -75,9 +76,9 @@ def _window_in(v, value) -> None:
         w.base_ptr, w.num_bytes, w.hitRatio = 0, 0, 0.0
         return
     if not isinstance(value, AccessPolicyWindow):
-        raise TypeError(f"access_policy takes an AccessPolicyWindow or None, got {type(value).__name__}")
+        raise ArgumentError(f"access_policy takes an AccessPolicyWindow or None, got {type(value).__name__}")
     if not 0.0 <= value.hit_ratio <= 1.0:
-        raise ValueError(f"hit_ratio must be in [0, 1], got {value.hit_ratio}")
+        raise ArgumentError(f"hit_ratio must be in [0, 1], got {value.hit_ratio}")
     w.base_ptr = device_pointer(value.base)
     w.num_bytes = int(value.nbytes)
     w.hitRatio = float(value.hit_ratio)
@@ -95,21 +96,21 @@ def _window_out(v):
 
 def _priority_in(v, value) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"priority takes an int, got {value!r}")
+        raise ArgumentError(f"priority takes an int, got {value!r}")
     v.priority = value
 
 
 def _flag_in(field):
     def fill(v, value):
         if not isinstance(value, (bool, int)) or value not in (0, 1):
-            raise TypeError(f"{field} takes True or False, got {value!r}")
+            raise ArgumentError(f"{field} takes True or False, got {value!r}")
         setattr(v, field, int(value))
     return fill
 
 
 def _updatable_in(v, value) -> None:
     if not isinstance(value, (bool, int)) or value not in (0, 1):
-        raise TypeError(f"device_updatable takes True or False, got {value!r}")
+        raise ArgumentError(f"device_updatable takes True or False, got {value!r}")
     v.deviceUpdatableKernelNode.deviceUpdatable = int(value)
 
 
@@ -132,8 +133,8 @@ ATTRIBUTES = {
 def _entry(name: str):
     try:
         return ATTRIBUTES[name]
-    except KeyError:
-        raise ValueError(f"no kernel-node attribute {name!r}; known: {', '.join(ATTRIBUTES)}") from None
+    except (KeyError, TypeError):  # an unknown name, or not a str at all
+        raise ArgumentError(f"no kernel-node attribute {name!r}; known: {', '.join(ATTRIBUTES)}") from None
 
 
 def prepare(name: str, value):

@@ -91,7 +91,7 @@ class Node:
         """The raw ``cudaGraphNode_t`` (cuda.bindings object).
 
         Raises :class:`ClosedError` for a node removed from its graph, or whose graph was
-        destroyed, so no raw call is made with a dangling handle.
+        destroyed, so no raw call is made with a dangling handle. No CUDA call.
         """
         raw = self._raw
         if raw is None or raw is REMOVED or self.graph._dead:
@@ -119,11 +119,13 @@ class Node:
 
     @property
     def params(self):
-        """A readable view of the node's parameters (the type's ``cudaGraph*NodeGetParams``)."""
+        """A readable view of the node's parameters: ``None`` here. No CUDA call here; each
+        node type reads its own (its ``cudaGraph*NodeGetParams``)."""
         return None
 
     def describe(self) -> str:
-        """One line for DOT labels and error messages."""
+        """One line for DOT labels and error messages. No CUDA call here (each node type
+        reads what it shows with its own ``GetParams`` call)."""
         return str(self.type)
 
     def _exec_set(self, exe, target, **changes) -> None:

@@ -29,7 +29,7 @@ import weakref
 from dataclasses import dataclass
 
 from .._cuda import rt, versions
-from ..errors import NotSupportedError
+from ..errors import ArgumentError, NotSupportedError
 from .base import Node, NodeType
 
 __all__ = ["ConditionalHandle", "ConditionalNode", "ConditionalParams", "IfNode", "IfElseNode",
@@ -59,22 +59,24 @@ class ConditionalHandle:
         ``cudaGraphCondAssignDefault`` when a default is given."""
         if default is not None and (isinstance(default, bool) or not isinstance(default, int)
                                     or not 0 <= default < 2**32):
-            raise ValueError(f"default must be None or an unsigned 32-bit int, got {default!r}")
+            raise ArgumentError(f"conditional_handle: default must be None or an unsigned 32-bit "
+                                f"int, got {default!r}")
         versions.require("conditional nodes (cudaGraphConditionalHandleCreate)", 12030)
         return cls(graph, int(versions.conditional_handle_create(graph._raw, default)), default)
 
     @property
     def handle(self):
-        """The raw ``cudaGraphConditionalHandle``."""
+        """The raw ``cudaGraphConditionalHandle``. No CUDA call."""
         return rt.cudaGraphConditionalHandle(self._h)
 
     @property
     def value(self) -> int:
+        """The handle as an int. No CUDA call."""
         return self._h
 
     @property
     def graph(self):
-        """The graph the handle was made for (``None`` once that graph is gone)."""
+        """The graph the handle was made for (``None`` once that graph is gone). No CUDA call."""
         return self._graph()
 
     def __index__(self) -> int:
@@ -87,15 +89,15 @@ class ConditionalHandle:
         return f"<ConditionalHandle 0x{self._h:x}{default}>"
 
 
-def _check_handle(graph, handle) -> None:
+def _check_handle(graph, handle, where: str) -> None:
     """The handle's graph must be ``graph`` or one that contains it (a body's parents)."""
     if not isinstance(handle, ConditionalHandle):
-        raise TypeError(f"a conditional node needs a ConditionalHandle (g.conditional_handle()), "
-                        f"got {type(handle).__name__}")
+        raise ArgumentError(f"{where}: handle: a conditional node needs a ConditionalHandle "
+                            f"(g.conditional_handle()), got {type(handle).__name__}")
     home = handle.graph
     if home is None or not home._encloses(graph):
-        raise ValueError(f"{handle!r} was made for another graph; make it with conditional_handle() "
-                         "on this graph or on a graph containing it")
+        raise ArgumentError(f"{where}: handle {handle!r} was made for another graph; make it "
+                            "with conditional_handle() on this graph or on a graph containing it")
 
 
 @dataclass(frozen=True)
@@ -128,7 +130,7 @@ class ConditionalNode(Node):
     def _add(cls, graph, deps, handle, size: int = 1) -> "ConditionalNode":
         """``cudaGraphAddNode`` with ``cudaGraphNodeParams.conditional`` = (handle, type, size);
         CUDA creates the ``size`` body graphs and returns them in ``phGraph_out``."""
-        _check_handle(graph, handle)
+        _check_handle(graph, handle, f"add_{cls.kind}")
         versions.require(f"{cls.kind} conditional nodes", cls._version)
         p = rt.cudaGraphNodeParams()
         p.type = rt.cudaGraphNodeType.cudaGraphNodeTypeConditional
@@ -160,15 +162,16 @@ class ConditionalNode(Node):
 
     @property
     def condition(self) -> ConditionalHandle | None:
-        """The :class:`ConditionalHandle` the node reads (``None`` when unknown)."""
+        """The :class:`ConditionalHandle` the node reads (``None`` when unknown). No CUDA call."""
         return self._handle
 
     @property
     def bodies(self) -> tuple:
         """The body graphs, in order (each a :class:`~pycudagraph.Graph` owned by this node).
 
-        A node read back from the driver (captured, or a clone's copy) has its bodies read
-        with ``cudaGraphNodeGetParams``, which needs a CUDA 13.2 driver.
+        No CUDA call for a node built here. A node read back from the driver (captured, or
+        a clone's copy) has its bodies read with ``cudaGraphNodeGetParams``, which needs a
+        CUDA 13.2 driver.
         """
         bodies = self._bodies
         if bodies is not None and all(b._owner is self for b in bodies):
@@ -185,6 +188,8 @@ class ConditionalNode(Node):
 
     @property
     def params(self) -> ConditionalParams:
+        """Kind, handle and body graphs; the bodies as :attr:`bodies` reads them
+        (No CUDA call for a node built here; ``cudaGraphNodeGetParams`` for one read back)."""
         return ConditionalParams(self.kind, self._handle, self.bodies)
 
     def _exec_set(self, exe, target, **changes) -> None:
@@ -192,8 +197,10 @@ class ConditionalNode(Node):
                         "of its body graphs with exe.set_params / exe.set_arg")
 
     def describe(self) -> str:
+        """One line: kind, handle and the bodies' node counts (``cudaGraphGetNodes``)."""
+        self._check_live()  # then its bodies are alive: read even when closed
         try:
-            sizes = ", ".join(str(len(b)) for b in self.bodies)
+            sizes = ", ".join(str(len(versions.graph_nodes(b._raw_handle))) for b in self.bodies)
         except NotSupportedError:
             return "conditional (kind and bodies unknown: cudaGraphNodeGetParams needs CUDA 13.2)"
         h = f" on 0x{self._handle.value:x}" if self._handle is not None else ""
@@ -209,6 +216,8 @@ class IfNode(ConditionalNode):
 
     @property
     def body(self):
+        """The body graph (:attr:`bodies`: No CUDA call for a node built here;
+        ``cudaGraphNodeGetParams`` for a node read back)."""
         return self.bodies[0]
 
 
@@ -227,10 +236,14 @@ class IfElseNode(ConditionalNode):
 
     @property
     def then_body(self):
+        """The body run when the value is not 0 (:attr:`bodies`: No CUDA call for a node built
+        here; ``cudaGraphNodeGetParams`` for a node read back)."""
         return self.bodies[0]
 
     @property
     def else_body(self):
+        """The body run when the value is 0 (:attr:`bodies`: No CUDA call for a node built
+        here; ``cudaGraphNodeGetParams`` for a node read back)."""
         return self.bodies[1]
 
 
@@ -244,6 +257,8 @@ class WhileNode(ConditionalNode):
 
     @property
     def body(self):
+        """The body graph (:attr:`bodies`: No CUDA call for a node built here;
+        ``cudaGraphNodeGetParams`` for a node read back)."""
         return self.bodies[0]
 
 
@@ -259,7 +274,8 @@ class SwitchNode(ConditionalNode):
     @classmethod
     def _add(cls, graph, deps, handle, size: int = 1) -> "SwitchNode":
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise ValueError(f"a switch node needs a positive number of bodies, got {size!r}")
+            raise ArgumentError(f"add_switch: count: a switch node needs a positive number of "
+                                f"bodies, got {size!r}")
         if cls._raw_type is None:
             raise NotSupportedError("switch conditional nodes", "12.8 bindings",
                                     "cuda-bindings without cudaGraphCondTypeSwitch")

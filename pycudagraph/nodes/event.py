@@ -27,17 +27,27 @@ class _EventNode(Node):
 
     @property
     def event(self):
-        """The :class:`Event` (ours) or raw ``cudaEvent_t``."""
+        """The :class:`Event` (ours) or raw ``cudaEvent_t`` (read with
+        ``cudaGraphEventRecordNodeGetEvent`` / ``cudaGraphEventWaitNodeGetEvent``
+        for a node not built here)."""
         if self._event is not None:
             return self._event
         return call(type(self)._get, self.handle)
 
     @property
     def params(self) -> dict:
+        """``{"event": ...}``, as :attr:`event` reads it (``cudaGraphEventRecordNodeGetEvent`` or
+        ``cudaGraphEventWaitNodeGetEvent`` for a node not built here)."""
         return {"event": self.event}
 
     def set_params(self, event) -> None:
-        """Use another event (``cudaGraphEventRecordNodeSetEvent`` / ``...WaitNodeSetEvent``)."""
+        """Use another event (``cudaGraphEventRecordNodeSetEvent`` /
+        ``cudaGraphEventWaitNodeSetEvent``).
+
+        Parameters
+        ----------
+        event : Event
+        """
         require_event(event, "set_params")
         call(type(self)._set, self.handle, event.handle)
         self._event = event
@@ -50,6 +60,8 @@ class _EventNode(Node):
         exe._hold(("event", target._h), event)
 
     def describe(self) -> str:
+        """One line: the node type and the event handle (as :attr:`event` reads it)
+        (``cudaGraphEventRecordNodeGetEvent`` / ``cudaGraphEventWaitNodeGetEvent``)."""
         return f"{self.type} 0x{int(self.event.handle if self._event else self.event):x}"
 
 

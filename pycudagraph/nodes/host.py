@@ -57,7 +57,14 @@ class HostNode(Node):
         return {"fn": int(p.fn), "user_data": int(p.userData)}
 
     def set_params(self, fn, args=()) -> None:
-        """Run another callable (``cudaGraphHostNodeSetParams``)."""
+        """Run another callable (``cudaGraphHostNodeSetParams``).
+
+        Parameters
+        ----------
+        fn : callable
+            Must not call CUDA.
+        args : sequence
+        """
         hc = HostCall(require_callable(fn, "fn", "set_params"), _args(args, "set_params"))
         call(rt.cudaGraphHostNodeSetParams, self.handle, host_node_params(hc))
         self._call = hc
@@ -71,5 +78,6 @@ class HostNode(Node):
         exe._hold(("host", target._h), hc)
 
     def describe(self) -> str:
+        """One line: the host function's name. No CUDA call."""
         fn = self._call.name if self._call is not None else "C function"
         return f"host {fn}"

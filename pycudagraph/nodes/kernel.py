@@ -129,7 +129,8 @@ class KernelNode(Node):
 
     @property
     def kernel_name(self) -> str:
-        """The kernel's name; for captured C++ kernels a readable form of the mangled name."""
+        """The kernel's name; for captured C++ kernels a readable form of the mangled name
+        (:attr:`mangled_name`: ``cuGraphKernelNodeGetParams``, ``cuFuncGetName``)."""
         if self._pack is not None:
             return self._pack.kernel.name
         return short_kernel_name(self.mangled_name)
@@ -148,7 +149,8 @@ class KernelNode(Node):
 
     @property
     def kernel(self):
-        """The :class:`~pycudagraph.kernel.Kernel` when the node was built by pycudagraph."""
+        """The :class:`~pycudagraph.kernel.Kernel` when the node was built by pycudagraph, else
+        ``None``. No CUDA call."""
         return self._pack.kernel if self._pack is not None else None
 
     @property
@@ -172,6 +174,12 @@ class KernelNode(Node):
         ``args`` is a full sequence, or a dict ``{index_or_name: value}`` changing only
         those arguments. Fields not given keep their values. Graph execs already
         instantiated are not affected (use :meth:`GraphExec.set_params` for those).
+
+        Parameters
+        ----------
+        args : sequence or dict, optional
+        grid, block : int or tuple of up to 3 ints, optional
+        shared_mem : int, optional
         """
         self._check_live()
         if self._pack is None:
@@ -196,7 +204,14 @@ class KernelNode(Node):
                 for name, entry in _attrs.ATTRIBUTES.items() if entry[1] <= have}
 
     def get_attribute(self, name: str):
-        """One attribute (``cudaGraphKernelNodeGetAttribute``); see :attr:`attributes`."""
+        """One attribute (``cudaGraphKernelNodeGetAttribute``); see :attr:`attributes`.
+
+        Parameters
+        ----------
+        name : str
+            ``"priority"``, ``"cluster"``, ``"cooperative"``, ``"access_policy"``,
+            ``"mem_sync_domain"`` or ``"device_updatable"``.
+        """
         return _attrs.get_attribute(self.handle, name)
 
     def set_attribute(self, name: str, value) -> None:
@@ -205,6 +220,13 @@ class KernelNode(Node):
         Execs made earlier keep their value; ``exe.update(graph)`` carries the change
         over where CUDA allows it (not a cooperative on/off switch, nor a priority of an
         exec instantiated with ``use_node_priority``).
+
+        Parameters
+        ----------
+        name : str
+            One of the names :attr:`attributes` lists.
+        value
+            Checked before the call (:mod:`pycudagraph.nodes.attributes`).
         """
         _attrs.set_attribute(self.handle, name, value)
         if name == "access_policy" and value is not None:
@@ -213,13 +235,15 @@ class KernelNode(Node):
     def copy_attributes_from(self, other: "KernelNode") -> None:
         """Copy every attribute of ``other`` to this node (``cudaGraphKernelNodeCopyAttributes``)."""
         if not isinstance(other, KernelNode):
-            raise TypeError(f"copy_attributes_from needs a KernelNode, got {type(other).__name__}")
+            raise ArgumentError(f"copy_attributes_from: other must be a KernelNode, got "
+                                f"{type(other).__name__}")
         versions.kernel_node_copy_attributes(self.handle, other.handle)
 
     @property
     def device_node(self) -> int:
         """The ``cudaGraphDeviceNode_t`` device code passes to ``cudaGraphKernelNodeSetParam``
-        & co.; the node must have been made with ``device_updatable=True``."""
+        & co.; the node must have been made with ``device_updatable=True``
+        (``cudaGraphKernelNodeGetAttribute``)."""
         if not self.get_attribute("device_updatable"):
             raise ValueError(f"{self!r} is not device-updatable: add it with device_updatable=True")
         return _attrs.device_node(self.handle)
@@ -247,5 +271,7 @@ class KernelNode(Node):
                 exe._retire(old)
 
     def describe(self) -> str:
+        """One line: kernel name, grid and block (``cuGraphKernelNodeGetParams`` for a
+        node not built here)."""
         p = self.params
         return f"kernel {p.kernel_name} grid={_dim(p.grid)} block={_dim(p.block)}"

@@ -63,7 +63,13 @@ class MemcpyNode(Node):
 
     def set_params(self, dst=None, src=None, nbytes=None) -> None:
         """Change the copy in its graph (``cudaGraphMemcpyNodeSetParams1D``); the size
-        stays as it was unless ``nbytes`` is given."""
+        stays as it was unless ``nbytes`` is given.
+
+        Parameters
+        ----------
+        dst, src : buffer, array or pointer, optional
+        nbytes : int, optional
+        """
         cur = self.params
         kept = self.graph._ledger.held.get(self._h, (cur.dst, cur.src))
         dst_obj = kept[0] if dst is None else dst
@@ -88,6 +94,7 @@ class MemcpyNode(Node):
         exe._hold(key, new_dst, new_src, n)
 
     def describe(self) -> str:
+        """One line: direction and bytes (``cudaGraphMemcpyNodeGetParams``)."""
         p = self.params
         return f"memcpy {p.kind} {p.nbytes * p.height * p.depth} B"
 
@@ -120,7 +127,13 @@ class MemsetNode(Node):
     def set_params(self, dst=None, value=None, count=None, element_size=None,
                    height=None, pitch=None) -> None:
         """Change the memset in its graph (``cudaGraphMemsetNodeSetParams``); the new
-        extent is checked against the destination (the new one, or the one kept)."""
+        extent is checked against the destination (the new one, or the one kept).
+
+        Parameters
+        ----------
+        dst, value, count, element_size, height, pitch : optional
+            As for :meth:`Graph.add_memset`; fields not given keep their values.
+        """
         kept = self.graph._ledger.held.get(self._h, (None,))[0]
         p = memset_params(self.params, dst, value, count, element_size, height, pitch,
                           kept_dst=kept)
@@ -142,6 +155,7 @@ class MemsetNode(Node):
         exe._hold(key, _memset_view(p), dst if dst is not None else cur[1])
 
     def describe(self) -> str:
+        """One line: bytes and value (``cudaGraphMemsetNodeGetParams``)."""
         p = self.params
         return f"memset {p.count * p.height * p.element_size} B value=0x{p.value:x}"
 
@@ -178,13 +192,16 @@ class MemAllocNode(Node):
 
     @property
     def ptr(self) -> int:
+        """The device address of the allocation (``cudaGraphMemAllocNodeGetParams``)."""
         return self.params["ptr"]
 
     @property
     def nbytes(self) -> int:
+        """The size in bytes (``cudaGraphMemAllocNodeGetParams``)."""
         return self.params["nbytes"]
 
     def describe(self) -> str:
+        """One line: the size (``cudaGraphMemAllocNodeGetParams``)."""
         return f"mem_alloc {self.nbytes} B"
 
 
@@ -215,4 +232,5 @@ class MemFreeNode(Node):
         return {"ptr": int(call(rt.cudaGraphMemFreeNodeGetParams, self.handle))}
 
     def describe(self) -> str:
+        """One line: the address freed (``cudaGraphMemFreeNodeGetParams``)."""
         return f"mem_free 0x{self.params['ptr']:x}"

@@ -37,6 +37,7 @@ class ChildGraphNode(Node):
 
     @property
     def params(self) -> dict:
+        """``{"graph": child}``: the embedded graph (``cudaGraphChildGraphNodeGetGraph``)."""
         return {"graph": self.child}
 
     def _exec_set(self, exe, target, graph) -> None:
@@ -49,6 +50,8 @@ class ChildGraphNode(Node):
         exe._host_ids |= hostcall_ids(keep)
 
     def describe(self) -> str:
+        """One line: the child's node count (``cudaGraphChildGraphNodeGetGraph``,
+        ``cudaGraphGetNodes``)."""
         return f"child_graph ({len(self.child.nodes)} nodes)"
 
 

@@ -1,0 +1,229 @@
+"""CPU tests: body graphs of conditional nodes meet the exec's per-node updates, removal
+and whole-graph update (fake graphs and nodes: no raw call reaches CUDA)."""
+
+import pytest
+from cuda.bindings import runtime as rt
+
+import pycudagraph as pcg
+import pycudagraph.graph as graph_mod
+import pycudagraph.graph_exec as exec_mod
+from pycudagraph._lifetime import Ledger
+from fakes import _ids, fake_exec, fake_graph, fake_kernel, fake_node
+
+SIG = "int a, int b"
+pytestmark = pytest.mark.usefixtures("cpu_device")
+
+
+def if_node(g):
+    """A fake IfNode of ``g`` with one (fake) body graph."""
+    node = pcg.IfNode(g, next(_ids), pcg.ConditionalHandle(g, 1))
+    node._bodies = (g._wrap_child(rt.cudaGraph_t(next(_ids)), owner=node),)
+    g._nodes[node._h] = node
+    return node
+
+
+def kernel_node(g, a, b):
+    pack = fake_kernel(SIG).pack((a, b), 1, 32)
+    node = pcg.KernelNode(g, next(_ids), pack)
+    g._nodes[node._h] = node
+    return node
+
+
+@pytest.fixture
+def driver(monkeypatch):
+    """Records the exec's kernel-node updates; cudaGraphDestroyNode does nothing."""
+    sent = []
+    monkeypatch.setattr(exec_mod, "_native_set_arg", None)
+    monkeypatch.setattr(exec_mod, "_exec_set",
+                        lambda exe, h, pack, node: sent.append((h, list(pack.values()))))
+    real_call = graph_mod.call
+    monkeypatch.setattr(graph_mod, "call", lambda fn, *a: None if fn is rt.cudaGraphDestroyNode
+                        else real_call(fn, *a))
+    return sent
+
+
+def _exec(g):
+    exe = fake_exec(g)
+    exe._ledger = Ledger(owner=exe)
+    exe._src = {n._h: n._pack for n in g._all_nodes() if type(n) is pcg.KernelNode}
+    g._execs.add(exe)
+    return exe
+
+
+def test_a_removed_body_node_is_not_updated_through_a_cached_entry(driver):
+    g = fake_graph()
+    cond = if_node(g)
+    k = kernel_node(cond.body, 1, 2)
+    exe = _exec(g)
+    exe.set_arg(k, "a", 5)  # the exec now has its own entry for k
+    assert driver == [(k._h, [5, 2])]
+    cond.body.remove_node(k)
+    with pytest.raises(pcg.ClosedError, match="was removed from its graph"):
+        exe.set_arg(k, "a", 6)
+    assert len(driver) == 1  # the dangling node handle never reached the driver
+
+
+def test_removing_a_conditional_node_forgets_its_body_nodes(driver):
+    g = fake_graph()
+    cond = if_node(g)
+    inner = if_node(cond.body)
+    k = kernel_node(inner.body, 1, 2)
+    exe = _exec(g)
+    exe.set_arg(k, 1, 7)
+    g.remove_node(cond)
+    with pytest.raises(pcg.ClosedError, match="belongs to Graph"):
+        exe.set_arg(k, 1, 8)
+    assert driver == [(k._h, [1, 7])]
+
+
+def test_update_pairs_the_nodes_of_bodies(driver, monkeypatch):
+    old, new = fake_graph(), fake_graph()
+    c_old, c_new = if_node(old), if_node(new)
+    k_old, k_new = kernel_node(c_old.body, 1, 2), kernel_node(c_new.body, 10, 20)
+    e_old, e_new = fake_node(c_old.body), fake_node(c_new.body)
+    order = {int(gr._raw_handle): [rt.cudaGraphNode_t(n._h) for n in gr._nodes.values()]
+             for gr in (old, new, c_old.body, c_new.body)}
+    monkeypatch.setattr(exec_mod.versions, "graph_nodes", lambda raw: order[int(raw)])
+    exe = _exec(old)
+    exe._pending = new  # what update(new) leaves for the next per-node update
+    exe.set_arg(k_new, "a", 11)  # the new graph's body node stands for the exec's
+    assert driver == [(k_old._h, [11, 20])]
+    exe.set_arg(k_old, "a", 12)  # the old node: its other arguments are the update's
+    assert driver[-1] == (k_old._h, [12, 20])
+    assert exe._member(e_new) is e_old
+    assert exe._member(c_new) is c_old
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda g, h: g.conditional_handle(default="1"), "conditional_handle: default must be"),
+    (lambda g, h: g.add_if(7), "add_if: handle: a conditional node needs a ConditionalHandle"),
+    (lambda g, h: g.add_while(None), "add_while: handle: "),
+    (lambda g, h: g.add_if_else(pcg.ConditionalHandle(fake_graph(), 1)),
+     "add_if_else: handle .* was made for another graph"),
+    (lambda g, h: g.add_switch(h, 0), "add_switch: count: .*positive number of bodies"),
+    (lambda g, h: g.add_switch(h, "2"), "add_switch: count: "),
+    (lambda g, h: g.add_dependency(fake_node(g), fake_node(g), port="fast"), "port must be one of"),
+    (lambda g, h: kernel_node(g, 1, 2).set_attribute(3, 1), "no kernel-node attribute 3"),
+    (lambda g, h: kernel_node(g, 1, 2).set_attribute(["priority"], 1), "no kernel-node attribute"),
+    (lambda g, h: kernel_node(g, 1, 2).set_attribute("priority", "high"), "priority takes an int"),
+    (lambda g, h: kernel_node(g, 1, 2).copy_attributes_from(fake_node(g)),
+     "copy_attributes_from: other must be a KernelNode"),
+])
+def test_conditional_and_attribute_entries_raise_argument_errors(monkeypatch, call, words):
+    """Refused before CUDA with the ArgumentError the other entry points raise, naming the
+    entry point and the parameter."""
+    monkeypatch.setattr(exec_mod.versions, "driver_version", lambda: 13000)
+    monkeypatch.setattr(exec_mod.versions, "node_dependencies", lambda handle: [])
+    monkeypatch.setattr(exec_mod.versions, "node_dependents", lambda handle: [])
+    g = fake_graph()
+    with pytest.raises(pcg.ArgumentError, match=words):
+        call(g, pcg.ConditionalHandle(g, 1))
+
+
+def test_removing_an_edge_with_the_wrong_port_says_its_port(monkeypatch):
+    from pycudagraph.edges import edge_data
+    monkeypatch.setattr(exec_mod.versions, "driver_version", lambda: 13000)
+    g = fake_graph()
+    a, b = kernel_node(g, 1, 2), kernel_node(g, 3, 4)
+    (data,) = edge_data("programmatic")
+    monkeypatch.setattr(exec_mod.versions, "node_dependencies", lambda handle: [a._h])
+    monkeypatch.setattr(exec_mod.versions, "graph_get_edges_with_data",
+                        lambda raw: ([a.handle], [b.handle], [data]))
+
+    def refuse(raw, frm, to, data=None):
+        raise pcg.CudaError("cudaGraphRemoveDependencies", 1, "cudaErrorInvalidValue",
+                            "invalid argument")
+    monkeypatch.setattr(exec_mod.versions, "graph_remove_dependencies", refuse)
+    with pytest.raises(pcg.CudaError, match="is a programmatic edge: remove it with "
+                                            "port='programmatic'"):
+        g.remove_dependency(a, b)
+    with pytest.raises(pcg.CudaError) as info:  # the port given is the edge's: no hint
+        g.remove_dependency(a, b, port="programmatic")
+    assert "remove it with" not in str(info.value)
+
+
+def test_closing_a_graph_closes_its_bodies_while_an_exec_keeps_it():
+    g = fake_graph()
+    cond = if_node(g)
+    inner = if_node(cond.body)
+    k = kernel_node(inner.body, 1, 2)
+    exe = _exec(g)  # an exec keeps the raw graph: close() only marks it closed
+    g.close()
+    assert not g._dead
+    for body in (cond.body, inner.body):
+        with pytest.raises(pcg.ClosedError, match="was closed"):
+            body.add_empty()
+    assert exe._member(k) is k  # the exec still updates the nodes of its bodies
+
+
+@pytest.mark.parametrize("port", [["programmatic"], 3, b"programmatic"])
+def test_a_port_that_is_not_a_name_is_an_argument_error(port):
+    g = fake_graph()
+    with pytest.raises(pcg.ArgumentError, match="port must be one of"):
+        g.add_dependency(fake_node(g), fake_node(g), port=port)
+
+
+def test_after_update_a_removed_node_is_not_reached_through_its_twin(driver, monkeypatch):
+    old, new = fake_graph(), fake_graph()
+    k_old, k_new = kernel_node(old, 1, 2), kernel_node(new, 10, 20)
+    e_old, e_new = fake_node(old), fake_node(new)
+    order = {int(gr._raw_handle): [rt.cudaGraphNode_t(n._h) for n in gr._nodes.values()]
+             for gr in (old, new)}
+    monkeypatch.setattr(exec_mod.versions, "graph_nodes", lambda raw: order[int(raw)])
+    exe = _exec(old)
+    exe._pending = new
+    exe.set_arg(k_new, "a", 11)  # pairs the graphs: k_new stands for k_old
+    old.remove_node(k_old)
+    old.remove_node(e_old)
+    with pytest.raises(pcg.PyCudaGraphError, match="not a node of the graph"):
+        exe.set_arg(k_new, "a", 12)  # k_old's handle is gone: no update through it
+    with pytest.raises(pcg.PyCudaGraphError, match="not a node of the graph"):
+        exe.set_enabled(e_new, False)
+    assert driver == [(k_old._h, [11, 20])]
+
+
+def test_a_conditional_node_of_a_closed_graph_still_describes_itself(monkeypatch):
+    monkeypatch.setattr(exec_mod.versions, "graph_nodes", lambda raw: [1, 2])
+    g = fake_graph()
+    cond = if_node(g)
+    _exec(g)
+    g.close()  # the exec keeps the raw graph: error messages still show the node
+    assert "if on 0x1 (body nodes: 2)" in repr(cond)
+
+
+def test_edges_stay_inside_one_body(monkeypatch):
+    """Edge and dependency checks treat a body as its own graph: the cycle check walks the
+    body's edges, and no edge or dependency joins a body's node to its parent's."""
+    from fakes import Edges
+    edges = Edges().install(monkeypatch)
+    g = fake_graph()
+    top = fake_node(g)
+    cond = if_node(g)
+    body = cond.body
+    nodes = [fake_node(body) for _ in range(3)]
+    a, b, c = nodes
+    edges.add(a, b)
+    edges.add(b, c)
+    with pytest.raises(pcg.ArgumentError, match="cycle"):
+        body.add_dependency(c, a)
+    with pytest.raises(pcg.ArgumentError, match="duplicate edge"):
+        body.add_dependency(a, b)
+    for call in (lambda: g.add_dependency(top, a), lambda: body.add_dependency(a, top),
+                 lambda: g.add_empty(deps=[a]), lambda: body.add_empty(deps=[top]),
+                 lambda: g.remove_node(a), lambda: body.remove_dependency(top, a)):
+        with pytest.raises(pcg.ArgumentError, match="belongs to another graph"):
+            call()
+
+
+def test_update_from_the_same_graph_takes_its_bodies_new_arguments(driver, monkeypatch):
+    g = fake_graph()
+    cond = if_node(g)
+    k = kernel_node(cond.body, 1, 2)
+    order = {int(gr._raw_handle): [rt.cudaGraphNode_t(n._h) for n in gr._nodes.values()]
+             for gr in (g, cond.body)}
+    monkeypatch.setattr(exec_mod.versions, "graph_nodes", lambda raw: order[int(raw)])
+    exe = _exec(g)
+    k._pack = fake_kernel(SIG).pack((10, 20), 1, 32)  # what k.set_params(args=...) leaves
+    exe._pending = g  # exe.update(g) carried the new arguments into the exec
+    exe.set_arg(k, "a", 5)
+    assert driver == [(k._h, [5, 20])]  # not the arguments of instantiate time
