@@ -1,9 +1,12 @@
 """Generate docs/API_MAP.md: every CUDA Graph runtime function and what calls it.
 
-The function list comes from the installed ``cuda.bindings.runtime`` (callables whose
-names start with one of :data:`PREFIXES`); what pycudagraph does with each is kept by
-hand in :data:`MAP`. ``tests/test_api_map.py`` checks the written table against both
-the bindings and the package, so the map cannot drift.
+The map lists the union of the graph functions of cuda-bindings 12.x and 13.x (callables
+whose names start with one of :data:`PREFIXES`), each marked with the majors that have it
+(:data:`ONLY_12`, :data:`ONLY_13`); what pycudagraph does with each is kept by hand in
+:data:`MAP`. The document does not depend on which bindings are installed; the installed
+bindings are checked against it: every graph function they have must have a row, and the
+row must say their major has it. ``tests/test_api_map.py`` makes the same checks (they
+fail, never skip, on any 12.x or 13.x install), so the map cannot drift.
 
 Usage::
 
@@ -27,9 +30,26 @@ DOC = ROOT / "docs" / "API_MAP.md"
 PREFIXES = ("cudaGraph", "cudaGraphExec", "cudaStreamBeginCapture", "cudaStreamEndCapture",
             "cudaStreamGetCaptureInfo", "cudaStreamIsCapturing",
             "cudaStreamUpdateCaptureDependencies", "cudaThreadExchangeStreamCaptureMode",
-            "cudaUserObject")
+            "cudaUserObject", "cudaStreamBeginRecapture", "cudaDeviceGraphMem",
+            "cudaDeviceGetGraphMem", "cudaDeviceSetGraphMem")
 #: Graphics interop shares the ``cudaGraph`` prefix but is not part of the graph API.
 EXCLUDE_PREFIXES = ("cudaGraphics",)
+
+#: The bindings the availability columns were recorded from (``--check`` compares
+#: the installed ones against them).
+RECORDED = {12: "12.9.10", 13: "13.5.0"}
+#: Graph functions cuda-bindings 12.x has and 13.x does not (the ``_v2``/``_v3`` forms
+#: taking edge data, which 13.x folded into the plain names).
+ONLY_12 = frozenset({
+    "cudaGraphAddDependencies_v2", "cudaGraphAddNode_v2", "cudaGraphGetEdges_v2",
+    "cudaGraphNodeGetDependencies_v2", "cudaGraphNodeGetDependentNodes_v2",
+    "cudaGraphRemoveDependencies_v2", "cudaStreamGetCaptureInfo_v3",
+    "cudaStreamUpdateCaptureDependencies_v2"})
+#: Graph functions only cuda-bindings 13.x has.
+ONLY_13 = frozenset({
+    "cudaGraphConditionalHandleCreate_v2", "cudaGraphExecGetId", "cudaGraphGetId",
+    "cudaGraphNodeGetContainingGraph", "cudaGraphNodeGetLocalId", "cudaGraphNodeGetParams",
+    "cudaGraphNodeGetToolsId", "cudaStreamBeginRecaptureToGraph"})
 
 _ADD_KERNEL = "through the driver entry point `cuGraphAddKernelNode`"
 _EXT_SEM = "external semaphores: no Python-side semaphore objects yet"
@@ -156,6 +176,24 @@ MAP: dict[str, tuple[str, str]] = {
                                                 "is not exposed yet"),
     "cudaThreadExchangeStreamCaptureMode": ("", "the mode is chosen per capture; "
                                                 "per-thread exchange not exposed yet"),
+    # The 12.x forms with edge data (13.x folded them into the plain names)
+    "cudaGraphAddDependencies_v2": ("Graph.add_dependency", "12.x with port= (edge data)"),
+    "cudaGraphRemoveDependencies_v2": ("Graph.remove_dependency", "12.x with port="),
+    "cudaGraphGetEdges_v2": ("Graph.edge_data", "12.x"),
+    "cudaGraphAddNode_v2": ("", "12.x form with edge data: pycudagraph adds conditional "
+                                "nodes without edge data (ports go on add_dependency)"),
+    "cudaGraphNodeGetDependencies_v2": ("", "12.x form with edge data: Node.dependencies "
+                                            "lists nodes; ports are read with Graph.edge_data"),
+    "cudaGraphNodeGetDependentNodes_v2": ("", "12.x form with edge data: Node.dependents "
+                                              "lists nodes; ports are read with Graph.edge_data"),
+    "cudaStreamGetCaptureInfo_v3": ("", "12.x form with edge data: capture info not exposed yet"),
+    "cudaStreamUpdateCaptureDependencies_v2": ("", "12.x form with edge data: editing a "
+                                                   "capture's dependency set is not exposed yet"),
+    "cudaStreamBeginRecaptureToGraph": ("", "recapture into an existing graph not exposed yet"),
+    # Graph memory (the device's pool for graph allocations)
+    "cudaDeviceGraphMemTrim": ("", "graph memory pool not exposed yet"),
+    "cudaDeviceGetGraphMemAttribute": ("", "graph memory pool not exposed yet"),
+    "cudaDeviceSetGraphMemAttribute": ("", "graph memory pool not exposed yet"),
     # User objects
     "cudaUserObjectCreate": ("", _USER_OBJ),
     "cudaUserObjectRetain": ("", _USER_OBJ),
@@ -185,51 +223,84 @@ def bindings_version() -> str:
         return cuda.bindings.__version__
 
 
+def majors(fn: str) -> tuple[int, ...]:
+    """The cuda-bindings majors whose ``runtime`` has ``fn`` (as recorded in this script)."""
+    if fn in ONLY_12:
+        return (12,)
+    if fn in ONLY_13:
+        return (13,)
+    return (12, 13)
+
+
+def listed() -> list[str]:
+    """Every function the map lists: the union of the 12.x and 13.x graph functions."""
+    return sorted(MAP)
+
+
 def _row(fn: str) -> tuple[str, bool]:
     methods, note = MAP[fn]
+    where = ", ".join(f"{m}.x" for m in majors(fn))
     if not methods:
-        return f"| `{fn}` | — | not yet: {note} |", False
+        return f"| `{fn}` | — | {where} | not yet: {note} |", False
     names = ", ".join(f"`{m.strip()}`" for m in methods.split(","))
     cell = f"{names}; {note}" if note else names
-    return f"| `{fn}` | {cell} | wrapped |", True
+    return f"| `{fn}` | {cell} | {where} | wrapped |", True
 
 
-def render(functions: list[str], version: str) -> tuple[str, list[str]]:
-    """The document text, and the functions that have no entry in :data:`MAP`."""
-    missing = [f for f in functions if f not in MAP]
+def render() -> str:
+    """The document text (from :data:`MAP` alone: the same whichever bindings are installed)."""
+    functions = listed()
     rows, wrapped = [], 0
     for fn in functions:
-        if fn in MAP:
-            row, ok = _row(fn)
-        else:
-            row, ok = f"| `{fn}` | — | not yet: not reviewed (add it to tools/gen_api_map.py) |", False
+        row, ok = _row(fn)
         rows.append(row)
         wrapped += ok
+    n12 = sum(12 in majors(f) for f in functions)
+    n13 = sum(13 in majors(f) for f in functions)
     head = [
         "# CUDA Graph API map",
         "",
-        "Every graph, stream-capture and user-object function of `cuda.bindings.runtime`,",
-        "and the pycudagraph method that calls it.",
+        "Every graph, stream-capture, graph-memory and user-object function of",
+        "`cuda.bindings.runtime` 12.x and 13.x, and the pycudagraph method that calls it.",
         "",
-        f"Generated from cuda-bindings {version} by `python tools/gen_api_map.py`; do not edit",
+        "Generated by `python tools/gen_api_map.py` (availability recorded from cuda-bindings "
+        + " and ".join(RECORDED[m] for m in sorted(RECORDED)) + "); do not edit",
         "by hand: change `MAP` in that script and regenerate (`--check` reports a stale map).",
-        "`tests/test_api_map.py` checks that every function has exactly one row, that every",
-        "row names a real function, and that each method marked `wrapped` exists and names",
-        "the call (or its driver twin `cuXxx`) in its source.",
+        "`tests/test_api_map.py` fails when the installed cuda-bindings (any 12.x or 13.x) has",
+        "a graph function with no row, or one whose row says its major lacks it; it checks",
+        "that each method marked `wrapped` exists and names the call (or its driver twin",
+        "`cuXxx`) in its source or in the `_cuda.versions` shim it calls.",
         "",
         "The functions are the callables (not types or enums) whose names start with",
         ", ".join(f"`{p}`" for p in PREFIXES) + ";",
         "`cudaGraphics*` (graphics interop) is not part of the graph API and is left out.",
+        "The `bindings` column says which cuda-bindings majors have the function (12.x has",
+        "`_v2`/`_v3` forms taking edge data that 13.x folded into the plain names).",
         "Where the package calls the driver entry point instead (hot paths, through ctypes",
         "or `cuda.bindings.driver`), the row names it; runtime and driver handles are the",
         "same objects underneath.",
         "",
-        f"Functions: {len(functions)}; wrapped: {wrapped}; not yet: {len(functions) - wrapped}.",
+        f"Functions: {len(functions)} (12.x: {n12}, 13.x: {n13}); wrapped: {wrapped}; "
+        f"not yet: {len(functions) - wrapped}.",
         "",
-        "| CUDA function | pycudagraph | status |",
-        "|---|---|---|",
+        "| CUDA function | pycudagraph | bindings | status |",
+        "|---|---|---|---|",
     ]
-    return "\n".join(head + rows) + "\n", missing
+    return "\n".join(head + rows) + "\n"
+
+
+def installed_problems(functions: list[str], major: int) -> list[str]:
+    """What the installed bindings (graph ``functions`` of cuda-bindings ``major``.x)
+    contradict in the map: a function with no row, or a row saying ``major`` lacks it."""
+    problems = []
+    for fn in functions:
+        if fn not in MAP:
+            problems.append(f"{fn}: in the installed cuda-bindings but has no row in MAP "
+                            "(add it, with ONLY_12/ONLY_13 if one major lacks it)")
+        elif major not in majors(fn):
+            problems.append(f"{fn}: the installed cuda-bindings {major}.x has it but the map "
+                            f"says only {majors(fn)[0]}.x does (fix ONLY_12/ONLY_13)")
+    return problems
 
 
 def main(argv=None) -> int:
@@ -239,34 +310,26 @@ def main(argv=None) -> int:
     mode.add_argument("--stdout", action="store_true", help="print instead of writing")
     args = parser.parse_args(argv)
 
-    functions = graph_functions()
-    text, missing = render(functions, bindings_version())
-    unknown = sorted(set(MAP) - set(functions))
-    for fn in unknown:
-        print(f"note: {fn} is in MAP but not in the installed cuda-bindings "
-              f"{bindings_version()}", file=sys.stderr)
-
+    text = render()
+    version = bindings_version()
+    major = int(version.split(".")[0])
+    problems = installed_problems(graph_functions(), major)
     if args.stdout:
         sys.stdout.write(text)
-        return 0
-    if not args.check:
+    elif not args.check:
         DOC.parent.mkdir(parents=True, exist_ok=True)
         DOC.write_text(text)
-        print(f"wrote {DOC.relative_to(ROOT)} ({len(functions)} functions)")
-        for fn in missing:
-            print(f"warning: {fn} has no entry in MAP", file=sys.stderr)
-        return 1 if missing else 0
-
-    problems = [f"{fn}: in cuda.bindings.runtime but not in MAP" for fn in missing]
-    current = DOC.read_text() if DOC.is_file() else ""
-    if current != text:
-        diff = difflib.unified_diff(current.splitlines(), text.splitlines(),
-                                    "docs/API_MAP.md", "generated", lineterm="", n=0)
-        problems.append("docs/API_MAP.md differs from the generated map "
-                        "(run python tools/gen_api_map.py):")
-        problems.extend("  " + line for line in diff if not line.startswith(("---", "+++")))
+        print(f"wrote {DOC.relative_to(ROOT)} ({len(listed())} functions)")
+    else:
+        current = DOC.read_text() if DOC.is_file() else ""
+        if current != text:
+            diff = difflib.unified_diff(current.splitlines(), text.splitlines(),
+                                        "docs/API_MAP.md", "generated", lineterm="", n=0)
+            problems.append("docs/API_MAP.md differs from the generated map "
+                            "(run python tools/gen_api_map.py):")
+            problems.extend("  " + line for line in diff if not line.startswith(("---", "+++")))
     for line in problems:
-        print(line)
+        print(line, file=sys.stderr)
     return 1 if problems else 0
 
 
