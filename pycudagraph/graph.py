@@ -19,6 +19,7 @@ from ._lifetime import Ledger, release
 from .dot import GraphText
 from .edges import edge_data, port_name
 from .errors import ArgumentError, ClosedError, CudaError
+from .foreign import wrap_graph
 from .nodes import (ChildGraphNode, ConditionalHandle, EmptyNode, EventRecordNode,
                     EventWaitNode, HostNode, IfElseNode, IfNode, KernelNode, MemAllocNode,
                     MemcpyNode, MemFreeNode, MemsetNode, Node, NodeType, SwitchNode,
@@ -84,6 +85,11 @@ class Graph(GraphText):
         if owned:
             self._fin = release(self, rt.cudaGraphDestroy, raw)
         return self
+
+    @classmethod
+    def wrap(cls, handle, owner=None) -> "Graph":
+        """Adopt a ``cudaGraph_t`` made elsewhere, not owning it (:mod:`pycudagraph.foreign`)."""
+        return wrap_graph(cls, handle, owner)
 
     def _wrap_child(self, raw, owner) -> "Graph":
         """A non-owned Graph for a child or body graph that ``owner`` (a node) keeps valid."""

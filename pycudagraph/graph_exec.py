@@ -13,6 +13,7 @@ every 256 replacements) the stream of the last launch has no work left.
 from __future__ import annotations
 
 from ._cuda import call, error_for, fast, rt, structs, versions
+from . import captured, foreign
 from ._lifetime import Ledger, release
 from .errors import ArgumentError, ClosedError, CudaError, GraphExecUpdateError, PyCudaGraphError
 from .hostfn import hostcall_ids, pending as _pending, raise_pending
@@ -100,6 +101,17 @@ class GraphExec:
         graph._execs.add(self)
         self._fin = release(self, rt.cudaGraphExecDestroy, raw)
         return self
+
+    @classmethod
+    def wrap(cls, handle, owner=None, graph=None) -> "GraphExec":
+        """Adopt a ``cudaGraphExec_t`` made elsewhere, not owning it; ``graph`` (a
+        :class:`Graph`) is its source graph, needed for per-node calls and :meth:`rebind`."""
+        return foreign.wrap_exec(cls, handle, owner, graph, _NEVER)
+
+    def rebind(self, old, new, missing_ok: bool = False) -> int:
+        """Patch every kernel argument slot holding device address ``old`` to ``new``
+        (``cuGraphExecKernelNodeSetParams``); see :func:`pycudagraph.captured.rebind`."""
+        return captured.rebind(self, old, new, missing_ok)
 
     @property
     def handle(self):
@@ -232,6 +244,8 @@ class GraphExec:
         except AttributeError:
             entry = None
         if entry is None:
+            if type(node) is KernelNode and node._pack is None:  # captured: by index
+                return captured.exec_set_arg(self, self._member(node), index_or_name, value)
             entry = self._kernel_entry(node)
         pack, h = entry
         if _native_set_arg is not None:

@@ -1,0 +1,143 @@
+"""Issue 13 on the GPU: graphs made elsewhere, captured kernel-node arguments, rebind,
+describe, IDs and flags, graph memory, user objects, capture control, generic node params.
+
+Written in a session without device time: the next session runs them
+(``python -m pytest -m gpu -q tests/test_api13_gpu.py``).
+"""
+
+from __future__ import annotations
+
+import gc
+import struct
+import threading
+
+import numpy as np
+import pytest
+
+import pycudagraph as pcg
+
+pytestmark = pytest.mark.gpu
+
+N = 1 << 12
+SRC = r"""
+struct Ptrs { const float* x; float* y; int n; };
+extern "C" __global__ void scale2(const float* x, float* y, float a, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i];
+}
+extern "C" __global__ void copy_struct(Ptrs p) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < p.n) p.y[i] = p.x[i] + 1.0f;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def mod():
+    return pcg.Program(SRC, name="api13.cu").compile()
+
+
+def _buf(values):
+    return pcg.DeviceBuffer.from_array(np.asarray(values, np.float32))
+
+
+def _read(buf, n=N):
+    out = np.empty(n, np.float32)
+    buf.copy_to(out)
+    return out
+
+
+def _captured(mod, stream, x, y, y2):
+    """A captured graph: scale2(x -> y, 2.0) then copy_struct({x, y2, N})."""
+    blob = struct.pack("<QQi4x", x.ptr, y2.ptr, N)
+    with pcg.capture(stream) as cap:
+        mod["scale2"].launch(N // 256, 256, (x, y, 2.0, N), stream=stream)
+        mod["copy_struct"].launch(N // 256, 256, (blob,), stream=stream)
+    return cap.graph
+
+
+# Item 2: wrap, captured arguments, rebind --------------------------------------------
+
+def test_rebind_on_a_captured_graph_patches_pointer_and_struct_slots(mod, stream):
+    xs = np.arange(N, dtype=np.float32)
+    x, x_new = _buf(xs), _buf(xs * 10)
+    y, y2 = pcg.DeviceBuffer(4 * N), pcg.DeviceBuffer(4 * N)
+    g = _captured(mod, stream, x, y, y2)
+    exe = g.instantiate()
+    assert exe.rebind(x, x_new) == 2  # one pointer argument, one slot inside the struct
+    exe.launch(stream)
+    stream.synchronize()
+    np.testing.assert_allclose(_read(y), 2 * xs * 10)
+    np.testing.assert_allclose(_read(y2), xs * 10 + 1)
+    with pytest.raises(pcg.ArgumentError, match="no kernel argument"):
+        exe.rebind(x, x_new)
+    assert exe.rebind(x, x_new, missing_ok=True) == 0
+
+
+def test_set_arg_and_set_params_on_captured_nodes(mod, stream):
+    xs = np.arange(N, dtype=np.float32)
+    x, y, y2 = _buf(xs), pcg.DeviceBuffer(4 * N), pcg.DeviceBuffer(4 * N)
+    g = _captured(mod, stream, x, y, y2)
+    k = [n for n in g.nodes if n.kernel_name == "scale2"][0]
+    exe = g.instantiate()
+    exe.set_arg(k, 2, 3.0)  # by index: the float
+    exe.launch(stream)
+    stream.synchronize()
+    np.testing.assert_allclose(_read(y), 3 * xs)
+    with pytest.raises(pcg.ArgumentError, match="does not fit 4 bytes"):
+        exe.set_arg(k, 3, 1 << 40)  # n is a 4-byte int
+    exe.set_params(k, args={2: np.float32(4.0)}, grid=N // 128, block=128)
+    exe.launch(stream)
+    stream.synchronize()
+    np.testing.assert_allclose(_read(y), 4 * xs)
+    k.set_params(args={2: 5.0})  # in the graph: a new exec sees it
+    exe2 = g.instantiate()
+    exe2.launch(stream)
+    stream.synchronize()
+    np.testing.assert_allclose(_read(y), 5 * xs)
+
+
+def test_wrap_a_graph_and_exec_made_elsewhere(mod, stream):
+    xs = np.arange(N, dtype=np.float32)
+    x, y, y2 = _buf(xs), pcg.DeviceBuffer(4 * N), pcg.DeviceBuffer(4 * N)
+    g = _captured(mod, stream, x, y, y2)
+    exe = g.instantiate()
+    wg = pcg.Graph.wrap(int(g.handle), owner=g)
+    assert [n.kernel_name for n in wg.nodes] == ["scale2", "copy_struct"]
+    assert "scale2" in wg.to_dot()
+    we = pcg.GraphExec.wrap(int(exe.handle), owner=exe, graph=wg)
+    x2 = _buf(xs + 1)
+    assert we.rebind(x, x2) == 2
+    we.launch(stream)
+    stream.synchronize()
+    np.testing.assert_allclose(_read(y), 2 * (xs + 1))
+    we.close()
+    wg.close()
+    exe.launch(stream)  # not destroyed by the wrappers
+    stream.synchronize()
+
+
+def test_rebind_a_torch_cuda_graph_input():
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(),
+                                torch.nn.Linear(128, 32)).cuda()
+    static_in = torch.randn(16, 64, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            model(static_in)
+    torch.cuda.current_stream().wait_stream(s)
+    tg = torch.cuda.CUDAGraph(keep_graph=True)
+    with torch.no_grad(), torch.cuda.graph(tg):
+        static_out = model(static_in)
+    tg.instantiate()
+    g = pcg.Graph.wrap(tg.raw_cuda_graph(), owner=tg)
+    exe = pcg.GraphExec.wrap(tg.raw_cuda_graph_exec(), owner=tg, graph=g)
+    other = torch.randn(16, 64, device="cuda")
+    assert exe.rebind(static_in, other) >= 1
+    exe.launch(torch.cuda.current_stream().cuda_stream)
+    torch.cuda.synchronize()
+    with torch.no_grad():
+        torch.testing.assert_close(static_out, model(other))
