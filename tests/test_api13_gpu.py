@@ -141,3 +141,46 @@ def test_rebind_a_torch_cuda_graph_input():
     torch.cuda.synchronize()
     with torch.no_grad():
         torch.testing.assert_close(static_out, model(other))
+
+
+# Items 3 and 4: the listing, IDs and flags ---------------------------------------------
+
+def test_describe_lists_a_captured_graph(mod, stream):
+    x, y, y2 = _buf(np.ones(N)), pcg.DeviceBuffer(4 * N), pcg.DeviceBuffer(4 * N)
+    g = _captured(mod, stream, x, y, y2)
+    lines = str(g).splitlines()
+    assert lines[0].endswith("2 nodes, 1 edges")
+    assert "[0] kernel" in lines[1] and "scale2<<<(16,1,1), (256,1,1), 0>>>" in lines[1]
+    assert lines[1].endswith("deps: -")
+    assert "[1] kernel" in lines[2] and "copy_struct<<<" in lines[2]
+    assert lines[2].endswith("deps: 0")
+    assert "func=0x" in lines[1] and "func=0x0 " not in lines[1]
+
+
+def test_ids_on_this_driver(stream):
+    from pycudagraph._cuda import versions
+    g = pcg.Graph()
+    a = g.add_empty()
+    b = g.add_empty(deps=[a])
+    if versions.driver_version() < 13010 or not hasattr(versions.rt, "cudaGraphGetId"):
+        with pytest.raises(pcg.NotSupportedError, match="13.1"):
+            g.id
+        with pytest.raises(pcg.NotSupportedError, match="13.1"):
+            a.local_id
+        assert "id=-" in g.describe()
+        return
+    assert isinstance(g.id, int) and a.local_id != b.local_id
+    assert a.tools_id != b.tools_id
+    assert a.containing_graph is g
+    exe = g.instantiate()
+    assert isinstance(exe.id, int)
+    assert f"id={a.local_id}" in g.describe()
+
+
+def test_exec_flags_read_back():
+    g = pcg.Graph()
+    g.add_empty()
+    assert g.instantiate().flags == {"auto_free_on_launch": False, "device_launch": False,
+                                     "use_node_priority": False}
+    assert g.instantiate(auto_free_on_launch=True, use_node_priority=True).flags == {
+        "auto_free_on_launch": True, "device_launch": False, "use_node_priority": True}

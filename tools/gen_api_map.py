@@ -55,7 +55,7 @@ _ADD_KERNEL = "through the driver entry point `cuGraphAddKernelNode`"
 _EXT_SEM = "external semaphores: no Python-side semaphore objects yet"
 _GENERIC = "generic cudaGraphNodeParams form: the typed per-node calls are used"
 _COPY3D = "2D/3D copies (cudaMemcpy3DParms): only 1D copy nodes are built so far"
-_IDS = "graph / node IDs (CUDA 12.x/13.x introspection) not exposed yet"
+_IDS = "CUDA 13.1+ (NotSupportedError naming the missing bindings or driver before)"
 _USER_OBJ = ("user objects: lifetimes are held by Python references "
              "(graph and exec keepalive) instead")
 _INST = "Graph.instantiate calls cudaGraphInstantiateWithParams, which supersedes it"
@@ -96,10 +96,10 @@ MAP: dict[str, tuple[str, str]] = {
     "cudaGraphNodeGetDependencies": ("Node.dependencies", ""),
     "cudaGraphNodeGetDependentNodes": ("Node.dependents", ""),
     "cudaGraphNodeGetType": ("Graph.nodes", "picks the Node subclass; read as node.type"),
-    "cudaGraphNodeGetContainingGraph": ("", "Node.graph is kept on the Python side"),
-    "cudaGraphGetId": ("", _IDS),
-    "cudaGraphNodeGetLocalId": ("", _IDS),
-    "cudaGraphNodeGetToolsId": ("", _IDS),
+    "cudaGraphNodeGetContainingGraph": ("Node.containing_graph", _IDS),
+    "cudaGraphGetId": ("Graph.id", _IDS),
+    "cudaGraphNodeGetLocalId": ("Node.local_id, Graph.describe", _IDS),
+    "cudaGraphNodeGetToolsId": ("Node.tools_id", _IDS),
     "cudaGraphNodeGetParams": ("ConditionalNode.bodies",
                                "reads back conditional nodes not built here (driver 13.2+)"),
     "cudaGraphNodeSetParams": ("", _GENERIC),
@@ -148,11 +148,13 @@ MAP: dict[str, tuple[str, str]] = {
                         "device code: a cudaGraphExec_t kernel argument takes a GraphExec"),
     "cudaGraphExecDestroy": ("GraphExec.close", "also run when the GraphExec is collected"),
     "cudaGraphExecUpdate": ("GraphExec.update", ""),
-    "cudaGraphExecGetFlags": ("", "GraphExec does not report its instantiate flags yet"),
-    "cudaGraphExecGetId": ("", _IDS),
-    "cudaGraphExecKernelNodeSetParams": ("GraphExec.set_arg, GraphExec.set_params",
+    "cudaGraphExecGetFlags": ("GraphExec.flags", "as the keywords of Graph.instantiate"),
+    "cudaGraphExecGetId": ("GraphExec.id", _IDS),
+    "cudaGraphExecKernelNodeSetParams": ("GraphExec.set_arg, GraphExec.set_params, "
+                                         "GraphExec.rebind",
                                          "through the driver entry point "
-                                         "`cuGraphExecKernelNodeSetParams`"),
+                                         "`cuGraphExecKernelNodeSetParams`; captured "
+                                         "nodes by index (sizes from cuFuncGetParamInfo)"),
     "cudaGraphExecMemcpyNodeSetParams1D": ("GraphExec.set_params", ""),
     "cudaGraphExecMemcpyNodeSetParams": ("", _COPY3D),
     "cudaGraphExecMemsetNodeSetParams": ("GraphExec.set_params", ""),

@@ -19,7 +19,7 @@ __all__ = ["BINDINGS_VERSION", "BINDINGS_MAJOR", "driver_version", "runtime_vers
            "graph_remove_dependencies", "graph_get_edges", "node_dependencies",
            "node_dependents", "graph_nodes", "graph_root_nodes", "require_bindings",
            "graph_add_node", "graph_get_edges_with_data", "conditional_handle_create",
-           "kernel_node_copy_attributes", "node_get_params"]
+           "kernel_node_copy_attributes", "node_get_params", "gated"]
 
 
 def _version_tuple(text: str) -> tuple[int, int]:
@@ -72,6 +72,18 @@ def require_bindings(feature: str, name: str) -> None:
     if not hasattr(rt, name):
         raise NotSupportedError(feature, "12.3 bindings (cuda-bindings >= 12.3)",
                                 f"cuda-bindings {cuda.bindings.__version__} without {name}")
+
+
+def gated(name: str, version: int):
+    """The runtime function ``name``; :class:`NotSupportedError` when cuda-bindings lacks
+    it or the driver is older than ``version`` (``13010`` for CUDA 13.1)."""
+    fn = getattr(rt, name, None)
+    if fn is None:
+        raise NotSupportedError(name, f"{format_version(version)} (cuda-bindings >= "
+                                f"{format_version(version)})",
+                                f"cuda-bindings {cuda.bindings.__version__} without {name}")
+    require(name, version)
+    return fn
 
 
 # ----------------------------------------------------------------------------------

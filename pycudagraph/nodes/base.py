@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import enum
 
-from .._cuda import rt, versions
+from .._cuda import call, rt, versions
 from ..errors import ClosedError
 
 __all__ = ["NodeType", "Node", "RAW_TYPES", "REMOVED"]
@@ -121,6 +121,27 @@ class Node:
     def params(self):
         """A readable view of the node's parameters (the type's ``cudaGraph*NodeGetParams``)."""
         return None
+
+    @property
+    def local_id(self) -> int:
+        """The node's ID in its graph, as ``cudaGraphDebugDotPrint`` shows it
+        (``cudaGraphNodeGetLocalId``, CUDA 13.1+; NotSupportedError before)."""
+        return int(call(versions.gated("cudaGraphNodeGetLocalId", 13010), self.handle))
+
+    @property
+    def tools_id(self) -> int:
+        """The ID profilers and tools use for the node (``cudaGraphNodeGetToolsId``, CUDA 13.1+)."""
+        return int(call(versions.gated("cudaGraphNodeGetToolsId", 13010), self.handle))
+
+    @property
+    def containing_graph(self):
+        """The graph the driver says holds the node (``cudaGraphNodeGetContainingGraph``,
+        CUDA 13.1+): :attr:`graph`, checked against the driver's answer."""
+        raw = call(versions.gated("cudaGraphNodeGetContainingGraph", 13010), self.handle)
+        if int(raw) != self.graph._h:
+            raise ClosedError(f"{type(self).__name__} 0x{self._h:x}",
+                              f"is held by graph 0x{int(raw):x}, not by {self.graph!r}")
+        return self.graph
 
     def describe(self) -> str:
         """One line for DOT labels and error messages."""
