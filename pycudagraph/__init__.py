@@ -15,6 +15,7 @@ from .errors import (ArgumentError, CaptureError, ClosedError, CompileError, Cud
                      NotSupportedError, PyCudaGraphError)
 from .graph import Graph
 from .graph_exec import GraphExec
+from .graph_mem import graph_mem_info, graph_mem_reset_high, graph_mem_trim
 from .memory import DeviceBuffer, PinnedBuffer, device_pointer, host_pointer
 from .nodes import (AccessPolicyWindow, ChildGraphNode, ConditionalHandle, ConditionalNode,
                     EmptyNode, EventRecordNode, EventWaitNode, HostNode, IfElseNode, IfNode,
@@ -31,7 +32,8 @@ __all__ = [
     "Program", "Module", "Kernel",
     "Stream", "Event", "DeviceBuffer", "PinnedBuffer", "device_pointer", "host_pointer",
     "Device", "device", "device_count",
-    "Graph", "GraphExec", "capture", "capture_status", "trace", "BucketedGraphs", "BucketStats",
+    "Graph", "GraphExec", "capture", "capture_status",
+    "graph_mem_info", "graph_mem_trim", "graph_mem_reset_high", "trace", "BucketedGraphs", "BucketStats",
     "Node", "NodeType", "KernelNode", "MemcpyNode", "MemsetNode", "HostNode",
     "ChildGraphNode", "EmptyNode", "EventRecordNode", "EventWaitNode", "MemAllocNode",
     "MemFreeNode", "ConditionalNode", "IfNode", "IfElseNode", "WhileNode", "SwitchNode",

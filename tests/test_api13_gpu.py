@@ -184,3 +184,29 @@ def test_exec_flags_read_back():
                                      "use_node_priority": False}
     assert g.instantiate(auto_free_on_launch=True, use_node_priority=True).flags == {
         "auto_free_on_launch": True, "device_launch": False, "use_node_priority": True}
+
+
+# Item 5: graph memory ---------------------------------------------------------------
+
+def test_graph_memory_figures_move_as_documented(stream):
+    pcg.graph_mem_trim()
+    pcg.graph_mem_reset_high()
+    base = pcg.graph_mem_info()
+    g = pcg.Graph()
+    alloc = g.add_mem_alloc(64 << 20)
+    g.add_mem_free(alloc, deps=[alloc])
+    exe = g.instantiate()
+    exe.launch(stream)
+    stream.synchronize()
+    after = pcg.graph_mem_info()
+    assert after["reserved"] >= base["reserved"] + (64 << 20)  # the pool grew
+    assert after["used_high"] >= 64 << 20  # the allocation was live during the launch
+    assert after["used"] <= base["used"]  # freed inside the graph
+    exe.close()
+    g.close()
+    gc.collect()
+    pcg.graph_mem_trim()
+    trimmed = pcg.graph_mem_info()
+    assert trimmed["reserved"] < after["reserved"]  # trim gave the unused memory back
+    pcg.graph_mem_reset_high()
+    assert pcg.graph_mem_info()["used_high"] == trimmed["used"]

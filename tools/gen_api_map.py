@@ -193,9 +193,10 @@ MAP: dict[str, tuple[str, str]] = {
                                                    "capture's dependency set is not exposed yet"),
     "cudaStreamBeginRecaptureToGraph": ("", "recapture into an existing graph not exposed yet"),
     # Graph memory (the device's pool for graph allocations)
-    "cudaDeviceGraphMemTrim": ("", "graph memory pool not exposed yet"),
-    "cudaDeviceGetGraphMemAttribute": ("", "graph memory pool not exposed yet"),
-    "cudaDeviceSetGraphMemAttribute": ("", "graph memory pool not exposed yet"),
+    "cudaDeviceGraphMemTrim": ("graph_mem_trim", ""),
+    "cudaDeviceGetGraphMemAttribute": ("graph_mem_info", "used / reserved, current / high"),
+    "cudaDeviceSetGraphMemAttribute": ("graph_mem_reset_high", "resets the high watermarks "
+                                                               "(zero is the only value allowed)"),
     # User objects
     "cudaUserObjectCreate": ("", _USER_OBJ),
     "cudaUserObjectRetain": ("", _USER_OBJ),
