@@ -23,6 +23,7 @@ from .nodes import (AccessPolicyWindow, ChildGraphNode, ConditionalHandle, Condi
                     NodeType, SwitchNode, WhileNode)
 from .stream import Event, Stream
 from .trace import trace
+from .user_objects import UserObject
 
 __version__ = "0.1.0"
 
@@ -33,7 +34,7 @@ __all__ = [
     "Stream", "Event", "DeviceBuffer", "PinnedBuffer", "device_pointer", "host_pointer",
     "Device", "device", "device_count",
     "Graph", "GraphExec", "capture", "capture_status",
-    "graph_mem_info", "graph_mem_trim", "graph_mem_reset_high", "trace", "BucketedGraphs", "BucketStats",
+    "graph_mem_info", "graph_mem_trim", "graph_mem_reset_high", "UserObject", "trace", "BucketedGraphs", "BucketStats",
     "Node", "NodeType", "KernelNode", "MemcpyNode", "MemsetNode", "HostNode",
     "ChildGraphNode", "EmptyNode", "EventRecordNode", "EventWaitNode", "MemAllocNode",
     "MemFreeNode", "ConditionalNode", "IfNode", "IfElseNode", "WhileNode", "SwitchNode",

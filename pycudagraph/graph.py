@@ -21,6 +21,7 @@ from .edges import edge_data, port_name
 from .errors import ArgumentError, ClosedError, CudaError
 from .foreign import wrap_graph
 from .introspect import GraphIntrospection
+from .user_objects import GraphUserObjects
 from .nodes import (ChildGraphNode, ConditionalHandle, EmptyNode, EventRecordNode,
                     EventWaitNode, HostNode, IfElseNode, IfNode, KernelNode, MemAllocNode,
                     MemcpyNode, MemFreeNode, MemsetNode, Node, NodeType, SwitchNode,
@@ -31,7 +32,7 @@ from .nodes.base import REMOVED
 __all__ = ["Graph"]
 
 
-class Graph(GraphText, GraphIntrospection):
+class Graph(GraphText, GraphIntrospection, GraphUserObjects):
     """A CUDA graph built node by node (``cudaGraphCreate``, destroyed by ``cudaGraphDestroy``).
 
     Every ``add_*`` builder takes ``deps=``, the nodes the new node waits for, and

@@ -210,3 +210,68 @@ def test_graph_memory_figures_move_as_documented(stream):
     assert trimmed["reserved"] < after["reserved"]  # trim gave the unused memory back
     pcg.graph_mem_reset_high()
     assert pcg.graph_mem_info()["used_high"] == trimmed["used"]
+
+
+# Item 6: user objects ---------------------------------------------------------------
+
+class _Payload:
+    pass
+
+
+def _released(ref, seconds=5.0):
+    import time
+    deadline = time.monotonic() + seconds
+    while ref() is not None and time.monotonic() < deadline:
+        pcg.UserObject.collect()
+        gc.collect()
+        time.sleep(0.01)
+    return ref() is None
+
+
+def test_user_object_lives_as_long_as_graphs_clones_and_execs(stream):
+    import weakref
+    obj = _Payload()
+    ref = weakref.ref(obj)
+    g = pcg.Graph()
+    g.add_empty()
+    uo = g.retain_user_object(obj)
+    del obj
+    clone = g.clone()
+    exe = g.instantiate()
+    uo.close()
+    g.close()
+    assert not _released(ref, 0.3)  # the clone and the exec hold it
+    clone.close()
+    exe.launch(stream)
+    assert not _released(ref, 0.3)
+    stream.synchronize()
+    exe.close()
+    del clone, exe, g
+    assert _released(ref)
+
+
+def test_user_object_released_from_cuda_thread_while_python_is_busy(stream):
+    """CUDA's destructor thread runs no Python: a thread holding the GIL in a tight loop
+    while CUDA destroys the graph does not block the release (the reaper does it after)."""
+    import weakref
+    obj = _Payload()
+    ref = weakref.ref(obj)
+    g = pcg.Graph()
+    g.add_empty()
+    g.retain_user_object(obj).close()
+    del obj
+    done = threading.Event()
+
+    def spin():
+        x = 0
+        while not done.is_set():
+            x += 1
+    t = threading.Thread(target=spin)
+    t.start()
+    g.close()
+    del g
+    try:
+        assert _released(ref)
+    finally:
+        done.set()
+        t.join()

@@ -56,8 +56,6 @@ _EXT_SEM = "external semaphores: no Python-side semaphore objects yet"
 _GENERIC = "generic cudaGraphNodeParams form: the typed per-node calls are used"
 _COPY3D = "2D/3D copies (cudaMemcpy3DParms): only 1D copy nodes are built so far"
 _IDS = "CUDA 13.1+ (NotSupportedError naming the missing bindings or driver before)"
-_USER_OBJ = ("user objects: lifetimes are held by Python references "
-             "(graph and exec keepalive) instead")
 _INST = "Graph.instantiate calls cudaGraphInstantiateWithParams, which supersedes it"
 
 #: CUDA function -> (pycudagraph method(s), comma separated, or "" when not wrapped;
@@ -198,11 +196,11 @@ MAP: dict[str, tuple[str, str]] = {
     "cudaDeviceSetGraphMemAttribute": ("graph_mem_reset_high", "resets the high watermarks "
                                                                "(zero is the only value allowed)"),
     # User objects
-    "cudaUserObjectCreate": ("", _USER_OBJ),
-    "cudaUserObjectRetain": ("", _USER_OBJ),
-    "cudaUserObjectRelease": ("", _USER_OBJ),
-    "cudaGraphRetainUserObject": ("", _USER_OBJ),
-    "cudaGraphReleaseUserObject": ("", _USER_OBJ),
+    "cudaUserObjectCreate": ("UserObject()", "its destructor is C sem_post: no Python in CUDA's thread"),
+    "cudaUserObjectRetain": ("UserObject.retain", ""),
+    "cudaUserObjectRelease": ("UserObject.release, UserObject.close", ""),
+    "cudaGraphRetainUserObject": ("Graph.retain_user_object", ""),
+    "cudaGraphReleaseUserObject": ("Graph.release_user_object", ""),
 }
 
 
