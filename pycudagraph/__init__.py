@@ -6,7 +6,8 @@ names the raw call it makes. Importing the package makes no CUDA call.
 
 from . import nvtx as _nvtx
 from .bucketed import BucketedGraphs, BucketStats
-from .capture import capture, capture_status
+from .capture import capture, capture_status, recapture
+from .capture_control import CaptureInfo, capture_info, capture_mode, update_capture_dependencies
 from .device import Device, DeviceMismatchError, device, device_count
 from .kernel import Kernel
 from .program import Module, Program
@@ -34,7 +35,8 @@ __all__ = [
     "Stream", "Event", "DeviceBuffer", "PinnedBuffer", "device_pointer", "host_pointer",
     "Device", "device", "device_count",
     "Graph", "GraphExec", "capture", "capture_status",
-    "graph_mem_info", "graph_mem_trim", "graph_mem_reset_high", "UserObject", "trace", "BucketedGraphs", "BucketStats",
+    "graph_mem_info", "graph_mem_trim", "graph_mem_reset_high", "UserObject",
+    "CaptureInfo", "capture_info", "capture_mode", "recapture", "update_capture_dependencies", "trace", "BucketedGraphs", "BucketStats",
     "Node", "NodeType", "KernelNode", "MemcpyNode", "MemsetNode", "HostNode",
     "ChildGraphNode", "EmptyNode", "EventRecordNode", "EventWaitNode", "MemAllocNode",
     "MemFreeNode", "ConditionalNode", "IfNode", "IfElseNode", "WhileNode", "SwitchNode",

@@ -170,12 +170,9 @@ MAP: dict[str, tuple[str, str]] = {
     "cudaStreamBeginCaptureToGraph": ("capture", "with graph= (CUDA 12.3+)"),
     "cudaStreamEndCapture": ("capture", "on leaving the with block, always"),
     "cudaStreamIsCapturing": ("capture_status, capture.status", ""),
-    "cudaStreamGetCaptureInfo": ("", "no public method reports capture info yet "
-                                     "(capture_status uses cudaStreamIsCapturing)"),
-    "cudaStreamUpdateCaptureDependencies": ("", "editing a capture's dependency set "
-                                                "is not exposed yet"),
-    "cudaThreadExchangeStreamCaptureMode": ("", "the mode is chosen per capture; "
-                                                "per-thread exchange not exposed yet"),
+    "cudaStreamGetCaptureInfo": ("capture_info, capture.info", "status, id, graph, dependencies, ports"),
+    "cudaStreamUpdateCaptureDependencies": ("update_capture_dependencies, capture.update_dependencies", "mode='add' / 'set', ports="),
+    "cudaThreadExchangeStreamCaptureMode": ("capture_mode", "a context manager restoring the previous mode"),
     # The 12.x forms with edge data (13.x folded them into the plain names)
     "cudaGraphAddDependencies_v2": ("Graph.add_dependency", "12.x with port= (edge data)"),
     "cudaGraphRemoveDependencies_v2": ("Graph.remove_dependency", "12.x with port="),
@@ -186,10 +183,9 @@ MAP: dict[str, tuple[str, str]] = {
                                             "lists nodes; ports are read with Graph.edge_data"),
     "cudaGraphNodeGetDependentNodes_v2": ("", "12.x form with edge data: Node.dependents "
                                               "lists nodes; ports are read with Graph.edge_data"),
-    "cudaStreamGetCaptureInfo_v3": ("", "12.x form with edge data: capture info not exposed yet"),
-    "cudaStreamUpdateCaptureDependencies_v2": ("", "12.x form with edge data: editing a "
-                                                   "capture's dependency set is not exposed yet"),
-    "cudaStreamBeginRecaptureToGraph": ("", "recapture into an existing graph not exposed yet"),
+    "cudaStreamGetCaptureInfo_v3": ("capture_info", "12.x with edge data (ports)"),
+    "cudaStreamUpdateCaptureDependencies_v2": ("update_capture_dependencies", "12.x with ports="),
+    "cudaStreamBeginRecaptureToGraph": ("recapture", "CUDA 13.3+ (NotSupportedError before)"),
     # Graph memory (the device's pool for graph allocations)
     "cudaDeviceGraphMemTrim": ("graph_mem_trim", ""),
     "cudaDeviceGetGraphMemAttribute": ("graph_mem_info", "used / reserved, current / high"),

@@ -19,7 +19,8 @@ __all__ = ["BINDINGS_VERSION", "BINDINGS_MAJOR", "driver_version", "runtime_vers
            "graph_remove_dependencies", "graph_get_edges", "node_dependencies",
            "node_dependents", "graph_nodes", "graph_root_nodes", "require_bindings",
            "graph_add_node", "graph_get_edges_with_data", "conditional_handle_create",
-           "kernel_node_copy_attributes", "node_get_params", "gated"]
+           "kernel_node_copy_attributes", "node_get_params", "gated", "stream_capture_info",
+           "stream_update_capture_dependencies"]
 
 
 def _version_tuple(text: str) -> tuple[int, int]:
@@ -197,3 +198,33 @@ def graph_nodes(graph) -> list:
 def graph_root_nodes(graph) -> list:
     """``cudaGraphGetRootNodes`` (count, then fill)."""
     return _sized_list(rt.cudaGraphGetRootNodes, graph)
+
+
+def stream_capture_info(stream) -> tuple:
+    """``cudaStreamGetCaptureInfo``: (status, id, graph, dependencies, edge data or None).
+
+    13.x returns edge data; 12.x has it in ``cudaStreamGetCaptureInfo_v3`` (``None`` where
+    the bindings lack that).
+    """
+    if BINDINGS_MAJOR >= 13:
+        status, cid, graph, deps, data, n = call(rt.cudaStreamGetCaptureInfo, stream)
+    elif hasattr(rt, "cudaStreamGetCaptureInfo_v3"):
+        status, cid, graph, deps, data, n = call(rt.cudaStreamGetCaptureInfo_v3, stream)
+    else:
+        status, cid, graph, deps, n = call(rt.cudaStreamGetCaptureInfo, stream)
+        data = None
+    n = int(n or 0)
+    return (status, cid, graph, list(deps or [])[:n],
+            None if data is None else list(data)[:n])
+
+
+def stream_update_capture_dependencies(stream, deps: list, edge_data, flags: int) -> None:
+    """``cudaStreamUpdateCaptureDependencies`` (13.x takes edge data; 12.x has it in
+    ``cudaStreamUpdateCaptureDependencies_v2``)."""
+    if BINDINGS_MAJOR >= 13:
+        call(rt.cudaStreamUpdateCaptureDependencies, stream, deps, edge_data, len(deps), flags)
+    elif edge_data is not None:
+        require_bindings("edge data", "cudaStreamUpdateCaptureDependencies_v2")
+        call(rt.cudaStreamUpdateCaptureDependencies_v2, stream, deps, edge_data, len(deps), flags)
+    else:
+        call(rt.cudaStreamUpdateCaptureDependencies, stream, deps, len(deps), flags)
