@@ -20,6 +20,7 @@ from .dot import GraphText
 from .edges import edge_data, port_name
 from .errors import ArgumentError, ClosedError, CudaError
 from .foreign import wrap_graph
+from .generic import GraphGeneric
 from .introspect import GraphIntrospection
 from .user_objects import GraphUserObjects
 from .nodes import (ChildGraphNode, ConditionalHandle, EmptyNode, EventRecordNode,
@@ -32,7 +33,7 @@ from .nodes.base import REMOVED
 __all__ = ["Graph"]
 
 
-class Graph(GraphText, GraphIntrospection, GraphUserObjects):
+class Graph(GraphText, GraphIntrospection, GraphUserObjects, GraphGeneric):
     """A CUDA graph built node by node (``cudaGraphCreate``, destroyed by ``cudaGraphDestroy``).
 
     Every ``add_*`` builder takes ``deps=``, the nodes the new node waits for, and

@@ -335,3 +335,46 @@ def test_recapture_into_the_same_graph_or_a_clear_error(mod, stream):
     g.instantiate().launch(stream)
     stream.synchronize()
     np.testing.assert_allclose(_read(y), 5 * xs)
+
+
+# Item 8: generic node params --------------------------------------------------------
+
+def test_generic_memset_node_added_and_changed(stream):
+    rt = pytest.importorskip("cuda.bindings.runtime")
+    buf = pcg.DeviceBuffer(4 * N)
+
+    def memset(value):
+        p = rt.cudaGraphNodeParams()
+        p.type = rt.cudaGraphNodeType.cudaGraphNodeTypeMemset
+        p.memset.dst = buf.ptr
+        p.memset.value = value
+        p.memset.elementSize = 4
+        p.memset.width = N
+        p.memset.height = 1
+        p.memset.pitch = 0
+        return p
+    g = pcg.Graph()
+    node = g.add_node(memset(7), keep=[buf])
+    assert node.type == "memset"
+    exe = g.instantiate()
+    exe.launch(stream)
+    stream.synchronize()
+    out = np.empty(N, np.uint32)
+    buf.copy_to(out)
+    assert (out == 7).all()
+    exe.set_node_params(node, memset(9))
+    exe.launch(stream)
+    stream.synchronize()
+    buf.copy_to(out)
+    assert (out == 9).all()
+    node.set_node_params(memset(11))
+    g.instantiate().launch(stream)
+    stream.synchronize()
+    buf.copy_to(out)
+    assert (out == 11).all()
+    from pycudagraph._cuda import versions
+    if versions.driver_version() >= 13020:
+        assert int(node.node_params.memset.value) == 11
+    else:
+        with pytest.raises(pcg.NotSupportedError):
+            node.node_params

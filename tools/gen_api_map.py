@@ -53,7 +53,6 @@ ONLY_13 = frozenset({
 
 _ADD_KERNEL = "through the driver entry point `cuGraphAddKernelNode`"
 _EXT_SEM = "external semaphores: no Python-side semaphore objects yet"
-_GENERIC = "generic cudaGraphNodeParams form: the typed per-node calls are used"
 _COPY3D = "2D/3D copies (cudaMemcpy3DParms): only 1D copy nodes are built so far"
 _IDS = "CUDA 13.1+ (NotSupportedError naming the missing bindings or driver before)"
 _INST = "Graph.instantiate calls cudaGraphInstantiateWithParams, which supersedes it"
@@ -81,8 +80,7 @@ MAP: dict[str, tuple[str, str]] = {
     "cudaGraphAddMemFreeNode": ("Graph.add_mem_free", ""),
     "cudaGraphAddExternalSemaphoresSignalNode": ("", _EXT_SEM),
     "cudaGraphAddExternalSemaphoresWaitNode": ("", _EXT_SEM),
-    "cudaGraphAddNode": ("Graph.add_if, Graph.add_if_else, Graph.add_while, Graph.add_switch",
-                         "conditional nodes; other node types use their typed add calls"),
+    "cudaGraphAddNode": ("Graph.add_node, Graph.add_if, Graph.add_if_else, Graph.add_while, Graph.add_switch", "add_node: any node type from a raw cudaGraphNodeParams (CUDA 12.2+)"),
     "cudaGraphDestroyNode": ("Graph.remove_node", ""),
     # Edges and introspection
     "cudaGraphAddDependencies": ("Graph.add_dependency",
@@ -98,9 +96,8 @@ MAP: dict[str, tuple[str, str]] = {
     "cudaGraphGetId": ("Graph.id", _IDS),
     "cudaGraphNodeGetLocalId": ("Node.local_id, Graph.describe", _IDS),
     "cudaGraphNodeGetToolsId": ("Node.tools_id", _IDS),
-    "cudaGraphNodeGetParams": ("ConditionalNode.bodies",
-                               "reads back conditional nodes not built here (driver 13.2+)"),
-    "cudaGraphNodeSetParams": ("", _GENERIC),
+    "cudaGraphNodeGetParams": ("Node.node_params, ConditionalNode.bodies", "the raw cudaGraphNodeParams (driver 13.2+)"),
+    "cudaGraphNodeSetParams": ("Node.set_node_params", "from a raw cudaGraphNodeParams (CUDA 12.2+)"),
     # Per-node parameters in a graph
     "cudaGraphKernelNodeGetParams": ("KernelNode.params, KernelNode.kernel_name",
                                      "through the driver entry point "
@@ -162,7 +159,7 @@ MAP: dict[str, tuple[str, str]] = {
     "cudaGraphExecEventWaitNodeSetEvent": ("GraphExec.set_params", ""),
     "cudaGraphExecExternalSemaphoresSignalNodeSetParams": ("", _EXT_SEM),
     "cudaGraphExecExternalSemaphoresWaitNodeSetParams": ("", _EXT_SEM),
-    "cudaGraphExecNodeSetParams": ("", _GENERIC),
+    "cudaGraphExecNodeSetParams": ("GraphExec.set_node_params", "from a raw cudaGraphNodeParams (CUDA 12.2+)"),
     "cudaGraphNodeSetEnabled": ("GraphExec.set_enabled", ""),
     "cudaGraphNodeGetEnabled": ("GraphExec.is_enabled", ""),
     # Stream capture
@@ -177,8 +174,7 @@ MAP: dict[str, tuple[str, str]] = {
     "cudaGraphAddDependencies_v2": ("Graph.add_dependency", "12.x with port= (edge data)"),
     "cudaGraphRemoveDependencies_v2": ("Graph.remove_dependency", "12.x with port="),
     "cudaGraphGetEdges_v2": ("Graph.edge_data", "12.x"),
-    "cudaGraphAddNode_v2": ("", "12.x form with edge data: pycudagraph adds conditional "
-                                "nodes without edge data (ports go on add_dependency)"),
+    "cudaGraphAddNode_v2": ("Graph.add_node", "12.x with port= (edge data)"),
     "cudaGraphNodeGetDependencies_v2": ("", "12.x form with edge data: Node.dependencies "
                                             "lists nodes; ports are read with Graph.edge_data"),
     "cudaGraphNodeGetDependentNodes_v2": ("", "12.x form with edge data: Node.dependents "

@@ -16,6 +16,7 @@ import enum
 
 from .._cuda import call, rt, versions
 from ..errors import ClosedError
+from ..generic import set_node_params as _set_node_params
 
 __all__ = ["NodeType", "Node", "RAW_TYPES", "REMOVED"]
 
@@ -142,6 +143,16 @@ class Node:
             raise ClosedError(f"{type(self).__name__} 0x{self._h:x}",
                               f"is held by graph 0x{int(raw):x}, not by {self.graph!r}")
         return self.graph
+
+    @property
+    def node_params(self):
+        """The raw ``cudaGraphNodeParams`` (``cudaGraphNodeGetParams``, CUDA 13.2+)."""
+        return versions.node_get_params(self.handle)
+
+    def set_node_params(self, params, keep=()) -> None:
+        """Change the node in its graph from a raw ``cudaGraphNodeParams``
+        (``cudaGraphNodeSetParams``, CUDA 12.2+); ``keep``: objects it points at."""
+        _set_node_params(self, params, keep)
 
     def describe(self) -> str:
         """One line for DOT labels and error messages."""
