@@ -20,6 +20,7 @@ from .dot import GraphText
 from .edges import edge_data, port_name
 from .errors import ArgumentError, ClosedError, CudaError
 from .foreign import wrap_graph
+from .copy3d import GraphCopy3D
 from .generic import GraphGeneric
 from .introspect import GraphIntrospection
 from .user_objects import GraphUserObjects
@@ -33,7 +34,7 @@ from .nodes.base import REMOVED
 __all__ = ["Graph"]
 
 
-class Graph(GraphText, GraphIntrospection, GraphUserObjects, GraphGeneric):
+class Graph(GraphText, GraphIntrospection, GraphUserObjects, GraphGeneric, GraphCopy3D):
     """A CUDA graph built node by node (``cudaGraphCreate``, destroyed by ``cudaGraphDestroy``).
 
     Every ``add_*`` builder takes ``deps=``, the nodes the new node waits for, and

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from ._cuda import call, error_for, fast, rt, structs, versions
 from . import captured, foreign
+from .copy3d import ExecCopy3D
 from .generic import ExecGeneric
 from .introspect import ExecIntrospection
 from ._lifetime import Ledger, release
@@ -50,7 +51,7 @@ _native_launch = fast.native.graph_launch if fast.native is not None else None
 _native_set_arg = fast.native.exec_set_arg if fast.native is not None else None
 
 
-class GraphExec(ExecIntrospection, ExecGeneric):
+class GraphExec(ExecIntrospection, ExecGeneric, ExecCopy3D):
     """An instantiated graph (``cudaGraphExec_t``), made by :meth:`Graph.instantiate`.
 
     Holds its source graph and a snapshot of everything the graph's nodes point at,

@@ -378,3 +378,33 @@ def test_generic_memset_node_added_and_changed(stream):
     else:
         with pytest.raises(pcg.NotSupportedError):
             node.node_params
+
+
+# Item 8b: pitched 2D/3D copies ------------------------------------------------------
+
+def test_memcpy_3d_sub_boxes_match_numpy(stream):
+    rng = np.random.default_rng(1)
+    host = rng.standard_normal((4, 6, 10)).astype(np.float32)  # slices, rows, columns
+    dev = pcg.DeviceBuffer(host.nbytes)
+    back = np.zeros((2, 3, 5), np.float32)
+    g = pcg.Graph()
+    up = g.add_memcpy_3d(dev, host, width=10 * 4, height=6, depth=4)  # whole, host->device
+    down = g.add_memcpy_3d(back, dev, width=5 * 4, height=3, depth=2, src_pitch=40,
+                           src_rows=6, src_pos=(2 * 4, 1, 1), deps=[up])  # a box, device->host
+    exe = g.instantiate()
+    exe.launch(stream)
+    stream.synchronize()
+    np.testing.assert_array_equal(back, host[1:3, 1:4, 2:7])
+    dev2 = pcg.DeviceBuffer(host.nbytes)  # device->device into a second buffer, then back
+    g2 = pcg.Graph()
+    g2.add_memcpy_3d(dev2, dev, width=40, height=6, depth=4)
+    exe.set_memcpy_3d(down, back, dev, width=20, height=3, depth=2, src_pitch=40, src_rows=6,
+                      src_pos=(0, 3, 2))
+    exe.launch(stream)
+    stream.synchronize()
+    np.testing.assert_array_equal(back, host[2:4, 3:6, 0:5])
+    g2.instantiate().launch(stream)
+    stream.synchronize()
+    out = np.empty_like(host)
+    dev2.copy_to(out)
+    np.testing.assert_array_equal(out, host)

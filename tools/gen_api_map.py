@@ -53,7 +53,6 @@ ONLY_13 = frozenset({
 
 _ADD_KERNEL = "through the driver entry point `cuGraphAddKernelNode`"
 _EXT_SEM = "external semaphores: no Python-side semaphore objects yet"
-_COPY3D = "2D/3D copies (cudaMemcpy3DParms): only 1D copy nodes are built so far"
 _IDS = "CUDA 13.1+ (NotSupportedError naming the missing bindings or driver before)"
 _INST = "Graph.instantiate calls cudaGraphInstantiateWithParams, which supersedes it"
 
@@ -69,7 +68,7 @@ MAP: dict[str, tuple[str, str]] = {
     "cudaGraphDebugDotPrint": ("Graph.debug_dot_print", ""),
     "cudaGraphAddKernelNode": ("Graph.add_kernel", _ADD_KERNEL),
     "cudaGraphAddMemcpyNode1D": ("Graph.add_memcpy", ""),
-    "cudaGraphAddMemcpyNode": ("", _COPY3D),
+    "cudaGraphAddMemcpyNode": ("Graph.add_memcpy_3d", "pitched 2D/3D copies (cudaMemcpy3DParms), sizes checked"),
     "cudaGraphAddMemsetNode": ("Graph.add_memset", ""),
     "cudaGraphAddHostNode": ("Graph.add_host", ""),
     "cudaGraphAddChildGraphNode": ("Graph.add_child_graph", ""),
@@ -113,7 +112,7 @@ MAP: dict[str, tuple[str, str]] = {
                                           "12.x (src, dst) / 13.x (dst, src) order shimmed"),
     "cudaGraphMemcpyNodeGetParams": ("MemcpyNode.params", ""),
     "cudaGraphMemcpyNodeSetParams1D": ("MemcpyNode.set_params", ""),
-    "cudaGraphMemcpyNodeSetParams": ("", _COPY3D),
+    "cudaGraphMemcpyNodeSetParams": ("Graph.set_memcpy_3d", ""),
     "cudaGraphMemsetNodeGetParams": ("MemsetNode.params", ""),
     "cudaGraphMemsetNodeSetParams": ("MemsetNode.set_params", ""),
     "cudaGraphHostNodeGetParams": ("HostNode.params", ""),
@@ -151,7 +150,7 @@ MAP: dict[str, tuple[str, str]] = {
                                          "`cuGraphExecKernelNodeSetParams`; captured "
                                          "nodes by index (sizes from cuFuncGetParamInfo)"),
     "cudaGraphExecMemcpyNodeSetParams1D": ("GraphExec.set_params", ""),
-    "cudaGraphExecMemcpyNodeSetParams": ("", _COPY3D),
+    "cudaGraphExecMemcpyNodeSetParams": ("GraphExec.set_memcpy_3d", ""),
     "cudaGraphExecMemsetNodeSetParams": ("GraphExec.set_params", ""),
     "cudaGraphExecHostNodeSetParams": ("GraphExec.set_params", ""),
     "cudaGraphExecChildGraphNodeSetParams": ("GraphExec.set_params", ""),
