@@ -19,7 +19,8 @@ from .graph_exec import GraphExec
 from .graph_mem import graph_mem_info, graph_mem_reset_high, graph_mem_trim
 from .memory import DeviceBuffer, PinnedBuffer, device_pointer, host_pointer
 from .nodes import (AccessPolicyWindow, ChildGraphNode, ConditionalHandle, ConditionalNode,
-                    EmptyNode, EventRecordNode, EventWaitNode, HostNode, IfElseNode, IfNode,
+                    EmptyNode, EventRecordNode, EventWaitNode, ExternalSemaphore,
+                    ExtSemaphoreSignalNode, ExtSemaphoreWaitNode, HostNode, IfElseNode, IfNode,
                     KernelNode, MemAllocNode, MemcpyNode, MemFreeNode, MemsetNode, Node,
                     NodeType, SwitchNode, WhileNode)
 from .stream import Event, Stream
@@ -40,7 +41,8 @@ __all__ = [
     "Node", "NodeType", "KernelNode", "MemcpyNode", "MemsetNode", "HostNode",
     "ChildGraphNode", "EmptyNode", "EventRecordNode", "EventWaitNode", "MemAllocNode",
     "MemFreeNode", "ConditionalNode", "IfNode", "IfElseNode", "WhileNode", "SwitchNode",
-    "ConditionalHandle", "AccessPolicyWindow",
+    "ConditionalHandle", "AccessPolicyWindow", "ExternalSemaphore", "ExtSemaphoreSignalNode",
+    "ExtSemaphoreWaitNode",
     "PyCudaGraphError", "CudaError", "CudaNotAvailableError", "NotSupportedError",
     "CompileError", "ArgumentError", "CaptureError", "GraphExecUpdateError", "HostCallbackError",
     "ClosedError", "DeviceMismatchError",

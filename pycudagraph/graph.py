@@ -21,6 +21,7 @@ from .edges import edge_data, port_name
 from .errors import ArgumentError, ClosedError, CudaError
 from .foreign import wrap_graph
 from .copy3d import GraphCopy3D
+from .ext_semaphore import GraphExtSemaphores
 from .generic import GraphGeneric
 from .introspect import GraphIntrospection
 from .user_objects import GraphUserObjects
@@ -34,7 +35,8 @@ from .nodes.base import REMOVED
 __all__ = ["Graph"]
 
 
-class Graph(GraphText, GraphIntrospection, GraphUserObjects, GraphGeneric, GraphCopy3D):
+class Graph(GraphText, GraphIntrospection, GraphUserObjects, GraphGeneric, GraphCopy3D,
+            GraphExtSemaphores):
     """A CUDA graph built node by node (``cudaGraphCreate``, destroyed by ``cudaGraphDestroy``).
 
     Every ``add_*`` builder takes ``deps=``, the nodes the new node waits for, and

@@ -290,6 +290,10 @@ class GraphExec(ExecIntrospection, ExecGeneric, ExecCopy3D):
         EventRecordNode event                                                       ``cudaGraphExecEventRecordNodeSetEvent``
         EventWaitNode   event                                                       ``cudaGraphExecEventWaitNodeSetEvent``
         =============== =========================================================== ========================================
+
+        External-semaphore nodes take ``semaphores`` and ``values``
+        (``cudaGraphExecExternalSemaphoresSignalNodeSetParams``,
+        ``cudaGraphExecExternalSemaphoresWaitNodeSetParams``).
         """
         node_arg(None, node, "node", "set_params")
         if changes:

@@ -408,3 +408,22 @@ def test_memcpy_3d_sub_boxes_match_numpy(stream):
     out = np.empty_like(host)
     dev2.copy_to(out)
     np.testing.assert_array_equal(out, host)
+
+
+# Item 8c: external semaphores (no real semaphore on the GPU machine) -------------------
+
+def test_import_of_a_non_semaphore_fd_raises_cleanly():
+    """In a subprocess (a driver crash must not take the run down): importing /dev/null as
+    a timeline semaphore raises CudaError naming cudaImportExternalSemaphore."""
+    import subprocess
+    import sys
+    code = ("import os, pycudagraph as pcg\n"
+            "fd = os.open('/dev/null', os.O_RDONLY)\n"
+            "try:\n"
+            "    pcg.ExternalSemaphore.import_fd(fd)\n"
+            "    print('IMPORTED')\n"
+            "except pcg.CudaError as e:\n"
+            "    print('CUDAERROR', e.api)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "CUDAERROR cudaImportExternalSemaphore" in proc.stdout, proc.stdout

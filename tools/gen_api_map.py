@@ -52,7 +52,8 @@ ONLY_13 = frozenset({
     "cudaGraphNodeGetToolsId", "cudaStreamBeginRecaptureToGraph"})
 
 _ADD_KERNEL = "through the driver entry point `cuGraphAddKernelNode`"
-_EXT_SEM = "external semaphores: no Python-side semaphore objects yet"
+_EXT_SEM = ("ExternalSemaphore.import_fd / wrap; checked on the CPU only: no real external "
+            "semaphore could be made on the GPU machine yet")
 _IDS = "CUDA 13.1+ (NotSupportedError naming the missing bindings or driver before)"
 _INST = "Graph.instantiate calls cudaGraphInstantiateWithParams, which supersedes it"
 
@@ -77,8 +78,8 @@ MAP: dict[str, tuple[str, str]] = {
     "cudaGraphAddEventWaitNode": ("Graph.add_event_wait", ""),
     "cudaGraphAddMemAllocNode": ("Graph.add_mem_alloc", ""),
     "cudaGraphAddMemFreeNode": ("Graph.add_mem_free", ""),
-    "cudaGraphAddExternalSemaphoresSignalNode": ("", _EXT_SEM),
-    "cudaGraphAddExternalSemaphoresWaitNode": ("", _EXT_SEM),
+    "cudaGraphAddExternalSemaphoresSignalNode": ("Graph.add_ext_semaphore_signal", _EXT_SEM),
+    "cudaGraphAddExternalSemaphoresWaitNode": ("Graph.add_ext_semaphore_wait", _EXT_SEM),
     "cudaGraphAddNode": ("Graph.add_node, Graph.add_if, Graph.add_if_else, Graph.add_while, Graph.add_switch", "add_node: any node type from a raw cudaGraphNodeParams (CUDA 12.2+)"),
     "cudaGraphDestroyNode": ("Graph.remove_node", ""),
     # Edges and introspection
@@ -124,10 +125,10 @@ MAP: dict[str, tuple[str, str]] = {
     "cudaGraphEventWaitNodeSetEvent": ("EventWaitNode.set_params", ""),
     "cudaGraphMemAllocNodeGetParams": ("MemAllocNode.params", ""),
     "cudaGraphMemFreeNodeGetParams": ("MemFreeNode.params", ""),
-    "cudaGraphExternalSemaphoresSignalNodeGetParams": ("", _EXT_SEM),
-    "cudaGraphExternalSemaphoresSignalNodeSetParams": ("", _EXT_SEM),
-    "cudaGraphExternalSemaphoresWaitNodeGetParams": ("", _EXT_SEM),
-    "cudaGraphExternalSemaphoresWaitNodeSetParams": ("", _EXT_SEM),
+    "cudaGraphExternalSemaphoresSignalNodeGetParams": ("ExtSemaphoreSignalNode.params", _EXT_SEM),
+    "cudaGraphExternalSemaphoresSignalNodeSetParams": ("ExtSemaphoreSignalNode.set_params", _EXT_SEM),
+    "cudaGraphExternalSemaphoresWaitNodeGetParams": ("ExtSemaphoreWaitNode.params", _EXT_SEM),
+    "cudaGraphExternalSemaphoresWaitNodeSetParams": ("ExtSemaphoreWaitNode.set_params", _EXT_SEM),
     # Conditional nodes
     "cudaGraphConditionalHandleCreate": ("Graph.conditional_handle", ""),
     "cudaGraphConditionalHandleCreate_v2": ("", "the form naming a context: "
@@ -156,8 +157,8 @@ MAP: dict[str, tuple[str, str]] = {
     "cudaGraphExecChildGraphNodeSetParams": ("GraphExec.set_params", ""),
     "cudaGraphExecEventRecordNodeSetEvent": ("GraphExec.set_params", ""),
     "cudaGraphExecEventWaitNodeSetEvent": ("GraphExec.set_params", ""),
-    "cudaGraphExecExternalSemaphoresSignalNodeSetParams": ("", _EXT_SEM),
-    "cudaGraphExecExternalSemaphoresWaitNodeSetParams": ("", _EXT_SEM),
+    "cudaGraphExecExternalSemaphoresSignalNodeSetParams": ("GraphExec.set_params", _EXT_SEM),
+    "cudaGraphExecExternalSemaphoresWaitNodeSetParams": ("GraphExec.set_params", _EXT_SEM),
     "cudaGraphExecNodeSetParams": ("GraphExec.set_node_params", "from a raw cudaGraphNodeParams (CUDA 12.2+)"),
     "cudaGraphNodeSetEnabled": ("GraphExec.set_enabled", ""),
     "cudaGraphNodeGetEnabled": ("GraphExec.is_enabled", ""),
