@@ -427,3 +427,14 @@ def test_import_of_a_non_semaphore_fd_raises_cleanly():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "CUDAERROR cudaImportExternalSemaphore" in proc.stdout, proc.stdout
+
+
+def test_dependency_ports_read_back(mod):
+    x, y = _buf(np.ones(N)), pcg.DeviceBuffer(4 * N)
+    g = pcg.Graph()
+    a = g.add_kernel(mod["scale2"], N // 256, 256, (x, y, 2.0, N))
+    b = g.add_kernel(mod["scale2"], N // 256, 256, (x, y, 3.0, N))
+    c = g.add_empty(deps=[a])
+    g.add_dependency(a, b, port="programmatic")
+    assert b.dependency_ports == {a: "programmatic"}
+    assert a.dependent_ports == {b: "programmatic", c: "default"}

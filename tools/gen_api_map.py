@@ -89,8 +89,8 @@ MAP: dict[str, tuple[str, str]] = {
     "cudaGraphGetEdges": ("Graph.edges, Graph.edge_data", "edge_data: each edge's port"),
     "cudaGraphGetNodes": ("Graph.nodes", ""),
     "cudaGraphGetRootNodes": ("Graph.root_nodes", ""),
-    "cudaGraphNodeGetDependencies": ("Node.dependencies", ""),
-    "cudaGraphNodeGetDependentNodes": ("Node.dependents", ""),
+    "cudaGraphNodeGetDependencies": ("Node.dependencies, Node.dependency_ports", "dependency_ports: each edge's port"),
+    "cudaGraphNodeGetDependentNodes": ("Node.dependents, Node.dependent_ports", "dependent_ports: each edge's port"),
     "cudaGraphNodeGetType": ("Graph.nodes", "picks the Node subclass; read as node.type"),
     "cudaGraphNodeGetContainingGraph": ("Node.containing_graph", _IDS),
     "cudaGraphGetId": ("Graph.id", _IDS),
@@ -175,10 +175,8 @@ MAP: dict[str, tuple[str, str]] = {
     "cudaGraphRemoveDependencies_v2": ("Graph.remove_dependency", "12.x with port="),
     "cudaGraphGetEdges_v2": ("Graph.edge_data", "12.x"),
     "cudaGraphAddNode_v2": ("Graph.add_node", "12.x with port= (edge data)"),
-    "cudaGraphNodeGetDependencies_v2": ("", "12.x form with edge data: Node.dependencies "
-                                            "lists nodes; ports are read with Graph.edge_data"),
-    "cudaGraphNodeGetDependentNodes_v2": ("", "12.x form with edge data: Node.dependents "
-                                              "lists nodes; ports are read with Graph.edge_data"),
+    "cudaGraphNodeGetDependencies_v2": ("Node.dependency_ports", "12.x with edge data"),
+    "cudaGraphNodeGetDependentNodes_v2": ("Node.dependent_ports", "12.x with edge data"),
     "cudaStreamGetCaptureInfo_v3": ("capture_info", "12.x with edge data (ports)"),
     "cudaStreamUpdateCaptureDependencies_v2": ("update_capture_dependencies", "12.x with ports="),
     "cudaStreamBeginRecaptureToGraph": ("recapture", "CUDA 13.3+ (NotSupportedError before)"),

@@ -20,7 +20,7 @@ __all__ = ["BINDINGS_VERSION", "BINDINGS_MAJOR", "driver_version", "runtime_vers
            "node_dependents", "graph_nodes", "graph_root_nodes", "require_bindings",
            "graph_add_node", "graph_get_edges_with_data", "conditional_handle_create",
            "kernel_node_copy_attributes", "node_get_params", "gated", "stream_capture_info",
-           "stream_update_capture_dependencies"]
+           "stream_update_capture_dependencies", "node_edges_with_data"]
 
 
 def _version_tuple(text: str) -> tuple[int, int]:
@@ -228,3 +228,20 @@ def stream_update_capture_dependencies(stream, deps: list, edge_data, flags: int
         call(rt.cudaStreamUpdateCaptureDependencies_v2, stream, deps, edge_data, len(deps), flags)
     else:
         call(rt.cudaStreamUpdateCaptureDependencies, stream, deps, len(deps), flags)
+
+
+def node_edges_with_data(node, dependents: bool = False) -> list[tuple]:
+    """[(node, cudaGraphEdgeData)] of a node's dependencies (or dependents): 13.x's
+    ``cudaGraphNodeGetDependencies`` / ``cudaGraphNodeGetDependentNodes`` return edge
+    data; 12.x has it in ``cudaGraphNodeGetDependencies_v2`` /
+    ``cudaGraphNodeGetDependentNodes_v2``."""
+    name = "cudaGraphNodeGetDependentNodes" if dependents else "cudaGraphNodeGetDependencies"
+    if BINDINGS_MAJOR < 13:
+        require_bindings("edge data", name + "_v2")
+        name += "_v2"
+    fn = getattr(rt, name)
+    count = call(fn, node, 0)[-1]
+    if count == 0:
+        return []
+    res = call(fn, node, count)
+    return list(zip(list(res[0])[:count], list(res[1])[:count]))

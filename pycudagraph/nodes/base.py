@@ -15,6 +15,7 @@ from __future__ import annotations
 import enum
 
 from .._cuda import call, rt, versions
+from ..edges import port_name
 from ..errors import ClosedError
 from ..generic import set_node_params as _set_node_params
 
@@ -117,6 +118,21 @@ class Node:
     def dependents(self) -> list["Node"]:
         """Nodes waiting for this one (``cudaGraphNodeGetDependentNodes``)."""
         return [self.graph._node(h) for h in versions.node_dependents(self.handle)]
+
+    @property
+    def dependency_ports(self) -> dict:
+        """``{dependency: port}`` with each incoming edge's data (``"default"``,
+        ``"programmatic"``, ...): ``cudaGraphNodeGetDependencies`` with edge data
+        (``cudaGraphNodeGetDependencies_v2`` on cuda-bindings 12.x)."""
+        return {self.graph._node(h): port_name(d)
+                for h, d in versions.node_edges_with_data(self.handle)}
+
+    @property
+    def dependent_ports(self) -> dict:
+        """``{dependent: port}`` with each outgoing edge's data
+        (``cudaGraphNodeGetDependentNodes``; ``cudaGraphNodeGetDependentNodes_v2`` on 12.x)."""
+        return {self.graph._node(h): port_name(d)
+                for h, d in versions.node_edges_with_data(self.handle, dependents=True)}
 
     @property
     def params(self):
