@@ -18,11 +18,12 @@ from .graph import Graph
 from .graph_exec import GraphExec
 from .graph_mem import graph_mem_info, graph_mem_reset_high, graph_mem_trim
 from .memory import DeviceBuffer, PinnedBuffer, device_pointer, host_pointer
-from .nodes import (AccessPolicyWindow, ChildGraphNode, ConditionalHandle, ConditionalNode,
-                    EmptyNode, EventRecordNode, EventWaitNode, ExternalSemaphore,
-                    ExtSemaphoreSignalNode, ExtSemaphoreWaitNode, HostNode, IfElseNode, IfNode,
-                    KernelNode, MemAllocNode, MemcpyNode, MemFreeNode, MemsetNode, Node,
-                    NodeType, SwitchNode, WhileNode)
+from .nodes import (AccessPolicyWindow, BatchMemOpNode, ChildGraphNode, ConditionalHandle,
+                    ConditionalNode, EmptyNode, EventRecordNode, EventWaitNode,
+                    ExternalSemaphore, ExtSemaphoreSignalNode, ExtSemaphoreWaitNode, HostNode,
+                    IfElseNode, IfNode, KernelNode, MemAllocNode, MemcpyNode, MemFreeNode, MemOp,
+                    MemsetNode, Node, NodeType, SwitchNode, WhileNode, flush_remote_writes,
+                    memory_barrier, wait_value, write_value)
 from .stream import Event, Stream
 from .trace import trace
 from .user_objects import UserObject
@@ -43,7 +44,8 @@ __all__ = [
     "ChildGraphNode", "EmptyNode", "EventRecordNode", "EventWaitNode", "MemAllocNode",
     "MemFreeNode", "ConditionalNode", "IfNode", "IfElseNode", "WhileNode", "SwitchNode",
     "ConditionalHandle", "AccessPolicyWindow", "ExternalSemaphore", "ExtSemaphoreSignalNode",
-    "ExtSemaphoreWaitNode",
+    "ExtSemaphoreWaitNode", "BatchMemOpNode", "MemOp", "wait_value", "write_value",
+    "flush_remote_writes", "memory_barrier",
     "PyCudaGraphError", "CudaError", "CudaNotAvailableError", "NotSupportedError",
     "CompileError", "ArgumentError", "CaptureError", "GraphExecUpdateError", "HostCallbackError",
     "ClosedError", "DeviceMismatchError",

@@ -22,6 +22,7 @@ from .errors import ArgumentError, ClosedError, CudaError
 from .foreign import wrap_graph
 from .copy3d import GraphCopy3D
 from .ext_semaphore import GraphExtSemaphores
+from .mem_ops import GraphMemOps
 from .generic import GraphGeneric
 from .introspect import GraphIntrospection
 from .user_objects import GraphUserObjects
@@ -36,7 +37,7 @@ __all__ = ["Graph"]
 
 
 class Graph(GraphText, GraphIntrospection, GraphUserObjects, GraphGeneric, GraphCopy3D,
-            GraphExtSemaphores):
+            GraphExtSemaphores, GraphMemOps):
     """A CUDA graph built node by node (``cudaGraphCreate``, destroyed by ``cudaGraphDestroy``).
 
     Every ``add_*`` builder takes ``deps=``, the nodes the new node waits for, and

@@ -293,7 +293,8 @@ class GraphExec(ExecIntrospection, ExecGeneric, ExecCopy3D):
 
         External-semaphore nodes take ``semaphores`` and ``values``
         (``cudaGraphExecExternalSemaphoresSignalNodeSetParams``,
-        ``cudaGraphExecExternalSemaphoresWaitNodeSetParams``).
+        ``cudaGraphExecExternalSemaphoresWaitNodeSetParams``); batch memory-op nodes take
+        ``ops`` (``cuGraphExecBatchMemOpNodeSetParams``).
         """
         node_arg(None, node, "node", "set_params")
         if changes:

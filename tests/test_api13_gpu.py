@@ -438,3 +438,38 @@ def test_dependency_ports_read_back(mod):
     g.add_dependency(a, b, port="programmatic")
     assert b.dependency_ports == {a: "programmatic"}
     assert a.dependent_ports == {b: "programmatic", c: "default"}
+
+
+# Batch memory-op nodes (in a subprocess: a wait that is never met would hang) ---------
+
+_BATCH = r"""
+import numpy as np, pycudagraph as pcg
+flag, out = pcg.DeviceBuffer(8), pcg.DeviceBuffer(4 * 256)
+flag.copy_from(np.zeros(2, np.uint32))
+g = pcg.Graph()
+wait = g.add_batch_mem_op(pcg.wait_value(flag, 1, "geq"))    # branch 1 waits ...
+g.add_memset(out, 5, 256, element_size=4, deps=[wait])       # ... then writes out
+write = g.add_batch_mem_op(pcg.write_value(flag, 1))         # branch 2 releases it
+assert [o.kind for o in wait.params] == ["wait"] and write.params[0].value == 1
+s = pcg.Stream()
+exe = g.instantiate()
+exe.launch(s)
+s.synchronize()
+res = np.empty(256, np.uint32); out.copy_to(res)
+assert (res == 5).all()
+exe.set_params(wait, ops=pcg.wait_value(flag, 2, "eq"))
+exe.set_params(write, ops=pcg.write_value(flag, 2))
+exe.launch(s)
+s.synchronize()
+f = np.empty(2, np.uint32); flag.copy_to(f)
+assert f[0] == 2
+print("BATCH OK")
+"""
+
+
+def test_batch_mem_op_branch_waits_for_a_value_another_writes():
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-c", _BATCH], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and "BATCH OK" in proc.stdout, proc.stdout + proc.stderr

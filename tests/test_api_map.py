@@ -219,3 +219,23 @@ def test_generator_matches_the_document():
     gen = _gen()
     assert gen.render() == DOC.read_text(), ("docs/API_MAP.md is stale: run "
                                              "python tools/gen_api_map.py")
+
+
+_DRIVER_ROW = re.compile(r"^- `(?P<fn>cu[A-Za-z0-9_]+)`: `(?P<spec>[^`]+)`$")
+
+
+def test_driver_only_calls_are_made_where_the_map_says():
+    from cuda.bindings import driver as dr
+    rows = [m for line in DOC.read_text().splitlines() if (m := _DRIVER_ROW.match(line))]
+    assert rows, "docs/API_MAP.md lists no driver-only graph calls"
+    problems = []
+    for m in rows:
+        fn, spec = m["fn"], m["spec"]
+        if not hasattr(dr, fn):
+            problems.append(f"{fn} is not in cuda.bindings.driver")
+        obj, owner = _resolve(spec)
+        if obj is None:
+            problems.append(f"{fn}: {spec} does not exist in pycudagraph")
+        elif not any(re.search(rf"\b{fn}\b", src) for src in _sources(obj, owner)):
+            problems.append(f"{fn}: {spec} never mentions it")
+    assert not problems, "\n".join(problems)

@@ -208,6 +208,15 @@ MAP: dict[str, tuple[str, str]] = {
 }
 
 
+#: Graph calls the driver API has and the runtime does not, and what calls them.
+DRIVER_ONLY = {
+    "cuGraphAddBatchMemOpNode": "Graph.add_batch_mem_op",
+    "cuGraphBatchMemOpNodeGetParams": "BatchMemOpNode.params",
+    "cuGraphBatchMemOpNodeSetParams": "BatchMemOpNode.set_params",
+    "cuGraphExecBatchMemOpNodeSetParams": "GraphExec.set_params",
+}
+
+
 def is_graph_function(name: str, obj) -> bool:
     """True for the graph / capture / user-object functions (not types, enums or graphics)."""
     return (name.startswith(PREFIXES) and not name.startswith(EXCLUDE_PREFIXES)
@@ -291,7 +300,9 @@ def render() -> str:
         "| CUDA function | pycudagraph | bindings | status |",
         "|---|---|---|---|",
     ]
-    return "\n".join(head + rows) + "\n"
+    tail = ["", "Driver-only graph calls (no runtime twin; not counted above):", ""]
+    tail += [f"- `{fn}`: `{where}`" for fn, where in DRIVER_ONLY.items()]
+    return "\n".join(head + rows + tail) + "\n"
 
 
 def installed_problems(functions: list[str], major: int) -> list[str]:

@@ -15,6 +15,8 @@ module                  classes
                         :data:`.conditional.KINDS`); :class:`ConditionalHandle`
 :mod:`.ext_semaphore`   :class:`ExtSemaphoreSignalNode`, :class:`ExtSemaphoreWaitNode`,
                         :class:`ExternalSemaphore`
+:mod:`.batch_mem_op`    :class:`BatchMemOpNode`, :class:`MemOp` (wait/write value, flush,
+                        barrier)
 :mod:`.attributes`      kernel-node attributes (:class:`AccessPolicyWindow`)
 ======================= ================================================================
 
@@ -28,6 +30,8 @@ from .base import RAW_TYPES, Node, NodeType
 from .attributes import AccessPolicyWindow
 from .conditional import (ConditionalHandle, ConditionalNode, IfElseNode, IfNode, SwitchNode,
                           WhileNode)
+from .batch_mem_op import (BatchMemOpNode, MemOp, flush_remote_writes, memory_barrier,
+                           wait_value, write_value)
 from .event import EventRecordNode, EventWaitNode
 from .ext_semaphore import ExternalSemaphore, ExtSemaphoreSignalNode, ExtSemaphoreWaitNode
 from .host import HostNode
@@ -42,7 +46,8 @@ __all__ = ["NodeType", "Node", "KernelNode", "KernelParams", "MemcpyNode", "Memc
            "ConditionalNode", "IfNode", "IfElseNode", "WhileNode", "SwitchNode",
            "ConditionalHandle", "AccessPolicyWindow", "node_class", "REGISTRY",
            "short_kernel_name", "ExternalSemaphore", "ExtSemaphoreSignalNode",
-           "ExtSemaphoreWaitNode"]
+           "ExtSemaphoreWaitNode", "BatchMemOpNode", "MemOp", "wait_value", "write_value",
+           "flush_remote_writes", "memory_barrier"]
 
 #: NodeType -> class: the one registry of node classes.
 REGISTRY: dict = {
@@ -58,6 +63,7 @@ REGISTRY: dict = {
     NodeType.MEM_FREE: MemFreeNode,
     NodeType.EXT_SEMAPHORE_SIGNAL: ExtSemaphoreSignalNode,
     NodeType.EXT_SEMAPHORE_WAIT: ExtSemaphoreWaitNode,
+    NodeType.BATCH_MEM_OP: BatchMemOpNode,
     NodeType.CONDITIONAL: ConditionalNode,  # its _read picks IfNode, IfElseNode, WhileNode, SwitchNode
 }
 
