@@ -153,7 +153,8 @@ class CapturedArgs:
 
     def apply(self, args, where: str) -> list:
         """Encode ``args`` ({index: value} or a full sequence) into the buffers; all are
-        checked before any is written. Returns the values given (to keep alive)."""
+        checked before any is written. Returns the (index, value) pairs given (to keep
+        alive)."""
         if args is None:
             return []
         if isinstance(args, dict):
@@ -167,7 +168,7 @@ class CapturedArgs:
         data = [(i, encode(v, self.info[i][1], f"{where} argument {i}")) for i, v in items]
         for i, d in data:
             self.put(i, d)
-        return [v for _, v in items]
+        return items
 
 
 def _dim3(d, what: str) -> tuple[int, int, int]:
@@ -209,9 +210,8 @@ def exec_set(exe, node, args=None, grid=None, block=None, shared_mem=None) -> No
         for i, b in enumerate(before):
             state.put(i, b)
         raise
-    for v in keep:
-        if not isinstance(v, (int, float, bytes, np.generic)):
-            exe._hold(("captured", node._h, id(v)), v)
+    for i, v in keep:  # one slot per argument: what it held before is retired
+        exe._hold(("captured", node._h, i), v)
 
 
 def exec_set_arg(exe, node, index, value) -> None:
@@ -227,9 +227,9 @@ def graph_set(node, args=None, grid=None, block=None, shared_mem=None) -> None:
     device.ensure_device()
     call(dr.cuGraphKernelNodeSetParams, dr.CUgraphNode(node._h),
          state.struct_with(grid, block, shared_mem))
-    for v in keep:
-        if not isinstance(v, (int, float, bytes, np.generic)):
-            node.graph._ledger.add(node._h, v)
+    objs = [v for _, v in keep if not isinstance(v, (int, float, bytes, np.generic))]
+    if objs:
+        node.graph._ledger.add(node._h, *objs)
 
 
 def patch_slots(data: bytes, offset: int, old: int, new: int) -> tuple[bytes, int]:

@@ -279,3 +279,13 @@ def test_wrap_keeps_the_owner_and_destroys_nothing(cpu_device, monkeypatch):
 def test_exec_wrap_wants_a_graph_object(cpu_device):
     with pytest.raises(ArgumentError, match="graph must be a pycudagraph.Graph"):
         pcg.GraphExec.wrap(0x6200_0000, graph=0x6200_1000)
+
+
+def test_repeated_updates_hold_one_object_per_argument(scene):
+    g, a, b, exe, calls = scene
+    arrays = [FakeArray(NEW + 0x100 * k) for k in range(5)]
+    for arr in arrays:
+        exe.set_arg(b, 0, arr)
+    keys = [k for k in exe._ledger.held if isinstance(k, tuple) and k[0] == "captured"]
+    assert keys == [("captured", b._h, 0)]
+    assert exe._ledger.held[keys[0]] == (arrays[-1],)
