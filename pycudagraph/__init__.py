@@ -6,7 +6,8 @@ names the raw call it makes. Importing the package makes no CUDA call.
 
 from . import nvtx as _nvtx
 from .bucketed import BucketedGraphs, BucketStats
-from .capture import capture, capture_status
+from .capture import capture, capture_status, recapture
+from .capture_control import CaptureInfo, capture_info, capture_mode, update_capture_dependencies
 from .device import Device, DeviceMismatchError, device, device_count
 from .kernel import Kernel
 from .program import Module, Program
@@ -15,13 +16,17 @@ from .errors import (ArgumentError, CaptureError, ClosedError, CompileError, Cud
                      NotSupportedError, PyCudaGraphError)
 from .graph import Graph
 from .graph_exec import GraphExec
+from .graph_mem import graph_mem_info, graph_mem_reset_high, graph_mem_trim
 from .memory import DeviceBuffer, PinnedBuffer, device_pointer, host_pointer
-from .nodes import (AccessPolicyWindow, ChildGraphNode, ConditionalHandle, ConditionalNode,
-                    EmptyNode, EventRecordNode, EventWaitNode, HostNode, IfElseNode, IfNode,
-                    KernelNode, MemAllocNode, MemcpyNode, MemFreeNode, MemsetNode, Node,
-                    NodeType, SwitchNode, WhileNode)
+from .nodes import (AccessPolicyWindow, BatchMemOpNode, ChildGraphNode, ConditionalHandle,
+                    ConditionalNode, EmptyNode, EventRecordNode, EventWaitNode,
+                    ExternalSemaphore, ExtSemaphoreSignalNode, ExtSemaphoreWaitNode, HostNode,
+                    IfElseNode, IfNode, KernelNode, MemAllocNode, MemcpyNode, MemFreeNode, MemOp,
+                    MemsetNode, Node, NodeType, SwitchNode, WhileNode, flush_remote_writes,
+                    memory_barrier, wait_value, write_value)
 from .stream import Event, Stream
 from .trace import trace
+from .user_objects import UserObject
 
 __version__ = "0.1.0"
 
@@ -31,11 +36,16 @@ __all__ = [
     "Program", "Module", "Kernel",
     "Stream", "Event", "DeviceBuffer", "PinnedBuffer", "device_pointer", "host_pointer",
     "Device", "device", "device_count",
-    "Graph", "GraphExec", "capture", "capture_status", "trace", "BucketedGraphs", "BucketStats",
+    "Graph", "GraphExec", "capture", "capture_status",
+    "graph_mem_info", "graph_mem_trim", "graph_mem_reset_high", "UserObject",
+    "CaptureInfo", "capture_info", "capture_mode", "recapture", "update_capture_dependencies",
+    "trace", "BucketedGraphs", "BucketStats",
     "Node", "NodeType", "KernelNode", "MemcpyNode", "MemsetNode", "HostNode",
     "ChildGraphNode", "EmptyNode", "EventRecordNode", "EventWaitNode", "MemAllocNode",
     "MemFreeNode", "ConditionalNode", "IfNode", "IfElseNode", "WhileNode", "SwitchNode",
-    "ConditionalHandle", "AccessPolicyWindow",
+    "ConditionalHandle", "AccessPolicyWindow", "ExternalSemaphore", "ExtSemaphoreSignalNode",
+    "ExtSemaphoreWaitNode", "BatchMemOpNode", "MemOp", "wait_value", "write_value",
+    "flush_remote_writes", "memory_barrier",
     "PyCudaGraphError", "CudaError", "CudaNotAvailableError", "NotSupportedError",
     "CompileError", "ArgumentError", "CaptureError", "GraphExecUpdateError", "HostCallbackError",
     "ClosedError", "DeviceMismatchError",

@@ -15,22 +15,16 @@ import threading
 
 from . import _cuda, _lifetime
 from ._cuda import call, rt
-from .errors import CaptureError, CudaError
+from .errors import ArgumentError, CaptureError, CudaError
 from ._lifetime import flush_deferred
+from .capture_control import (_STATUS, CAPTURE_MODES, RECAPTURE_VERSION, capture_info,
+                              update_capture_dependencies)
 from .graph import Graph
 from .stream import Stream
 
-__all__ = ["capture", "capture_status", "CAPTURE_MODES"]
-
-_M = rt.cudaStreamCaptureMode
-CAPTURE_MODES = {"global": _M.cudaStreamCaptureModeGlobal,
-                 "thread_local": _M.cudaStreamCaptureModeThreadLocal,
-                 "relaxed": _M.cudaStreamCaptureModeRelaxed}
+__all__ = ["capture", "capture_status", "CAPTURE_MODES", "recapture"]
 
 _S = rt.cudaStreamCaptureStatus
-_STATUS = {int(_S.cudaStreamCaptureStatusNone): "none",
-           int(_S.cudaStreamCaptureStatusActive): "active",
-           int(_S.cudaStreamCaptureStatusInvalidated): "invalidated"}
 
 _CAUSES = (
     "Common causes: a synchronous call inside the capture (cudaMemcpy, cudaMalloc, "
@@ -104,17 +98,37 @@ class capture:
         if int(call(rt.cudaStreamIsCapturing, s.ptr)) == int(_S.cudaStreamCaptureStatusActive):
             raise CaptureError(f"nested capture: {s!r} is already being captured; end that "
                                "capture first (one stream, one capture at a time)")
+        self._begin(s, mode)
+        with _open_lock:
+            _cuda.check.capture_watchers.append(self._failures)
+            _lifetime.capture_keeps.append(self._launched)
+            _open.add(self)
+        return self
+
+    def _begin(self, s, mode) -> None:
+        """``cudaStreamBeginCapture``, or ``cudaStreamBeginCaptureToGraph`` with ``graph=``."""
         if self._target is not None:
             _cuda.require("capture into an existing graph (cudaStreamBeginCaptureToGraph)", 12030)
             raw_deps, n = self._target._dep_list(self._deps)
             call(rt.cudaStreamBeginCaptureToGraph, s.ptr, self._target._raw, raw_deps, None, n, mode)
         else:
             call(rt.cudaStreamBeginCapture, s.ptr, mode)
-        with _open_lock:
-            _cuda.check.capture_watchers.append(self._failures)
-            _lifetime.capture_keeps.append(self._launched)
-            _open.add(self)
-        return self
+
+    @property
+    def info(self):
+        """What the capture has built so far (``cudaStreamGetCaptureInfo``): a
+        :class:`~pycudagraph.capture_control.CaptureInfo` whose ``graph`` is the graph
+        being captured into (the same object ``cap.graph`` is after the block)."""
+        info = capture_info(self.stream, getattr(self, "_live", None) or self._target)
+        if info.graph is not None and self._target is None:
+            self._live = info.graph  # one wrapper per capture: it becomes cap.graph
+        return info
+
+    def update_dependencies(self, nodes, mode: str = "add", ports=None) -> None:
+        """Add to (``"add"``) or replace (``"set"``) what the next captured work depends
+        on (``cudaStreamUpdateCaptureDependencies``); see
+        :func:`~pycudagraph.capture_control.update_capture_dependencies`."""
+        update_capture_dependencies(self.stream, nodes, mode, ports)
 
     def _end(self):
         """``cudaStreamEndCapture``; returns (status before, err, raw graph)."""
@@ -137,7 +151,12 @@ class capture:
             _cuda.check.tracer("cudaStreamEndCapture", (s,), (err, raw))
         owned = self._target is None
         if exc is None and not err and status == "active":
-            if owned:
+            live = getattr(self, "_live", None)  # the wrapper cap.info handed out
+            if owned and live is not None and live._h == int(raw):
+                live._owner = None  # it becomes cap.graph: its hand-added nodes stay valid
+                live._fin = _lifetime.release(live, rt.cudaGraphDestroy, raw)
+                self.graph = live
+            elif owned:
                 self.graph = Graph._wrap(raw, owned=True)
             else:
                 self.graph = self._target
@@ -147,6 +166,8 @@ class capture:
         # Failure: end (done), destroy the partial graph, explain.
         if owned and raw is not None and int(raw):
             rt.cudaGraphDestroy(raw)
+            if getattr(self, "_live", None) is not None:
+                self._live._kill("was destroyed: its capture failed")
         rt.cudaGetLastError()
         if exc is not None and not isinstance(exc, Exception):
             return False  # KeyboardInterrupt, SystemExit...: propagate unchanged
@@ -164,6 +185,26 @@ class capture:
             parts.append("; the capture had been invalidated")
         message = "".join(parts) + ". " + _CAUSES
         raise CaptureError(message, failed_call=first.split(" ")[0] if first else None) from exc
+
+
+class recapture(capture):
+    """Capture ``stream`` again into ``graph``, which an earlier capture made, updating
+    its nodes in place (``cudaStreamBeginRecaptureToGraph``, CUDA 13.3+).
+
+    The work must create nodes in the same order and topology as the first capture; on
+    a mismatch the capture fails and ``graph`` must be discarded. Parameters as
+    :class:`capture` (``graph`` required, no ``deps``).
+    """
+
+    def __init__(self, stream, graph: Graph, mode: str = "global", keep=()):
+        if not isinstance(graph, Graph):
+            raise ArgumentError(f"recapture: graph must be a pycudagraph.Graph, got "
+                                f"{type(graph).__name__}")
+        super().__init__(stream, mode=mode, graph=graph, keep=keep)
+
+    def _begin(self, s, mode) -> None:
+        fn = _cuda.versions.gated("cudaStreamBeginRecaptureToGraph", RECAPTURE_VERSION)
+        call(fn, s.ptr, mode, self._target._raw, None)
 
 
 def _end_open_captures() -> None:

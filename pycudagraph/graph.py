@@ -19,6 +19,13 @@ from ._lifetime import Ledger, release
 from .dot import GraphText
 from .edges import edge_data, port_hint, port_name
 from .errors import ArgumentError, ClosedError, CudaError
+from .foreign import wrap_graph
+from .copy3d import GraphCopy3D
+from .ext_semaphore import GraphExtSemaphores
+from .mem_ops import GraphMemOps
+from .generic import GraphGeneric
+from .introspect import GraphIntrospection
+from .user_objects import GraphUserObjects
 from .nodes import (ChildGraphNode, ConditionalHandle, EmptyNode, EventRecordNode,
                     EventWaitNode, HostNode, IfElseNode, IfNode, KernelNode, MemAllocNode,
                     MemcpyNode, MemFreeNode, MemsetNode, Node, NodeType, SwitchNode,
@@ -29,7 +36,8 @@ from .nodes.base import REMOVED
 __all__ = ["Graph"]
 
 
-class Graph(GraphText):
+class Graph(GraphText, GraphIntrospection, GraphUserObjects, GraphGeneric, GraphCopy3D,
+            GraphExtSemaphores, GraphMemOps):
     """A CUDA graph built node by node (``cudaGraphCreate``, destroyed by ``cudaGraphDestroy``).
 
     Every ``add_*`` builder takes ``deps=``, the nodes the new node waits for, and
@@ -84,6 +92,12 @@ class Graph(GraphText):
         if owned:
             self._fin = release(self, rt.cudaGraphDestroy, raw)
         return self
+
+    @classmethod
+    def wrap(cls, handle, owner=None) -> "Graph":
+        """Adopt a ``cudaGraph_t`` made elsewhere, not owning it (:mod:`pycudagraph.foreign`).
+        No CUDA call."""
+        return wrap_graph(cls, handle, owner)
 
     def _wrap_child(self, raw, owner) -> "Graph":
         """A non-owned Graph for a child or body graph that ``owner`` (a node) keeps valid."""

@@ -13,6 +13,10 @@ every 256 replacements) the stream of the last launch has no work left.
 from __future__ import annotations
 
 from ._cuda import call, error_for, fast, rt, structs, versions
+from . import captured, foreign
+from .copy3d import ExecCopy3D
+from .generic import ExecGeneric
+from .introspect import ExecIntrospection
 from ._lifetime import Ledger, release
 from .errors import ArgumentError, ClosedError, CudaError, GraphExecUpdateError, PyCudaGraphError
 from .hostfn import hostcall_ids, pending as _pending, raise_pending
@@ -61,7 +65,7 @@ def forget_removed(graph, node) -> None:
         graph = owner.graph if isinstance(owner, Node) else None
 
 
-class GraphExec:
+class GraphExec(ExecIntrospection, ExecGeneric, ExecCopy3D):
     """An instantiated graph (``cudaGraphExec_t``), made by :meth:`Graph.instantiate`.
 
     Holds its source graph and a snapshot of everything the graph's nodes point at,
@@ -114,6 +118,18 @@ class GraphExec:
         graph._execs.add(self)
         self._fin = release(self, rt.cudaGraphExecDestroy, raw)
         return self
+
+    @classmethod
+    def wrap(cls, handle, owner=None, graph=None) -> "GraphExec":
+        """Adopt a ``cudaGraphExec_t`` made elsewhere, not owning it; ``graph`` (a
+        :class:`Graph`) is its source graph, needed for per-node calls and :meth:`rebind`.
+        No CUDA call."""
+        return foreign.wrap_exec(cls, handle, owner, graph, _NEVER)
+
+    def rebind(self, old, new, missing_ok: bool = False) -> int:
+        """Patch every kernel argument slot holding device address ``old`` to ``new``
+        (``cuGraphExecKernelNodeSetParams``); see :func:`pycudagraph.captured.rebind`."""
+        return captured.rebind(self, old, new, missing_ok)
 
     @property
     def handle(self):
@@ -267,6 +283,8 @@ class GraphExec:
         except AttributeError:
             entry = None
         if entry is None:
+            if type(node) is KernelNode and node._pack is None:  # captured: by index
+                return captured.exec_set_arg(self, self._member(node), index_or_name, value)
             entry = self._kernel_entry(node)
         pack, h = entry
         if _native_set_arg is not None:
@@ -311,6 +329,10 @@ class GraphExec:
 
         ``node`` may be in a conditional node's body, or be its twin in a graph given to
         :meth:`update`.
+        External-semaphore nodes take ``semaphores`` and ``values``
+        (``cudaGraphExecExternalSemaphoresSignalNodeSetParams``,
+        ``cudaGraphExecExternalSemaphoresWaitNodeSetParams``); batch memory-op nodes take
+        ``ops`` (``cuGraphExecBatchMemOpNodeSetParams``).
         """
         node_arg(None, node, "node", "set_params")
         if changes:

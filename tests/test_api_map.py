@@ -1,9 +1,12 @@
 """docs/API_MAP.md against the installed cuda-bindings and the package (CPU only).
 
-The map lists every graph, capture and user-object function of
-``cuda.bindings.runtime``; these tests keep it honest: one row per function, no row
-for a function that does not exist, and every ``wrapped`` row names a pycudagraph
-method that exists and whose source names the call (or its driver twin ``cuXxx``).
+The map lists every graph, capture, graph-memory and user-object function of
+``cuda.bindings.runtime`` 12.x and 13.x (the union, each row saying which majors have
+it); these tests keep it honest on whichever 12.x or 13.x is installed: an installed
+function with no row, or whose row says its major lacks it, FAILS (never skips); no row
+for a function the installed major should have but lacks; and every ``wrapped`` row
+names a pycudagraph method that exists and whose source (or the ``_cuda.versions`` shim
+it calls) names the call (or its driver twin ``cuXxx``).
 """
 
 from __future__ import annotations
@@ -25,9 +28,11 @@ DOC = ROOT / "docs" / "API_MAP.md"
 PREFIXES = ("cudaGraph", "cudaGraphExec", "cudaStreamBeginCapture", "cudaStreamEndCapture",
             "cudaStreamGetCaptureInfo", "cudaStreamIsCapturing",
             "cudaStreamUpdateCaptureDependencies", "cudaThreadExchangeStreamCaptureMode",
-            "cudaUserObject")
+            "cudaUserObject", "cudaStreamBeginRecapture", "cudaDeviceGraphMem",
+            "cudaDeviceGetGraphMem", "cudaDeviceSetGraphMem")
 
-_ROW = re.compile(r"^\|\s*`(?P<fn>[A-Za-z0-9_]+)`\s*\|(?P<methods>[^|]*)\|(?P<status>[^|]*)\|\s*$")
+_ROW = re.compile(r"^\|\s*`(?P<fn>[A-Za-z0-9_]+)`\s*\|(?P<methods>[^|]*)\|"
+                  r"(?P<majors>[^|]*)\|(?P<status>[^|]*)\|\s*$")
 _TICKED = re.compile(r"`([^`]+)`")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?(\(\))?$")
 _DRIVER_TWIN = re.compile(r"^cu[A-Z]")
@@ -51,23 +56,17 @@ def _rows() -> list[dict]:
             continue
         methods = [t for t in _TICKED.findall(m["methods"])
                    if _NAME.match(t) and not _DRIVER_TWIN.match(t)]
+        majors = tuple(int(x) for x in re.findall(r"(\d+)\.x", m["majors"]))
         rows.append({"fn": m["fn"], "methods": methods, "status": m["status"].strip(),
-                     "line": line})
+                     "majors": majors, "line": line})
     return rows
 
 
-def _recorded_version() -> tuple[int, int]:
-    m = re.search(r"Generated from cuda-bindings (\d+)\.(\d+)", DOC.read_text())
-    assert m, "docs/API_MAP.md does not say which cuda-bindings it was generated from"
-    return int(m[1]), int(m[2])
-
-
-def _require_same_major() -> None:
-    rec = _recorded_version()
-    have = _cuda.BINDINGS_VERSION
-    if have[0] != rec[0]:
-        pytest.skip(f"docs/API_MAP.md was generated from cuda-bindings {rec[0]}.x; the "
-                    f"installed {have[0]}.{have[1]} has a different set of graph functions")
+def _gen():
+    spec = importlib.util.spec_from_file_location("gen_api_map", ROOT / "tools" / "gen_api_map.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    return gen
 
 
 def test_map_exists_and_has_rows():
@@ -85,29 +84,58 @@ def test_map_exists_and_has_rows():
 def test_counts_in_header_match_table():
     rows = _rows()
     wrapped = sum(r["status"] == "wrapped" for r in rows)
+    n12 = sum(12 in r["majors"] for r in rows)
+    n13 = sum(13 in r["majors"] for r in rows)
     text = DOC.read_text()
-    assert f"Functions: {len(rows)}; wrapped: {wrapped}; not yet: {len(rows) - wrapped}." in text
+    assert (f"Functions: {len(rows)} (12.x: {n12}, 13.x: {n13}); wrapped: {wrapped}; "
+            f"not yet: {len(rows) - wrapped}.") in text
 
 
-def test_every_function_has_exactly_one_row():
-    _require_same_major()
+def test_every_row_names_its_majors():
+    for row in _rows():
+        assert row["majors"] and set(row["majors"]) <= {12, 13}, row["line"]
+
+
+def test_every_installed_function_has_a_row_for_its_major():
+    """Fails (never skips) on any 12.x or 13.x: the map covers the union of both."""
+    major = _cuda.BINDINGS_MAJOR
+    assert major in (12, 13), f"cuda-bindings {major}.x: the map covers 12.x and 13.x"
     counts: dict[str, int] = {}
+    majors = {}
     for row in _rows():
         counts[row["fn"]] = counts.get(row["fn"], 0) + 1
+        majors[row["fn"]] = row["majors"]
     missing = sorted(_graph_functions() - set(counts))
     doubled = sorted(fn for fn, n in counts.items() if n > 1)
-    assert not missing, ("functions of cuda.bindings.runtime with no row in "
-                         f"docs/API_MAP.md (run tools/gen_api_map.py): {missing}")
+    wrong = sorted(fn for fn in _graph_functions() & set(majors) if major not in majors[fn])
+    assert not missing, ("functions of the installed cuda.bindings.runtime with no row in "
+                         f"docs/API_MAP.md (add them to tools/gen_api_map.py MAP): {missing}")
     assert not doubled, f"functions with more than one row: {doubled}"
+    assert not wrong, (f"rows saying cuda-bindings {major}.x lacks a function it has "
+                       f"(fix ONLY_12/ONLY_13 in tools/gen_api_map.py): {wrong}")
 
 
-def test_no_row_for_a_function_that_does_not_exist():
-    _require_same_major()
-    if _cuda.BINDINGS_VERSION < _recorded_version():
-        pytest.skip("the installed cuda-bindings is older than the one the map was "
-                    "generated from and may lack newer functions")
-    unknown = sorted({r["fn"] for r in _rows()} - _graph_functions())
-    assert not unknown, f"rows naming functions not in cuda.bindings.runtime: {unknown}"
+def test_no_row_for_a_function_the_installed_major_lacks():
+    gen = _gen()
+    major = _cuda.BINDINGS_MAJOR
+    recorded = tuple(int(x) for x in gen.RECORDED[major].split(".")[:2])
+    if _cuda.BINDINGS_VERSION < recorded:
+        pytest.skip(f"the installed cuda-bindings is older than {gen.RECORDED[major]}, which "
+                    "the availability was recorded from, and may lack newer functions")
+    unknown = sorted(r["fn"] for r in _rows() if major in r["majors"]
+                     and r["fn"] not in _graph_functions())
+    assert not unknown, (f"rows saying cuda-bindings {major}.x has functions it lacks: "
+                         f"{unknown}")
+
+
+def test_the_check_catches_an_unlisted_function():
+    """The generator's check reports a function the map does not list, and one whose
+    row names the other major only (so the tests above can fail)."""
+    gen = _gen()
+    problems = gen.installed_problems(["cudaGraphNewThing", "cudaGraphGetId"], 12)
+    assert any("cudaGraphNewThing" in p and "no row" in p for p in problems)
+    assert any("cudaGraphGetId" in p and "only 13.x" in p for p in problems)
+    assert gen.installed_problems(gen.graph_functions(), _cuda.BINDINGS_MAJOR) == []
 
 
 def _resolve(spec: str):
@@ -141,6 +169,7 @@ def _source(obj) -> str:
 
 
 _SELF_ATTR = re.compile(r"\b(?:self|cls|type\(self\))\.(\w+)")
+_SHIM = re.compile(r"\bversions\.(\w+)\(")
 
 
 def _sources(obj, owner, depth: int = 3) -> list[str]:
@@ -154,6 +183,10 @@ def _sources(obj, owner, depth: int = 3) -> list[str]:
         seen.add(id(item))
         src = _source(item)
         out.append(src)
+        for name in set(_SHIM.findall(src)):  # the 12.x/13.x shim it calls
+            shim = getattr(_cuda.versions, name, None)
+            if shim is not None:
+                out.append(_source(shim))
         if owner is None or left == 0:
             continue
         for name in set(_SELF_ATTR.findall(src)):
@@ -182,13 +215,27 @@ def test_wrapped_methods_exist_and_make_the_call():
 
 
 def test_generator_matches_the_document():
-    """tools/gen_api_map.py would write exactly docs/API_MAP.md (same bindings only)."""
-    spec = importlib.util.spec_from_file_location("gen_api_map", ROOT / "tools" / "gen_api_map.py")
-    gen = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gen)
-    version = gen.bindings_version()
-    if f"Generated from cuda-bindings {version} " not in DOC.read_text():
-        pytest.skip(f"docs/API_MAP.md was generated from another cuda-bindings than {version}")
-    text, missing = gen.render(gen.graph_functions(), version)
-    assert not missing, f"functions with no entry in tools/gen_api_map.py MAP: {missing}"
-    assert text == DOC.read_text(), "docs/API_MAP.md is stale: run python tools/gen_api_map.py"
+    """tools/gen_api_map.py would write exactly docs/API_MAP.md (whatever is installed)."""
+    gen = _gen()
+    assert gen.render() == DOC.read_text(), ("docs/API_MAP.md is stale: run "
+                                             "python tools/gen_api_map.py")
+
+
+_DRIVER_ROW = re.compile(r"^- `(?P<fn>cu[A-Za-z0-9_]+)`: `(?P<spec>[^`]+)`$")
+
+
+def test_driver_only_calls_are_made_where_the_map_says():
+    from cuda.bindings import driver as dr
+    rows = [m for line in DOC.read_text().splitlines() if (m := _DRIVER_ROW.match(line))]
+    assert rows, "docs/API_MAP.md lists no driver-only graph calls"
+    problems = []
+    for m in rows:
+        fn, spec = m["fn"], m["spec"]
+        if not hasattr(dr, fn):
+            problems.append(f"{fn} is not in cuda.bindings.driver")
+        obj, owner = _resolve(spec)
+        if obj is None:
+            problems.append(f"{fn}: {spec} does not exist in pycudagraph")
+        elif not any(re.search(rf"\b{fn}\b", src) for src in _sources(obj, owner)):
+            problems.append(f"{fn}: {spec} never mentions it")
+    assert not problems, "\n".join(problems)

@@ -1,9 +1,12 @@
 """Generate docs/API_MAP.md: every CUDA Graph runtime function and what calls it.
 
-The function list comes from the installed ``cuda.bindings.runtime`` (callables whose
-names start with one of :data:`PREFIXES`); what pycudagraph does with each is kept by
-hand in :data:`MAP`. ``tests/test_api_map.py`` checks the written table against both
-the bindings and the package, so the map cannot drift.
+The map lists the union of the graph functions of cuda-bindings 12.x and 13.x (callables
+whose names start with one of :data:`PREFIXES`), each marked with the majors that have it
+(:data:`ONLY_12`, :data:`ONLY_13`); what pycudagraph does with each is kept by hand in
+:data:`MAP`. The document does not depend on which bindings are installed; the installed
+bindings are checked against it: every graph function they have must have a row, and the
+row must say their major has it. ``tests/test_api_map.py`` makes the same checks (they
+fail, never skip, on any 12.x or 13.x install), so the map cannot drift.
 
 Usage::
 
@@ -27,17 +30,31 @@ DOC = ROOT / "docs" / "API_MAP.md"
 PREFIXES = ("cudaGraph", "cudaGraphExec", "cudaStreamBeginCapture", "cudaStreamEndCapture",
             "cudaStreamGetCaptureInfo", "cudaStreamIsCapturing",
             "cudaStreamUpdateCaptureDependencies", "cudaThreadExchangeStreamCaptureMode",
-            "cudaUserObject")
+            "cudaUserObject", "cudaStreamBeginRecapture", "cudaDeviceGraphMem",
+            "cudaDeviceGetGraphMem", "cudaDeviceSetGraphMem")
 #: Graphics interop shares the ``cudaGraph`` prefix but is not part of the graph API.
 EXCLUDE_PREFIXES = ("cudaGraphics",)
 
+#: The bindings the availability columns were recorded from (``--check`` compares
+#: the installed ones against them).
+RECORDED = {12: "12.9.10", 13: "13.5.0"}
+#: Graph functions cuda-bindings 12.x has and 13.x does not (the ``_v2``/``_v3`` forms
+#: taking edge data, which 13.x folded into the plain names).
+ONLY_12 = frozenset({
+    "cudaGraphAddDependencies_v2", "cudaGraphAddNode_v2", "cudaGraphGetEdges_v2",
+    "cudaGraphNodeGetDependencies_v2", "cudaGraphNodeGetDependentNodes_v2",
+    "cudaGraphRemoveDependencies_v2", "cudaStreamGetCaptureInfo_v3",
+    "cudaStreamUpdateCaptureDependencies_v2"})
+#: Graph functions only cuda-bindings 13.x has.
+ONLY_13 = frozenset({
+    "cudaGraphConditionalHandleCreate_v2", "cudaGraphExecGetId", "cudaGraphGetId",
+    "cudaGraphNodeGetContainingGraph", "cudaGraphNodeGetLocalId", "cudaGraphNodeGetParams",
+    "cudaGraphNodeGetToolsId", "cudaStreamBeginRecaptureToGraph"})
+
 _ADD_KERNEL = "through the driver entry point `cuGraphAddKernelNode`"
-_EXT_SEM = "external semaphores: no Python-side semaphore objects yet"
-_GENERIC = "generic cudaGraphNodeParams form: the typed per-node calls are used"
-_COPY3D = "2D/3D copies (cudaMemcpy3DParms): only 1D copy nodes are built so far"
-_IDS = "graph / node IDs (CUDA 12.x/13.x introspection) not exposed yet"
-_USER_OBJ = ("user objects: lifetimes are held by Python references "
-             "(graph and exec keepalive) instead")
+_EXT_SEM = ("ExternalSemaphore.import_fd / wrap; checked on the CPU only: no real external "
+            "semaphore could be made on the GPU machine yet")
+_IDS = "CUDA 13.1+ (NotSupportedError naming the missing bindings or driver before)"
 _INST = "Graph.instantiate calls cudaGraphInstantiateWithParams, which supersedes it"
 
 #: CUDA function -> (pycudagraph method(s), comma separated, or "" when not wrapped;
@@ -52,7 +69,8 @@ MAP: dict[str, tuple[str, str]] = {
     "cudaGraphDebugDotPrint": ("Graph.debug_dot_print", ""),
     "cudaGraphAddKernelNode": ("Graph.add_kernel", _ADD_KERNEL),
     "cudaGraphAddMemcpyNode1D": ("Graph.add_memcpy", ""),
-    "cudaGraphAddMemcpyNode": ("", _COPY3D),
+    "cudaGraphAddMemcpyNode": ("Graph.add_memcpy_3d",
+                               "pitched 2D/3D copies (cudaMemcpy3DParms), sizes checked"),
     "cudaGraphAddMemsetNode": ("Graph.add_memset", ""),
     "cudaGraphAddHostNode": ("Graph.add_host", ""),
     "cudaGraphAddChildGraphNode": ("Graph.add_child_graph", ""),
@@ -61,10 +79,11 @@ MAP: dict[str, tuple[str, str]] = {
     "cudaGraphAddEventWaitNode": ("Graph.add_event_wait", ""),
     "cudaGraphAddMemAllocNode": ("Graph.add_mem_alloc", ""),
     "cudaGraphAddMemFreeNode": ("Graph.add_mem_free", ""),
-    "cudaGraphAddExternalSemaphoresSignalNode": ("", _EXT_SEM),
-    "cudaGraphAddExternalSemaphoresWaitNode": ("", _EXT_SEM),
-    "cudaGraphAddNode": ("Graph.add_if, Graph.add_if_else, Graph.add_while, Graph.add_switch",
-                         "conditional nodes; other node types use their typed add calls"),
+    "cudaGraphAddExternalSemaphoresSignalNode": ("Graph.add_ext_semaphore_signal", _EXT_SEM),
+    "cudaGraphAddExternalSemaphoresWaitNode": ("Graph.add_ext_semaphore_wait", _EXT_SEM),
+    "cudaGraphAddNode": ("Graph.add_node, Graph.add_if, Graph.add_if_else, Graph.add_while, "
+                         "Graph.add_switch",
+                         "add_node: any node type from a raw cudaGraphNodeParams (CUDA 12.2+)"),
     "cudaGraphDestroyNode": ("Graph.remove_node", ""),
     # Edges and introspection
     "cudaGraphAddDependencies": ("Graph.add_dependency",
@@ -73,16 +92,19 @@ MAP: dict[str, tuple[str, str]] = {
     "cudaGraphGetEdges": ("Graph.edges, Graph.edge_data", "edge_data: each edge's port"),
     "cudaGraphGetNodes": ("Graph.nodes", ""),
     "cudaGraphGetRootNodes": ("Graph.root_nodes", ""),
-    "cudaGraphNodeGetDependencies": ("Node.dependencies", ""),
-    "cudaGraphNodeGetDependentNodes": ("Node.dependents", ""),
+    "cudaGraphNodeGetDependencies": ("Node.dependencies, Node.dependency_ports",
+                                     "dependency_ports: each edge's port"),
+    "cudaGraphNodeGetDependentNodes": ("Node.dependents, Node.dependent_ports",
+                                       "dependent_ports: each edge's port"),
     "cudaGraphNodeGetType": ("Graph.nodes", "picks the Node subclass; read as node.type"),
-    "cudaGraphNodeGetContainingGraph": ("", "Node.graph is kept on the Python side"),
-    "cudaGraphGetId": ("", _IDS),
-    "cudaGraphNodeGetLocalId": ("", _IDS),
-    "cudaGraphNodeGetToolsId": ("", _IDS),
-    "cudaGraphNodeGetParams": ("ConditionalNode.bodies",
-                               "reads back conditional nodes not built here (driver 13.2+)"),
-    "cudaGraphNodeSetParams": ("", _GENERIC),
+    "cudaGraphNodeGetContainingGraph": ("Node.containing_graph", _IDS),
+    "cudaGraphGetId": ("Graph.id", _IDS),
+    "cudaGraphNodeGetLocalId": ("Node.local_id, Graph.describe", _IDS),
+    "cudaGraphNodeGetToolsId": ("Node.tools_id", _IDS),
+    "cudaGraphNodeGetParams": ("Node.node_params, ConditionalNode.bodies",
+                               "the raw cudaGraphNodeParams (driver 13.2+)"),
+    "cudaGraphNodeSetParams": ("Node.set_node_params",
+                               "from a raw cudaGraphNodeParams (CUDA 12.2+)"),
     # Per-node parameters in a graph
     "cudaGraphKernelNodeGetParams": ("KernelNode.params, KernelNode.kernel_name",
                                      "through the driver entry point "
@@ -98,7 +120,7 @@ MAP: dict[str, tuple[str, str]] = {
                                           "12.x (src, dst) / 13.x (dst, src) order shimmed"),
     "cudaGraphMemcpyNodeGetParams": ("MemcpyNode.params", ""),
     "cudaGraphMemcpyNodeSetParams1D": ("MemcpyNode.set_params", ""),
-    "cudaGraphMemcpyNodeSetParams": ("", _COPY3D),
+    "cudaGraphMemcpyNodeSetParams": ("Graph.set_memcpy_3d", ""),
     "cudaGraphMemsetNodeGetParams": ("MemsetNode.params", ""),
     "cudaGraphMemsetNodeSetParams": ("MemsetNode.set_params", ""),
     "cudaGraphHostNodeGetParams": ("HostNode.params", ""),
@@ -110,10 +132,11 @@ MAP: dict[str, tuple[str, str]] = {
     "cudaGraphEventWaitNodeSetEvent": ("EventWaitNode.set_params", ""),
     "cudaGraphMemAllocNodeGetParams": ("MemAllocNode.params", ""),
     "cudaGraphMemFreeNodeGetParams": ("MemFreeNode.params", ""),
-    "cudaGraphExternalSemaphoresSignalNodeGetParams": ("", _EXT_SEM),
-    "cudaGraphExternalSemaphoresSignalNodeSetParams": ("", _EXT_SEM),
-    "cudaGraphExternalSemaphoresWaitNodeGetParams": ("", _EXT_SEM),
-    "cudaGraphExternalSemaphoresWaitNodeSetParams": ("", _EXT_SEM),
+    "cudaGraphExternalSemaphoresSignalNodeGetParams": ("ExtSemaphoreSignalNode.params", _EXT_SEM),
+    "cudaGraphExternalSemaphoresSignalNodeSetParams": ("ExtSemaphoreSignalNode.set_params",
+                                                       _EXT_SEM),
+    "cudaGraphExternalSemaphoresWaitNodeGetParams": ("ExtSemaphoreWaitNode.params", _EXT_SEM),
+    "cudaGraphExternalSemaphoresWaitNodeSetParams": ("ExtSemaphoreWaitNode.set_params", _EXT_SEM),
     # Conditional nodes
     "cudaGraphConditionalHandleCreate": ("Graph.conditional_handle", ""),
     "cudaGraphConditionalHandleCreate_v2": ("", "the form naming a context: "
@@ -128,21 +151,24 @@ MAP: dict[str, tuple[str, str]] = {
                         "device code: a cudaGraphExec_t kernel argument takes a GraphExec"),
     "cudaGraphExecDestroy": ("GraphExec.close", "also run when the GraphExec is collected"),
     "cudaGraphExecUpdate": ("GraphExec.update", ""),
-    "cudaGraphExecGetFlags": ("", "GraphExec does not report its instantiate flags yet"),
-    "cudaGraphExecGetId": ("", _IDS),
-    "cudaGraphExecKernelNodeSetParams": ("GraphExec.set_arg, GraphExec.set_params",
+    "cudaGraphExecGetFlags": ("GraphExec.flags", "as the keywords of Graph.instantiate"),
+    "cudaGraphExecGetId": ("GraphExec.id", _IDS),
+    "cudaGraphExecKernelNodeSetParams": ("GraphExec.set_arg, GraphExec.set_params, "
+                                         "GraphExec.rebind",
                                          "through the driver entry point "
-                                         "`cuGraphExecKernelNodeSetParams`"),
+                                         "`cuGraphExecKernelNodeSetParams`; captured "
+                                         "nodes by index (sizes from cuFuncGetParamInfo)"),
     "cudaGraphExecMemcpyNodeSetParams1D": ("GraphExec.set_params", ""),
-    "cudaGraphExecMemcpyNodeSetParams": ("", _COPY3D),
+    "cudaGraphExecMemcpyNodeSetParams": ("GraphExec.set_memcpy_3d", ""),
     "cudaGraphExecMemsetNodeSetParams": ("GraphExec.set_params", ""),
     "cudaGraphExecHostNodeSetParams": ("GraphExec.set_params", ""),
     "cudaGraphExecChildGraphNodeSetParams": ("GraphExec.set_params", ""),
     "cudaGraphExecEventRecordNodeSetEvent": ("GraphExec.set_params", ""),
     "cudaGraphExecEventWaitNodeSetEvent": ("GraphExec.set_params", ""),
-    "cudaGraphExecExternalSemaphoresSignalNodeSetParams": ("", _EXT_SEM),
-    "cudaGraphExecExternalSemaphoresWaitNodeSetParams": ("", _EXT_SEM),
-    "cudaGraphExecNodeSetParams": ("", _GENERIC),
+    "cudaGraphExecExternalSemaphoresSignalNodeSetParams": ("GraphExec.set_params", _EXT_SEM),
+    "cudaGraphExecExternalSemaphoresWaitNodeSetParams": ("GraphExec.set_params", _EXT_SEM),
+    "cudaGraphExecNodeSetParams": ("GraphExec.set_node_params",
+                                   "from a raw cudaGraphNodeParams (CUDA 12.2+)"),
     "cudaGraphNodeSetEnabled": ("GraphExec.set_enabled", ""),
     "cudaGraphNodeGetEnabled": ("GraphExec.is_enabled", ""),
     # Stream capture
@@ -150,18 +176,44 @@ MAP: dict[str, tuple[str, str]] = {
     "cudaStreamBeginCaptureToGraph": ("capture", "with graph= (CUDA 12.3+)"),
     "cudaStreamEndCapture": ("capture", "on leaving the with block, always"),
     "cudaStreamIsCapturing": ("capture_status, capture.status", ""),
-    "cudaStreamGetCaptureInfo": ("", "no public method reports capture info yet "
-                                     "(capture_status uses cudaStreamIsCapturing)"),
-    "cudaStreamUpdateCaptureDependencies": ("", "editing a capture's dependency set "
-                                                "is not exposed yet"),
-    "cudaThreadExchangeStreamCaptureMode": ("", "the mode is chosen per capture; "
-                                                "per-thread exchange not exposed yet"),
+    "cudaStreamGetCaptureInfo": ("capture_info, capture.info",
+                                 "status, id, graph, dependencies, ports"),
+    "cudaStreamUpdateCaptureDependencies": ("update_capture_dependencies, "
+                                            "capture.update_dependencies",
+                                            "mode='add' / 'set', ports="),
+    "cudaThreadExchangeStreamCaptureMode": ("capture_mode",
+                                            "a context manager restoring the previous mode"),
+    # The 12.x forms with edge data (13.x folded them into the plain names)
+    "cudaGraphAddDependencies_v2": ("Graph.add_dependency", "12.x with port= (edge data)"),
+    "cudaGraphRemoveDependencies_v2": ("Graph.remove_dependency", "12.x with port="),
+    "cudaGraphGetEdges_v2": ("Graph.edge_data", "12.x"),
+    "cudaGraphAddNode_v2": ("Graph.add_node", "12.x with port= (edge data)"),
+    "cudaGraphNodeGetDependencies_v2": ("Node.dependency_ports", "12.x with edge data"),
+    "cudaGraphNodeGetDependentNodes_v2": ("Node.dependent_ports", "12.x with edge data"),
+    "cudaStreamGetCaptureInfo_v3": ("capture_info", "12.x with edge data (ports)"),
+    "cudaStreamUpdateCaptureDependencies_v2": ("update_capture_dependencies", "12.x with ports="),
+    "cudaStreamBeginRecaptureToGraph": ("recapture", "CUDA 13.3+ (NotSupportedError before)"),
+    # Graph memory (the device's pool for graph allocations)
+    "cudaDeviceGraphMemTrim": ("graph_mem_trim", ""),
+    "cudaDeviceGetGraphMemAttribute": ("graph_mem_info", "used / reserved, current / high"),
+    "cudaDeviceSetGraphMemAttribute": ("graph_mem_reset_high", "resets the high watermarks "
+                                                               "(zero is the only value allowed)"),
     # User objects
-    "cudaUserObjectCreate": ("", _USER_OBJ),
-    "cudaUserObjectRetain": ("", _USER_OBJ),
-    "cudaUserObjectRelease": ("", _USER_OBJ),
-    "cudaGraphRetainUserObject": ("", _USER_OBJ),
-    "cudaGraphReleaseUserObject": ("", _USER_OBJ),
+    "cudaUserObjectCreate": ("UserObject()",
+                             "its destructor is C sem_post: no Python in CUDA's thread"),
+    "cudaUserObjectRetain": ("UserObject.retain", ""),
+    "cudaUserObjectRelease": ("UserObject.release, UserObject.close", ""),
+    "cudaGraphRetainUserObject": ("Graph.retain_user_object", ""),
+    "cudaGraphReleaseUserObject": ("Graph.release_user_object", ""),
+}
+
+
+#: Graph calls the driver API has and the runtime does not, and what calls them.
+DRIVER_ONLY = {
+    "cuGraphAddBatchMemOpNode": "Graph.add_batch_mem_op",
+    "cuGraphBatchMemOpNodeGetParams": "BatchMemOpNode.params",
+    "cuGraphBatchMemOpNodeSetParams": "BatchMemOpNode.set_params",
+    "cuGraphExecBatchMemOpNodeSetParams": "GraphExec.set_params",
 }
 
 
@@ -185,51 +237,86 @@ def bindings_version() -> str:
         return cuda.bindings.__version__
 
 
+def majors(fn: str) -> tuple[int, ...]:
+    """The cuda-bindings majors whose ``runtime`` has ``fn`` (as recorded in this script)."""
+    if fn in ONLY_12:
+        return (12,)
+    if fn in ONLY_13:
+        return (13,)
+    return (12, 13)
+
+
+def listed() -> list[str]:
+    """Every function the map lists: the union of the 12.x and 13.x graph functions."""
+    return sorted(MAP)
+
+
 def _row(fn: str) -> tuple[str, bool]:
     methods, note = MAP[fn]
+    where = ", ".join(f"{m}.x" for m in majors(fn))
     if not methods:
-        return f"| `{fn}` | — | not yet: {note} |", False
+        return f"| `{fn}` | — | {where} | not yet: {note} |", False
     names = ", ".join(f"`{m.strip()}`" for m in methods.split(","))
     cell = f"{names}; {note}" if note else names
-    return f"| `{fn}` | {cell} | wrapped |", True
+    return f"| `{fn}` | {cell} | {where} | wrapped |", True
 
 
-def render(functions: list[str], version: str) -> tuple[str, list[str]]:
-    """The document text, and the functions that have no entry in :data:`MAP`."""
-    missing = [f for f in functions if f not in MAP]
+def render() -> str:
+    """The document text (from :data:`MAP` alone: the same whichever bindings are installed)."""
+    functions = listed()
     rows, wrapped = [], 0
     for fn in functions:
-        if fn in MAP:
-            row, ok = _row(fn)
-        else:
-            row, ok = f"| `{fn}` | — | not yet: not reviewed (add it to tools/gen_api_map.py) |", False
+        row, ok = _row(fn)
         rows.append(row)
         wrapped += ok
+    n12 = sum(12 in majors(f) for f in functions)
+    n13 = sum(13 in majors(f) for f in functions)
     head = [
         "# CUDA Graph API map",
         "",
-        "Every graph, stream-capture and user-object function of `cuda.bindings.runtime`,",
-        "and the pycudagraph method that calls it.",
+        "Every graph, stream-capture, graph-memory and user-object function of",
+        "`cuda.bindings.runtime` 12.x and 13.x, and the pycudagraph method that calls it.",
         "",
-        f"Generated from cuda-bindings {version} by `python tools/gen_api_map.py`; do not edit",
+        "Generated by `python tools/gen_api_map.py` (availability recorded from cuda-bindings "
+        + " and ".join(RECORDED[m] for m in sorted(RECORDED)) + "); do not edit",
         "by hand: change `MAP` in that script and regenerate (`--check` reports a stale map).",
-        "`tests/test_api_map.py` checks that every function has exactly one row, that every",
-        "row names a real function, and that each method marked `wrapped` exists and names",
-        "the call (or its driver twin `cuXxx`) in its source.",
+        "`tests/test_api_map.py` fails when the installed cuda-bindings (any 12.x or 13.x) has",
+        "a graph function with no row, or one whose row says its major lacks it; it checks",
+        "that each method marked `wrapped` exists and names the call (or its driver twin",
+        "`cuXxx`) in its source or in the `_cuda.versions` shim it calls.",
         "",
         "The functions are the callables (not types or enums) whose names start with",
         ", ".join(f"`{p}`" for p in PREFIXES) + ";",
         "`cudaGraphics*` (graphics interop) is not part of the graph API and is left out.",
+        "The `bindings` column says which cuda-bindings majors have the function (12.x has",
+        "`_v2`/`_v3` forms taking edge data that 13.x folded into the plain names).",
         "Where the package calls the driver entry point instead (hot paths, through ctypes",
         "or `cuda.bindings.driver`), the row names it; runtime and driver handles are the",
         "same objects underneath.",
         "",
-        f"Functions: {len(functions)}; wrapped: {wrapped}; not yet: {len(functions) - wrapped}.",
+        f"Functions: {len(functions)} (12.x: {n12}, 13.x: {n13}); wrapped: {wrapped}; "
+        f"not yet: {len(functions) - wrapped}.",
         "",
-        "| CUDA function | pycudagraph | status |",
-        "|---|---|---|",
+        "| CUDA function | pycudagraph | bindings | status |",
+        "|---|---|---|---|",
     ]
-    return "\n".join(head + rows) + "\n", missing
+    tail = ["", "Driver-only graph calls (no runtime twin; not counted above):", ""]
+    tail += [f"- `{fn}`: `{where}`" for fn, where in DRIVER_ONLY.items()]
+    return "\n".join(head + rows + tail) + "\n"
+
+
+def installed_problems(functions: list[str], major: int) -> list[str]:
+    """What the installed bindings (graph ``functions`` of cuda-bindings ``major``.x)
+    contradict in the map: a function with no row, or a row saying ``major`` lacks it."""
+    problems = []
+    for fn in functions:
+        if fn not in MAP:
+            problems.append(f"{fn}: in the installed cuda-bindings but has no row in MAP "
+                            "(add it, with ONLY_12/ONLY_13 if one major lacks it)")
+        elif major not in majors(fn):
+            problems.append(f"{fn}: the installed cuda-bindings {major}.x has it but the map "
+                            f"says only {majors(fn)[0]}.x does (fix ONLY_12/ONLY_13)")
+    return problems
 
 
 def main(argv=None) -> int:
@@ -239,34 +326,26 @@ def main(argv=None) -> int:
     mode.add_argument("--stdout", action="store_true", help="print instead of writing")
     args = parser.parse_args(argv)
 
-    functions = graph_functions()
-    text, missing = render(functions, bindings_version())
-    unknown = sorted(set(MAP) - set(functions))
-    for fn in unknown:
-        print(f"note: {fn} is in MAP but not in the installed cuda-bindings "
-              f"{bindings_version()}", file=sys.stderr)
-
+    text = render()
+    version = bindings_version()
+    major = int(version.split(".")[0])
+    problems = installed_problems(graph_functions(), major)
     if args.stdout:
         sys.stdout.write(text)
-        return 0
-    if not args.check:
+    elif not args.check:
         DOC.parent.mkdir(parents=True, exist_ok=True)
         DOC.write_text(text)
-        print(f"wrote {DOC.relative_to(ROOT)} ({len(functions)} functions)")
-        for fn in missing:
-            print(f"warning: {fn} has no entry in MAP", file=sys.stderr)
-        return 1 if missing else 0
-
-    problems = [f"{fn}: in cuda.bindings.runtime but not in MAP" for fn in missing]
-    current = DOC.read_text() if DOC.is_file() else ""
-    if current != text:
-        diff = difflib.unified_diff(current.splitlines(), text.splitlines(),
-                                    "docs/API_MAP.md", "generated", lineterm="", n=0)
-        problems.append("docs/API_MAP.md differs from the generated map "
-                        "(run python tools/gen_api_map.py):")
-        problems.extend("  " + line for line in diff if not line.startswith(("---", "+++")))
+        print(f"wrote {DOC.relative_to(ROOT)} ({len(listed())} functions)")
+    else:
+        current = DOC.read_text() if DOC.is_file() else ""
+        if current != text:
+            diff = difflib.unified_diff(current.splitlines(), text.splitlines(),
+                                        "docs/API_MAP.md", "generated", lineterm="", n=0)
+            problems.append("docs/API_MAP.md differs from the generated map "
+                            "(run python tools/gen_api_map.py):")
+            problems.extend("  " + line for line in diff if not line.startswith(("---", "+++")))
     for line in problems:
-        print(line)
+        print(line, file=sys.stderr)
     return 1 if problems else 0
 
 

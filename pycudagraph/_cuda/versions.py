@@ -19,7 +19,8 @@ __all__ = ["BINDINGS_VERSION", "BINDINGS_MAJOR", "driver_version", "runtime_vers
            "graph_remove_dependencies", "graph_get_edges", "node_dependencies",
            "node_dependents", "graph_nodes", "graph_root_nodes", "require_bindings",
            "graph_add_node", "graph_get_edges_with_data", "conditional_handle_create",
-           "kernel_node_copy_attributes", "node_get_params"]
+           "kernel_node_copy_attributes", "node_get_params", "gated", "stream_capture_info",
+           "stream_update_capture_dependencies", "node_edges_with_data"]
 
 
 def _version_tuple(text: str) -> tuple[int, int]:
@@ -72,6 +73,18 @@ def require_bindings(feature: str, name: str) -> None:
     if not hasattr(rt, name):
         raise NotSupportedError(feature, "12.3 bindings (cuda-bindings >= 12.3)",
                                 f"cuda-bindings {cuda.bindings.__version__} without {name}")
+
+
+def gated(name: str, version: int):
+    """The runtime function ``name``; :class:`NotSupportedError` when cuda-bindings lacks
+    it or the driver is older than ``version`` (``13010`` for CUDA 13.1)."""
+    fn = getattr(rt, name, None)
+    if fn is None:
+        raise NotSupportedError(name, f"{format_version(version)} (cuda-bindings >= "
+                                f"{format_version(version)})",
+                                f"cuda-bindings {cuda.bindings.__version__} without {name}")
+    require(name, version)
+    return fn
 
 
 # ----------------------------------------------------------------------------------
@@ -185,3 +198,50 @@ def graph_nodes(graph) -> list:
 def graph_root_nodes(graph) -> list:
     """``cudaGraphGetRootNodes`` (count, then fill)."""
     return _sized_list(rt.cudaGraphGetRootNodes, graph)
+
+
+def stream_capture_info(stream) -> tuple:
+    """``cudaStreamGetCaptureInfo``: (status, id, graph, dependencies, edge data or None).
+
+    13.x returns edge data; 12.x has it in ``cudaStreamGetCaptureInfo_v3`` (``None`` where
+    the bindings lack that).
+    """
+    if BINDINGS_MAJOR >= 13:
+        status, cid, graph, deps, data, n = call(rt.cudaStreamGetCaptureInfo, stream)
+    elif hasattr(rt, "cudaStreamGetCaptureInfo_v3"):
+        status, cid, graph, deps, data, n = call(rt.cudaStreamGetCaptureInfo_v3, stream)
+    else:
+        status, cid, graph, deps, n = call(rt.cudaStreamGetCaptureInfo, stream)
+        data = None
+    n = int(n or 0)
+    return (status, cid, graph, list(deps or [])[:n],
+            None if data is None else list(data)[:n])
+
+
+def stream_update_capture_dependencies(stream, deps: list, edge_data, flags: int) -> None:
+    """``cudaStreamUpdateCaptureDependencies`` (13.x takes edge data; 12.x has it in
+    ``cudaStreamUpdateCaptureDependencies_v2``)."""
+    if BINDINGS_MAJOR >= 13:
+        call(rt.cudaStreamUpdateCaptureDependencies, stream, deps, edge_data, len(deps), flags)
+    elif edge_data is not None:
+        require_bindings("edge data", "cudaStreamUpdateCaptureDependencies_v2")
+        call(rt.cudaStreamUpdateCaptureDependencies_v2, stream, deps, edge_data, len(deps), flags)
+    else:
+        call(rt.cudaStreamUpdateCaptureDependencies, stream, deps, len(deps), flags)
+
+
+def node_edges_with_data(node, dependents: bool = False) -> list[tuple]:
+    """[(node, cudaGraphEdgeData)] of a node's dependencies (or dependents): 13.x's
+    ``cudaGraphNodeGetDependencies`` / ``cudaGraphNodeGetDependentNodes`` return edge
+    data; 12.x has it in ``cudaGraphNodeGetDependencies_v2`` /
+    ``cudaGraphNodeGetDependentNodes_v2``."""
+    name = "cudaGraphNodeGetDependentNodes" if dependents else "cudaGraphNodeGetDependencies"
+    if BINDINGS_MAJOR < 13:
+        require_bindings("edge data", name + "_v2")
+        name += "_v2"
+    fn = getattr(rt, name)
+    count = call(fn, node, 0)[-1]
+    if count == 0:
+        return []
+    res = call(fn, node, count)
+    return list(zip(list(res[0])[:count], list(res[1])[:count]))

@@ -13,6 +13,10 @@ module                  classes
 :mod:`.conditional`     :class:`ConditionalNode`: :class:`IfNode`, :class:`IfElseNode`,
                         :class:`WhileNode`, :class:`SwitchNode` (one node type, four kinds:
                         :data:`.conditional.KINDS`); :class:`ConditionalHandle`
+:mod:`.ext_semaphore`   :class:`ExtSemaphoreSignalNode`, :class:`ExtSemaphoreWaitNode`,
+                        :class:`ExternalSemaphore`
+:mod:`.batch_mem_op`    :class:`BatchMemOpNode`, :class:`MemOp` (wait/write value, flush,
+                        barrier)
 :mod:`.attributes`      kernel-node attributes (:class:`AccessPolicyWindow`)
 ======================= ================================================================
 
@@ -26,7 +30,10 @@ from .base import RAW_TYPES, Node, NodeType
 from .attributes import AccessPolicyWindow
 from .conditional import (ConditionalHandle, ConditionalNode, IfElseNode, IfNode, SwitchNode,
                           WhileNode)
+from .batch_mem_op import (BatchMemOpNode, MemOp, flush_remote_writes, memory_barrier,
+                           wait_value, write_value)
 from .event import EventRecordNode, EventWaitNode
+from .ext_semaphore import ExternalSemaphore, ExtSemaphoreSignalNode, ExtSemaphoreWaitNode
 from .host import HostNode
 from .kernel import KernelNode, KernelParams, short_kernel_name
 from .memory import (MemAllocNode, MemcpyNode, MemcpyParams, MemFreeNode, MemsetNode,
@@ -38,7 +45,9 @@ __all__ = ["NodeType", "Node", "KernelNode", "KernelParams", "MemcpyNode", "Memc
            "EventRecordNode", "EventWaitNode", "MemAllocNode", "MemFreeNode",
            "ConditionalNode", "IfNode", "IfElseNode", "WhileNode", "SwitchNode",
            "ConditionalHandle", "AccessPolicyWindow", "node_class", "REGISTRY",
-           "short_kernel_name"]
+           "short_kernel_name", "ExternalSemaphore", "ExtSemaphoreSignalNode",
+           "ExtSemaphoreWaitNode", "BatchMemOpNode", "MemOp", "wait_value", "write_value",
+           "flush_remote_writes", "memory_barrier"]
 
 #: NodeType -> class: the one registry of node classes.
 REGISTRY: dict = {
@@ -52,6 +61,9 @@ REGISTRY: dict = {
     NodeType.EVENT_WAIT: EventWaitNode,
     NodeType.MEM_ALLOC: MemAllocNode,
     NodeType.MEM_FREE: MemFreeNode,
+    NodeType.EXT_SEMAPHORE_SIGNAL: ExtSemaphoreSignalNode,
+    NodeType.EXT_SEMAPHORE_WAIT: ExtSemaphoreWaitNode,
+    NodeType.BATCH_MEM_OP: BatchMemOpNode,
     NodeType.CONDITIONAL: ConditionalNode,  # its _read picks IfNode, IfElseNode, WhileNode, SwitchNode
 }
 

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import enum
 
-from .._cuda import rt, versions
+from .._cuda import call, rt, versions
+from ..edges import port_name
 from ..errors import ClosedError
+from ..generic import set_node_params as _set_node_params
 
 __all__ = ["NodeType", "Node", "RAW_TYPES", "REMOVED"]
 
@@ -118,10 +120,56 @@ class Node:
         return [self.graph._node(h) for h in versions.node_dependents(self.handle)]
 
     @property
+    def dependency_ports(self) -> dict:
+        """``{dependency: port}`` with each incoming edge's data (``"default"``,
+        ``"programmatic"``, ...): ``cudaGraphNodeGetDependencies`` with edge data
+        (``cudaGraphNodeGetDependencies_v2`` on cuda-bindings 12.x)."""
+        return {self.graph._node(h): port_name(d)
+                for h, d in versions.node_edges_with_data(self.handle)}
+
+    @property
+    def dependent_ports(self) -> dict:
+        """``{dependent: port}`` with each outgoing edge's data
+        (``cudaGraphNodeGetDependentNodes``; ``cudaGraphNodeGetDependentNodes_v2`` on 12.x)."""
+        return {self.graph._node(h): port_name(d)
+                for h, d in versions.node_edges_with_data(self.handle, dependents=True)}
+
+    @property
     def params(self):
         """A readable view of the node's parameters: ``None`` here. No CUDA call here; each
         node type reads its own (its ``cudaGraph*NodeGetParams``)."""
         return None
+
+    @property
+    def local_id(self) -> int:
+        """The node's ID in its graph, as ``cudaGraphDebugDotPrint`` shows it
+        (``cudaGraphNodeGetLocalId``, CUDA 13.1+; NotSupportedError before)."""
+        return int(call(versions.gated("cudaGraphNodeGetLocalId", 13010), self.handle))
+
+    @property
+    def tools_id(self) -> int:
+        """The ID profilers and tools use for the node (``cudaGraphNodeGetToolsId``, CUDA 13.1+)."""
+        return int(call(versions.gated("cudaGraphNodeGetToolsId", 13010), self.handle))
+
+    @property
+    def containing_graph(self):
+        """The graph the driver says holds the node (``cudaGraphNodeGetContainingGraph``,
+        CUDA 13.1+): :attr:`graph`, checked against the driver's answer."""
+        raw = call(versions.gated("cudaGraphNodeGetContainingGraph", 13010), self.handle)
+        if int(raw) != self.graph._h:
+            raise ClosedError(f"{type(self).__name__} 0x{self._h:x}",
+                              f"is held by graph 0x{int(raw):x}, not by {self.graph!r}")
+        return self.graph
+
+    @property
+    def node_params(self):
+        """The raw ``cudaGraphNodeParams`` (``cudaGraphNodeGetParams``, CUDA 13.2+)."""
+        return versions.node_get_params(self.handle)
+
+    def set_node_params(self, params, keep=()) -> None:
+        """Change the node in its graph from a raw ``cudaGraphNodeParams``
+        (``cudaGraphNodeSetParams``, CUDA 12.2+); ``keep``: objects it points at."""
+        _set_node_params(self, params, keep)
 
     def describe(self) -> str:
         """One line for DOT labels and error messages. No CUDA call here (each node type

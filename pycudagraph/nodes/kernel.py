@@ -182,9 +182,9 @@ class KernelNode(Node):
         shared_mem : int, optional
         """
         self._check_live()
-        if self._pack is None:
-            raise NotImplementedError("set_params on a captured kernel node needs its kernel "
-                                      "signature; rebuild the node with Graph.add_kernel")
+        if self._pack is None:  # captured: arguments by index, sizes from the function
+            from ..captured import graph_set
+            return graph_set(self, args, grid, block, shared_mem)
         pack = self._pack.updated(args, grid, block, shared_mem)
         if grid is not None or block is not None or shared_mem is not None:
             pack.kernel.check_config(*pack.dims)
@@ -260,6 +260,9 @@ class KernelNode(Node):
             raise TypeError(
                 f"an exec has no per-node attribute call ({', '.join(attributes)}): set it on "
                 "the graph node with node.set_attribute(...) and apply it with exe.update(graph)")
+        if target._pack is None:  # captured: arguments by index, sizes from the function
+            from ..captured import exec_set
+            return exec_set(exe, target, args, grid, block, shared_mem)
         pack, h = exe._kernel_entry(target)
         if grid is not None or block is not None or shared_mem is not None:
             d = pack._dims_with(grid, block, shared_mem)
