@@ -13,6 +13,7 @@ every 256 replacements) the stream of the last launch has no work left.
 from __future__ import annotations
 
 from ._cuda import call, error_for, fast, rt, structs, versions
+from ._cuda.device import seen
 from ._lifetime import Ledger, release
 from .errors import ArgumentError, ClosedError, CudaError, GraphExecUpdateError, PyCudaGraphError
 from .hostfn import hostcall_ids, pending as _pending, raise_pending
@@ -269,7 +270,9 @@ class GraphExec:
         if entry is None:
             entry = self._kernel_entry(node)
         pack, h = entry
-        if _native_set_arg is not None:
+        if seen.multi:  # the value's device against the node's: the checked path only
+            pack.kernel._check_pack_args(pack, {index_or_name: value}, "set_arg")
+        elif _native_set_arg is not None:
             r = _native_set_arg(self._h, h, pack, index_or_name, value)
             if not r:
                 return  # done by the compiled path
