@@ -19,6 +19,7 @@ from ._lifetime import Ledger, release
 from .dot import GraphText
 from .edges import edge_data, port_hint, port_name
 from .errors import ArgumentError, ClosedError, CudaError
+from .exec_nodes import forget_removed, graph_gone
 from .nodes import (ChildGraphNode, ConditionalHandle, EmptyNode, EventRecordNode,
                     EventWaitNode, HostNode, IfElseNode, IfNode, KernelNode, MemAllocNode,
                     MemcpyNode, MemFreeNode, MemsetNode, Node, NodeType, SwitchNode,
@@ -71,6 +72,7 @@ class Graph(GraphText):
     def _kill(self, reason: str) -> None:
         """The raw graph is gone: its nodes and child graphs refuse from now on."""
         self._dead = reason
+        graph_gone(self)  # execs that took its nodes as update twins forget them
         self._nodes.clear()
         self._ledger.clear()
         for child in list(self._children):
@@ -281,7 +283,6 @@ class Graph(GraphText):
         call(rt.cudaGraphDestroyNode, node.handle)
         self._nodes.pop(node._h, None)
         node._raw = REMOVED
-        from .graph_exec import forget_removed
         forget_removed(self, node)  # before its bodies are destroyed below
         for child in list(self._children):
             if child._owner is node:

@@ -16,12 +16,13 @@ from ._cuda import call, error_for, fast, rt, structs, versions
 from ._cuda.device import seen
 from ._lifetime import Ledger, release
 from .errors import ArgumentError, ClosedError, CudaError, GraphExecUpdateError, PyCudaGraphError
+from .exec_nodes import find_node, forget_removed, watch_twins
 from .hostfn import hostcall_ids, pending as _pending, raise_pending
 from .nodes import KernelNode, Node
 from .stream import Stream, stream_handle
 from .validate import check_changes, node_arg
 
-__all__ = ["GraphExec"]
+__all__ = ["GraphExec", "forget_removed"]
 
 _F = rt.cudaGraphInstantiateFlags
 _FLAGS = {"auto_free_on_launch": _F.cudaGraphInstantiateFlagAutoFreeOnLaunch,
@@ -46,20 +47,6 @@ _graph_launch = fast.graph_launch
 _exec_set = fast.exec_kernel_node_set_params
 _native_launch = fast.native.graph_launch if fast.native is not None else None
 _native_set_arg = fast.native.exec_set_arg if fast.native is not None else None
-
-
-def forget_removed(graph, node) -> None:
-    """``node`` was removed from ``graph``: the execs made from ``graph`` or from a graph
-    enclosing it (a conditional body's nodes are updated through the top graph's exec)
-    forget it and the nodes of the bodies it owned, so set_arg raises ClosedError."""
-    gone = {node._h}
-    for body in getattr(node, "_bodies", None) or ():
-        gone.update(n._h for n in body._all_nodes())
-    while graph is not None:
-        for exe in list(graph._execs):
-            exe._forget(gone)
-        owner = graph._owner
-        graph = owner.graph if isinstance(owner, Node) else None
 
 
 class GraphExec:
@@ -95,8 +82,9 @@ class GraphExec:
                 raw = call(rt.cudaGraphInstantiateWithParams, graph_raw, params)
             except CudaError as exc:
                 exc.hint = f"result: {params.result_out.name}"
-                if int(params.errNode_out):
-                    exc.hint += f"; failing node: {graph._node(params.errNode_out).describe()}"
+                bad = find_node(graph, params.errNode_out) if int(params.errNode_out) else None
+                if bad is not None:
+                    exc.hint += f"; failing node: {bad.describe()}"
                 exc.args = (exc._text(),)
                 raise
         self = cls.__new__(cls)
@@ -328,9 +316,10 @@ class GraphExec:
         self._resolve_update()
         h = self._aliases.get(node._h, node._h)
         if h != node._h:  # its twin: a node of the graph, or of a body of one of its nodes
-            twin = self.graph._nodes.get(h)
-            return twin or next((n for n in self.graph._all_nodes() if n._h == h),
-                                None) or self.graph._node(h)
+            twin = self.graph._nodes.get(h) or find_node(self.graph, h)
+            if twin is None:
+                raise PyCudaGraphError(f"{node!r} stands for no node of this exec's graph")
+            return twin
         if not self.graph._holds(node):
             raise PyCudaGraphError(f"{node!r} is not a node of the graph this exec was made from")
         return node
@@ -373,7 +362,7 @@ class GraphExec:
         err = fast.exec_update(self, graph, info)
         if err:
             reason = _UPDATE_REASONS.get(info.result, f"result code {info.result}")
-            node = graph._node(info.errorNode) if info.errorNode else None
+            node = find_node(graph, info.errorNode) if info.errorNode else None
             hint = reason + (f"; node: {node.describe()}" if node is not None else "")
             exc = error_for("cuGraphExecUpdate", err, hint, cls=GraphExecUpdateError)
             exc.reason, exc.node = reason, node
@@ -398,6 +387,7 @@ class GraphExec:
             return
         self._pair(self.graph, graph)
         if graph is not self.graph:
+            watch_twins(self, graph)  # its twins are forgotten when it is destroyed
             graph._execs.discard(self)  # paired: its raw graph is no longer needed here
             if graph._closed:
                 graph.close()
