@@ -345,6 +345,8 @@ class Graph(GraphText):
         (what an exec or parent must hold). No CUDA call."""
         bodies = tuple(b.keepalive() for n in self._nodes.values()
                        for b in getattr(n, "_bodies", None) or ())
+        bodies += tuple(c.keepalive() for n in self._nodes.values()  # ChildGraphNode.child
+                        if getattr(c := getattr(n, "_child", None), "_owner", None) is n)
         return (self._ledger.snapshot() + ((self._owner,) if self._owner is not None else ())
                 + bodies)
 
