@@ -31,6 +31,7 @@ __all__ = ["Layout", "ArgPack", "dim3", "HEADER_SIZE"]
 _HEADER = struct.Struct(KERNEL_NODE_PARAMS_FORMAT)
 HEADER_SIZE = _HEADER.size  #: 72: the kernelParams array starts right after the header
 _DIMS = struct.Struct("<7I")  # grid xyz, block xyz, shared memory
+_FUNC = struct.Struct("<Q")  # the header's first field: func
 _DIMS_OFFSET = DIMS_OFFSET
 
 
@@ -370,6 +371,11 @@ class ArgPack:
         return new
 
     # Readable views ---------------------------------------------------------------
+
+    @property
+    def func(self) -> int:
+        """The ``CUfunction`` the header names (the device the launch runs on has it)."""
+        return _FUNC.unpack_from(self.buf, 0)[0]
 
     @property
     def dims(self) -> tuple:

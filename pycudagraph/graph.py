@@ -11,11 +11,11 @@ The ``add_*`` builders are one line each: the node class makes the add call
 
 from __future__ import annotations
 
-import ctypes
 import weakref
 
 from ._cuda import call, device, rt, versions
 from ._lifetime import Ledger, release
+from .clone import GraphClone
 from .dot import GraphText
 from .edges import edge_data, port_hint, port_name
 from .errors import ArgumentError, ClosedError, CudaError
@@ -26,9 +26,10 @@ from .mem_ops import GraphMemOps
 from .generic import GraphGeneric
 from .introspect import GraphIntrospection
 from .user_objects import GraphUserObjects
+from .exec_nodes import forget_removed, graph_gone
 from .nodes import (ChildGraphNode, ConditionalHandle, EmptyNode, EventRecordNode,
                     EventWaitNode, HostNode, IfElseNode, IfNode, KernelNode, MemAllocNode,
-                    MemcpyNode, MemFreeNode, MemsetNode, Node, NodeType, SwitchNode,
+                    MemcpyNode, MemFreeNode, MemsetNode, Node, SwitchNode,
                     WhileNode, node_class)
 from .validate import dep_handles, new_edge, node_arg, old_edge
 from .nodes.base import REMOVED
@@ -36,7 +37,7 @@ from .nodes.base import REMOVED
 __all__ = ["Graph"]
 
 
-class Graph(GraphText, GraphIntrospection, GraphUserObjects, GraphGeneric, GraphCopy3D,
+class Graph(GraphClone, GraphText, GraphIntrospection, GraphUserObjects, GraphGeneric, GraphCopy3D,
             GraphExtSemaphores, GraphMemOps):
     """A CUDA graph built node by node (``cudaGraphCreate``, destroyed by ``cudaGraphDestroy``).
 
@@ -79,6 +80,7 @@ class Graph(GraphText, GraphIntrospection, GraphUserObjects, GraphGeneric, Graph
     def _kill(self, reason: str) -> None:
         """The raw graph is gone: its nodes and child graphs refuse from now on."""
         self._dead = reason
+        graph_gone(self)  # execs that took its nodes as update twins forget them
         self._nodes.clear()
         self._ledger.clear()
         for child in list(self._children):
@@ -295,7 +297,6 @@ class Graph(GraphText, GraphIntrospection, GraphUserObjects, GraphGeneric, Graph
         call(rt.cudaGraphDestroyNode, node.handle)
         self._nodes.pop(node._h, None)
         node._raw = REMOVED
-        from .graph_exec import forget_removed
         forget_removed(self, node)  # before its bodies are destroyed below
         for child in list(self._children):
             if child._owner is node:
@@ -358,41 +359,12 @@ class Graph(GraphText, GraphIntrospection, GraphUserObjects, GraphGeneric, Graph
         (what an exec or parent must hold). No CUDA call."""
         bodies = tuple(b.keepalive() for n in self._nodes.values()
                        for b in getattr(n, "_bodies", None) or ())
+        bodies += tuple(c.keepalive() for n in self._nodes.values()  # ChildGraphNode.child
+                        if getattr(c := getattr(n, "_child", None), "_owner", None) is n)
         return (self._ledger.snapshot() + ((self._owner,) if self._owner is not None else ())
                 + bodies)
 
     # Clone -------------------------------------------------------------------------
-
-    def clone(self) -> "Graph":
-        """A copy of the graph (``cudaGraphClone``); ``clone.find(node)`` maps nodes."""
-        try:
-            raw = call(rt.cudaGraphClone, self._raw)
-        except CudaError as exc:
-            if any(n.type == NodeType.CONDITIONAL for n in self._all_nodes()):
-                exc.hint = "CUDA does not clone graphs with conditional nodes"
-                exc.args = (exc._text(),)
-            raise
-        new = Graph._wrap(raw, owned=True)
-        new._origin = self
-        new._ledger.hold("clone of", self.keepalive())
-        for node in list(self._nodes.values()):  # so clone.nodes carries what we know
-            new.find(node)
-        return new
-
-    def find(self, node: Node) -> Node:
-        """The node of this clone that copies ``node`` of the original (``cudaGraphNodeFindInClone``)."""
-        origin = getattr(self, "_origin", None)
-        node_arg(origin, node, "node", "find")
-        if origin is None:
-            raise ArgumentError(f"find: {self!r} is not a clone; call find on the graph "
-                                "that Graph.clone() returned")
-        raw = call(rt.cudaGraphNodeFindInClone, node.handle, self._raw)
-        h = int(raw)
-        found = self._nodes.get(h)
-        if found is None:
-            found = _copy_node(node, self, h)
-            self._nodes[h] = found
-        return found
 
     # Instantiate -------------------------------------------------------------------
 
@@ -435,20 +407,3 @@ class Graph(GraphText, GraphIntrospection, GraphUserObjects, GraphGeneric, Graph
     def __repr__(self) -> str:
         state = " closed" if self._closed else (" destroyed" if self._dead else "")
         return f"<pycudagraph.Graph 0x{self._h:x}{state}>"
-
-
-_OWN_SLOTS = ("graph", "_h", "_raw", "_cvp", "__weakref__")
-
-
-def _copy_node(original: Node, graph: Graph, h: int) -> Node:
-    """The clone's node object, carrying the original's Python-side parameters."""
-    cls = type(original)
-    node = cls.__new__(cls)
-    Node.__init__(node, graph, h)
-    for base in cls.__mro__:
-        for slot in getattr(base, "__slots__", ()):
-            if slot not in _OWN_SLOTS and hasattr(original, slot):
-                setattr(node, slot, getattr(original, slot))
-    if isinstance(node, KernelNode):
-        node._cvp = ctypes.c_void_p(h)
-    return node

@@ -12,35 +12,27 @@ every 256 replacements) the stream of the last launch has no work left.
 
 from __future__ import annotations
 
-from ._cuda import call, error_for, fast, rt, structs, versions
+from ._cuda import call, fast, rt
 from . import captured, foreign
 from .copy3d import ExecCopy3D
+from .exec_update import ExecUpdate
 from .generic import ExecGeneric
 from .introspect import ExecIntrospection
+from ._cuda.device import seen
 from ._lifetime import Ledger, release
-from .errors import ArgumentError, ClosedError, CudaError, GraphExecUpdateError, PyCudaGraphError
+from .errors import ArgumentError, ClosedError, CudaError, PyCudaGraphError
+from .exec_nodes import find_node, forget_removed
 from .hostfn import hostcall_ids, pending as _pending, raise_pending
 from .nodes import KernelNode, Node
 from .stream import Stream, stream_handle
 from .validate import check_changes, node_arg
 
-__all__ = ["GraphExec"]
+__all__ = ["GraphExec", "forget_removed"]
 
 _F = rt.cudaGraphInstantiateFlags
 _FLAGS = {"auto_free_on_launch": _F.cudaGraphInstantiateFlagAutoFreeOnLaunch,
           "device_launch": _F.cudaGraphInstantiateFlagDeviceLaunch,
           "use_node_priority": _F.cudaGraphInstantiateFlagUseNodePriority}
-
-_UPDATE_REASONS = {
-    1: "the update failed for a reason CUDA does not classify",
-    2: "topology changed (nodes or edges added or removed)",
-    3: "node type changed",
-    4: "function changed (a kernel node launches a different kernel)",
-    5: "parameters changed in a way that cannot be updated",
-    6: "this kind of node cannot be updated",
-    7: "function changed in a way that cannot be updated",
-    8: "node attributes changed",
-}
 
 _PLAIN = (int, float, bool)
 _NEVER = object()  # _last_stream before the first launch
@@ -51,21 +43,7 @@ _native_launch = fast.native.graph_launch if fast.native is not None else None
 _native_set_arg = fast.native.exec_set_arg if fast.native is not None else None
 
 
-def forget_removed(graph, node) -> None:
-    """``node`` was removed from ``graph``: the execs made from ``graph`` or from a graph
-    enclosing it (a conditional body's nodes are updated through the top graph's exec)
-    forget it and the nodes of the bodies it owned, so set_arg raises ClosedError."""
-    gone = {node._h}
-    for body in getattr(node, "_bodies", None) or ():
-        gone.update(n._h for n in body._all_nodes())
-    while graph is not None:
-        for exe in list(graph._execs):
-            exe._forget(gone)
-        owner = graph._owner
-        graph = owner.graph if isinstance(owner, Node) else None
-
-
-class GraphExec(ExecIntrospection, ExecGeneric, ExecCopy3D):
+class GraphExec(ExecUpdate, ExecIntrospection, ExecGeneric, ExecCopy3D):
     """An instantiated graph (``cudaGraphExec_t``), made by :meth:`Graph.instantiate`.
 
     Holds its source graph and a snapshot of everything the graph's nodes point at,
@@ -98,8 +76,9 @@ class GraphExec(ExecIntrospection, ExecGeneric, ExecCopy3D):
                 raw = call(rt.cudaGraphInstantiateWithParams, graph_raw, params)
             except CudaError as exc:
                 exc.hint = f"result: {params.result_out.name}"
-                if int(params.errNode_out):
-                    exc.hint += f"; failing node: {graph._node(params.errNode_out).describe()}"
+                bad = find_node(graph, params.errNode_out) if int(params.errNode_out) else None
+                if bad is not None:
+                    exc.hint += f"; failing node: {bad.describe()}"
                 exc.args = (exc._text(),)
                 raise
         self = cls.__new__(cls)
@@ -287,7 +266,9 @@ class GraphExec(ExecIntrospection, ExecGeneric, ExecCopy3D):
                 return captured.exec_set_arg(self, self._member(node), index_or_name, value)
             entry = self._kernel_entry(node)
         pack, h = entry
-        if _native_set_arg is not None:
+        if seen.multi:  # the value's device against the node's: the checked path only
+            pack.kernel._check_pack_args(pack, {index_or_name: value}, "set_arg")
+        elif _native_set_arg is not None:
             r = _native_set_arg(self._h, h, pack, index_or_name, value)
             if not r:
                 return  # done by the compiled path
@@ -347,9 +328,10 @@ class GraphExec(ExecIntrospection, ExecGeneric, ExecCopy3D):
         self._resolve_update()
         h = self._aliases.get(node._h, node._h)
         if h != node._h:  # its twin: a node of the graph, or of a body of one of its nodes
-            twin = self.graph._nodes.get(h)
-            return twin or next((n for n in self.graph._all_nodes() if n._h == h),
-                                None) or self.graph._node(h)
+            twin = self.graph._nodes.get(h) or find_node(self.graph, h)
+            if twin is None:
+                raise PyCudaGraphError(f"{node!r} stands for no node of this exec's graph")
+            return twin
         if not self.graph._holds(node):
             raise PyCudaGraphError(f"{node!r} is not a node of the graph this exec was made from")
         return node
@@ -365,77 +347,6 @@ class GraphExec(ExecIntrospection, ExecGeneric, ExecCopy3D):
         node_arg(None, node, "node", "is_enabled")
         target = self._member(node)
         return bool(call(rt.cudaGraphNodeGetEnabled, self._raw, target.handle))
-
-    # Whole-graph update ------------------------------------------------------------
-
-    def update(self, graph) -> None:
-        """Take all node parameters from ``graph``, which has the same topology
-        (``cuGraphExecUpdate``, the driver twin of ``cudaGraphExecUpdate``).
-
-        Nodes are paired in creation order, as CUDA pairs nodes built by the API (done
-        lazily, at the next per-node update). Afterwards the nodes of ``graph`` are
-        accepted by :meth:`set_arg` and :meth:`set_params` as aliases of the paired nodes.
-
-        Raises
-        ------
-        GraphExecUpdateError
-            Naming the reason (topology changed, function changed, ...) and the node.
-        """
-        if not isinstance(graph, type(self.graph)):
-            raise ArgumentError(f"update: graph must be a pycudagraph.Graph, got "
-                                f"{type(graph).__name__}")
-        if self._h is None:
-            self._refuse()
-        graph._raw  # noqa: B018 - a closed graph raises ClosedError here
-        graph._execs.add(self)  # its raw graph stays until its nodes are paired with ours
-        info = structs.ExecUpdateResultInfo()
-        err = fast.exec_update(self, graph, info)
-        if err:
-            reason = _UPDATE_REASONS.get(info.result, f"result code {info.result}")
-            node = graph._node(info.errorNode) if info.errorNode else None
-            hint = reason + (f"; node: {node.describe()}" if node is not None else "")
-            exc = error_for("cuGraphExecUpdate", err, hint, cls=GraphExecUpdateError)
-            exc.reason, exc.node = reason, node
-            raise exc
-        self._retire(tuple(entry[0] for entry in self._packs.values()))
-        self._packs.clear()
-        old = self._pending
-        if old is not None and old is not graph and old is not self.graph:
-            old._execs.discard(self)  # superseded before its nodes were paired
-            if old._closed:
-                old.close()
-        self._pending = graph  # nodes are paired on the next per-node update
-        self._retire(self._ledger.snapshot())
-        self._ledger.held = {"graph": graph.keepalive() + (graph,)}
-        self._host_ids = set()
-        self._host_scan = True
-
-    def _resolve_update(self) -> None:
-        """Pair the last update's nodes with the exec's (creation order, as CUDA pairs them)."""
-        graph, self._pending = self._pending, None
-        if graph is None:
-            return
-        self._pair(self.graph, graph)
-        if graph is not self.graph:
-            graph._execs.discard(self)  # paired: its raw graph is no longer needed here
-            if graph._closed:
-                graph.close()
-
-    def _pair(self, old_graph, graph) -> None:
-        """Pair ``graph``'s nodes with ``old_graph``'s in creation order, and so the nodes
-        of the bodies of conditional nodes built here (``cudaGraphGetNodes``)."""
-        old_nodes = versions.graph_nodes(old_graph._raw_handle)  # kept while we live
-        new_nodes = versions.graph_nodes(graph._raw_handle)
-        for old_raw, new_raw in zip(old_nodes, new_nodes):
-            old_h, new = int(old_raw), graph._node(new_raw)
-            if new._h != old_h:
-                self._aliases[new._h] = old_h
-            if type(new) is KernelNode and new._pack is not None:
-                self._src[old_h] = new._pack
-            if getattr(new, "_bodies", None):
-                old = old_graph._node(old_raw)  # cached where _member looks for it
-                for old_body, body in zip(getattr(old, "_bodies", None) or (), new._bodies):
-                    self._pair(old_body, body)
 
     def close(self) -> None:
         """Destroy the exec now (``cudaGraphExecDestroy``); idempotent.

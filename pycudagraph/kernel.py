@@ -54,8 +54,9 @@ class Kernel:
         self._handle = None
         self._handle_int = 0
         self._funcs: dict[int, int] = {}  # device ordinal -> CUfunction
-        self._func_int = 0  # the function looked up last and its device: the fast path
-        self._func_dev = -1
+        # The function looked up last and its device: the fast path. One tuple, written
+        # and read in one step, so a thread never pairs one device's function with another's.
+        self._func: tuple[int, int] = (0, -1)
         self._dev = -1  # the device it was first loaded on
         self._layout = None
         self._image_params: list[tuple[int, int]] | None = None
@@ -120,8 +121,21 @@ class Kernel:
             self._funcs[ordinal] = func
             if self._dev < 0:
                 self._dev = ordinal
-        self._func_int, self._func_dev = func, ordinal
+        self._func = (func, ordinal)
         return func
+
+    @property
+    def _func_int(self) -> int:
+        """The ``CUfunction`` looked up last (for a pair with its device read ``_func``).
+        No CUDA call."""
+        return self._func[0]
+
+    def _device_of(self, func: int) -> int:
+        """The device whose ``CUfunction`` ``func`` is (-1 if not this kernel's). No CUDA call."""
+        for dev, f in list(self._funcs.items()):
+            if f == func:
+                return dev
+        return -1
 
     @property
     def image_params(self) -> list[tuple[int, int]] | None:
@@ -159,7 +173,7 @@ class Kernel:
             if image is not None:
                 params = self._check_against_image(params, image)
             self._layout = Layout(self.name, params)
-            if self._func_int:
+            if self._func[0]:
                 self._native = self._layout.native
         return self._layout
 
@@ -213,8 +227,10 @@ class Kernel:
             dev = ensure_device()
         if seen.multi:
             args = self._check_args(args, dev, "graph node")
-        func = self._func_int if dev == self._func_dev else self._function(dev)
-        g, b, smem = self._config(grid, block, shared_mem)
+        func, fdev = self._func
+        if fdev != dev:
+            func = self._function(dev)
+        g, b, smem = self._config(grid, block, shared_mem, func, dev)
         return ArgPack(self._layout or self.layout, self, args, g, b, smem, func=func)
 
     def _check_args(self, args, dev: int, what: str):
@@ -231,24 +247,51 @@ class Kernel:
                              f"argument {i} '{name}' (a DeviceBuffer)")
         return args
 
-    def _config(self, grid, block, shared_mem) -> tuple:
+    def _check_pack_args(self, pack, args, what: str):
+        """Every DeviceBuffer of ``args`` (a sequence, or a dict ``{index or name: value}``)
+        usable from the device of the function ``pack`` names (a node's device); returns
+        ``args``. Called while several devices are in use (``seen.multi``). No CUDA call."""
+        dev = self._device_of(pack.func)
+        if dev < 0:  # not one of this kernel's functions: nothing to judge it by
+            return args
+        if not isinstance(args, dict):
+            return self._check_args(args, dev, what)
+        layout = pack.layout
+        for key, a in args.items():
+            if type(a) is DeviceBuffer and a._dev != dev:
+                i = layout.slot_index(key)
+                check_access(f"{self.name}() ({what})", dev, a._dev,
+                             f"argument {i} '{layout.params[i].name}' (a DeviceBuffer)")
+        return args
+
+    def _config(self, grid, block, shared_mem, func: int = 0, dev: int = -1) -> tuple:
         """``(grid3, block3, shared_mem)`` checked against the device's and the kernel's
         limits (:func:`pycudagraph.validate.launch_config`); loads the kernel first.
 
-        The common case (1-D int grid and block within the limits, shared memory within
-        the kernel's current ceiling) costs a few compares.
+        ``func`` (on device ``dev``) is the ``CUfunction`` the launch or node names; by
+        default the one looked up last. The common case (1-D int grid and block within
+        the limits, shared memory within the kernel's current ceiling) costs a few compares.
         """
         if self._handle is None:
             self.handle  # noqa: B018 - load the module, get the function
-        if self._fits(grid, block, shared_mem):
+        if not func:
+            func, dev = self._func
+        if self._fits(grid, block, shared_mem, func):
             return (grid, 1, 1), (block, 1, 1), shared_mem
-        lim = KERNEL_LIMITS.get(self._func_int) or kernel_limits(self)
+        lim = KERNEL_LIMITS.get(func) or kernel_limits(self, func, dev)
         return launch_config(lim, grid, block, shared_mem)
 
-    def _fits(self, grid, block, shared_mem) -> bool:
+    def _pack_config(self, pack, grid, block, shared_mem) -> tuple:
+        """:meth:`check_config` for the function ``pack``'s header names, on that function's
+        device (a node's own, whichever device this kernel was looked up on last).
+        ``cuFuncGetAttribute`` / ``cuFuncSetAttribute`` as :meth:`check_config`."""
+        func = pack.func
+        return self._config(grid, block, shared_mem, func, self._device_of(func))
+
+    def _fits(self, grid, block, shared_mem, func: int = 0) -> bool:
         """The common configuration (1-D int grid and block within the limits, shared memory
         within the kernel's current ceiling), judged with a few compares; False when unsure."""
-        lim = KERNEL_LIMITS.get(self._func_int)
+        lim = KERNEL_LIMITS.get(func or self._func[0])
         return (lim is not None and type(block) is int and type(grid) is int
                 and type(shared_mem) is int and 0 < block <= lim.block1
                 and 0 < grid <= lim.grid1 and 0 <= shared_mem <= lim.smem)
@@ -312,7 +355,7 @@ class Kernel:
         # launch there could invalidate the capture, so only a config known to fit goes.
         if (nl is not None and not seen.multi
                 and (not _lifetime.capture_keeps or self._fits(grid, block, shared_mem))
-                and not _native_launch(nl, self._func_int, grid, block, args, s, shared_mem)):
+                and not _native_launch(nl, self._func[0], grid, block, args, s, shared_mem)):
             if _lifetime.capture_keeps and args:  # captured: the graph keeps the arguments
                 _lifetime.keep_in_captures(tuple(args))
             return  # launched by the compiled path
@@ -332,8 +375,10 @@ class Kernel:
                 dev = current_device() if s in (0, 1, 2) else stream_device(s)
         if seen.multi:
             args = self._check_args(args, dev, "launch")
-        func = self._func_int if dev == self._func_dev else self._function(dev)
-        g, b, smem = self._config(grid, block, shared_mem)
+        func, fdev = self._func
+        if fdev != dev:
+            func = self._function(dev)
+        g, b, smem = self._config(grid, block, shared_mem, func, dev)
         pack = ArgPack(self._layout or self.layout, self, args, g, b, smem, func=func)
         if seen.multi and dev != thread_state.device:  # CUDA launches on the current device
             with device._trusted(dev):

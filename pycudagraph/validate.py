@@ -173,14 +173,15 @@ def device_limits(device: int) -> DeviceLimits:
     return lim
 
 
-def kernel_limits(kernel) -> KernelLimits:
-    """The limits of a loaded kernel (its ``CUfunction`` in ``kernel._func_int``, on
-    device ``kernel._func_dev``), cached until the kernel is collected.
+def kernel_limits(kernel, func: int = 0, dev: int = -1) -> KernelLimits:
+    """The limits of a loaded kernel's ``CUfunction`` ``func`` on device ``dev`` (default:
+    the function looked up last, ``kernel._func``), cached until the kernel is collected.
 
     Calls ``cuFuncGetAttribute`` for the kernel's maximum threads per block, its static
     shared memory and its current dynamic shared memory ceiling.
     """
-    func = kernel._func_int
+    if not func:
+        func, dev = kernel._func  # one tuple: the function and its device together
     lim = KERNEL_LIMITS.get(func)
     if lim is None:
         f = dr.CUfunction(func)
@@ -188,7 +189,7 @@ def kernel_limits(kernel) -> KernelLimits:
         def attr(a):
             return int(call(dr.cuFuncGetAttribute, a, f))
         cur = ensure_device()  # a current context in this thread for the driver calls
-        dev = kernel._func_dev if kernel._func_dev >= 0 else cur  # the function's device
+        dev = dev if dev >= 0 else cur  # the function's device
         lim = KernelLimits(kernel.name, func, device_limits(dev),
                            attr(_F.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
                            attr(_F.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES),

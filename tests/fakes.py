@@ -39,13 +39,13 @@ def fake_kernel(sig: str = "float* y, float a, int n", name: str = "k",
     """A 'loaded' Kernel whose limits come from the mocked table."""
     k = pcg.Kernel(None, name, parse_params(sig))
     k._handle = object()
-    k._func_int = next(_ids)
-    k._func_dev = 0  # the function of device 0, the (pretended) current device
-    k._funcs[0] = k._func_int
+    func = next(_ids)
+    k._func = (func, 0)  # the function of device 0, the (pretended) current device
+    k._funcs[0] = func
     k._layout = Layout(name, k._declared)
     dev = validate.DeviceLimits(0, **H100)
-    validate.KERNEL_LIMITS[k._func_int] = validate.KernelLimits(
-        name, k._func_int, dev, kernel_threads, smem, static_smem)
+    validate.KERNEL_LIMITS[func] = validate.KernelLimits(
+        name, func, dev, kernel_threads, smem, static_smem)
     return k
 
 

@@ -5,6 +5,7 @@ import pytest
 from cuda.bindings import runtime as rt
 
 import pycudagraph as pcg
+from pycudagraph._cuda import versions as versions_mod
 import pycudagraph.graph as graph_mod
 import pycudagraph.graph_exec as exec_mod
 from pycudagraph._lifetime import Ledger
@@ -83,7 +84,7 @@ def test_update_pairs_the_nodes_of_bodies(driver, monkeypatch):
     e_old, e_new = fake_node(c_old.body), fake_node(c_new.body)
     order = {int(gr._raw_handle): [rt.cudaGraphNode_t(n._h) for n in gr._nodes.values()]
              for gr in (old, new, c_old.body, c_new.body)}
-    monkeypatch.setattr(exec_mod.versions, "graph_nodes", lambda raw: order[int(raw)])
+    monkeypatch.setattr(versions_mod, "graph_nodes", lambda raw: order[int(raw)])
     exe = _exec(old)
     exe._pending = new  # what update(new) leaves for the next per-node update
     exe.set_arg(k_new, "a", 11)  # the new graph's body node stands for the exec's
@@ -112,9 +113,9 @@ def test_update_pairs_the_nodes_of_bodies(driver, monkeypatch):
 def test_conditional_and_attribute_entries_raise_argument_errors(monkeypatch, call, words):
     """Refused before CUDA with the ArgumentError the other entry points raise, naming the
     entry point and the parameter."""
-    monkeypatch.setattr(exec_mod.versions, "driver_version", lambda: 13000)
-    monkeypatch.setattr(exec_mod.versions, "node_dependencies", lambda handle: [])
-    monkeypatch.setattr(exec_mod.versions, "node_dependents", lambda handle: [])
+    monkeypatch.setattr(versions_mod, "driver_version", lambda: 13000)
+    monkeypatch.setattr(versions_mod, "node_dependencies", lambda handle: [])
+    monkeypatch.setattr(versions_mod, "node_dependents", lambda handle: [])
     g = fake_graph()
     with pytest.raises(pcg.ArgumentError, match=words):
         call(g, pcg.ConditionalHandle(g, 1))
@@ -122,18 +123,18 @@ def test_conditional_and_attribute_entries_raise_argument_errors(monkeypatch, ca
 
 def test_removing_an_edge_with_the_wrong_port_says_its_port(monkeypatch):
     from pycudagraph.edges import edge_data
-    monkeypatch.setattr(exec_mod.versions, "driver_version", lambda: 13000)
+    monkeypatch.setattr(versions_mod, "driver_version", lambda: 13000)
     g = fake_graph()
     a, b = kernel_node(g, 1, 2), kernel_node(g, 3, 4)
     (data,) = edge_data("programmatic")
-    monkeypatch.setattr(exec_mod.versions, "node_dependencies", lambda handle: [a._h])
-    monkeypatch.setattr(exec_mod.versions, "graph_get_edges_with_data",
+    monkeypatch.setattr(versions_mod, "node_dependencies", lambda handle: [a._h])
+    monkeypatch.setattr(versions_mod, "graph_get_edges_with_data",
                         lambda raw: ([a.handle], [b.handle], [data]))
 
     def refuse(raw, frm, to, data=None):
         raise pcg.CudaError("cudaGraphRemoveDependencies", 1, "cudaErrorInvalidValue",
                             "invalid argument")
-    monkeypatch.setattr(exec_mod.versions, "graph_remove_dependencies", refuse)
+    monkeypatch.setattr(versions_mod, "graph_remove_dependencies", refuse)
     with pytest.raises(pcg.CudaError, match="is a programmatic edge: remove it with "
                                             "port='programmatic'"):
         g.remove_dependency(a, b)
@@ -169,7 +170,7 @@ def test_after_update_a_removed_node_is_not_reached_through_its_twin(driver, mon
     e_old, e_new = fake_node(old), fake_node(new)
     order = {int(gr._raw_handle): [rt.cudaGraphNode_t(n._h) for n in gr._nodes.values()]
              for gr in (old, new)}
-    monkeypatch.setattr(exec_mod.versions, "graph_nodes", lambda raw: order[int(raw)])
+    monkeypatch.setattr(versions_mod, "graph_nodes", lambda raw: order[int(raw)])
     exe = _exec(old)
     exe._pending = new
     exe.set_arg(k_new, "a", 11)  # pairs the graphs: k_new stands for k_old
@@ -183,7 +184,7 @@ def test_after_update_a_removed_node_is_not_reached_through_its_twin(driver, mon
 
 
 def test_a_conditional_node_of_a_closed_graph_still_describes_itself(monkeypatch):
-    monkeypatch.setattr(exec_mod.versions, "graph_nodes", lambda raw: [1, 2])
+    monkeypatch.setattr(versions_mod, "graph_nodes", lambda raw: [1, 2])
     g = fake_graph()
     cond = if_node(g)
     _exec(g)
@@ -221,7 +222,7 @@ def test_update_from_the_same_graph_takes_its_bodies_new_arguments(driver, monke
     k = kernel_node(cond.body, 1, 2)
     order = {int(gr._raw_handle): [rt.cudaGraphNode_t(n._h) for n in gr._nodes.values()]
              for gr in (g, cond.body)}
-    monkeypatch.setattr(exec_mod.versions, "graph_nodes", lambda raw: order[int(raw)])
+    monkeypatch.setattr(versions_mod, "graph_nodes", lambda raw: order[int(raw)])
     exe = _exec(g)
     k._pack = fake_kernel(SIG).pack((10, 20), 1, 32)  # what k.set_params(args=...) leaves
     exe._pending = g  # exe.update(g) carried the new arguments into the exec

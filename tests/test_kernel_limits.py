@@ -13,7 +13,7 @@ from pycudagraph import validate
 def test_limits_are_the_functions_device(monkeypatch):
     k = fake_kernel()
     del validate.KERNEL_LIMITS[k._func_int]
-    k._func_dev = 1  # the kernel's function on device 1, while device 0 is current
+    k._func = (k._func_int, 1)  # the kernel's function on device 1, while device 0 is current
     other = dict(H100, threads=512)
     monkeypatch.setitem(validate.DEVICE_LIMITS, 0, validate.DeviceLimits(0, **H100))
     monkeypatch.setitem(validate.DEVICE_LIMITS, 1, validate.DeviceLimits(1, **other))

@@ -404,3 +404,29 @@ def test_compiled_eager_launch_refuses_freed_buffers_and_feeds_captures():
         s._h, s._dev, s._addr = None, 0, 0x5000
         refused(lambda: k.launch(1, 32, (buf, 1.0, 4), stream=s), pcg.ClosedError, "")
     '''))
+
+
+@needs_native
+def test_compiled_set_arg_hands_back_while_several_devices_are_in_use():
+    """With two devices seen the compiled set_arg does not run: the checked path judges the
+    buffer's device against the node's (a node of device 0 here)."""
+    run_fake(INTEGRATED + textwrap.dedent('''
+        from pycudagraph._cuda.device import seen
+        from pycudagraph._lifetime import Ledger
+        g = fake_graph()
+        node = g.add_kernel(k, 1, 32, (buffer(), 1.0, 4))
+        exe = fake_exec(g)
+        exe._src = {node._h: node._pack}
+        exe._ledger = Ledger(owner=exe)
+        exe._last_stream, exe._fin, exe._addr = _NEVER, (lambda: None), exe._h
+        seen.multi = True
+        other = buffer()
+        other._dev = 1
+        refused(lambda: exe.set_arg(node, 0, other), pcg.DeviceMismatchError,
+                "runs on device 0 but argument 0 'y' (a DeviceBuffer) is memory of device 1")
+        mine = buffer()
+        with pcg.trace() as t:  # the checked path's call (the compiled one is not traced)
+            exe.set_arg(node, 0, mine)
+        assert [r.api for r in t.records] == ["cuGraphExecKernelNodeSetParams"]
+        assert CALLS[-1][0] == "exec_set" and CALLS[-1][1][2][0] == mine.ptr
+    '''))

@@ -86,7 +86,7 @@ class KernelNode(Node):
         nl = getattr(kernel, "_native", None)  # a Kernel's compiled layout, once loaded
         if (nl is not None and not todo and not seen.multi and not (graph._closed or graph._dead)
                 and kernel._fits(grid, block, shared_mem)):  # the driver checks no limits here
-            r = _native_add(nl, kernel._layout, kernel, kernel._func_int, grid, block, args,
+            r = _native_add(nl, kernel._layout, kernel, kernel._func[0], grid, block, args,
                             shared_mem, graph, deps)
             if type(r) is tuple:  # packed and added by the compiled path
                 return graph._register(cls(graph, r[0], r[1]), r[1])
@@ -185,9 +185,11 @@ class KernelNode(Node):
         if self._pack is None:  # captured: arguments by index, sizes from the function
             from ..captured import graph_set
             return graph_set(self, args, grid, block, shared_mem)
+        if seen.multi and args is not None:  # DeviceBuffers of the node's device (or peers)
+            args = self._pack.kernel._check_pack_args(self._pack, args, "set_params")
         pack = self._pack.updated(args, grid, block, shared_mem)
         if grid is not None or block is not None or shared_mem is not None:
-            pack.kernel.check_config(*pack.dims)
+            pack.kernel._pack_config(pack, *pack.dims)  # the node's function, its device
         fast.kernel_node_set_params(self, pack)
         self._pack = pack
         self.graph._register(self, pack)
@@ -264,9 +266,11 @@ class KernelNode(Node):
             from ..captured import exec_set
             return exec_set(exe, target, args, grid, block, shared_mem)
         pack, h = exe._kernel_entry(target)
+        if seen.multi and args is not None:  # DeviceBuffers of the node's device (or peers)
+            args = pack.kernel._check_pack_args(pack, args, "GraphExec.set_params")
         if grid is not None or block is not None or shared_mem is not None:
             d = pack._dims_with(grid, block, shared_mem)
-            pack.kernel.check_config(tuple(d[0:3]), tuple(d[3:6]), d[6])
+            pack.kernel._pack_config(pack, tuple(d[0:3]), tuple(d[3:6]), d[6])
         old_refs = pack.apply(args, grid, block, shared_mem)
         fast.exec_kernel_node_set_params(exe, h, pack, self)
         for old in old_refs:

@@ -14,7 +14,7 @@ class ChildGraphNode(Node):
     """A node that runs a whole graph (``cudaGraphAddChildGraphNode``)."""
 
     type = NodeType.CHILD_GRAPH
-    __slots__ = ()
+    __slots__ = ("_child",)  # the one Graph wrapper of the embedded graph, made on first use
 
     @classmethod
     def _add(cls, graph, deps, child) -> "ChildGraphNode":
@@ -31,9 +31,16 @@ class ChildGraphNode(Node):
 
     @property
     def child(self):
-        """The embedded graph (``cudaGraphChildGraphNodeGetGraph``); owned by this node."""
+        """The embedded graph (``cudaGraphChildGraphNodeGetGraph``, on first use); owned by
+        this node. One wrapper per node: what nodes added to it keep alive is kept by the
+        parent graph too (its keepalive includes the child's)."""
+        child = getattr(self, "_child", None)
+        if child is not None and child._owner is self:  # not a clone's copy of the slot
+            self._check_live()
+            return child
         raw = call(rt.cudaGraphChildGraphNodeGetGraph, self.handle)
-        return self.graph._wrap_child(raw, owner=self)
+        self._child = child = self.graph._wrap_child(raw, owner=self)
+        return child
 
     @property
     def params(self) -> dict:

@@ -1,0 +1,126 @@
+"""CPU tests: which node an exec's node handle stands for, once handles can be reused.
+
+After ``exe.update(g2)`` the nodes of ``g2`` are update twins of the exec's nodes; when
+``g2`` is destroyed, collected or loses a node, its handles may be given to nodes of other
+graphs, which must not reach the exec. A failing node CUDA names inside a conditional
+body is described without being cached in the enclosing graph. Fake graphs and nodes:
+no raw call reaches CUDA.
+"""
+
+import gc
+import weakref
+
+import pytest
+from cuda.bindings import runtime as rt
+
+import pycudagraph as pcg
+from pycudagraph._cuda import versions as versions_mod
+import pycudagraph.graph as graph_mod
+import pycudagraph.graph_exec as exec_mod
+from fakes import _ids, fake_graph
+from test_graph_bodies import _exec, driver, if_node, kernel_node  # noqa: F401 - fixture
+
+pytestmark = pytest.mark.usefixtures("cpu_device")
+
+
+@pytest.fixture
+def twins(driver, monkeypatch):  # noqa: F811 - the fixture imported above
+    """An exec of ``old`` updated from ``new`` and paired: ``k_new`` stands for ``k_old``."""
+    old, new = fake_graph(), fake_graph()
+    k_old, k_new = kernel_node(old, 1, 2), kernel_node(new, 10, 20)
+    order = {int(g._raw_handle): [rt.cudaGraphNode_t(n._h) for n in g._nodes.values()]
+             for g in (old, new)}
+    monkeypatch.setattr(versions_mod, "graph_nodes", lambda raw: order[int(raw)])
+    exe = _exec(old)
+    exe._pending = new  # what update(new) leaves for the next per-node update
+    exe.set_arg(k_new, "a", 11)
+    assert driver == [(k_old._h, [11, 20])] and k_new._h in exe._aliases
+    return {"exe": exe, "new": new, "k_new": k_new, "sent": driver}  # a test may drop some
+
+
+def impostor_of(h):
+    """A node of an unrelated graph that CUDA gave the address ``h`` (reused)."""
+    other = fake_graph()
+    node = kernel_node(other, 7, 7)
+    del other._nodes[node._h]
+    node._h = h
+    other._nodes[h] = node
+    return node
+
+
+def refused(exe, node, sent):
+    n = len(sent)
+    with pytest.raises(pcg.PyCudaGraphError, match="not a node of the graph"):
+        exe.set_arg(node, "a", 99)
+    with pytest.raises(pcg.PyCudaGraphError, match="not a node of the graph"):
+        exe.set_params(node, args={"a": 99})
+    assert len(sent) == n  # the exec was not updated through the reused handle
+
+
+def test_a_closed_update_graphs_twins_are_forgotten(twins):
+    exe, new, k_new, sent = twins.values()
+    new._fin = lambda: None  # owned: close() destroys it (its exec no longer needs it)
+    new.close()
+    assert new._dead and k_new._h not in exe._aliases and k_new._h not in exe._packs
+    refused(exe, impostor_of(k_new._h), sent)
+
+
+def test_a_collected_update_graphs_twins_are_forgotten(twins):
+    exe, sent, h = twins["exe"], twins["sent"], twins["k_new"]._h
+    probe = weakref.ref(twins["new"])
+    del twins["new"], twins["k_new"]
+    gc.collect()
+    assert probe() is None  # the update graph was collected (its raw graph destroyed)
+    assert h not in exe._aliases and h not in exe._packs
+    refused(exe, impostor_of(h), sent)
+
+
+def test_a_node_removed_from_an_update_graph_is_forgotten(twins):
+    exe, new, k_new, sent = twins.values()
+    new.remove_node(k_new)
+    assert k_new._h not in exe._aliases and k_new._h not in exe._packs
+    refused(exe, impostor_of(k_new._h), sent)
+
+
+@pytest.fixture
+def failing_update(monkeypatch):
+    """cuGraphExecUpdate refuses, naming the node ``failing[0]`` (a handle)."""
+    failing = []
+
+    def exec_update(exe, graph, info):
+        info.result, info.errorNode = 4, failing[0]
+        return 1  # CUDA_ERROR_INVALID_VALUE
+    monkeypatch.setattr(exec_mod.fast, "exec_update", exec_update)
+    return failing
+
+
+def test_a_failing_body_node_is_not_cached_in_the_parent(failing_update):
+    g = fake_graph()
+    cond = if_node(g)
+    k = kernel_node(cond.body, 1, 2)
+    exe = _exec(fake_graph())
+    failing_update.append(k._h)
+    with pytest.raises(pcg.GraphExecUpdateError, match="function changed") as info:
+        exe.update(g)
+    assert info.value.node is k and k._h not in g._nodes
+    with pytest.raises(pcg.PyCudaGraphError):
+        exe._member(info.value.node)  # not a node of the exec's graph
+
+
+def test_a_failing_body_node_read_back_belongs_to_its_body(failing_update, monkeypatch):
+    """A body node Python never saw is listed (cudaGraphGetNodes) and made by its body."""
+    g = fake_graph()
+    cond = if_node(g)
+    h = next(_ids)
+    order = {int(g._raw_handle): [rt.cudaGraphNode_t(cond._h)],
+             int(cond.body._raw_handle): [rt.cudaGraphNode_t(h)]}
+    monkeypatch.setattr(versions_mod, "graph_nodes", lambda raw: order[int(raw)])
+    real_call = graph_mod.call
+    monkeypatch.setattr(graph_mod, "call", lambda fn, *a: rt.cudaGraphNodeType(5)
+                        if fn is rt.cudaGraphNodeGetType else real_call(fn, *a))
+    exe = _exec(fake_graph())
+    failing_update.append(h)
+    with pytest.raises(pcg.GraphExecUpdateError, match="node: empty") as info:
+        exe.update(g)
+    node = info.value.node
+    assert node.graph is cond.body and cond.body._nodes[h] is node and h not in g._nodes
