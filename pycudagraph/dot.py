@@ -7,8 +7,9 @@ import subprocess
 from pathlib import Path
 
 from ._cuda import call, rt
+from .errors import ArgumentError
 
-__all__ = ["GraphText", "graph_to_dot", "render", "svg_or_none"]
+__all__ = ["GraphText", "graph_to_dot", "render", "svg_or_none", "debug_dot_flags", "dot_flag_bits"]
 
 _SHAPES = {"kernel": "box", "memcpy": "parallelogram", "memset": "parallelogram",
            "host": "hexagon", "child_graph": "box3d", "empty": "point",
@@ -111,6 +112,34 @@ def svg_or_none(dot_text: str):
     return out.stdout.decode() if out.returncode == 0 else None
 
 
+_DOT_PREFIX = "cudaGraphDebugDotFlags"
+
+
+def _snake(name: str) -> str:
+    return "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_")
+
+
+def debug_dot_flags() -> dict:
+    """``{snake_case_name: value}`` of every ``cudaGraphDebugDotFlags`` the installed
+    cuda-bindings has (``verbose``, ``kernel_node_params``, ``handles``, ...). No CUDA call."""
+    return {_snake(m[len(_DOT_PREFIX):]): int(getattr(rt.cudaGraphDebugDotFlags, m))
+            for m in dir(rt.cudaGraphDebugDotFlags) if m.startswith(_DOT_PREFIX)}
+
+
+def dot_flag_bits(names) -> int:
+    """The OR of the named ``cudaGraphDebugDotFlags``; an unknown name raises
+    :class:`~pycudagraph.errors.ArgumentError` listing the known ones. No CUDA call."""
+    if isinstance(names, str):
+        names = (names,)
+    known = debug_dot_flags()
+    bits = 0
+    for name in names:
+        if name not in known:
+            raise ArgumentError(f"debug_dot_print: no flag {name!r}; the flags are {sorted(known)}")
+        bits |= known[name]
+    return bits
+
+
 class GraphText:
     """The text views of a :class:`~pycudagraph.Graph` (mixed into it): DOT, CUDA's own
     DOT, rendered pictures."""
@@ -126,7 +155,7 @@ class GraphText:
         """
         return graph_to_dot(self, name)
 
-    def debug_dot_print(self, path, verbose: bool = False) -> None:
+    def debug_dot_print(self, path, verbose: bool = False, flags=()) -> None:
         """Write CUDA's own DOT description to ``path`` (``cudaGraphDebugDotPrint``).
 
         Parameters
@@ -134,9 +163,13 @@ class GraphText:
         path : str or path-like
         verbose : bool
             ``cudaGraphDebugDotFlagsVerbose``: every parameter of every node.
+        flags : iterable of str
+            More ``cudaGraphDebugDotFlags``, by the name after the prefix in snake case
+            (``"kernel_node_params"``, ``"handles"``, ``"conditional_node_params"``, ...;
+            :func:`debug_dot_flags` lists the ones the installed bindings have).
         """
-        flags = (rt.cudaGraphDebugDotFlags.cudaGraphDebugDotFlagsVerbose if verbose else 0)
-        call(rt.cudaGraphDebugDotPrint, self._raw, str(path).encode(), int(flags))
+        bits = dot_flag_bits(("verbose",) if verbose else ()) | dot_flag_bits(flags)
+        call(rt.cudaGraphDebugDotPrint, self._raw, str(path).encode(), bits)
 
     def render(self, path, format: str | None = None) -> str:
         """Render :meth:`to_dot` to SVG/PNG with Graphviz's ``dot`` program; returns the path.

@@ -31,3 +31,25 @@ def test_sphinx_build_has_no_warning(tmp_path):
     out = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
                           str(ROOT / "docs"), str(tmp_path / "html")], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-3000:]
+
+
+def test_every_debug_dot_flag_is_reachable(monkeypatch):
+    """Graph.debug_dot_print takes every cudaGraphDebugDotFlags value by name."""
+    from pycudagraph import dot
+    from pycudagraph._cuda import rt
+    names = dot.debug_dot_flags()
+    members = [m for m in dir(rt.cudaGraphDebugDotFlags) if m.startswith("cudaGraphDebugDotFlags")]
+    assert len(names) == len(members) and "verbose" in names and "kernel_node_params" in names
+    seen = []
+    monkeypatch.setattr(dot, "call", lambda fn, raw, path, bits: seen.append((fn, bits)))
+
+    class _G(dot.GraphText):
+        _raw = object()
+    for name, value in names.items():
+        _G().debug_dot_print("x.dot", flags=[name])
+        assert seen[-1] == (rt.cudaGraphDebugDotPrint, value)
+    _G().debug_dot_print("x.dot", verbose=True, flags=("handles",))
+    assert seen[-1][1] == names["verbose"] | names["handles"]
+    import pycudagraph as pcg
+    with pytest.raises(pcg.ArgumentError, match="no flag 'colour'"):
+        _G().debug_dot_print("x.dot", flags=["colour"])

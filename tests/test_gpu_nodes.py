@@ -199,3 +199,22 @@ def test_remove_dependency_and_node(helpers):
     assert g.edges == []
     g.remove_node(b)
     assert g.nodes == [a]
+
+
+def test_auto_free_on_launch_relaunches_a_graph_that_keeps_its_allocation(helpers, stream):
+    """cudaGraphInstantiateFlagAutoFreeOnLaunch: an allocation the graph never frees is
+    freed before each relaunch, so the exec can be launched again and again."""
+    n = 256
+    out = pcg.DeviceBuffer(4 * n)
+    g = pcg.Graph()
+    alloc = g.add_mem_alloc(4 * n)
+    fill = g.add_kernel(helpers["fill"], 1, n, (alloc.ptr, 7.0, n), deps=[alloc])
+    g.add_memcpy(out, alloc.ptr, nbytes=4 * n, deps=[fill])
+    exe = g.instantiate(auto_free_on_launch=True)
+    for _ in range(3):
+        exe.launch(stream)
+    stream.synchronize()
+    assert (out.to_numpy(np.float32) == 7.0).all()
+    # the last launch's allocation is still live: free it outside the graph
+    pcg._cuda.call(pcg._cuda.rt.cudaFreeAsync, alloc.ptr, stream.handle)
+    stream.synchronize()
