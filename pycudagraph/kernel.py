@@ -310,8 +310,18 @@ class Kernel:
         grid, block : int or tuple of up to 3 ints
         shared_mem : int
             Dynamic shared memory in bytes.
+
+        Notes
+        -----
+        The limits are those of this kernel's function on the current device.
         """
-        return self._config(grid, block, shared_mem)
+        dev = thread_state.device
+        if dev is None:
+            dev = ensure_device()
+        func, fdev = self._func
+        if fdev != dev or not func:
+            func = self._function(dev)
+        return self._config(grid, block, shared_mem, func, dev)
 
     # Launch ------------------------------------------------------------------------
 

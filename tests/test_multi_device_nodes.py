@@ -96,3 +96,13 @@ def test_one_device_makes_no_device_check(setup, monkeypatch):
     exe.set_arg(node, 0, buffer(0))
     node.set_params(args={0: buffer(0)})
     assert len(sent) == 2
+
+
+def test_check_config_uses_the_current_devices_function(setup, monkeypatch):
+    """Kernel.check_config judges the function of the current device, not the one looked up
+    last (another thread's, on another GPU)."""
+    k, f1, node, exe, sent, raised = setup
+    assert k._func[1] == 0  # device 0's function was looked up last
+    monkeypatch.setattr(cdev.thread_state, "device", 1, raising=False)
+    k.check_config(1, 32, 60000)  # over device 1's 48 KiB ceiling: raised on f1
+    assert raised == [(f1, 60000)]
