@@ -9,6 +9,7 @@ from .bucketed import BucketedGraphs, BucketStats
 from .capture import capture, capture_status, recapture
 from .capture_control import CaptureInfo, capture_info, capture_mode, update_capture_dependencies
 from .device import Device, DeviceMismatchError, device, device_count
+from .reconcile import SignatureWarning
 from .kernel import Kernel
 from .program import Module, Program
 from .errors import (ArgumentError, CaptureError, ClosedError, CompileError, CudaError,
@@ -48,5 +49,5 @@ __all__ = [
     "flush_remote_writes", "memory_barrier",
     "PyCudaGraphError", "CudaError", "CudaNotAvailableError", "NotSupportedError",
     "CompileError", "ArgumentError", "CaptureError", "GraphExecUpdateError", "HostCallbackError",
-    "ClosedError", "DeviceMismatchError",
+    "ClosedError", "DeviceMismatchError", "SignatureWarning",
 ]
