@@ -120,7 +120,12 @@ class ExecCopy3D:
 
     def set_memcpy_3d(self, node: MemcpyNode, dst, src, width: int, height: int = 1,
                       depth: int = 1, **layout) -> None:
-        """Change a copy node of the exec (``cudaGraphExecMemcpyNodeSetParams``)."""
+        """Change a copy node of the exec (``cudaGraphExecMemcpyNodeSetParams``).
+
+        CUDA documents ``cudaErrorInvalidValue`` when the node's original or new memory
+        operands are multidimensional; for a box the exec refuses, change the graph
+        (``Graph.set_memcpy_3d``) and instantiate it again.
+        """
         if not isinstance(node, MemcpyNode):
             raise ArgumentError(f"set_memcpy_3d: {node!r} is not a copy node")
         p = copy3d_params(dst, src, width, height, depth, **layout)

@@ -102,3 +102,29 @@ def test_node_arguments_checked_before_any_call(drv):
     with pytest.raises(pcg.ArgumentError, match="expected MemOp"):
         g.add_batch_mem_op([ADDR])
     assert drv == []
+
+
+def test_a_batch_node_made_elsewhere_is_typed_through_the_driver(monkeypatch, cpu_device):
+    """The runtime's cudaGraphNodeType has no 12 (CU_GRAPH_NODE_TYPE_BATCH_MEM_OP): the
+    binding's cudaGraphNodeGetType ends in cudaGraphNodeType(12), a ValueError. A batch
+    node pycudagraph did not add (a clone, Graph.wrap, a capture of cuStreamWaitValue32)
+    is read with the driver's cuGraphNodeGetType instead."""
+    from cuda.bindings import runtime as rt
+    asked = []
+
+    def rt_type(node):
+        asked.append("rt")
+        return rt.cudaError_t.cudaSuccess, rt.cudaGraphNodeType(12)  # as the binding does
+    rt_type.__name__ = "cudaGraphNodeGetType"
+
+    def dr_type(node):
+        asked.append(("dr", int(node)))
+        return _OK, dr.CUgraphNodeType.CU_GRAPH_NODE_TYPE_BATCH_MEM_OP
+    dr_type.__name__ = "cuGraphNodeGetType"
+    monkeypatch.setattr(rt, "cudaGraphNodeGetType", rt_type)
+    monkeypatch.setattr(dr, "cuGraphNodeGetType", dr_type)
+    g = fake_graph()
+    node = g._node(0x4E00_0000)
+    assert type(node) is pcg.BatchMemOpNode and node.type == "batch_mem_op"
+    assert asked == ["rt", ("dr", 0x4E00_0000)] or asked == ["rt"]  # "rt" alone: enum has 12
+    assert g._node(0x4E00_0000) is node

@@ -173,3 +173,23 @@ def test_recapture_calls_with_the_graph(monkeypatch, cpu_device):
     rc = pcg.recapture(S, g, mode="relaxed")
     rc._begin(rc.stream, rt.cudaStreamCaptureMode.cudaStreamCaptureModeRelaxed)
     assert seen == [(S, int(rt.cudaStreamCaptureMode.cudaStreamCaptureModeRelaxed), g._h, None)]
+
+
+def test_capture_info_edge_data_outlives_the_drivers_array(monkeypatch, graph_and_nodes):
+    """cudaStreamGetCaptureInfo's edge data is a view of a driver array valid until the next
+    call on the stream: the shim copies it out at once."""
+    g, a, b = graph_and_nodes
+    from pycudagraph.edges import edge_data
+    monkeypatch.setattr(versions, "require", lambda feature, v: None)
+    data = [edge_data("programmatic")[0]]
+
+    def info(stream):
+        return _OK, _ACTIVE, 3, rt.cudaGraph_t(g._h), [a.handle], data, 1
+    info.__name__ = "cudaStreamGetCaptureInfo"
+    monkeypatch.setattr(versions, "BINDINGS_MAJOR", 13)
+    monkeypatch.setattr(rt, "cudaStreamGetCaptureInfo", info)
+    got = versions.stream_capture_info(S)
+    data[0].from_port, data[0].type = 0, 0  # the driver reuses its array
+    assert got[4][0] is not data[0]
+    from pycudagraph.edges import port_name
+    assert port_name(got[4][0]) == "programmatic"

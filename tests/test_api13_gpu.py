@@ -382,7 +382,7 @@ def test_generic_memset_node_added_and_changed(stream):
 
 # Item 8b: pitched 2D/3D copies ------------------------------------------------------
 
-def test_memcpy_3d_sub_boxes_match_numpy(stream):
+def _boxes(stream):
     rng = np.random.default_rng(1)
     host = rng.standard_normal((4, 6, 10)).astype(np.float32)  # slices, rows, columns
     dev = pcg.DeviceBuffer(host.nbytes)
@@ -395,19 +395,35 @@ def test_memcpy_3d_sub_boxes_match_numpy(stream):
     exe.launch(stream)
     stream.synchronize()
     np.testing.assert_array_equal(back, host[1:3, 1:4, 2:7])
+    return host, dev, back, down, exe
+
+
+def test_memcpy_3d_sub_boxes_match_numpy(stream):
+    host, dev, _, _, _ = _boxes(stream)
     dev2 = pcg.DeviceBuffer(host.nbytes)  # device->device into a second buffer, then back
     g2 = pcg.Graph()
     g2.add_memcpy_3d(dev2, dev, width=40, height=6, depth=4)
-    exe.set_memcpy_3d(down, back, dev, width=20, height=3, depth=2, src_pitch=40, src_rows=6,
-                      src_pos=(0, 3, 2))
-    exe.launch(stream)
-    stream.synchronize()
-    np.testing.assert_array_equal(back, host[2:4, 3:6, 0:5])
     g2.instantiate().launch(stream)
     stream.synchronize()
     out = np.empty_like(host)
     dev2.copy_to(out)
     np.testing.assert_array_equal(out, host)
+
+
+def test_memcpy_3d_exec_update_of_a_box(stream):
+    """cudaGraphExecMemcpyNodeSetParams documents cudaErrorInvalidValue when the original
+    or the new memory operands are "multidimensional": whether a pitched box of linear
+    memory counts is what this run shows (xfail naming the refusal, else the new box)."""
+    host, dev, back, down, exe = _boxes(stream)
+    try:
+        exe.set_memcpy_3d(down, back, dev, width=20, height=3, depth=2, src_pitch=40,
+                          src_rows=6, src_pos=(0, 3, 2))
+    except pcg.CudaError as exc:
+        assert exc.api == "cudaGraphExecMemcpyNodeSetParams", exc
+        pytest.xfail(f"the driver refuses a 3D exec copy update: {exc.name}")
+    exe.launch(stream)
+    stream.synchronize()
+    np.testing.assert_array_equal(back, host[2:4, 3:6, 0:5])
 
 
 # Item 8c: external semaphores (no real semaphore on the GPU machine) -------------------

@@ -215,7 +215,15 @@ def stream_capture_info(stream) -> tuple:
         data = None
     n = int(n or 0)
     return (status, cid, graph, list(deps or [])[:n],
-            None if data is None else list(data)[:n])
+            None if data is None else [_edge_copy(d) for d in list(data)[:n]])
+
+
+def _edge_copy(d):
+    """A ``cudaGraphEdgeData`` of our own: the bindings' ones view the driver's array, which
+    is valid only until the next call on the stream."""
+    c = rt.cudaGraphEdgeData()
+    c.from_port, c.to_port, c.type = int(d.from_port), int(d.to_port), int(d.type)
+    return c
 
 
 def stream_update_capture_dependencies(stream, deps: list, edge_data, flags: int) -> None:
