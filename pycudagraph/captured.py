@@ -22,6 +22,7 @@ import weakref
 import numpy as np
 
 from ._cuda import call, device, dr
+from .args import dim3
 from .errors import ArgumentError, PyCudaGraphError
 from .memory import device_pointer
 
@@ -143,9 +144,9 @@ class CapturedArgs:
         """The node's ``CUDA_KERNEL_NODE_PARAMS`` with our buffers (and changed dims)."""
         p = self.params
         if grid is not None:
-            p.gridDimX, p.gridDimY, p.gridDimZ = _dim3(grid, "grid")
+            p.gridDimX, p.gridDimY, p.gridDimZ = dim3(grid, "grid")
         if block is not None:
-            p.blockDimX, p.blockDimY, p.blockDimZ = _dim3(block, "block")
+            p.blockDimX, p.blockDimY, p.blockDimZ = dim3(block, "block")
         if shared_mem is not None:
             p.sharedMemBytes = int(shared_mem)
         p.kernelParams = ctypes.addressof(self.ptrs)
@@ -169,13 +170,6 @@ class CapturedArgs:
         for i, d in data:
             self.put(i, d)
         return items
-
-
-def _dim3(d, what: str) -> tuple[int, int, int]:
-    t = (d,) if isinstance(d, int) else tuple(d)
-    if not 1 <= len(t) <= 3 or any(not isinstance(x, int) or x < 1 for x in t):
-        raise ArgumentError(f"{what} must be a positive int or 1-3 positive ints, got {d!r}")
-    return (t + (1, 1))[:3]
 
 
 def _node_args(node) -> CapturedArgs:

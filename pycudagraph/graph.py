@@ -118,9 +118,7 @@ class Graph(GraphClone, GraphText, GraphIntrospection, GraphUserObjects, GraphGe
         """Raw dependency list for cuda.bindings calls, checking the nodes belong here
         (:func:`pycudagraph.validate.dep_handles`: nodes of this graph, no repeats) and
         are alive (a removed node, or one of a destroyed graph, raises ClosedError)."""
-        if self._closed or self._dead:
-            self._refuse()
-        nodes = dep_handles(self, deps)
+        nodes = self._dep_nodes(deps)
         return [d.handle for d in nodes], len(nodes)
 
     def _dep_nodes(self, deps) -> tuple:
