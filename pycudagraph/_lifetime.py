@@ -177,24 +177,23 @@ class Ledger:
         return _refers_to(tuple(self.held.values()), obj)
 
 
-def _refers_to(value, obj) -> bool:
+def contents(value):
+    """Every object reachable from ``value`` through tuples, lists and the containers
+    registered in ``_contents`` (argument packs ...), ``value`` included, each once."""
     stack = [value]
     seen = set()
     while stack:
         v = stack.pop()
-        if v is obj:
-            return True
+        yield v
         t = type(v)
-        if t is tuple or t is list:
-            if id(v) not in seen:
-                seen.add(id(v))
-                stack.extend(v)
-            continue
-        fn = _contents.get(t)
-        if fn is not None and id(v) not in seen:
+        fn = None if t is tuple or t is list else _contents.get(t)
+        if (fn is not None or t is tuple or t is list) and id(v) not in seen:
             seen.add(id(v))
-            stack.extend(fn(v))
-    return False
+            stack.extend(v if fn is None else fn(v))
+
+
+def _refers_to(value, obj) -> bool:
+    return any(v is obj for v in contents(value))
 
 
 def holders_of(obj, first: bool = False) -> list[str]:

@@ -88,13 +88,10 @@ def raise_pending(ids=None) -> None:
 
 
 def hostcall_ids(obj, out: set | None = None) -> set:
-    """Ids of every :class:`HostCall` inside ``obj`` (nested tuples, as ledgers keep them)."""
+    """Ids of every :class:`HostCall` inside ``obj`` (nested tuples, as ledgers keep them),
+    added to ``out`` when given."""
     out = set() if out is None else out
-    if isinstance(obj, HostCall):
-        out.add(obj.id)
-    elif isinstance(obj, (tuple, list)):
-        for item in obj:
-            hostcall_ids(item, out)
+    out.update(v.id for v in _lifetime.contents(obj) if type(v) is HostCall)
     return out
 
 
