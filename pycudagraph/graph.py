@@ -171,6 +171,9 @@ class Graph(GraphClone, GraphText, GraphIntrospection, GraphUserObjects, GraphGe
             Kernel-node attributes, set with ``cudaGraphKernelNodeSetAttribute`` when not
             ``None`` (:mod:`pycudagraph.nodes.attributes`; ``node.attributes`` reads them).
         """
+        if (priority is None and cluster is None and cooperative is None and access_policy is None
+                and mem_sync_domain is None and device_updatable is None):  # the common case
+            return KernelNode._add(self, deps, kernel, grid, block, args, shared_mem)
         return KernelNode._add(self, deps, kernel, grid, block, args, shared_mem,
                                priority=priority, cluster=cluster, cooperative=cooperative,
                                access_policy=access_policy, mem_sync_domain=mem_sync_domain,

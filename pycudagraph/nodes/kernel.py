@@ -82,7 +82,8 @@ class KernelNode(Node):
         Attributes given (not ``None``) are set with ``cudaGraphKernelNodeSetAttribute``;
         they are all checked before the node is added.
         """
-        todo = [_attrs.prepare(k, v) for k, v in attributes.items() if v is not None]
+        todo = ([_attrs.prepare(k, v) for k, v in attributes.items() if v is not None]
+                if attributes else ())
         nl = getattr(kernel, "_native", None)  # a Kernel's compiled layout, once loaded
         if (nl is not None and not todo and not seen.multi and not (graph._closed or graph._dead)
                 and kernel._fits(grid, block, shared_mem)):  # the driver checks no limits here
