@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import weakref
 
-from ._cuda import call, device, dr, rt, versions
+from ._cuda import call, device, rt, versions
 from ._lifetime import Ledger, release
 from .clone import GraphClone
 from .dot import GraphText
@@ -142,11 +142,7 @@ class Graph(GraphClone, GraphText, GraphIntrospection, GraphUserObjects, GraphGe
         node = self._nodes.get(h)
         if node is None:
             handle = raw if not isinstance(raw, int) else rt.cudaGraphNode_t(h)
-            try:
-                kind = call(rt.cudaGraphNodeGetType, handle)
-            except ValueError:  # 12 (batch mem-op) is not in the runtime's enum: the driver's
-                kind = call(dr.cuGraphNodeGetType, dr.CUgraphNode(h))
-            node = node_class(kind)._read(self, h)
+            node = node_class(versions.node_type(handle))._read(self, h)
             self._nodes[h] = node
         return node
 

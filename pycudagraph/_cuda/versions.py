@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import cuda.bindings
 from cuda.bindings import nvrtc
+from cuda.bindings import driver as dr
 from cuda.bindings import runtime as rt
 
 from ..errors import CudaNotAvailableError, NotSupportedError
 from .check import call
 
-__all__ = ["BINDINGS_VERSION", "BINDINGS_MAJOR", "driver_version", "runtime_version",
+__all__ = ["node_type", "BINDINGS_VERSION", "BINDINGS_MAJOR", "driver_version", "runtime_version",
            "nvrtc_version", "format_version", "require", "graph_add_dependencies",
            "graph_remove_dependencies", "graph_get_edges", "node_dependencies",
            "node_dependents", "graph_nodes", "graph_root_nodes", "require_bindings",
@@ -253,3 +254,13 @@ def node_edges_with_data(node, dependents: bool = False) -> list[tuple]:
         return []
     res = call(fn, node, count)
     return list(zip(list(res[0])[:count], list(res[1])[:count]))
+
+
+def node_type(node) -> int:
+    """``cudaGraphNodeGetType`` as an int. The runtime binding's enum has no batch
+    mem-op value (12, driver only): for such a node it raises ValueError, and the driver's
+    ``cuGraphNodeGetType`` is asked instead."""
+    try:
+        return int(call(rt.cudaGraphNodeGetType, node))
+    except ValueError:
+        return int(call(dr.cuGraphNodeGetType, dr.CUgraphNode(int(node))))
