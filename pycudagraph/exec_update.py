@@ -73,17 +73,23 @@ class ExecUpdate:
         self._host_ids = set()
         self._host_scan = True
 
-    def _resolve_update(self) -> None:
-        """Pair the last update's nodes with the exec's (creation order, as CUDA pairs them)."""
+    def _resolve_update(self):
+        """Pair the last update's nodes with the exec's (creation order, as CUDA pairs them).
+
+        Returns the update's graph when :meth:`Graph.close` was called on it while it
+        waited, else None: the caller closes it (which destroys it and forgets its twins)
+        after looking up the node it came for, so that node still stands for its twin.
+        """
         graph, self._pending = self._pending, None
         if graph is None:
-            return
+            return None
         self._pair(self.graph, graph)
         if graph is not self.graph:
             watch_twins(self, graph)  # its twins are forgotten when it is destroyed
             graph._execs.discard(self)  # paired: its raw graph is no longer needed here
             if graph._closed:
-                graph.close()
+                return graph
+        return None
 
     def _pair(self, old_graph, graph) -> None:
         """Pair ``graph``'s nodes with ``old_graph``'s in creation order, and so the nodes

@@ -226,21 +226,26 @@ class GraphExec(ExecUpdate, ExecIntrospection, ExecGeneric, ExecCopy3D):
         if self._h is None:
             self._refuse()
         node._check_live()
-        self._resolve_update()
-        h = self._aliases.get(node._h, node._h)
-        entry = self._packs.get(h)
-        if entry is None:
-            src = self._src.get(h)
-            if src is None:
-                if node._pack is None:
-                    raise PyCudaGraphError(f"{node!r} was not built by pycudagraph (captured); "
-                                           "update it with a whole-graph update()")
-                raise PyCudaGraphError(f"{node!r} is not a node of the graph this exec was made from")
-            entry = (src.copy(), h)
-            self._packs[h] = entry
-            self._ledger.hold(("args", h), entry[0])  # what set_arg puts in it is held
-        self._packs[node._h] = entry
-        return entry
+        closing = self._resolve_update()
+        try:
+            h = self._aliases.get(node._h, node._h)
+            entry = self._packs.get(h)
+            if entry is None:
+                src = self._src.get(h)
+                if src is None:
+                    if node._pack is None:
+                        raise PyCudaGraphError(f"{node!r} was not built by pycudagraph "
+                                               "(captured); update it with a whole-graph update()")
+                    raise PyCudaGraphError(f"{node!r} is not a node of the graph this exec "
+                                           "was made from")
+                entry = (src.copy(), h)
+                self._packs[h] = entry
+                self._ledger.hold(("args", h), entry[0])  # what set_arg puts in it is held
+            self._packs[node._h] = entry
+            return entry
+        finally:
+            if closing is not None:
+                closing.close()
 
     def set_arg(self, node: KernelNode, index_or_name, value) -> None:
         """Change one argument of a kernel node (``cuGraphExecKernelNodeSetParams``).
@@ -325,16 +330,21 @@ class GraphExec(ExecUpdate, ExecIntrospection, ExecGeneric, ExecCopy3D):
         if self._h is None:
             self._refuse()
         node._check_live()
-        self._resolve_update()
-        h = self._aliases.get(node._h, node._h)
-        if h != node._h:  # its twin: a node of the graph, or of a body of one of its nodes
-            twin = self.graph._nodes.get(h) or find_node(self.graph, h)
-            if twin is None:
-                raise PyCudaGraphError(f"{node!r} stands for no node of this exec's graph")
-            return twin
-        if not self.graph._holds(node):
-            raise PyCudaGraphError(f"{node!r} is not a node of the graph this exec was made from")
-        return node
+        closing = self._resolve_update()
+        try:
+            h = self._aliases.get(node._h, node._h)
+            if h != node._h:  # its twin: a node of the graph, or of a body of one of its nodes
+                twin = self.graph._nodes.get(h) or find_node(self.graph, h)
+                if twin is None:
+                    raise PyCudaGraphError(f"{node!r} stands for no node of this exec's graph")
+                return twin
+            if not self.graph._holds(node):
+                raise PyCudaGraphError(f"{node!r} is not a node of the graph this exec was "
+                                       "made from")
+            return node
+        finally:
+            if closing is not None:
+                closing.close()
 
     def set_enabled(self, node: Node, flag: bool) -> None:
         """Enable or disable a kernel, memcpy or memset node (``cudaGraphNodeSetEnabled``)."""

@@ -1,9 +1,13 @@
 """The device's memory pool for graph allocations (``cudaGraphAddMemAllocNode`` nodes).
 
-CUDA keeps the memory of graph allocations in a per-device pool: *used* is what live
-graph allocations hold, *reserved* is what the pool has taken from the device (kept
-after the allocations are freed, for the next launch). ``graph_mem_trim`` hands unused
-reserved memory back; the high watermarks can be reset to zero.
+CUDA keeps the memory of graph allocations in a per-device pool: *used* is what is
+mapped to graph execs' allocations (``cudaGraphMemAttrUsedMemCurrent``, "associated with
+graphs"), *reserved* is what the pool has taken from the device. An exec keeps its
+allocations' memory mapped between launches, even when the graph frees them itself
+(measured on an H100, CUDA 13.0 driver: *used* stays at the allocation's size after a
+launch whose graph allocates and frees); destroying the exec unmaps it, and
+``graph_mem_trim`` then hands unused reserved memory back. The high watermarks can be
+reset to zero.
 """
 
 from __future__ import annotations
@@ -35,7 +39,8 @@ def graph_mem_info(device=None) -> dict[str, int]:
     Returns
     -------
     dict
-        ``used`` (held by graph allocations now), ``used_high`` (its high watermark),
+        ``used`` (mapped to graph execs' allocations now, which live execs keep between
+        launches), ``used_high`` (its high watermark),
         ``reserved`` (taken from the device by the pool now), ``reserved_high``.
     """
     dev = _device(device)

@@ -22,6 +22,7 @@ _COMPATIBLE = {
     "pointer": {"int", "pointer", "unknown"},
     "int": {"int", "unknown"},
     "bool": {"int", "unknown"},
+    "handle": {"int", "unknown"},  # cudaGraphConditionalHandle etc.: a .u64 in PTX
     "float": {"float", "unknown"},
     "half": {"bytes", "int", "float", "unknown"},
     "bfloat16": {"bytes", "int", "unknown"},

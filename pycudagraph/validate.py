@@ -285,12 +285,16 @@ def _node_types():
 
 
 def node_arg(graph, node, what: str, where: str):
-    """Check that ``node`` is a Node of ``graph`` (or, with ``graph=None``, any Node)."""
+    """Check that ``node`` is a Node of ``graph`` (or, with ``graph=None``, any Node).
+
+    A node of another graph raises :class:`ArgumentError`, or :class:`ClosedError` when
+    that graph was destroyed or the node removed."""
     Node = _node_types()
     if not isinstance(node, Node):
         raise ArgumentError(f"{where}: {what} must be a graph node, got {_short(node)} "
                             f"({type(node).__name__})")
     if graph is not None and node.graph is not graph and node._h not in graph._nodes:
+        node._check_live()  # a node of a destroyed graph: say so (ClosedError)
         raise ArgumentError(f"{where}: {what} {node!r} belongs to another graph "
                             f"({node.graph!r}), not to {graph!r}")
     return node

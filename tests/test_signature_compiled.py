@@ -170,3 +170,22 @@ def test_ptx_entry_parser_reads_declarations():
 def test_cubin_reader_refuses_non_elf():
     with pytest.raises(ValueError, match="not a CUBIN"):
         cubin_entries(b"not an elf at all" * 8)
+
+
+GRAPH_HANDLES = r'''
+extern "C" __global__ void k(cudaGraphConditionalHandle h, cudaGraphExec_t e, int* p) {}
+'''
+
+
+@pytest.mark.parametrize("from_cubin", [False, True])
+def test_graph_handle_parameters_stay_handles(from_cubin):
+    """A .u64 in PTX (or an 8-byte slot in a CUBIN) is what a graph handle compiles to: the
+    source's "handle" reading stands, with no warning, so a ConditionalHandle or GraphExec
+    packs (a pointer reading refused them: caught on the GPU, now checked here)."""
+    mod = pcg.Program(GRAPH_HANDLES, name="handles.cu").compile("sm_90")
+    if from_cubin:
+        mod = pcg.Module(mod.cubin, GRAPH_HANDLES, name="handles.cu", arch="sm_90")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SignatureWarning)
+        kinds = [p.kind for p in mod["k"].params]
+    assert kinds == ["handle", "handle", "pointer"]

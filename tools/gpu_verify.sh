@@ -23,9 +23,9 @@ suites)
     python3 setup.py build_ext --inplace > "$out/build.log" 2>&1; echo "build rc=$?"
     python3 -m pycudagraph info > "$out/info.txt" 2>&1; grep -iE "hot path|bindings|nvrtc|driver" "$out/info.txt"
     step "GPU suite, compiled path"
-    timeout 260 python3 -m pytest -m gpu -q -p no:cacheprovider > "$out/gpu_native.log" 2>&1; summary "$out/gpu_native.log"
+    timeout 260 python3 -m pytest -m gpu -q -rs -p no:cacheprovider > "$out/gpu_native.log" 2>&1; summary "$out/gpu_native.log"
     step "GPU suite, ctypes path (PYCUDAGRAPH_NO_NATIVE=1)"
-    PYCUDAGRAPH_NO_NATIVE=1 timeout 260 python3 -m pytest -m gpu -q -p no:cacheprovider > "$out/gpu_ctypes.log" 2>&1; summary "$out/gpu_ctypes.log"
+    PYCUDAGRAPH_NO_NATIVE=1 timeout 260 python3 -m pytest -m gpu -q -rs -p no:cacheprovider > "$out/gpu_ctypes.log" 2>&1; summary "$out/gpu_ctypes.log"
     grep -h -E "^(FAILED|ERROR)" "$out"/gpu_*.log | head -30
     ;;
 cu12)

@@ -12,7 +12,7 @@ import struct
 import numpy as np
 
 from .._cuda import call, dr, rt
-from ..errors import ArgumentError, CudaError
+from ..errors import ArgumentError, ClosedError, CudaError
 from ..memory import DeviceBuffer, PinnedBuffer, device_pointer, host_pointer, nbytes_of
 from ..validate import int_arg
 
@@ -45,6 +45,8 @@ def locate(obj, what: str = "buffer") -> tuple[int, bool, int | None]:
                             f"{obj!r} ({type(obj).__name__})")
     try:
         return _locate(obj)
+    except ClosedError:
+        raise  # a freed buffer: its own error, not an argument error
     except (TypeError, ValueError) as exc:
         raise ArgumentError(f"{what}: {exc}") from None
 
