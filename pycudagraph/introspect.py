@@ -154,7 +154,12 @@ class ExecIntrospection:
     @property
     def flags(self) -> dict:
         """The instantiate flags, as the keywords of :meth:`Graph.instantiate`
-        (``cudaGraphExecGetFlags``; the upload flag is never reported by CUDA).
+        (``cudaGraphExecGetFlags``), as CUDA reports them.
+
+        The upload flag is never reported. The CUDA 13.0 driver (580.159, on an H100) does
+        not report ``use_node_priority`` either: an exec instantiated with it reads
+        ``False`` here, by both ``cuGraphInstantiateWithFlags`` and
+        ``cudaGraphInstantiateWithParams``.
 
         Returns
         -------

@@ -53,8 +53,9 @@ def drv(monkeypatch, cpu_device):
         return _OK, dr.CUgraphNode(0x4D00_0000)
     add.__name__ = "cuGraphAddBatchMemOpNode"
 
-    def get(node):
-        return _OK, stored[int(node)]
+    def get(node):  # as the driver's answer reads through cuda-bindings: paramArray empty,
+        # the array reachable only through the struct's pointer field
+        return _OK, dr.CUDA_BATCH_MEM_OP_NODE_PARAMS(stored[int(node)].getPtr())
     get.__name__ = "cuGraphBatchMemOpNodeGetParams"
 
     def set_(node, p):

@@ -9,6 +9,7 @@ host or another process writes. The runtime API has no twin: these are driver ca
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 
 from .._cuda import call, device, dr
@@ -126,6 +127,26 @@ def batch_params(ops):
     return p, tuple(op.target for op in ops if op.target is not None)
 
 
+# CUDA_BATCH_MEM_OP_NODE_PARAMS is {CUcontext ctx; unsigned count; CUstreamBatchMemOpParams
+# *paramArray; unsigned flags}: the array pointer sits at byte 16. Each union is 48 bytes
+# (its largest member is ``cuuint64_t pad[6]``).
+_ARRAY_OFFSET, _OP_SIZE = 16, 48
+
+
+def _returned_ops(p) -> list:
+    """The operations of a params struct CUDA filled in. cuda-bindings (13.3 seen on an H100)
+    returns ``paramArray`` empty for it, so the ops are read where the driver's pointer
+    points (memory the node owns until its params change)."""
+    count = int(p.count)
+    ops = list(p.paramArray)
+    if len(ops) >= count:
+        return ops[:count]
+    array = ctypes.c_uint64.from_address(p.getPtr() + _ARRAY_OFFSET).value
+    if not array:
+        return []
+    return [dr.CUstreamBatchMemOpParams(array + _OP_SIZE * i) for i in range(count)]
+
+
 class BatchMemOpNode(Node):
     """A batch of stream memory operations (driver ``cuGraphAddBatchMemOpNode``)."""
 
@@ -146,7 +167,7 @@ class BatchMemOpNode(Node):
         device.ensure_device()
         p = call(dr.cuGraphBatchMemOpNodeGetParams, dr.CUgraphNode(self._h))
         out = []
-        for o in list(p.paramArray)[:int(p.count)]:
+        for o in _returned_ops(p):
             kind, bits = _KINDS.get(int(o.operation), (str(o.operation), 0))
             if kind in ("wait", "write"):
                 sub = o.waitValue if kind == "wait" else o.writeValue
