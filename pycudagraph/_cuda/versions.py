@@ -12,7 +12,7 @@ from cuda.bindings import nvrtc
 from cuda.bindings import driver as dr
 from cuda.bindings import runtime as rt
 
-from ..errors import CudaNotAvailableError, NotSupportedError
+from ..errors import CudaError, CudaNotAvailableError, NotSupportedError
 from .check import call
 
 __all__ = ["node_type", "BINDINGS_VERSION", "BINDINGS_MAJOR", "driver_version", "runtime_version",
@@ -116,13 +116,27 @@ def graph_remove_dependencies(graph, frm: list, to: list, edge_data=None) -> Non
     call(rt.cudaGraphRemoveDependencies, graph, frm, to, *_edges_arg(edge_data), len(frm))
 
 
+def _lossless(name: str):
+    """The topology query ``name``, in the form that does not refuse edges with data.
+
+    The 12.x plain forms fail with ``cudaErrorLossyQuery`` once a graph has a programmatic
+    edge (measured with cuda-bindings 12.9 on a CUDA 13.0 driver); their ``_v2`` forms
+    (12.3+) return the edge data too, and are used where the bindings have them. 13.x's
+    plain forms are the data-returning ones.
+    """
+    if BINDINGS_MAJOR < 13 and hasattr(rt, name + "_v2"):
+        return getattr(rt, name + "_v2")
+    return getattr(rt, name)
+
+
 def graph_get_edges(graph) -> tuple[list, list]:
     """``cudaGraphGetEdges``: the (from, to) lists, queried in two calls (count, then fill)."""
-    res = call(rt.cudaGraphGetEdges, graph, 0)
+    fn = _lossless("cudaGraphGetEdges")
+    res = call(fn, graph, 0)
     count = res[-1]
     if count == 0:
         return [], []
-    res = call(rt.cudaGraphGetEdges, graph, count)
+    res = call(fn, graph, count)
     return list(res[0][:count]), list(res[1][:count])
 
 
@@ -159,9 +173,16 @@ def conditional_handle_create(graph, default: int | None):
 
 
 def kernel_node_copy_attributes(dst, src) -> None:
-    """``cudaGraphKernelNodeCopyAttributes``: 13.x takes (dst, src), 12.x took (src, dst)."""
-    args = (dst, src) if BINDINGS_MAJOR >= 13 else (src, dst)
-    call(rt.cudaGraphKernelNodeCopyAttributes, *args)
+    """``cudaGraphKernelNodeCopyAttributes(dst, src)`` on 13.x.
+
+    12.x's runtime binding names its parameters (hSrc, hDst), and called so it copied
+    nothing (measured: cuda-bindings 12.9, CUDA 13.0 driver, H100); there the driver's
+    ``cuGraphKernelNodeCopyAttributes(dst, src)``, whose order never changed, is used.
+    """
+    if BINDINGS_MAJOR >= 13:
+        call(rt.cudaGraphKernelNodeCopyAttributes, dst, src)
+    else:
+        call(dr.cuGraphKernelNodeCopyAttributes, dr.CUgraphNode(int(dst)), dr.CUgraphNode(int(src)))
 
 
 def node_get_params(node):
@@ -182,13 +203,13 @@ def _sized_list(fn, handle) -> list:
 
 
 def node_dependencies(node) -> list:
-    """``cudaGraphNodeGetDependencies`` (count, then fill)."""
-    return _sized_list(rt.cudaGraphNodeGetDependencies, node)
+    """``cudaGraphNodeGetDependencies`` (count, then fill; ``_v2`` on 12.x, see _lossless)."""
+    return _sized_list(_lossless("cudaGraphNodeGetDependencies"), node)
 
 
 def node_dependents(node) -> list:
-    """``cudaGraphNodeGetDependentNodes`` (count, then fill)."""
-    return _sized_list(rt.cudaGraphNodeGetDependentNodes, node)
+    """``cudaGraphNodeGetDependentNodes`` (count, then fill; ``_v2`` on 12.x)."""
+    return _sized_list(_lossless("cudaGraphNodeGetDependentNodes"), node)
 
 
 def graph_nodes(graph) -> list:
@@ -257,10 +278,18 @@ def node_edges_with_data(node, dependents: bool = False) -> list[tuple]:
 
 
 def node_type(node) -> int:
-    """``cudaGraphNodeGetType`` as an int. The runtime binding's enum has no batch
-    mem-op value (12, driver only): for such a node it raises ValueError, and the driver's
-    ``cuGraphNodeGetType`` is asked instead."""
+    """``cudaGraphNodeGetType`` as an int (the runtime and driver enums agree).
+
+    The driver's ``cuGraphNodeGetType`` is asked instead where the runtime binding cannot
+    answer: its enum has no batch mem-op value (12, driver only), so it raises ValueError;
+    and 12.x's runtime fails with ``cudaErrorUnknown`` on a conditional node under a 13.x
+    driver (measured: cuda-bindings 12.9, CUDA 13.0 driver, H100).
+    """
     try:
         return int(call(rt.cudaGraphNodeGetType, node))
     except ValueError:
-        return int(call(dr.cuGraphNodeGetType, dr.CUgraphNode(int(node))))
+        pass
+    except CudaError:
+        if BINDINGS_MAJOR >= 13:
+            raise
+    return int(call(dr.cuGraphNodeGetType, dr.CUgraphNode(int(node))))
