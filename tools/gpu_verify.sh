@@ -7,6 +7,7 @@
 #   bash tools/gpu_verify.sh suites   # build the compiled path; GPU suite compiled and ctypes (1 GPU)
 #   bash tools/gpu_verify.sh cu12     # GPU suite on cuda-bindings 12.9 + NVRTC 12; soak      (1 GPU)
 #   bash tools/gpu_verify.sh show     # demo, demo --decode, demo --torch; benchmarks twice (1 GPU)
+#   (cu12only, demos, bench: the parts of cu12 and show alone, for reruns)
 #   bash tools/gpu_verify.sh multi    # multi-GPU tests, NCCL, examples, tp benchmark  (2 GPUs)
 set -uo pipefail
 out=${OUT:-gpu_out}
@@ -31,11 +32,31 @@ suites)
 cu12)
     python3 setup.py build_ext --inplace > "$out/build.log" 2>&1; echo "build rc=$?"
     step "GPU suite, cuda-bindings 12.9 + NVRTC 12 (compiled path)"
-    timeout 360 bash tools/gpu_cu12.sh -m gpu -q -p no:cacheprovider > "$out/gpu_cu12.log" 2>&1
+    timeout 360 bash tools/gpu_cu12.sh -m gpu -q -rs -p no:cacheprovider > "$out/gpu_cu12.log" 2>&1
     grep -iE "loaded|bindings" "$out/gpu_cu12.log" | head -4; summary "$out/gpu_cu12.log"
     step "soak"
     timeout 90 python3 tools/soak.py > "$out/soak.log" 2>&1; tail -6 "$out/soak.log"
     grep -h -E "^(FAILED|ERROR)" "$out"/gpu_*.log | head -30
+    ;;
+cu12only)
+    python3 setup.py build_ext --inplace > "$out/build.log" 2>&1; echo "build rc=$?"
+    timeout 360 bash tools/gpu_cu12.sh -m gpu -q -rs -p no:cacheprovider > "$out/gpu_cu12.log" 2>&1
+    grep -iE "loaded|bindings" "$out/gpu_cu12.log" | head -2; summary "$out/gpu_cu12.log"
+    grep -h -E "^(FAILED|ERROR)" "$out/gpu_cu12.log" | head -30
+    ;;
+demos)
+    for mode in "" --decode --torch; do
+        step "demo $mode"
+        timeout 150 python3 -m pycudagraph demo $mode --out "$out/demo" > "$out/demo${mode#--}.txt" 2>&1
+        echo "rc=$?"; tail -14 "$out/demo${mode#--}.txt"
+    done
+    ;;
+bench)
+    for run in A B; do
+        step "benchmarks, run $run"
+        timeout 280 python3 -m benchmarks --out "$out/bench_$run" > "$out/bench_$run.txt" 2>&1
+        echo "rc=$?"; tail -30 "$out/bench_$run.txt"
+    done
     ;;
 show)
     for mode in "" --decode --torch; do
