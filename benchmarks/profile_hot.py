@@ -194,3 +194,25 @@ if fast.native is not None:
 fl = fast._f.launch
 print("ctypes cuGraphLaunch     ", per_call(lambda: fl(eh, sh), 300)); s.synchronize()
 print("eager launch empty       ", per_call(lambda: ke.launch(1, 1, (), stream=s), 300)); s.synchronize()
+
+print("\n== does each hot call take the compiled path? (fallbacks to the ctypes path counted) ==")
+import pycudagraph.graph_exec as _ge, pycudagraph.kernel as _kn
+counts = {"exe.launch": 0, "kernel.launch": 0, "add_kernel": 0}
+def counting(name, fn):
+    def wrapped(*a, **k):
+        counts[name] += 1
+        return fn(*a, **k)
+    return wrapped
+orig = (_ge._graph_launch, _kn._launch, fast.add_kernel_node)
+_ge._graph_launch = counting("exe.launch", orig[0])
+_kn._launch = counting("kernel.launch", orig[1])
+fast.add_kernel_node = counting("add_kernel", orig[2])
+try:
+    for _ in range(1000):
+        exe.launch(s)
+        ke.launch(1, 1, (), stream=s)
+    s.synchronize()
+    chain_pcg()
+    print(f"hot path {fast.native_status()}; of 1000 calls each, fell back to ctypes: {counts}")
+finally:
+    _ge._graph_launch, _kn._launch, fast.add_kernel_node = orig
