@@ -43,6 +43,11 @@ def versions() -> dict:
     try:
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
                              text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--",
+                                "pycudagraph"], cwd=REPO, capture_output=True, text=True,
+                               timeout=10).stdout.strip()
+        if rev and dirty:  # a copied tree whose package differs from that commit
+            rev += " + uncommitted changes to pycudagraph/"
     except Exception:  # noqa: BLE001
         rev = ""
     out["pycudagraph"] = f"{ver} ({rev})" if rev else ver
