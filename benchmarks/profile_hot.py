@@ -51,7 +51,7 @@ def build(variant, a):
 def med(xs): return statistics.median(xs)
 
 print("\n== driver-level instantiate / update per node (us), 1000-node empty3 chain, median of 7 ==")
-for variant in ("func", "kern"):
+for variant in ("func", "kern", "kern+ctx", "func+ctx"):
     try:
         ti, tu = [], []
         for r in range(8):

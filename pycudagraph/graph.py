@@ -348,22 +348,37 @@ class Graph(GraphClone, GraphText, GraphIntrospection, GraphUserObjects, GraphGe
         """Whether ``node`` is in this graph or in a graph it encloses."""
         return self._encloses(node.graph) or node._h in self._nodes
 
+    def _inner_graphs(self) -> list:
+        """The body and child graphs of this graph's nodes that have wrappers
+        (:meth:`_wrap_child` made them, so they are in ``_children``), those of removed
+        nodes left out. Walking these, not every node, keeps instantiate free of per-node
+        Python work for graphs without conditional or child-graph nodes."""
+        nodes = self._nodes
+        return [c for c in list(self._children)
+                if isinstance(o := c._owner, Node) and nodes.get(o._h) is o]
+
     def _all_nodes(self):
-        """The node objects of this graph and, recursively, of its conditional nodes' bodies."""
-        for node in list(self._nodes.values()):
-            yield node
-            for body in getattr(node, "_bodies", None) or ():
-                yield from body._all_nodes()
+        """The node objects of this graph and, recursively, of its conditional nodes' bodies
+        and child graphs."""
+        yield from list(self._nodes.values())
+        for inner in self._inner_graphs():
+            yield from inner._all_nodes()
+
+    def _kernel_packs(self) -> dict:
+        """{node handle: ArgPack} of the kernel nodes pycudagraph built here and in the inner
+        graphs (what an exec's per-node updates start from)."""
+        packs = {h: n._pack for h, n in self._nodes.items()
+                 if type(n) is KernelNode and n._pack is not None}
+        for inner in self._inner_graphs():
+            packs.update(inner._kernel_packs())
+        return packs
 
     def keepalive(self) -> tuple:
-        """Everything this graph's nodes point at, bodies of conditional nodes included
-        (what an exec or parent must hold). No CUDA call."""
-        bodies = tuple(b.keepalive() for n in self._nodes.values()
-                       for b in getattr(n, "_bodies", None) or ())
-        bodies += tuple(c.keepalive() for n in self._nodes.values()  # ChildGraphNode.child
-                        if getattr(c := getattr(n, "_child", None), "_owner", None) is n)
+        """Everything this graph's nodes point at, bodies of conditional nodes and child
+        graphs included (what an exec or parent must hold). No CUDA call."""
+        inner = tuple(c.keepalive() for c in self._inner_graphs())
         return (self._ledger.snapshot() + ((self._owner,) if self._owner is not None else ())
-                + bodies)
+                + inner)
 
     # Clone -------------------------------------------------------------------------
 

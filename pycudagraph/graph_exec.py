@@ -86,8 +86,7 @@ class GraphExec(ExecUpdate, ExecIntrospection, ExecGeneric, ExecCopy3D):
         self._h = self._addr = int(raw)
         self.graph = graph
         self._packs = {}
-        self._src = {n._h: n._pack for n in graph._all_nodes()  # bodies' kernel nodes too
-                     if type(n) is KernelNode and n._pack is not None}
+        self._src = graph._kernel_packs()  # bodies' kernel nodes too
         self._ledger = Ledger({"graph": graph.keepalive()}, owner=self)
         self._aliases = {}
         self._pending = None
