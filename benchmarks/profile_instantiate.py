@@ -65,7 +65,8 @@ def timed(f):
 
 res = {k: [] for k in ("pcg graph, g.instantiate()", "pcg graph, cuGraphInstantiateWithFlags",
                        "raw graph, cuGraphInstantiateWithFlags",
-                       "pcg graph, built 2nd, g.instantiate()")}
+                       "pcg graph, built 2nd, g.instantiate()",
+                       "pcg graph, fast.graph_instantiate (compiled-path call)")}
 for r in range(REPS + 1):
     with gc_paused():
         g = pcg_graph()
@@ -92,7 +93,23 @@ for r in range(REPS + 1):
         g1.close()
         g2.close()
         res["pcg graph, built 2nd, g.instantiate()"].append(t)
+        g = pcg_graph()
+        h, t = timed(lambda: fast.graph_instantiate(g, 0))
+        cuExecDestroy(VP(h))
+        g.close()
+        res["pcg graph, fast.graph_instantiate (compiled-path call)"].append(t)
 print(f"first instantiate of a fresh {N}-node empty3 chain, us per node, median of {REPS} "
       f"(hot path {fast.native_status()})")
 for k, v in res.items():
     print(f"  {k:42s} {statistics.median(v[1:]):.3f}   (min {min(v[1:]):.3f}, max {max(v[1:]):.3f})")
+
+import cProfile, io, pstats  # noqa: E402, E401
+with gc_paused():
+    g = pcg_graph()
+    pr = cProfile.Profile()
+    pr.enable()
+    exe = g.instantiate()
+    pr.disable()
+out = io.StringIO()
+pstats.Stats(pr, stream=out).sort_stats("tottime").print_stats(6)
+print("\n".join(line for line in out.getvalue().splitlines() if line.strip())[:1500])

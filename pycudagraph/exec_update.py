@@ -68,6 +68,7 @@ class ExecUpdate:
             if old._closed:
                 old.close()
         self._pending = graph  # nodes are paired on the next per-node update
+        self._held = ()  # the packs the exec now has come from ``graph``, through pairing
         self._retire(self._ledger.snapshot())
         self._ledger.held = {"graph": graph.keepalive() + (graph,)}
         self._host_ids = set()

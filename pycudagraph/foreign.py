@@ -61,6 +61,7 @@ def wrap_exec(cls, handle, owner, graph, never):
     self.graph = graph
     self._packs = {}
     self._src = {}
+    self._held = ()
     held = {"owner": (owner,)}
     if graph is not None:
         held["graph"] = graph.keepalive() + (graph,)

@@ -364,14 +364,14 @@ class Graph(GraphClone, GraphText, GraphIntrospection, GraphUserObjects, GraphGe
         for inner in self._inner_graphs():
             yield from inner._all_nodes()
 
-    def _kernel_packs(self) -> dict:
-        """{node handle: ArgPack} of the kernel nodes pycudagraph built here and in the inner
-        graphs (what an exec's per-node updates start from)."""
-        packs = {h: n._pack for h, n in self._nodes.items()
-                 if type(n) is KernelNode and n._pack is not None}
+    def _held_now(self) -> list:
+        """Copies of what the ledgers of this graph and of its inner graphs hold now, keyed by
+        node handle (dict copies, made at C speed): an exec's per-node updates later find
+        there the argument pack each kernel node had when the exec took the graph."""
+        out = [dict(self._ledger.held)]
         for inner in self._inner_graphs():
-            packs.update(inner._kernel_packs())
-        return packs
+            out += inner._held_now()
+        return out
 
     def keepalive(self) -> tuple:
         """Everything this graph's nodes point at, bodies of conditional nodes and child

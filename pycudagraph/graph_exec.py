@@ -20,6 +20,7 @@ from .generic import ExecGeneric
 from .introspect import ExecIntrospection
 from ._cuda.device import seen
 from ._lifetime import Ledger, release
+from .args import ArgPack
 from .errors import ArgumentError, ClosedError, CudaError, PyCudaGraphError
 from .exec_nodes import find_node, forget_removed
 from .hostfn import hostcall_ids, pending as _pending, raise_pending
@@ -50,7 +51,7 @@ class GraphExec(ExecUpdate, ExecIntrospection, ExecGeneric, ExecCopy3D):
     so it stays launchable whatever happens to the Python objects that built it.
     """
 
-    __slots__ = ("_raw", "_h", "_addr", "graph", "_packs", "_src", "_ledger", "_aliases",
+    __slots__ = ("_raw", "_h", "_addr", "graph", "_packs", "_src", "_held", "_ledger", "_aliases",
                  "_pending", "_host_ids", "_host_scan", "_last_stream", "_fin", "__weakref__")
 
     @classmethod
@@ -86,7 +87,8 @@ class GraphExec(ExecUpdate, ExecIntrospection, ExecGeneric, ExecCopy3D):
         self._h = self._addr = int(raw)
         self.graph = graph
         self._packs = {}
-        self._src = graph._kernel_packs()  # bodies' kernel nodes too
+        self._src = {}  # node handle -> its ArgPack, as looked up or paired by an update
+        self._held = graph._held_now()  # bodies' ledgers too; read on first per-node update
         self._ledger = Ledger({"graph": graph.keepalive()}, owner=self)
         self._aliases = {}
         self._pending = None
@@ -132,6 +134,21 @@ class GraphExec(ExecUpdate, ExecIntrospection, ExecGeneric, ExecCopy3D):
             del self._aliases[key]  # an update's twin of it must not reach its handle
         for h in gone:
             self._src.pop(h, None)
+            for held in self._held:
+                held.pop(h, None)
+
+    def _source_pack(self, h: int):
+        """The ArgPack kernel node ``h`` of the exec's graph had when the exec took it
+        (instantiation, or the update that paired it), or None for one pycudagraph did not
+        build. Found in the ledger copies made at instantiation, on first need."""
+        src = self._src.get(h)
+        if src is None:
+            for held in self._held:
+                keep = held.get(h)
+                if keep and type(keep[0]) is ArgPack:
+                    src = self._src[h] = keep[0]
+                    break
+        return src
 
     # The ledger --------------------------------------------------------------------
 
@@ -230,7 +247,7 @@ class GraphExec(ExecUpdate, ExecIntrospection, ExecGeneric, ExecCopy3D):
             h = self._aliases.get(node._h, node._h)
             entry = self._packs.get(h)
             if entry is None:
-                src = self._src.get(h)
+                src = self._source_pack(h)
                 if src is None:
                     if node._pack is None:
                         raise PyCudaGraphError(f"{node!r} was not built by pycudagraph "

@@ -54,6 +54,7 @@ def fake_exec(graph) -> GraphExec:
     exe.graph = graph
     exe._h = next(_ids)
     exe._packs, exe._src, exe._aliases, exe._pending = {}, {}, {}, None
+    exe._held = ()
     return exe
 
 
