@@ -51,6 +51,9 @@ class GraphClone:
         if found is None:
             found = _copy_node(node, self, h)
             self._nodes[h] = found
+            keep = origin._ledger.held.get(node._h)
+            if keep:  # the copy points at what the original does (its ArgPack too)
+                self._ledger.hold(h, *keep)
         return found
 
 

@@ -121,3 +121,24 @@ def test_a_failing_body_node_read_back_belongs_to_its_body(failing_update, monke
         exe.update(g)
     node = info.value.node
     assert node.graph is cond.body and cond.body._nodes[h] is node and h not in g._nodes
+
+
+def test_a_clones_ledger_holds_what_the_originals_nodes_point_at(monkeypatch, cpu_device):
+    """Graph.clone mirrors each found node's ledger entry, so an exec of the clone finds the
+    kernel nodes' ArgPacks (GraphExec reads its graph's ledger, not the node objects)."""
+    from cuda.bindings import runtime as rt
+
+    from tests.fakes import fake_buffer, fake_graph, fake_kernel
+    import pycudagraph.clone as clone_mod
+    g = fake_graph()
+    k = fake_kernel()
+    buf = fake_buffer(64)
+    node = pcg.KernelNode(g, 0x5100, k.pack((buf, 1.0, 4), 1, 32, 0))
+    g._register(node, node._pack)
+    ok = rt.cudaError_t.cudaSuccess
+    calls = {"cudaGraphClone": lambda graph: (ok, rt.cudaGraph_t(0x5200)),
+             "cudaGraphNodeFindInClone": lambda n, graph: (ok, rt.cudaGraphNode_t(0x5300))}
+    monkeypatch.setattr(clone_mod, "call", lambda fn, *a: calls[fn.__name__](*a)[1])
+    c = g.clone()
+    copy = c.find(node)
+    assert copy._pack is node._pack and c._ledger.held[copy._h] == (node._pack,)

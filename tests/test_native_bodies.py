@@ -50,3 +50,19 @@ g.remove_node(cond)
 refused(lambda: exe.set_arg(a, 1, 3.0), pcg.ClosedError, "belongs to Graph")
 refused(lambda: exe.set_arg(b, 1, 3.0), pcg.ClosedError, "belongs to Graph")
 ''')
+
+
+@needs_native
+def test_set_arg_finds_the_packs_in_the_ledger_copies_taken_at_instantiation():
+    """GraphExec._instantiate copies the ledgers (root and bodies) instead of walking the
+    nodes; set_arg finds each kernel node's ArgPack there on first use."""
+    run_fake(INTEGRATED + SETUP + '''
+root = g.add_kernel(k, 1, 32, (buffer(), 1.0, 4))
+exe2 = exec_of(g, [])
+exe2._src, exe2._held = {}, g._held_now()  # what _instantiate stores
+assert len(exe2._held) == 3  # the root graph's ledger and both bodies'
+for node in (root, a, b):
+    exe2.set_arg(node, 1, 5.0)
+    assert CALLS[-1][0] == "exec_set" and CALLS[-1][1][1] == node._h
+    assert exe2._src[node._h] is node._pack  # found in the copies, then cached
+''')
