@@ -233,10 +233,15 @@ class Graph(GraphClone, GraphText, GraphIntrospection, GraphUserObjects, GraphGe
 
     # Conditional nodes (pycudagraph.nodes.conditional) ----------------------------
 
-    def conditional_handle(self, default: int | None = None) -> ConditionalHandle:
+    def conditional_handle(self, default: int | None = None, device=None) -> ConditionalHandle:
         """A handle for one conditional node of this graph or its bodies
-        (``cudaGraphConditionalHandleCreate``); ``default`` is set at every launch."""
-        return ConditionalHandle._create(self, default)
+        (``cudaGraphConditionalHandleCreate``); ``default`` is set at every launch.
+
+        ``device`` (a :class:`Device` or ordinal; cuda-bindings 13.x) names the device whose
+        execution context runs the handle's conditional node, instead of the current one:
+        ``cudaGraphConditionalHandleCreate_v2`` with ``cudaDeviceGetExecutionCtx(device)``.
+        """
+        return ConditionalHandle._create(self, default, device)
 
     def add_if(self, handle: ConditionalHandle, deps=()) -> IfNode:
         """Add an if node: ``node.body`` runs when the handle is not 0 (``cudaGraphAddNode``)."""
@@ -386,7 +391,13 @@ class Graph(GraphClone, GraphText, GraphIntrospection, GraphUserObjects, GraphGe
 
     def instantiate(self, upload_stream=None, auto_free_on_launch: bool = False,
                     device_launch: bool = False, use_node_priority: bool = False):
-        """Make an executable graph (``cudaGraphInstantiateWithParams``).
+        """Make an executable graph.
+
+        Without ``upload_stream``: ``cuGraphInstantiateWithFlags(&exec, graph, flags)``, the
+        driver form of ``cudaGraphInstantiateWithFlags`` and of ``cudaGraphInstantiate``
+        (which takes the same graph and flags since CUDA 12.0). With ``upload_stream``, or to
+        say why the driver refused (its result code and failing node):
+        ``cudaGraphInstantiateWithParams``.
 
         Parameters
         ----------

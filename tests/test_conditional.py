@@ -42,6 +42,47 @@ def test_conditional_handle_needs_12_3(old_driver):
         _fake_graph().conditional_handle()
 
 
+@pytest.mark.parametrize("major", [13, 12])
+def test_conditional_handle_on_a_named_device_uses_v2(monkeypatch, old_driver, major):
+    """device= creates the handle with cudaGraphConditionalHandleCreate_v2 and the device's
+    execution context (13.x); cuda-bindings 12.x, which lacks it, is told so before any call."""
+    import importlib
+
+    import cuda.bindings
+    pcg_device = importlib.import_module("pycudagraph.device")  # the module, not pcg.device
+    old_driver(13000)
+    monkeypatch.setattr(pcg_device, "device_count", lambda: 2)
+    ok, seen = rt.cudaError_t.cudaSuccess, []
+
+    def ctx_of(dev):
+        seen.append(("cudaDeviceGetExecutionCtx", dev))
+        return ok, 0xC7C0 + dev
+    ctx_of.__name__ = "cudaDeviceGetExecutionCtx"
+
+    def create_v2(graph, ctx, default, flags):
+        seen.append(("cudaGraphConditionalHandleCreate_v2", ctx, default, flags))
+        return ok, 0x44
+    create_v2.__name__ = "cudaGraphConditionalHandleCreate_v2"
+    for fn in (ctx_of, create_v2):
+        if major == 13:
+            monkeypatch.setattr(rt, fn.__name__, fn, raising=False)
+        else:
+            monkeypatch.delattr(rt, fn.__name__, raising=False)
+    if major == 12:
+        monkeypatch.setattr(cuda.bindings, "__version__", "12.9.10")
+        with pytest.raises(pcg.NotSupportedError, match="without cudaGraphConditionalHandleCreate_v2"):
+            _fake_graph().conditional_handle(device=1)
+        assert not seen
+        return
+    h = _fake_graph().conditional_handle(default=3, device=1)
+    assert int(h) == 0x44 and h.default == 3
+    assign = int(rt.cudaGraphConditionalHandleFlags.cudaGraphCondAssignDefault)
+    assert seen == [("cudaDeviceGetExecutionCtx", 1),
+                    ("cudaGraphConditionalHandleCreate_v2", 0xC7C1, 3, assign)]
+    with pytest.raises(pcg.ArgumentError, match="conditional_handle: device: there is no CUDA device 5"):
+        _fake_graph().conditional_handle(device=5)
+
+
 @pytest.mark.parametrize("default", [-1, 2**32, 1.5, True, "1"])
 def test_conditional_handle_default_checked(default):
     with pytest.raises(ValueError, match="default must be None or an unsigned 32-bit int"):
@@ -171,6 +212,24 @@ def test_while_loops_until_a_kernel_clears_the_value(ctl, stream):
     exe.launch(stream)  # the default (1) is set again: one more pass, 8 >= 7 stops it
     stream.synchronize()
     assert _read(c)[0] == 8
+
+
+@pytest.mark.gpu
+def test_while_with_a_handle_made_for_a_named_device(ctl, stream):
+    """device= (cudaGraphConditionalHandleCreate_v2 with the device's execution context)
+    drives a while loop as the plain handle does; 12.x bindings refuse it by name."""
+    g = pcg.Graph()
+    if not hasattr(rt, "cudaGraphConditionalHandleCreate_v2"):
+        with pytest.raises(pcg.NotSupportedError, match="cudaGraphConditionalHandleCreate_v2"):
+            g.conditional_handle(default=1, device=0)
+        return
+    c = _counter()
+    h = g.conditional_handle(default=1, device=pcg.Device(0))
+    g.add_while(h).body.add_kernel(ctl["count_while_below"], 1, 1, (c, 5, h))
+    exe = g.instantiate()
+    exe.launch(stream)
+    stream.synchronize()
+    assert _read(c)[0] == 5
 
 
 @pytest.mark.gpu

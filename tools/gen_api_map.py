@@ -55,7 +55,6 @@ _ADD_KERNEL = "through the driver entry point `cuGraphAddKernelNode`"
 _EXT_SEM = ("ExternalSemaphore.import_fd / wrap; checked on the CPU only: no real external "
             "semaphore could be made on the GPU machine yet")
 _IDS = "CUDA 13.1+ (NotSupportedError naming the missing bindings or driver before)"
-_INST = "Graph.instantiate calls cudaGraphInstantiateWithParams, which supersedes it"
 
 #: CUDA function -> (pycudagraph method(s), comma separated, or "" when not wrapped;
 #: note). A wrapped row's note is shown next to the method; a row that is not wrapped
@@ -139,12 +138,18 @@ MAP: dict[str, tuple[str, str]] = {
     "cudaGraphExternalSemaphoresWaitNodeSetParams": ("ExtSemaphoreWaitNode.set_params", _EXT_SEM),
     # Conditional nodes
     "cudaGraphConditionalHandleCreate": ("Graph.conditional_handle", ""),
-    "cudaGraphConditionalHandleCreate_v2": ("", "the form naming a context: "
-                                                "conditional_handle uses the current one"),
+    "cudaGraphConditionalHandleCreate_v2": ("Graph.conditional_handle",
+                                            "with device=: that device's execution context "
+                                            "(cudaDeviceGetExecutionCtx)"),
     # Instantiate, launch and the executable graph
-    "cudaGraphInstantiate": ("", _INST),
-    "cudaGraphInstantiateWithFlags": ("", _INST),
-    "cudaGraphInstantiateWithParams": ("Graph.instantiate", ""),
+    "cudaGraphInstantiate": ("Graph.instantiate", "through the driver entry point "
+                             "`cuGraphInstantiateWithFlags`: since CUDA 12.0 it takes the "
+                             "same (graph, flags)"),
+    "cudaGraphInstantiateWithFlags": ("Graph.instantiate", "through the driver entry point "
+                                      "`cuGraphInstantiateWithFlags` (compiled path or ctypes), "
+                                      "without upload_stream"),
+    "cudaGraphInstantiateWithParams": ("Graph.instantiate", "with upload_stream=, or to say why "
+                                       "the driver refused (result code, failing node)"),
     "cudaGraphUpload": ("GraphExec.upload", "also Graph.instantiate(upload_stream=...)"),
     "cudaGraphLaunch": ("GraphExec.launch",
                         "through the driver entry point `cuGraphLaunch` (ctypes); from "

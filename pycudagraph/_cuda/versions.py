@@ -164,12 +164,18 @@ def graph_add_node(graph, deps: list, params, edge_data=None):
     return call(rt.cudaGraphAddNode, graph, deps, len(deps), params)
 
 
-def conditional_handle_create(graph, default: int | None):
+def conditional_handle_create(graph, default: int | None, device: int | None = None):
     """``cudaGraphConditionalHandleCreate(graph, defaultLaunchValue, flags)``: with a default,
-    ``cudaGraphCondAssignDefault`` sets the value at the start of every launch."""
+    ``cudaGraphCondAssignDefault`` sets the value at the start of every launch. With a
+    device ordinal: ``cudaGraphConditionalHandleCreate_v2(graph, ctx, ...)``, ``ctx`` being
+    ``cudaDeviceGetExecutionCtx(device)`` (13.x bindings and driver)."""
     require_bindings("conditional nodes", "cudaGraphConditionalHandleCreate")
     flags = 0 if default is None else int(rt.cudaGraphConditionalHandleFlags.cudaGraphCondAssignDefault)
-    return call(rt.cudaGraphConditionalHandleCreate, graph, int(default or 0), flags)
+    if device is None:
+        return call(rt.cudaGraphConditionalHandleCreate, graph, int(default or 0), flags)
+    create = gated("cudaGraphConditionalHandleCreate_v2", 13000)
+    ctx = call(gated("cudaDeviceGetExecutionCtx", 13000), device)
+    return call(create, graph, ctx, int(default or 0), flags)
 
 
 def kernel_node_copy_attributes(dst, src) -> None:

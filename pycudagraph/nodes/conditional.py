@@ -29,6 +29,7 @@ import weakref
 from dataclasses import dataclass
 
 from .._cuda import rt, versions
+from ..device import _ordinal
 from ..errors import ArgumentError, NotSupportedError
 from .base import Node, NodeType
 
@@ -54,15 +55,23 @@ class ConditionalHandle:
         self.default = default
 
     @classmethod
-    def _create(cls, graph, default: int | None = None) -> "ConditionalHandle":
+    def _create(cls, graph, default: int | None = None, device=None) -> "ConditionalHandle":
         """``cudaGraphConditionalHandleCreate(graph, default or 0, flags)``; ``flags`` is
-        ``cudaGraphCondAssignDefault`` when a default is given."""
+        ``cudaGraphCondAssignDefault`` when a default is given. With ``device``:
+        ``cudaGraphConditionalHandleCreate_v2`` naming that device's execution context."""
         if default is not None and (isinstance(default, bool) or not isinstance(default, int)
                                     or not 0 <= default < 2**32):
             raise ArgumentError(f"conditional_handle: default must be None or an unsigned 32-bit "
                                 f"int, got {default!r}")
         versions.require("conditional nodes (cudaGraphConditionalHandleCreate)", 12030)
-        return cls(graph, int(versions.conditional_handle_create(graph._raw, default)), default)
+        ordinal = None
+        if device is not None:
+            try:
+                ordinal = _ordinal(device)
+            except (TypeError, ValueError) as exc:
+                raise ArgumentError(f"conditional_handle: device: {exc}") from None
+        raw = versions.conditional_handle_create(graph._raw, default, ordinal)
+        return cls(graph, int(raw), default)
 
     @property
     def handle(self):
