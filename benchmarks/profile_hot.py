@@ -1,9 +1,9 @@
 """Profile: why instantiate / whole-graph update cost what they cost (driver-level variants),
 and where pycudagraph's Python time goes. Run from the repository root on a GPU."""
-import cProfile, ctypes, io, pstats, statistics, struct, sys, time, traceback
+import cProfile, ctypes, io, pstats, statistics, struct, time, traceback
 import numpy as np
 import pycudagraph as pcg
-from pycudagraph._cuda import fast, dr, call
+from pycudagraph._cuda import fast
 
 N = 1000
 lib = ctypes.CDLL("libcuda.so.1")

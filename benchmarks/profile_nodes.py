@@ -1,8 +1,7 @@
 """Profile 2: per-node add cost and FIRST instantiate / update cost by how a kernel node names
 its kernel and by API (fresh graphs, gc off). Run from the repository root on a GPU."""
-import ctypes, gc, statistics, struct, sys, time, traceback
+import ctypes, gc, statistics, struct, time
 import pycudagraph as pcg
-from pycudagraph._cuda import fast
 from cuda.bindings import runtime as rt
 
 N = 1000
