@@ -78,8 +78,8 @@ class ExecUpdate:
         """Pair the last update's nodes with the exec's (creation order, as CUDA pairs them).
 
         Returns the update's graph when :meth:`Graph.close` was called on it while it
-        waited, else None: the caller closes it (which destroys it and forgets its twins)
-        after looking up the node it came for, so that node still stands for its twin.
+        waited, else None: the caller (``GraphExec._paired``) closes it, which destroys it
+        and forgets its twins, once it has read the twin of the node it came for.
         """
         graph, self._pending = self._pending, None
         if graph is None:

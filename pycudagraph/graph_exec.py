@@ -239,29 +239,22 @@ class GraphExec(ExecUpdate, ExecIntrospection, ExecGeneric, ExecCopy3D):
         if not isinstance(node, KernelNode):
             node_arg(None, node, "node", "set_arg")
             raise ArgumentError(f"set_arg: node must be a KernelNode, got {node!r}")
-        if self._h is None:
-            self._refuse()
-        node._check_live()
-        closing = self._resolve_update()
-        try:
-            h = self._aliases.get(node._h, node._h)
-            entry = self._packs.get(h)
-            if entry is None:
-                src = self._source_pack(h)
-                if src is None:
-                    if node._pack is None:
-                        raise PyCudaGraphError(f"{node!r} was not built by pycudagraph "
-                                               "(captured); update it with a whole-graph update()")
-                    raise PyCudaGraphError(f"{node!r} is not a node of the graph this exec "
-                                           "was made from")
-                entry = (src.copy(), h)
-                self._packs[h] = entry
-                self._ledger.hold(("args", h), entry[0])  # what set_arg puts in it is held
+        h = self._paired(node)
+        entry = self._packs.get(h)
+        if entry is None:
+            src = self._source_pack(h)
+            if src is None:
+                if node._pack is None:
+                    raise PyCudaGraphError(f"{node!r} was not built by pycudagraph (captured); "
+                                           "update it with a whole-graph update()")
+                raise PyCudaGraphError(f"{node!r} is not a node of the graph this exec was "
+                                       "made from")
+            entry = (src.copy(), h)
+            self._packs[h] = entry
+            self._ledger.hold(("args", h), entry[0])  # what set_arg puts in it is held
+        if not node.graph._dead:  # a twin of a graph destroyed just now is not kept as a key
             self._packs[node._h] = entry
-            return entry
-        finally:
-            if closing is not None:
-                closing.close()
+        return entry
 
     def set_arg(self, node: KernelNode, index_or_name, value) -> None:
         """Change one argument of a kernel node (``cuGraphExecKernelNodeSetParams``).
@@ -341,26 +334,31 @@ class GraphExec(ExecUpdate, ExecIntrospection, ExecGeneric, ExecCopy3D):
             check_changes(node, changes)
         node._exec_set(self, self._member(node), **changes)
 
-    def _member(self, node) -> Node:
-        """The node of this exec's graph that ``node`` stands for (itself, or its update twin)."""
+    def _paired(self, node) -> int:
+        """The handle of the node of this exec's graph that ``node`` stands for (its own, or
+        its update twin's), the last update's nodes paired first. A closed exec or a dead
+        node raises :class:`ClosedError`. An update graph closed while it waited is
+        destroyed once the twin is known (that forgets its twins)."""
         if self._h is None:
             self._refuse()
         node._check_live()
         closing = self._resolve_update()
-        try:
-            h = self._aliases.get(node._h, node._h)
-            if h != node._h:  # its twin: a node of the graph, or of a body of one of its nodes
-                twin = self.graph._nodes.get(h) or find_node(self.graph, h)
-                if twin is None:
-                    raise PyCudaGraphError(f"{node!r} stands for no node of this exec's graph")
-                return twin
-            if not self.graph._holds(node):
-                raise PyCudaGraphError(f"{node!r} is not a node of the graph this exec was "
-                                       "made from")
-            return node
-        finally:
-            if closing is not None:
-                closing.close()
+        h = self._aliases.get(node._h, node._h)
+        if closing is not None:
+            closing.close()
+        return h
+
+    def _member(self, node) -> Node:
+        """The node of this exec's graph that ``node`` stands for (itself, or its update twin)."""
+        h = self._paired(node)
+        if h != node._h:  # its twin: a node of the graph, or of a body of one of its nodes
+            twin = self.graph._nodes.get(h) or find_node(self.graph, h)
+            if twin is None:
+                raise PyCudaGraphError(f"{node!r} stands for no node of this exec's graph")
+            return twin
+        if not self.graph._holds(node):
+            raise PyCudaGraphError(f"{node!r} is not a node of the graph this exec was made from")
+        return node
 
     def set_enabled(self, node: Node, flag: bool) -> None:
         """Enable or disable a kernel, memcpy or memset node (``cudaGraphNodeSetEnabled``)."""
