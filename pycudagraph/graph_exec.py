@@ -63,16 +63,18 @@ class GraphExec(ExecUpdate, ExecIntrospection, ExecGeneric, ExecCopy3D):
                          ("use_node_priority", use_node_priority)):
             if on:
                 flags |= int(_FLAGS[name])
-        params = rt.cudaGraphInstantiateParams()
         if upload_stream is not None:
             flags |= int(_F.cudaGraphInstantiateFlagUpload)
-            params.uploadStream = stream_handle(upload_stream)
-        params.flags = flags
+            upload_h = stream_handle(upload_stream)
         graph_raw = graph._raw  # a closed graph raises ClosedError here
         h = fast.graph_instantiate(graph, flags) if upload_stream is None else 0
         if h:
             raw = rt.cudaGraphExec_t(h)
         else:  # with an upload stream, or to say why the driver refused
+            params = rt.cudaGraphInstantiateParams()
+            params.flags = flags
+            if upload_stream is not None:
+                params.uploadStream = upload_h
             try:
                 raw = call(rt.cudaGraphInstantiateWithParams, graph_raw, params)
             except CudaError as exc:
