@@ -14,6 +14,14 @@ from pathlib import Path
 from .common import HELPERS_CU, CudaCallError
 
 
+def c_function(lib, name: str, argtypes: list):
+    """``lib.name`` as a ctypes function returning an int (a ``CUresult`` / ``cudaError_t``);
+    the profiles call driver and runtime entry points through it (``lib``: a ``ctypes.CDLL``)."""
+    f = getattr(lib, name)
+    f.restype, f.argtypes = ctypes.c_int, argtypes
+    return f
+
+
 def probe_gpu() -> str | None:
     """``None`` when a CUDA device is usable, else one sentence saying why not."""
     lead = "No benchmark was run: there is no usable NVIDIA GPU on this machine"

@@ -1,15 +1,16 @@
 """Profile: why instantiate / whole-graph update cost what they cost (driver-level variants),
 and where pycudagraph's Python time goes. Run from the repository root on a GPU."""
-import cProfile, ctypes, io, pstats, statistics, struct, time, traceback
+import cProfile, ctypes, io, pstats, statistics, struct, sys, time, traceback
 import numpy as np
 import pycudagraph as pcg
 from pycudagraph._cuda import fast
+sys.path.insert(0, ".")
+from benchmarks.cudaenv import c_function
 
 N = 1000
 lib = ctypes.CDLL("libcuda.so.1")
 VP = ctypes.c_void_p
-def fn(name, argtypes):
-    f = getattr(lib, name); f.restype = ctypes.c_int; f.argtypes = argtypes; return f
+def fn(name, argtypes): return c_function(lib, name, argtypes)
 cuGraphCreate = fn("cuGraphCreate", [VP, ctypes.c_uint])
 cuGraphDestroy = fn("cuGraphDestroy", [VP])
 cuGraphAdd = fn("cuGraphAddKernelNode_v2", [VP, VP, VP, ctypes.c_size_t, VP])

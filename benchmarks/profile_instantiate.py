@@ -11,6 +11,7 @@ import time
 sys.path.insert(0, ".")
 import pycudagraph as pcg  # noqa: E402
 from benchmarks.common import HELPERS_CU  # noqa: E402
+from benchmarks.cudaenv import c_function  # noqa: E402
 from benchmarks.timing import gc_paused  # noqa: E402
 from pycudagraph._cuda import fast  # noqa: E402
 
@@ -20,9 +21,7 @@ VP = ctypes.c_void_p
 
 
 def fn(name, argtypes):
-    f = getattr(lib, name)
-    f.restype, f.argtypes = ctypes.c_int, argtypes
-    return f
+    return c_function(lib, name, argtypes)
 
 
 cuGraphCreate = fn("cuGraphCreate", [VP, ctypes.c_uint])

@@ -1,14 +1,15 @@
 """Profile 2: per-node add cost and FIRST instantiate / update cost by how a kernel node names
 its kernel and by API (fresh graphs, gc off). Run from the repository root on a GPU."""
-import ctypes, gc, statistics, struct, time
+import ctypes, gc, statistics, struct, sys, time
 import pycudagraph as pcg
 from cuda.bindings import runtime as rt
+sys.path.insert(0, ".")
+from benchmarks.cudaenv import c_function
 
 N = 1000
 lib = ctypes.CDLL("libcuda.so.1")
 VP = ctypes.c_void_p
-def fn(l, name, argtypes):
-    f = getattr(l, name); f.restype = ctypes.c_int; f.argtypes = argtypes; return f
+fn = c_function
 cuGraphCreate = fn(lib, "cuGraphCreate", [VP, ctypes.c_uint])
 cuGraphDestroy = fn(lib, "cuGraphDestroy", [VP])
 cuAdd = fn(lib, "cuGraphAddKernelNode_v2", [VP, VP, VP, ctypes.c_size_t, VP])
