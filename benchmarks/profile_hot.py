@@ -197,7 +197,7 @@ print("ctypes cuGraphLaunch     ", per_call(lambda: fl(eh, sh), 300)); s.synchro
 print("eager launch empty       ", per_call(lambda: ke.launch(1, 1, (), stream=s), 300)); s.synchronize()
 
 print("\n== does each hot call take the compiled path? (fallbacks to the ctypes path counted) ==")
-import pycudagraph.graph_exec as _ge, pycudagraph.kernel as _kn
+import pycudagraph.graph.exec as _ge, pycudagraph.compile.kernel as _kn
 counts = {"exe.launch": 0, "kernel.launch": 0, "add_kernel": 0}
 def counting(name, fn):
     def wrapped(*a, **k):

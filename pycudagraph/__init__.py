@@ -4,30 +4,30 @@ Every object exposes ``.handle`` (the raw ``cuda.bindings`` handle) and every me
 names the raw call it makes. Importing the package makes no CUDA call.
 """
 
-from . import nvtx as _nvtx
-from .bucketed import BucketedGraphs, BucketStats
-from .capture import capture, capture_status, recapture
-from .capture_control import CaptureInfo, capture_info, capture_mode, update_capture_dependencies
-from .device import Device, DeviceMismatchError, device, device_count
-from .reconcile import SignatureWarning
-from .kernel import Kernel
-from .program import Module, Program
+from .runtime import nvtx as _nvtx
+from .graph.bucketed import BucketedGraphs, BucketStats
+from .graph.capture import capture, capture_status, recapture
+from .graph.capture_control import CaptureInfo, capture_info, capture_mode, update_capture_dependencies
+from .runtime.device import Device, DeviceMismatchError, device, device_count
+from .compile.reconcile import SignatureWarning
+from .compile.kernel import Kernel
+from .compile.program import Module, Program
 from .errors import (ArgumentError, CaptureError, ClosedError, CompileError, CudaError,
                      CudaNotAvailableError, GraphExecUpdateError, HostCallbackError,
                      NotSupportedError, PyCudaGraphError)
-from .graph import Graph
-from .graph_exec import GraphExec
-from .graph_mem import graph_mem_info, graph_mem_reset_high, graph_mem_trim
-from .memory import DeviceBuffer, PinnedBuffer, device_pointer, host_pointer
+from .graph.graph import Graph
+from .graph.exec import GraphExec
+from .runtime.graph_mem import graph_mem_info, graph_mem_reset_high, graph_mem_trim
+from .runtime.memory import DeviceBuffer, PinnedBuffer, device_pointer, host_pointer
 from .nodes import (AccessPolicyWindow, BatchMemOpNode, ChildGraphNode, ConditionalHandle,
                     ConditionalNode, EmptyNode, EventRecordNode, EventWaitNode,
                     ExternalSemaphore, ExtSemaphoreSignalNode, ExtSemaphoreWaitNode, HostNode,
                     IfElseNode, IfNode, KernelNode, MemAllocNode, MemcpyNode, MemFreeNode, MemOp,
                     MemsetNode, Node, NodeType, SwitchNode, WhileNode, flush_remote_writes,
                     memory_barrier, wait_value, write_value)
-from .stream import Event, Stream
-from .trace import trace
-from .user_objects import UserObject
+from .runtime.stream import Event, Stream
+from .runtime.trace import trace
+from .runtime.user_objects import UserObject
 
 __version__ = "0.1.0"
 

@@ -44,5 +44,5 @@ def cpu_device(monkeypatch):
     """Without a GPU, pretend device 0 is current in this thread, so checks made before
     any CUDA call can be tested with fake kernels (tests/fakes.py). With a GPU: nothing."""
     if _REASON is not None:
-        from pycudagraph._cuda.device import thread_state
+        from pycudagraph._cuda.context import thread_state
         monkeypatch.setattr(thread_state, "device", 0)

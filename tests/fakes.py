@@ -11,11 +11,11 @@ import itertools
 from cuda.bindings import runtime as rt
 
 import pycudagraph as pcg
-from pycudagraph import validate
-from pycudagraph.args import Layout
-from pycudagraph.graph_exec import GraphExec
-from pycudagraph.memory import DeviceBuffer
-from pycudagraph.signature import parse_params
+from pycudagraph.runtime import validate
+from pycudagraph.compile.args import Layout
+from pycudagraph.graph.exec import GraphExec
+from pycudagraph.runtime.memory import DeviceBuffer
+from pycudagraph.compile.signature import parse_params
 
 _ids = itertools.count(0x7000_0000, 0x100)
 

@@ -24,7 +24,7 @@ def graph_and_nodes(cpu_device):
 
 def test_capture_info_13x(monkeypatch, graph_and_nodes):
     g, a, b = graph_and_nodes
-    from pycudagraph.edges import edge_data
+    from pycudagraph.nodes.edges import edge_data
     monkeypatch.setattr(versions, "require", lambda feature, v: None)
     data = [rt.cudaGraphEdgeData(), edge_data("programmatic")[0]]
     seen = []
@@ -179,7 +179,7 @@ def test_capture_info_edge_data_outlives_the_drivers_array(monkeypatch, graph_an
     """cudaStreamGetCaptureInfo's edge data is a view of a driver array valid until the next
     call on the stream: the shim copies it out at once."""
     g, a, b = graph_and_nodes
-    from pycudagraph.edges import edge_data
+    from pycudagraph.nodes.edges import edge_data
     monkeypatch.setattr(versions, "require", lambda feature, v: None)
     data = [edge_data("programmatic")[0]]
 
@@ -191,5 +191,5 @@ def test_capture_info_edge_data_outlives_the_drivers_array(monkeypatch, graph_an
     got = versions.stream_capture_info(S)
     data[0].from_port, data[0].type = 0, 0  # the driver reuses its array
     assert got[4][0] is not data[0]
-    from pycudagraph.edges import port_name
+    from pycudagraph.nodes.edges import port_name
     assert port_name(got[4][0]) == "programmatic"

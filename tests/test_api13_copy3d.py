@@ -9,7 +9,7 @@ import pytest
 from cuda.bindings import runtime as rt
 
 import pycudagraph as pcg
-from pycudagraph.copy3d import copy3d_params
+from pycudagraph.nodes.copy3d import copy3d_params
 from tests.fakes import fake_graph, fake_node
 
 _OK = rt.cudaError_t.cudaSuccess

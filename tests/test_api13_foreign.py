@@ -15,7 +15,7 @@ import pytest
 from cuda.bindings import driver as dr
 
 import pycudagraph as pcg
-from pycudagraph import captured
+from pycudagraph.nodes import captured_kernel as captured
 from pycudagraph.errors import ArgumentError, ClosedError, CudaError
 from tests.fakes import fake_graph, fake_node
 

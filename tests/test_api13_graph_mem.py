@@ -10,7 +10,7 @@ from cuda.bindings import runtime as rt
 
 import pycudagraph as pcg
 
-device_mod = importlib.import_module("pycudagraph.device")
+device_mod = importlib.import_module("pycudagraph.runtime.device")
 
 
 @pytest.fixture

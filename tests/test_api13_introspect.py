@@ -10,7 +10,7 @@ from cuda.bindings import driver as dr
 from cuda.bindings import runtime as rt
 
 import pycudagraph as pcg
-from pycudagraph import introspect
+from pycudagraph.graph import introspect
 from pycudagraph._cuda import versions
 from tests.fakes import fake_graph, fake_node
 

@@ -7,7 +7,7 @@ import pytest
 from cuda.bindings import runtime as rt
 
 from pycudagraph._cuda import versions
-from pycudagraph.edges import edge_data
+from pycudagraph.nodes.edges import edge_data
 from tests.fakes import fake_graph, fake_node
 
 _OK = rt.cudaError_t.cudaSuccess

@@ -14,7 +14,7 @@ import pytest
 from cuda.bindings import runtime as rt
 
 import pycudagraph as pcg
-from pycudagraph import user_objects
+from pycudagraph.runtime import user_objects
 from tests.fakes import fake_graph
 
 _OK = rt.cudaError_t.cudaSuccess

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import pycudagraph as pcg
-from pycudagraph.args import ArgPack, Layout, dim3
-from pycudagraph.signature import parse_params
+from pycudagraph.compile.args import ArgPack, Layout, dim3
+from pycudagraph.compile.signature import parse_params
 
 
 class FakeKernel:

@@ -5,7 +5,7 @@ import pytest
 
 import pycudagraph as pcg
 from pycudagraph._cuda import versions
-from pycudagraph.edges import edge_data, port_name
+from pycudagraph.nodes.edges import edge_data, port_name
 from pycudagraph.nodes.attributes import ATTRIBUTES, prepare
 
 SRC = r'''

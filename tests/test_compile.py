@@ -3,7 +3,7 @@
 import pytest
 
 import pycudagraph as pcg
-from pycudagraph.program import kernels_dir
+from pycudagraph.compile.program import kernels_dir
 
 GOOD = 'extern "C" __global__ void scale(float* y, float a, int n) { int i = threadIdx.x; if (i < n) y[i] *= a; }'
 

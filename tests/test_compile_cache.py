@@ -3,8 +3,9 @@
 import pytest
 
 import pycudagraph as pcg
-from pycudagraph import compile_cache, program
-from pycudagraph.trace import trace
+from pycudagraph.compile import cache as compile_cache
+from pycudagraph.compile import program
+from pycudagraph.runtime.trace import trace
 
 SRC = '#include "{header}"\nextern "C" __global__ void k(int* x) {{ x[0] = VALUE; }}\n'
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 import pycudagraph as pcg
-from pycudagraph import headers, program
+from pycudagraph.compile import headers
+from pycudagraph.compile import program
 
 ROOT = Path(__file__).resolve().parents[1]
 tomllib = pytest.importorskip("tomllib")

@@ -5,7 +5,7 @@ import pytest
 
 import pycudagraph as pcg
 from pycudagraph._cuda import rt, versions
-from pycudagraph.device_api import HEADER, uses_device_api
+from pycudagraph.compile.device_api import HEADER, uses_device_api
 from pycudagraph.nodes.conditional import ConditionalHandle
 
 
@@ -49,7 +49,7 @@ def test_conditional_handle_on_a_named_device_uses_v2(monkeypatch, old_driver, m
     import importlib
 
     import cuda.bindings
-    pcg_device = importlib.import_module("pycudagraph.device")  # the module, not pcg.device
+    pcg_device = importlib.import_module("pycudagraph.runtime.device")  # the module, not pcg.device
     old_driver(13000)
     monkeypatch.setattr(pcg_device, "device_count", lambda: 2)
     ok, seen = rt.cudaError_t.cudaSuccess, []
@@ -113,7 +113,7 @@ def test_handle_is_an_int_and_packs_as_a_kernel_argument():
                       '{ cudaGraphSetConditional(h, v); }', name="k.cu").compile("sm_90")
     params = mod.signatures["k"].params
     assert (params[0].kind, params[0].size) == ("handle", 8)
-    from pycudagraph.args import Layout
+    from pycudagraph.compile.args import Layout
     layout = Layout("k", params)
     assert layout.convert([h, 3]) == [0xABCDEF, 3]
     with pytest.raises(pcg.ArgumentError, match="takes a ConditionalHandle"):

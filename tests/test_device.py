@@ -14,9 +14,9 @@ import pytest
 import pycudagraph as pcg
 from pycudagraph import _cuda
 from pycudagraph._cuda import rt
-from pycudagraph._cuda.device import seen, thread_state
+from pycudagraph._cuda.context import seen, thread_state
 
-devmod = sys.modules["pycudagraph.device"]  # pcg.device is the context manager
+devmod = sys.modules["pycudagraph.runtime.device"]  # pcg.device is the context manager
 HAVE_GPU = _cuda.cuda_available()
 
 AXPY = r"""

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import pycudagraph as pcg
-from pycudagraph import link as pcg_link
+from pycudagraph.compile import link as pcg_link
 
 SRC = r'''
 extern "C" __global__ void write_val(int* out, int v) { out[0] = v; }

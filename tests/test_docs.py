@@ -35,7 +35,7 @@ def test_sphinx_build_has_no_warning(tmp_path):
 
 def test_every_debug_dot_flag_is_reachable(monkeypatch):
     """Graph.debug_dot_print takes every cudaGraphDebugDotFlags value by name."""
-    from pycudagraph import dot
+    from pycudagraph.graph import dot
     from pycudagraph._cuda import rt
     names = dot.debug_dot_flags()
     members = [m for m in dir(rt.cudaGraphDebugDotFlags) if m.startswith("cudaGraphDebugDotFlags")]

@@ -68,7 +68,7 @@ def test_bindings_version_parsed():
 
 def test_import_makes_no_cuda_call():
     code = ("import sys; import pycudagraph; from pycudagraph import _cuda; "
-            "assert not _cuda.device._process['checked']; assert _cuda.fast._f.launch is None; print('clean')")
+            "assert not _cuda.context._process['checked']; assert _cuda.fast._f.launch is None; print('clean')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0 and "clean" in out.stdout, out.stderr
 
@@ -123,7 +123,7 @@ def test_finalizers_do_nothing_without_cuda():
 
 
 def test_render_without_graphviz_names_the_package(monkeypatch, tmp_path):
-    from pycudagraph import dot
+    from pycudagraph.graph import dot
     monkeypatch.setattr(dot.shutil, "which", lambda name: None)
     with pytest.raises(RuntimeError, match="install the graphviz package"):
         dot.render("digraph g {}", tmp_path / "g.svg")

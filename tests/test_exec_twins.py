@@ -15,7 +15,7 @@ from cuda.bindings import runtime as rt
 
 import pycudagraph as pcg
 from pycudagraph._cuda import versions as versions_mod
-import pycudagraph.graph_exec as exec_mod
+import pycudagraph.graph.exec as exec_mod
 from fakes import _ids, fake_graph
 from test_graph_bodies import _exec, driver, if_node, kernel_node  # noqa: F401 - fixture
 
@@ -129,7 +129,7 @@ def test_a_clones_ledger_holds_what_the_originals_nodes_point_at(monkeypatch, cp
     from cuda.bindings import runtime as rt
 
     from tests.fakes import fake_buffer, fake_graph, fake_kernel
-    import pycudagraph.clone as clone_mod
+    import pycudagraph.graph.clone as clone_mod
     g = fake_graph()
     k = fake_kernel()
     buf = fake_buffer(64)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import pycudagraph as pcg
-from pycudagraph import validate
+from pycudagraph.runtime import validate
 
 pytestmark = pytest.mark.gpu
 

@@ -6,8 +6,8 @@ from cuda.bindings import runtime as rt
 
 import pycudagraph as pcg
 from pycudagraph._cuda import versions as versions_mod
-import pycudagraph.graph as graph_mod
-import pycudagraph.graph_exec as exec_mod
+import pycudagraph.graph.graph as graph_mod
+import pycudagraph.graph.exec as exec_mod
 from pycudagraph._lifetime import Ledger
 from fakes import _ids, fake_exec, fake_graph, fake_kernel, fake_node
 
@@ -122,7 +122,7 @@ def test_conditional_and_attribute_entries_raise_argument_errors(monkeypatch, ca
 
 
 def test_removing_an_edge_with_the_wrong_port_says_its_port(monkeypatch):
-    from pycudagraph.edges import edge_data
+    from pycudagraph.nodes.edges import edge_data
     monkeypatch.setattr(versions_mod, "driver_version", lambda: 13000)
     g = fake_graph()
     a, b = kernel_node(g, 1, 2), kernel_node(g, 3, 4)

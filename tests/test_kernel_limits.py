@@ -7,7 +7,7 @@ import pytest
 
 from fakes import H100, fake_kernel
 
-from pycudagraph import validate
+from pycudagraph.runtime import validate
 
 
 def test_limits_are_the_functions_device(monkeypatch):
@@ -41,7 +41,7 @@ def test_device_check_leaves_iterable_args_to_the_packing(monkeypatch):
     a generator of arguments is read once, by both."""
     import pycudagraph as pcg
     from fakes import fake_buffer
-    from pycudagraph._cuda import device as cdev
+    from pycudagraph._cuda import context as cdev
     k = fake_kernel()
     monkeypatch.setattr(cdev.seen, "multi", True)
     monkeypatch.setattr(cdev.thread_state, "device", 0, raising=False)

@@ -6,8 +6,8 @@ import pytest
 
 from pycudagraph import _lifetime
 from pycudagraph._lifetime import Ledger, defer_free, deferred_frees, holders_of
-from pycudagraph.args import ArgPack, Layout
-from pycudagraph.signature import parse_params
+from pycudagraph.compile.args import ArgPack, Layout
+from pycudagraph.compile.signature import parse_params
 
 
 class Owner:

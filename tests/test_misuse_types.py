@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import pycudagraph as pcg
-from pycudagraph import program
+from pycudagraph.compile import program
 
 from fakes import fake_buffer, fake_exec, fake_graph, fake_kernel, fake_node
 from healthy import assert_small_graph_works

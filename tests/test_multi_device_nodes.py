@@ -9,9 +9,9 @@ Fake kernels, graphs and execs (tests/fakes.py): no raw call reaches CUDA.
 import pytest
 
 import pycudagraph as pcg
-import pycudagraph.graph_exec as exec_mod
-from pycudagraph import validate
-from pycudagraph._cuda import device as cdev, fast
+import pycudagraph.graph.exec as exec_mod
+from pycudagraph.runtime import validate
+from pycudagraph._cuda import context as cdev, fast
 from pycudagraph._lifetime import Ledger
 from fakes import H100, _ids, fake_buffer, fake_exec, fake_graph, fake_kernel
 

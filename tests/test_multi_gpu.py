@@ -11,9 +11,9 @@ import pytest
 import pycudagraph as pcg
 from pycudagraph import _cuda
 from pycudagraph._cuda import rt
-from pycudagraph._cuda.device import seen
+from pycudagraph._cuda.context import seen
 
-devmod = sys.modules["pycudagraph.device"]
+devmod = sys.modules["pycudagraph.runtime.device"]
 COUNT = pcg.device_count()
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(COUNT < 2, reason=f"needs 2 GPUs; this machine has {COUNT}.")]

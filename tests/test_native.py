@@ -26,8 +26,8 @@ PRELUDE = textwrap.dedent('''
     import ctypes, struct
     import pycudagraph as pcg
     from pycudagraph._cuda import _native as N, check
-    from pycudagraph.args import ArgPack, Layout
-    from pycudagraph.signature import parse_params
+    from pycudagraph.compile.args import ArgPack, Layout
+    from pycudagraph.compile.signature import parse_params
 
     VP, U = ctypes.c_void_p, ctypes.c_uint
     CALLS, RC = [], {}
@@ -112,8 +112,8 @@ def test_installed_extension_is_the_active_path():
 
 def test_disabled_by_environment_variable():
     code = ("from pycudagraph._cuda import fast\n"
-            "from pycudagraph.args import Layout\n"
-            "from pycudagraph.signature import parse_params\n"
+            "from pycudagraph.compile.args import Layout\n"
+            "from pycudagraph.compile.signature import parse_params\n"
             "from pycudagraph.cli import info\n"
             "assert fast.native is None\n"
             "assert Layout('k', parse_params('float* y, int n')).native is None\n"
@@ -135,8 +135,8 @@ def test_info_report_names_the_hot_path():
 
 
 def test_layout_kinds():
-    from pycudagraph.args import Layout
-    from pycudagraph.signature import parse_params
+    from pycudagraph.compile.args import Layout
+    from pycudagraph.compile.signature import parse_params
     if fast.native is None:
         pytest.skip(fast.native_status())
     assert Layout("k", parse_params("float* y, double a, bool b, short s")).native.simple
@@ -258,7 +258,7 @@ def test_exec_set_arg_rewrites_one_slot_and_returns_what_to_retire():
         class Buf:
             ptr = 0x3000
         buf = Buf()
-        import pycudagraph.memory as mem
+        import pycudagraph.runtime.memory as mem
         conv = lambda v: v.ptr if isinstance(v, Buf) else mem.device_pointer(v)
         layout2 = Layout("k", parse_params(SIG))
         layout2.native = N.Layout(bytes([N.K_PTR] + [N.K_OTHER] * 7), layout2.offsets,
@@ -285,8 +285,8 @@ INTEGRATED = textwrap.dedent('''
     from fakes import fake_graph, fake_node, fake_kernel, fake_exec, fake_buffer
     from pycudagraph import _lifetime
     from pycudagraph._cuda import fast
-    from pycudagraph._cuda.device import thread_state
-    from pycudagraph.graph_exec import _NEVER
+    from pycudagraph._cuda.context import thread_state
+    from pycudagraph.graph.exec import _NEVER
     from pycudagraph.nodes.base import REMOVED
     thread_state.device = 0  # the (pretended) current device: no CUDA call is made
     fast._f.launch_kernel, fast._f.add_kernel, fast._f.exec_set = F_LK, F_ADD, F_SET
@@ -346,7 +346,7 @@ def test_compiled_add_keeps_the_checked_paths_guarantees():
 
 def test_fits_is_false_for_limits_never_loaded():
     from fakes import fake_kernel
-    from pycudagraph import validate
+    from pycudagraph.runtime import validate
     k = fake_kernel()
     assert k._fits(1, 32, 0) and not k._fits(1, 2048, 0) and not k._fits((1,), 32, 0)
     del validate.KERNEL_LIMITS[k._func_int]
@@ -411,7 +411,7 @@ def test_compiled_set_arg_hands_back_while_several_devices_are_in_use():
     """With two devices seen the compiled set_arg does not run: the checked path judges the
     buffer's device against the node's (a node of device 0 here)."""
     run_fake(INTEGRATED + textwrap.dedent('''
-        from pycudagraph._cuda.device import seen
+        from pycudagraph._cuda.context import seen
         from pycudagraph._lifetime import Ledger
         g = fake_graph()
         node = g.add_kernel(k, 1, 32, (buffer(), 1.0, 4))

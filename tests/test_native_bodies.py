@@ -8,7 +8,7 @@ SETUP = '''
 import textwrap
 from cuda.bindings import runtime as rt
 from pycudagraph._lifetime import Ledger
-import pycudagraph.graph as G
+import pycudagraph.graph.graph as G
 G.call = lambda *a: None  # cudaGraphDestroyNode: nothing to destroy here
 
 def exec_of(g, nodes):

@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pycudagraph as pcg
-from pycudagraph import graph as graph_mod
-from pycudagraph.args import dim3
+from pycudagraph.graph import graph as graph_mod
+from pycudagraph.compile.args import dim3
 
 from fakes import Edges, fake_graph, fake_node
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from pycudagraph.signature import parse_kernels, parse_params
+from pycudagraph.compile.signature import parse_kernels, parse_params
 
 SOURCE = r'''
 // a comment with __global__ void fake(int x)

@@ -5,8 +5,8 @@ import warnings
 import pytest
 
 import pycudagraph as pcg
-from pycudagraph.ptx import cubin_entries, ptx_entries
-from pycudagraph.reconcile import SignatureWarning
+from pycudagraph.compile.ptx import cubin_entries, ptx_entries
+from pycudagraph.compile.reconcile import SignatureWarning
 
 TRICKS = r'''
 typedef float real;

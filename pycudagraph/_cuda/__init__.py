@@ -13,7 +13,7 @@ Modules:
 =========== ===================================================================
 check       ``call``, ``error_for`` (sticky-error clearing), the trace hook
 versions    bindings/driver versions, ``require(feature, version)``, 12.x/13.x shims
-device      the current device's context, per thread (``ensure_device``)
+context     the current device's context, per thread (``ensure_device``)
 fast        the hot calls (compiled ``_native`` or ctypes), checked and traced
 structs     byte layouts of the structs the hot calls take
 =========== ===================================================================
@@ -27,7 +27,7 @@ from cuda.bindings import runtime as rt
 
 from . import check, fast, structs, versions
 from .check import call, error_for, report
-from .device import cuda_available, ensure_device, set_device
+from .context import cuda_available, ensure_device, set_device
 from .versions import (BINDINGS_MAJOR, BINDINGS_VERSION, driver_version, format_version,
                        nvrtc_version, require, runtime_version)
 

@@ -19,7 +19,7 @@ __all__ = ["call", "error_for", "report", "capture_watchers", "set_tracer", "tra
 #: One list per active ``capture`` block; every failed raw call is appended to each.
 capture_watchers: list[list] = []
 
-#: Set by :mod:`pycudagraph.trace` while a trace is recording; ``None`` otherwise.
+#: Set by :mod:`pycudagraph.runtime.trace` while a trace is recording; ``None`` otherwise.
 #: Called as ``tracer(api, args, result)``.
 tracer = None
 

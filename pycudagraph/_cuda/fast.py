@@ -30,7 +30,7 @@ import sys
 
 from ..errors import CudaNotAvailableError
 from . import check
-from .device import ensure_device, on_first_use, thread_state
+from .context import ensure_device, on_first_use, thread_state
 from .structs import KERNEL_NODE_PARAMS_SIZE
 
 __all__ = ["graph_launch", "launch_kernel", "add_kernel_node", "kernel_node_set_params",
@@ -117,7 +117,7 @@ _INT_KINDS = {"b": 0, "B": 1, "h": 2, "H": 3, "i": 4, "I": 5, "q": 6, "Q": 7}
 
 
 def native_layout(params, offsets, size: int, converters):
-    """The compiled path's view of a :class:`~pycudagraph.args.Layout`, or None without it.
+    """The compiled path's view of a :class:`~pycudagraph.compile.args.Layout`, or None without it.
 
     Kinds it packs itself: integers, ``float``/``double``, ``bool`` and pointers (through
     the slot's converter); half, bfloat16, vector and struct parameters make the whole
@@ -152,7 +152,7 @@ def graph_launch(exec_h: int, stream_h: int, exe) -> None:
 
 
 def launch_kernel(func: int, g, b, shared_mem: int, stream_h: int, pack, kernel) -> None:
-    """``cuLaunchKernel`` of a packed launch (:class:`~pycudagraph.args.ArgPack`)."""
+    """``cuLaunchKernel`` of a packed launch (:class:`~pycudagraph.compile.args.ArgPack`)."""
     _ensure()
     rc = _f.launch_kernel(func, g[0], g[1], g[2], b[0], b[1], b[2], shared_mem, stream_h,
                           pack.address + KERNEL_NODE_PARAMS_SIZE, None)

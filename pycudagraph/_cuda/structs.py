@@ -1,7 +1,7 @@
 """Byte layouts of the driver structs the hot calls pass by address.
 
 ``CUDA_KERNEL_NODE_PARAMS_v2`` is what ``cuGraphAddKernelNode``, ``cuGraphKernelNodeSetParams``
-and ``cuGraphExecKernelNodeSetParams`` read; :mod:`pycudagraph.args` writes it with one
+and ``cuGraphExecKernelNodeSetParams`` read; :mod:`pycudagraph.compile.args` writes it with one
 ``struct.pack_into``. Field offsets are named here once.
 """
 

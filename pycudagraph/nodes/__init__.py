@@ -32,11 +32,11 @@ from .conditional import (ConditionalHandle, ConditionalNode, IfElseNode, IfNode
                           WhileNode)
 from .batch_mem_op import (BatchMemOpNode, MemOp, flush_remote_writes, memory_barrier,
                            wait_value, write_value)
-from .event import EventRecordNode, EventWaitNode
-from .ext_semaphore import ExternalSemaphore, ExtSemaphoreSignalNode, ExtSemaphoreWaitNode
-from .host import HostNode
-from .kernel import KernelNode, KernelParams, short_kernel_name
-from .memory import (MemAllocNode, MemcpyNode, MemcpyParams, MemFreeNode, MemsetNode,
+from .event_nodes import EventRecordNode, EventWaitNode
+from .semaphore_nodes import ExternalSemaphore, ExtSemaphoreSignalNode, ExtSemaphoreWaitNode
+from .host_node import HostNode
+from .kernel_node import KernelNode, KernelParams, short_kernel_name
+from .memory_nodes import (MemAllocNode, MemcpyNode, MemcpyParams, MemFreeNode, MemsetNode,
                      MemsetParams)
 from .structure import ChildGraphNode, EmptyNode
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 import enum
 
 from .._cuda import call, rt, versions
-from ..edges import port_name
+from .edges import port_name
 from ..errors import ClosedError
-from ..generic import set_node_params as _set_node_params
+from .generic import set_node_params as _set_node_params
 
 __all__ = ["NodeType", "Node", "RAW_TYPES", "REMOVED"]
 

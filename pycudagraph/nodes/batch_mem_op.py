@@ -12,9 +12,9 @@ from __future__ import annotations
 import ctypes
 from dataclasses import dataclass
 
-from .._cuda import call, device, dr
+from .._cuda import call, context, dr
 from ..errors import ArgumentError
-from ..memory import device_pointer
+from ..runtime.memory import device_pointer
 from .base import Node, NodeType
 
 __all__ = ["MemOp", "BatchMemOpNode", "wait_value", "write_value", "flush_remote_writes",
@@ -119,7 +119,7 @@ def batch_params(ops):
             raise ArgumentError(f"batch mem-op node: expected MemOp (wait_value, write_value, ...), "
                                 f"got {type(op).__name__}")
     p = dr.CUDA_BATCH_MEM_OP_NODE_PARAMS()
-    device.ensure_device()
+    context.ensure_device()
     p.ctx = call(dr.cuCtxGetCurrent)
     p.count = len(ops)
     p.paramArray = [_raw_op(op) for op in ops]
@@ -164,7 +164,7 @@ class BatchMemOpNode(Node):
     @property
     def params(self) -> list[MemOp]:
         """The operations, read with ``cuGraphBatchMemOpNodeGetParams``."""
-        device.ensure_device()
+        context.ensure_device()
         p = call(dr.cuGraphBatchMemOpNodeGetParams, dr.CUgraphNode(self._h))
         out = []
         for o in _returned_ops(p):

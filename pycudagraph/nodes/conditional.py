@@ -29,7 +29,7 @@ import weakref
 from dataclasses import dataclass
 
 from .._cuda import rt, versions
-from ..device import _ordinal
+from ..runtime.device import _ordinal
 from ..errors import ArgumentError, NotSupportedError
 from .base import Node, NodeType
 

@@ -13,8 +13,8 @@ import numpy as np
 
 from .._cuda import call, dr, rt
 from ..errors import ArgumentError, ClosedError, CudaError
-from ..memory import DeviceBuffer, PinnedBuffer, device_pointer, host_pointer, nbytes_of
-from ..validate import int_arg
+from ..runtime.memory import DeviceBuffer, PinnedBuffer, device_pointer, host_pointer, nbytes_of
+from ..runtime.validate import int_arg
 
 __all__ = ["locate", "memcpy_args", "memset_params"]
 

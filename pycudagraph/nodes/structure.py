@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .._cuda import call, rt
 from ..errors import ArgumentError
-from ..hostfn import hostcall_ids
+from ..runtime.hostfn import hostcall_ids
 from .base import Node, NodeType
 
 __all__ = ["ChildGraphNode", "EmptyNode"]

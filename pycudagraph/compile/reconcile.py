@@ -1,0 +1,146 @@
+"""Source signatures checked against what NVRTC compiled.
+
+The source parse (:mod:`.signature`) knows parameter names and intent (a ``float*``
+is a pointer, a ``size_t`` an integer) but can be fooled by the preprocessor; the
+compiled entries (:mod:`.ptx`) know which kernels exist and the size and class of each
+parameter. :func:`reconcile` keeps the source's reading where both agree and takes the
+compiled facts where they disagree, with a message saying so.
+"""
+
+from __future__ import annotations
+
+from ..errors import ArgumentError
+from .ptx import CompiledParam
+from .signature import KernelSignature, Param, param_from_ctype
+
+__all__ = ["SignatureWarning", "param_from_compiled", "reconcile", "agrees", "check_declared"]
+
+_INT_TYPES = {1: "int8_t", 2: "int16_t", 4: "int", 8: "long long"}
+_FLOAT_TYPES = {4: "float", 8: "double"}
+# source kind -> compiled classes it may have been compiled to
+_COMPATIBLE = {
+    "pointer": {"int", "pointer", "unknown"},
+    "int": {"int", "unknown"},
+    "bool": {"int", "unknown"},
+    "handle": {"int", "unknown"},  # cudaGraphConditionalHandle etc.: a .u64 in PTX
+    "float": {"float", "unknown"},
+    "half": {"bytes", "int", "float", "unknown"},
+    "bfloat16": {"bytes", "int", "unknown"},
+    "vector": {"bytes", "unknown"},
+    "struct": {"bytes", "int", "float", "pointer", "unknown"},
+}
+
+
+class SignatureWarning(UserWarning):
+    """The source's reading of a kernel signature disagreed with the compiled kernel."""
+
+
+def param_from_compiled(index: int, name: str, c: CompiledParam, ctype: str | None = None) -> Param:
+    """A :class:`Param` from compiled facts alone.
+
+    An 8-byte integer with no source to say otherwise is taken as a pointer (which
+    also accepts a plain ``int``); other integers are signed.
+    """
+    if c.cls == "float" and c.size in _FLOAT_TYPES:
+        p = param_from_ctype(index, name, _FLOAT_TYPES[c.size])
+    elif c.cls == "pointer" or (c.cls == "int" and c.size == 8 and ctype is None):
+        p = param_from_ctype(index, name, "void*")
+    elif c.cls == "int" and c.size in _INT_TYPES:
+        p = param_from_ctype(index, name, _INT_TYPES[c.size])
+    else:
+        p = Param(index, name, ctype or f"bytes{c.size}", "struct", None, 1, "").with_size(c.size)
+        if c.cls == "bytes":
+            p = Param(p.index, p.name, p.ctype, p.kind, p.size, c.align, p.fmt)
+        return p
+    if ctype is not None:
+        p = Param(p.index, p.name, ctype, p.kind, p.size, p.align, p.fmt)
+    return p
+
+
+def agrees(p: Param, c: CompiledParam) -> bool:
+    """True when the source's parameter can be what the compiler compiled."""
+    if c.cls not in _COMPATIBLE.get(p.kind, ()):
+        return False
+    return p.size is None or p.size == c.size
+
+
+def _merge(p: Param, c: CompiledParam) -> Param:
+    """The source's parameter, its unknowns filled from the compiled facts."""
+    if p.size is not None:
+        return p
+    if c.cls == "bytes" or c.cls == "unknown":  # a struct: size and alignment from the compiler
+        q = p.with_size(c.size)
+        return Param(q.index, q.name, q.ctype, q.kind, q.size, max(c.align, 1), q.fmt)
+    return param_from_compiled(p.index, p.name, c, ctype=p.ctype)  # an unresolved type name
+
+
+def mismatch(kernel: str, p: Param, c: CompiledParam) -> str:
+    """The sentence that says a parameter disagrees with the compiled kernel."""
+    size = f"{p.size} bytes" if p.size is not None else "size unknown"
+    return (f"{kernel}: parameter {p.index} '{p.name}' reads as {p.ctype} ({p.kind}, {size}) "
+            f"in the source but the compiled kernel has a {c.describe()}")
+
+
+def check_declared(kernel: str, params: tuple[Param, ...],
+                   compiled: tuple[CompiledParam, ...]) -> tuple[Param, ...]:
+    """Parameters given by the user (``signature=``) checked against the compiled kernel.
+
+    Returns them with struct sizes filled in. Raises :class:`ArgumentError` naming the
+    kernel and the first parameter that cannot be what was compiled.
+    """
+    if len(params) != len(compiled):
+        raise ArgumentError(f"{kernel}: the signature has {len(params)} parameters but the "
+                            f"compiled kernel has {len(compiled)}")
+    for p, c in zip(params, compiled):
+        if not agrees(p, c):
+            size = f"{p.size} bytes" if p.size is not None else "size unknown"
+            raise ArgumentError(f"{kernel}: parameter {p.index} '{p.name}' is {p.ctype} ({p.kind}, "
+                                f"{size}) in the signature but {c.size} bytes in the compiled "
+                                f"kernel: a {c.describe()}")
+    return tuple(_merge(p, c) for p, c in zip(params, compiled))
+
+
+def _score(sig: KernelSignature, compiled: tuple[CompiledParam, ...]) -> int:
+    if sig.error is not None or len(sig.params) != len(compiled):
+        return -1
+    return sum(agrees(p, c) for p, c in zip(sig.params, compiled))
+
+
+def reconcile(kernel: str, candidates: list[KernelSignature],
+              compiled: tuple[CompiledParam, ...]) -> tuple[tuple[Param, ...], list[str]]:
+    """The parameters to pack for one compiled kernel, and the disagreements found.
+
+    Parameters
+    ----------
+    kernel : str
+        The kernel's name (for messages).
+    candidates : list of KernelSignature
+        What the source parse found under that name (several for ``#if`` branches);
+        the one agreeing best with the compiled facts is used.
+    compiled : tuple of CompiledParam
+        The compiled kernel's parameters.
+
+    Returns
+    -------
+    params, notes
+        ``notes`` is empty when the source and the compiled kernel agree; otherwise it
+        says, for each disagreement, what the source said and what was used instead.
+    """
+    readable = [s for s in candidates if s.error is None]
+    if not readable:
+        names = [f"arg{i}" for i in range(len(compiled))]
+        return tuple(param_from_compiled(i, n, c) for i, (n, c) in enumerate(zip(names, compiled))), []
+    best = max(readable, key=lambda s: _score(s, compiled))
+    if len(best.params) != len(compiled):
+        note = (f"{kernel}: the source declares {len(best.params)} parameters "
+                f"({best.text()}) but the compiled kernel has {len(compiled)}; using the "
+                "compiled kernel's parameter types with names arg0, arg1, ...")
+        return tuple(param_from_compiled(i, f"arg{i}", c) for i, c in enumerate(compiled)), [note]
+    params, notes = [], []
+    for p, c in zip(best.params, compiled):
+        if agrees(p, c):
+            params.append(_merge(p, c))
+        else:
+            notes.append(mismatch(kernel, p, c) + "; using the compiled type")
+            params.append(param_from_compiled(p.index, p.name, c))
+    return tuple(params), notes

@@ -1,0 +1,219 @@
+"""Stream capture into a graph: ``with pcg.capture(stream) as cap: ...; cap.graph``.
+
+Work issued on the stream inside the block (our kernels, CuPy, PyTorch: anything
+that launches on that stream handle) becomes nodes of ``cap.graph``. Whatever goes
+wrong, the capture is ended, its partial graph destroyed, and :class:`CaptureError`
+raised naming the first failing raw call made through pycudagraph, when there was one.
+``KeyboardInterrupt``, ``SystemExit`` and other exceptions that are not ``Exception``
+end the capture the same way and propagate unchanged. A capture still open at process
+exit is ended quietly.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from .. import _cuda, _lifetime
+from .._cuda import call, rt
+from ..errors import ArgumentError, CaptureError, CudaError
+from .._lifetime import flush_deferred
+from .capture_control import (_STATUS, CAPTURE_MODES, RECAPTURE_VERSION, capture_info,
+                              update_capture_dependencies)
+from .graph import Graph
+from ..runtime.stream import Stream
+
+__all__ = ["capture", "capture_status", "CAPTURE_MODES", "recapture"]
+
+_S = rt.cudaStreamCaptureStatus
+
+_CAUSES = (
+    "Common causes: a synchronous call inside the capture (cudaMemcpy, cudaMalloc, "
+    "cudaStreamSynchronize, .synchronize(), copy_to/copy_from without stream=, "
+    "torch.cuda.synchronize, .item()/.get()); an allocation that is not stream-ordered; "
+    "work on the legacy default stream; another thread calling CUDA while a "
+    "mode='global' capture is active (use mode='thread_local' or 'relaxed' there).")
+
+#: Captures begun and not yet ended (any thread), ended quietly at process exit.
+_open: set = set()
+_open_lock = threading.Lock()
+
+
+def capture_status(stream) -> str:
+    """``"none"``, ``"active"`` or ``"invalidated"`` (``cudaStreamIsCapturing``)."""
+    s = Stream.wrap(stream)
+    return _STATUS.get(int(call(rt.cudaStreamIsCapturing, s.ptr)), "unknown")
+
+
+class capture:
+    """Capture the work issued on ``stream`` into a graph.
+
+    Parameters
+    ----------
+    stream : Stream or stream-like
+        A real stream (not the legacy default stream); CuPy/PyTorch streams are wrapped.
+    mode : {"global", "thread_local", "relaxed"}
+        ``cudaStreamCaptureMode``.
+    graph : Graph, optional
+        Capture into this existing graph (``cudaStreamBeginCaptureToGraph``, CUDA 12.3+).
+    deps : sequence of Node, optional
+        With ``graph``: the nodes the captured work depends on.
+    keep : sequence, optional
+        Objects the captured work points at, kept alive by the graph and its execs.
+
+    Notes
+    -----
+    Calls ``cudaStreamBeginCapture`` (or ``cudaStreamBeginCaptureToGraph``) on entry and
+    ``cudaStreamEndCapture`` on exit, always.
+    """
+
+    def __init__(self, stream, mode: str = "global", graph: Graph | None = None, deps=(),
+                 keep=()):
+        if mode not in CAPTURE_MODES:
+            raise ValueError(f"capture mode must be one of {sorted(CAPTURE_MODES)}, got {mode!r}")
+        if graph is not None and not isinstance(graph, Graph):
+            raise TypeError(f"capture: graph must be a pycudagraph.Graph, got {type(graph).__name__}")
+        self.stream = Stream.wrap(stream)
+        self.mode = mode
+        self.graph: Graph | None = None
+        self._target = graph
+        self._deps = tuple(deps)
+        self._keep = tuple(keep)
+        self._failures: list = []
+        self._launched: list = []  # what work issued through pycudagraph inside points at
+
+    @property
+    def status(self) -> str:
+        """The stream's capture status now (``cudaStreamIsCapturing``)."""
+        return capture_status(self.stream)
+
+    def keep(self, *objs) -> None:
+        """Keep ``objs`` alive as long as the captured graph and its execs. No CUDA call."""
+        self._keep += objs
+
+    def __enter__(self) -> "capture":
+        s = self.stream
+        s.require_capturable("stream capture")
+        _cuda.ensure_device()
+        mode = CAPTURE_MODES[self.mode]
+        if int(call(rt.cudaStreamIsCapturing, s.ptr)) == int(_S.cudaStreamCaptureStatusActive):
+            raise CaptureError(f"nested capture: {s!r} is already being captured; end that "
+                               "capture first (one stream, one capture at a time)")
+        self._begin(s, mode)
+        with _open_lock:
+            _cuda.check.capture_watchers.append(self._failures)
+            _lifetime.capture_keeps.append(self._launched)
+            _open.add(self)
+        return self
+
+    def _begin(self, s, mode) -> None:
+        """``cudaStreamBeginCapture``, or ``cudaStreamBeginCaptureToGraph`` with ``graph=``."""
+        if self._target is not None:
+            _cuda.require("capture into an existing graph (cudaStreamBeginCaptureToGraph)", 12030)
+            raw_deps, n = self._target._dep_list(self._deps)
+            call(rt.cudaStreamBeginCaptureToGraph, s.ptr, self._target._raw, raw_deps, None, n, mode)
+        else:
+            call(rt.cudaStreamBeginCapture, s.ptr, mode)
+
+    @property
+    def info(self):
+        """What the capture has built so far (``cudaStreamGetCaptureInfo``): a
+        :class:`~pycudagraph.graph.capture_control.CaptureInfo` whose ``graph`` is the graph
+        being captured into (the same object ``cap.graph`` is after the block)."""
+        info = capture_info(self.stream, getattr(self, "_live", None) or self._target)
+        if info.graph is not None and self._target is None:
+            self._live = info.graph  # one wrapper per capture: it becomes cap.graph
+        return info
+
+    def update_dependencies(self, nodes, mode: str = "add", ports=None) -> None:
+        """Add to (``"add"``) or replace (``"set"``) what the next captured work depends
+        on (``cudaStreamUpdateCaptureDependencies``); see
+        :func:`~pycudagraph.graph.capture_control.update_capture_dependencies`."""
+        update_capture_dependencies(self.stream, nodes, mode, ports)
+
+    def _end(self):
+        """``cudaStreamEndCapture``; returns (status before, err, raw graph)."""
+        h = self.stream._addr
+        status = _STATUS.get(int(rt.cudaStreamIsCapturing(h)[1] or 0), "unknown")
+        err, raw = rt.cudaStreamEndCapture(h)
+        with _open_lock:
+            _open.discard(self)
+            for registry, entry in ((_cuda.check.capture_watchers, self._failures),
+                                    (_lifetime.capture_keeps, self._launched)):
+                # by identity: two captures' lists may be equal (both empty)
+                registry[:] = [item for item in registry if item is not entry]
+        flush_deferred()
+        return status, err, raw
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        s = self.stream
+        status, err, raw = self._end()
+        if _cuda.check.tracer is not None:
+            _cuda.check.tracer("cudaStreamEndCapture", (s,), (err, raw))
+        owned = self._target is None
+        if exc is None and not err and status == "active":
+            live = getattr(self, "_live", None)  # the wrapper cap.info handed out
+            if owned and live is not None and live._h == int(raw):
+                live._owner = None  # it becomes cap.graph: its hand-added nodes stay valid
+                live._fin = _lifetime.release(live, rt.cudaGraphDestroy, raw)
+                self.graph = live
+            elif owned:
+                self.graph = Graph._wrap(raw, owned=True)
+            else:
+                self.graph = self._target
+            if self._keep or self._launched:
+                self.graph._ledger.add("captured work", *self._keep, *self._launched)
+            return False
+        # Failure: end (done), destroy the partial graph, explain.
+        if owned and raw is not None and int(raw):
+            rt.cudaGraphDestroy(raw)
+            if getattr(self, "_live", None) is not None:
+                self._live._kill("was destroyed: its capture failed")
+        rt.cudaGetLastError()
+        if exc is not None and not isinstance(exc, Exception):
+            return False  # KeyboardInterrupt, SystemExit...: propagate unchanged
+        first = self._failures[0] if self._failures else None
+        if first is None and isinstance(exc, CudaError):
+            first = f"{exc.api} ({exc.name})"
+        parts = ["stream capture failed"]
+        if first:
+            parts.append(f"; the first failing call through pycudagraph was {first}")
+        if exc is not None:
+            parts.append(f"; the block raised {type(exc).__name__}: {exc}")
+        elif err:
+            parts.append(f"; cudaStreamEndCapture returned {_cuda.check.runtime_name_text(err)[0]}")
+        if status == "invalidated":
+            parts.append("; the capture had been invalidated")
+        message = "".join(parts) + ". " + _CAUSES
+        raise CaptureError(message, failed_call=first.split(" ")[0] if first else None) from exc
+
+
+class recapture(capture):
+    """Capture ``stream`` again into ``graph``, which an earlier capture made, updating
+    its nodes in place (``cudaStreamBeginRecaptureToGraph``, CUDA 13.3+).
+
+    The work must create nodes in the same order and topology as the first capture; on
+    a mismatch the capture fails and ``graph`` must be discarded. Parameters as
+    :class:`capture` (``graph`` required, no ``deps``).
+    """
+
+    def __init__(self, stream, graph: Graph, mode: str = "global", keep=()):
+        if not isinstance(graph, Graph):
+            raise ArgumentError(f"recapture: graph must be a pycudagraph.Graph, got "
+                                f"{type(graph).__name__}")
+        super().__init__(stream, mode=mode, graph=graph, keep=keep)
+
+    def _begin(self, s, mode) -> None:
+        fn = _cuda.versions.gated("cudaStreamBeginRecaptureToGraph", RECAPTURE_VERSION)
+        call(fn, s.ptr, mode, self._target._raw, None)
+
+
+def _end_open_captures() -> None:
+    """At exit: end every capture still open and destroy its partial graph, quietly."""
+    for cap in list(_open):
+        _status, _err, raw = cap._end()
+        if cap._target is None and raw is not None and int(raw):
+            rt.cudaGraphDestroy(raw)
+    rt.cudaGetLastError()
+
+
+_lifetime.on_exit(_end_open_captures, 10)

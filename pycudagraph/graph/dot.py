@@ -1,0 +1,183 @@
+"""Readable Graphviz DOT for graphs, and rendering it with the ``dot`` program."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from .._cuda import call, rt
+from ..errors import ArgumentError
+
+__all__ = ["GraphText", "graph_to_dot", "render", "svg_or_none", "debug_dot_flags", "dot_flag_bits"]
+
+_SHAPES = {"kernel": "box", "memcpy": "parallelogram", "memset": "parallelogram",
+           "host": "hexagon", "child_graph": "box3d", "empty": "point",
+           "event_record": "cds", "event_wait": "cds", "mem_alloc": "folder",
+           "mem_free": "folder", "conditional": "diamond"}
+_COLORS = {"kernel": "#cfe2ff", "memcpy": "#d1e7dd", "memset": "#d1e7dd", "host": "#fff3cd",
+           "child_graph": "#e2d9f3", "event_record": "#f8d7da", "event_wait": "#f8d7da",
+           "mem_alloc": "#e9ecef", "mem_free": "#e9ecef", "conditional": "#ffe5d0"}
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def graph_to_dot(graph, name: str = "pycudagraph") -> str:
+    """DOT text: one box per node labelled with its type and what it does, then the edges.
+
+    The body graphs of conditional nodes are drawn as boxed clusters, joined to their
+    node by dashed edges; programmatic edges are drawn dashed and labelled with their port.
+    """
+    lines = [f"digraph {_quote(name)} {{", "  rankdir=TB;", "  compound=true;",
+             '  node [fontname="Helvetica", fontsize=10, style=filled, fillcolor=white];']
+    _emit(graph, "n", lines, "  ")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _emit(graph, prefix: str, lines: list, indent: str) -> dict:
+    nodes = graph.nodes
+    ids = {n: f"{prefix}{i}" for i, n in enumerate(nodes)}
+    for n in nodes:
+        t = str(n.type)
+        label = _quote(f"{ids[n]}: {n.describe()}").replace(" grid=", "\\ngrid=")
+        attrs = [f"label={label}", f"shape={_SHAPES.get(t, 'box')}"]
+        if t in _COLORS:
+            attrs.append(f'fillcolor="{_COLORS[t]}"')
+        lines.append(f"{indent}{ids[n]} [{', '.join(attrs)}];")
+    for n in nodes:
+        for j, body in enumerate(_bodies(n)):
+            sub = f"{ids[n]}b{j}_"
+            lines.append(f"{indent}subgraph {_quote('cluster_' + sub)} {{")
+            lines.append(f"{indent}  label={_quote(f'{ids[n]} body {j}')}; style=dashed;")
+            first = _emit(body, sub, lines, indent + "  ")
+            lines.append(f"{indent}}}")
+            for root in body.root_nodes:
+                lines.append(f"{indent}{ids[n]} -> {first[root]} [style=dashed, arrowhead=odot];")
+    ports = _ports(graph)
+    for a, b in graph.edges:
+        port = ports.get((a, b), "default")
+        style = "" if port == "default" else f" [style=dashed, label={_quote(port)}]"
+        lines.append(f"{indent}{ids[a]} -> {ids[b]}{style};")
+    return ids
+
+
+def _bodies(node) -> tuple:
+    """A conditional node's body graphs; none where the driver cannot tell (before 13.2)."""
+    if getattr(node, "_bodies", None) is None and str(node.type) != "conditional":
+        return ()
+    try:
+        return tuple(node.bodies)
+    except Exception:  # read back on an old driver: drawn as one node
+        return ()
+
+
+def _ports(graph) -> dict:
+    try:
+        return graph.edge_data
+    except Exception:  # no edge data before CUDA 12.3: every edge is a plain one
+        return {}
+
+
+def _dot_program() -> str:
+    exe = shutil.which("dot")
+    if exe is None:
+        raise RuntimeError("rendering needs Graphviz's 'dot' program: install the graphviz "
+                           "package (apt-get install graphviz, conda install graphviz, brew "
+                           "install graphviz); Graph.to_dot() gives the DOT text without it")
+    return exe
+
+
+def render(dot_text: str, path, format: str | None = None) -> str:
+    """Write ``dot_text`` rendered as SVG or PNG (from the suffix, or ``format``)."""
+    path = Path(path)
+    fmt = (format or path.suffix.lstrip(".") or "svg").lower()
+    if fmt not in ("svg", "png", "pdf"):
+        raise ValueError(f"render supports svg, png and pdf, not {fmt!r}")
+    out = subprocess.run([_dot_program(), f"-T{fmt}", "-o", str(path)], input=dot_text.encode(),
+                         capture_output=True, check=False)
+    if out.returncode:
+        raise RuntimeError(f"dot failed: {out.stderr.decode(errors='replace').strip()}")
+    return str(path)
+
+
+def svg_or_none(dot_text: str):
+    """SVG text for notebooks, or None when Graphviz is not installed."""
+    exe = shutil.which("dot")
+    if exe is None:
+        return None
+    out = subprocess.run([exe, "-Tsvg"], input=dot_text.encode(), capture_output=True, check=False)
+    return out.stdout.decode() if out.returncode == 0 else None
+
+
+_DOT_PREFIX = "cudaGraphDebugDotFlags"
+
+
+def _snake(name: str) -> str:
+    return "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_")
+
+
+def debug_dot_flags() -> dict:
+    """``{snake_case_name: value}`` of every ``cudaGraphDebugDotFlags`` the installed
+    cuda-bindings has (``verbose``, ``kernel_node_params``, ``handles``, ...). No CUDA call."""
+    return {_snake(m[len(_DOT_PREFIX):]): int(getattr(rt.cudaGraphDebugDotFlags, m))
+            for m in dir(rt.cudaGraphDebugDotFlags) if m.startswith(_DOT_PREFIX)}
+
+
+def dot_flag_bits(names) -> int:
+    """The OR of the named ``cudaGraphDebugDotFlags``; an unknown name raises
+    :class:`~pycudagraph.errors.ArgumentError` listing the known ones. No CUDA call."""
+    if isinstance(names, str):
+        names = (names,)
+    known = debug_dot_flags()
+    bits = 0
+    for name in names:
+        if name not in known:
+            raise ArgumentError(f"debug_dot_print: no flag {name!r}; the flags are {sorted(known)}")
+        bits |= known[name]
+    return bits
+
+
+class GraphText:
+    """The text views of a :class:`~pycudagraph.Graph` (mixed into it): DOT, CUDA's own
+    DOT, rendered pictures."""
+
+    __slots__ = ()
+
+    def to_dot(self, name: str = "pycudagraph") -> str:
+        """A readable Graphviz DOT text: node type, kernel name, grid/block, bytes, edges.
+
+        Reads the graph (``cudaGraphGetNodes``, ``cudaGraphGetEdges`` with edge data, each
+        body's ``cudaGraphGetRootNodes``) and each node's parameters (its type's
+        ``cudaGraph*NodeGetParams`` where the node was not built here).
+        """
+        return graph_to_dot(self, name)
+
+    def debug_dot_print(self, path, verbose: bool = False, flags=()) -> None:
+        """Write CUDA's own DOT description to ``path`` (``cudaGraphDebugDotPrint``).
+
+        Parameters
+        ----------
+        path : str or path-like
+        verbose : bool
+            ``cudaGraphDebugDotFlagsVerbose``: every parameter of every node.
+        flags : iterable of str
+            More ``cudaGraphDebugDotFlags``, by the name after the prefix in snake case
+            (``"kernel_node_params"``, ``"handles"``, ``"conditional_node_params"``, ...;
+            :func:`debug_dot_flags` lists the ones the installed bindings have).
+        """
+        bits = dot_flag_bits(("verbose",) if verbose else ()) | dot_flag_bits(flags)
+        call(rt.cudaGraphDebugDotPrint, self._raw, str(path).encode(), bits)
+
+    def render(self, path, format: str | None = None) -> str:
+        """Render :meth:`to_dot` to SVG/PNG with Graphviz's ``dot`` program; returns the path.
+
+        The graph is read as :meth:`to_dot` reads it (``cudaGraphGetNodes``, ``cudaGraphGetEdges``).
+        """
+        return render(self.to_dot(), path, format)
+
+    def _repr_svg_(self):
+        return svg_or_none(self.to_dot())
+

@@ -1,0 +1,87 @@
+"""Event nodes: record an event, or wait for one."""
+
+from __future__ import annotations
+
+from .._cuda import call, rt
+from ..runtime.validate import require_event
+from .base import Node, NodeType
+
+__all__ = ["EventRecordNode", "EventWaitNode"]
+
+
+class _EventNode(Node):
+    __slots__ = ("_event",)
+    _add_fn = _get = _set = _exec_set_fn = None
+
+    def __init__(self, graph, h: int, event=None):
+        super().__init__(graph, h)
+        self._event = event
+
+    @classmethod
+    def _add(cls, graph, deps, event) -> "_EventNode":
+        """``cudaGraphAddEventRecordNode`` / ``cudaGraphAddEventWaitNode``."""
+        require_event(event, f"add_{cls.type}")
+        raw_deps, nd = graph._dep_list(deps)
+        raw = call(cls._add_fn, graph._raw, raw_deps, nd, event.handle)
+        return graph._register(cls(graph, int(raw), event), event)
+
+    @property
+    def event(self):
+        """The :class:`Event` (ours) or raw ``cudaEvent_t`` (read with
+        ``cudaGraphEventRecordNodeGetEvent`` / ``cudaGraphEventWaitNodeGetEvent``
+        for a node not built here)."""
+        if self._event is not None:
+            return self._event
+        return call(type(self)._get, self.handle)
+
+    @property
+    def params(self) -> dict:
+        """``{"event": ...}``, as :attr:`event` reads it (``cudaGraphEventRecordNodeGetEvent`` or
+        ``cudaGraphEventWaitNodeGetEvent`` for a node not built here)."""
+        return {"event": self.event}
+
+    def set_params(self, event) -> None:
+        """Use another event (``cudaGraphEventRecordNodeSetEvent`` /
+        ``cudaGraphEventWaitNodeSetEvent``).
+
+        Parameters
+        ----------
+        event : Event
+        """
+        require_event(event, "set_params")
+        call(type(self)._set, self.handle, event.handle)
+        self._event = event
+        self.graph._register(self, event)
+
+    def _exec_set(self, exe, target, event) -> None:
+        """``cudaGraphExecEventRecordNodeSetEvent`` / ``cudaGraphExecEventWaitNodeSetEvent``."""
+        require_event(event, "set_params")
+        call(type(self)._exec_set_fn, exe._raw, target.handle, event.handle)
+        exe._hold(("event", target._h), event)
+
+    def describe(self) -> str:
+        """One line: the node type and the event handle (as :attr:`event` reads it)
+        (``cudaGraphEventRecordNodeGetEvent`` / ``cudaGraphEventWaitNodeGetEvent``)."""
+        return f"{self.type} 0x{int(self.event.handle if self._event else self.event):x}"
+
+
+class EventRecordNode(_EventNode):
+    """Records an event (``cudaGraphAddEventRecordNode``)."""
+
+    type = NodeType.EVENT_RECORD
+    __slots__ = ()
+    _add_fn = staticmethod(rt.cudaGraphAddEventRecordNode)
+    _get = staticmethod(rt.cudaGraphEventRecordNodeGetEvent)
+    _set = staticmethod(rt.cudaGraphEventRecordNodeSetEvent)
+    _exec_set_fn = staticmethod(rt.cudaGraphExecEventRecordNodeSetEvent)
+
+
+class EventWaitNode(_EventNode):
+    """Waits for an event (``cudaGraphAddEventWaitNode``)."""
+
+    type = NodeType.EVENT_WAIT
+    __slots__ = ()
+    _add_fn = staticmethod(rt.cudaGraphAddEventWaitNode)
+    _get = staticmethod(rt.cudaGraphEventWaitNodeGetEvent)
+    _set = staticmethod(rt.cudaGraphEventWaitNodeSetEvent)
+    _exec_set_fn = staticmethod(rt.cudaGraphExecEventWaitNodeSetEvent)

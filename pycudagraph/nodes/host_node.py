@@ -1,0 +1,83 @@
+"""Host nodes: a Python callable run on a CUDA host thread."""
+
+from __future__ import annotations
+
+from .._cuda import call, rt
+from ..errors import ArgumentError
+from ..runtime.hostfn import HostCall, trampoline_address
+from ..runtime.validate import require_callable
+from .base import Node, NodeType
+
+__all__ = ["HostNode", "host_node_params"]
+
+
+def host_node_params(hostcall: HostCall):
+    """A ``cudaHostNodeParams`` naming the shared trampoline and the call's id."""
+    p = rt.cudaHostNodeParams()
+    p.fn = trampoline_address()
+    p.userData = hostcall.id
+    return p
+
+
+def _args(args, where: str) -> tuple:
+    if not isinstance(args, (tuple, list)):
+        raise ArgumentError(f"{where}: args must be a tuple of arguments for fn, got "
+                        f"{args!r} ({type(args).__name__})")
+    return tuple(args)
+
+
+class HostNode(Node):
+    """A node that runs a Python callable on a CUDA host thread (``cudaGraphAddHostNode``).
+
+    The callable must not call CUDA; an exception it raises is raised by the next
+    ``GraphExec.launch``/``synchronize`` or ``Stream.synchronize``.
+    """
+
+    type = NodeType.HOST
+    __slots__ = ("_call",)
+
+    def __init__(self, graph, h: int, hostcall=None):
+        super().__init__(graph, h)
+        self._call = hostcall
+
+    @classmethod
+    def _add(cls, graph, deps, fn, args=()) -> "HostNode":
+        """``cudaGraphAddHostNode`` running ``fn(*args)``."""
+        hc = HostCall(require_callable(fn, "fn", "add_host"), _args(args, "add_host"))
+        raw_deps, nd = graph._dep_list(deps)
+        raw = call(rt.cudaGraphAddHostNode, graph._raw, raw_deps, nd, host_node_params(hc))
+        return graph._register(cls(graph, int(raw), hc), hc)
+
+    @property
+    def params(self) -> dict:
+        """The callable (ours) or raw function pointer (``cudaGraphHostNodeGetParams``)."""
+        if self._call is not None:
+            return {"fn": self._call.fn, "args": self._call.args}
+        p = call(rt.cudaGraphHostNodeGetParams, self.handle)
+        return {"fn": int(p.fn), "user_data": int(p.userData)}
+
+    def set_params(self, fn, args=()) -> None:
+        """Run another callable (``cudaGraphHostNodeSetParams``).
+
+        Parameters
+        ----------
+        fn : callable
+            Must not call CUDA.
+        args : sequence
+        """
+        hc = HostCall(require_callable(fn, "fn", "set_params"), _args(args, "set_params"))
+        call(rt.cudaGraphHostNodeSetParams, self.handle, host_node_params(hc))
+        self._call = hc
+        self.graph._register(self, hc)
+
+    def _exec_set(self, exe, target, fn, args=()) -> None:
+        """``cudaGraphExecHostNodeSetParams``."""
+        hc = HostCall(require_callable(fn, "fn", "set_params"), _args(args, "set_params"))
+        call(rt.cudaGraphExecHostNodeSetParams, exe._raw, target.handle, host_node_params(hc))
+        exe._host_ids.add(hc.id)
+        exe._hold(("host", target._h), hc)
+
+    def describe(self) -> str:
+        """One line: the host function's name. No CUDA call."""
+        fn = self._call.name if self._call is not None else "C function"
+        return f"host {fn}"

@@ -1,0 +1,236 @@
+"""Memory nodes: 1D copies, memsets, and graph-owned allocations and frees."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .._cuda import call, context, rt
+from ..errors import ArgumentError
+from ..runtime.memory import device_pointer
+from ..runtime.validate import int_arg
+from .base import Node, NodeType
+from .copy_params import memcpy_args, memset_params
+
+__all__ = ["MemcpyNode", "MemcpyParams", "MemsetNode", "MemsetParams", "MemAllocNode",
+           "MemFreeNode"]
+
+_KIND_NAMES = {0: "host->host", 1: "host->device", 2: "device->host", 3: "device->device",
+               4: "default"}
+
+
+@dataclass(frozen=True)
+class MemcpyParams:
+    dst: int
+    src: int
+    nbytes: int
+    kind: str
+    height: int = 1
+    depth: int = 1
+
+
+@dataclass(frozen=True)
+class MemsetParams:
+    dst: int
+    value: int
+    element_size: int
+    count: int
+    height: int
+    pitch: int
+
+
+class MemcpyNode(Node):
+    """A memory copy node (``cudaGraphAddMemcpyNode1D``)."""
+
+    type = NodeType.MEMCPY
+    __slots__ = ()
+
+    @classmethod
+    def _add(cls, graph, deps, dst, src, nbytes=None) -> "MemcpyNode":
+        """``cudaGraphAddMemcpyNode1D``; direction and size checked from the objects."""
+        d, s, n, kind = memcpy_args(dst, src, nbytes)
+        raw_deps, nd = graph._dep_list(deps)
+        raw = call(rt.cudaGraphAddMemcpyNode1D, graph._raw, raw_deps, nd, d, s, n, kind)
+        return graph._register(cls(graph, int(raw)), dst, src)
+
+    @property
+    def params(self) -> MemcpyParams:
+        """Read with ``cudaGraphMemcpyNodeGetParams``."""
+        p = call(rt.cudaGraphMemcpyNodeGetParams, self.handle)
+        ext = p.extent
+        return MemcpyParams(int(p.dstPtr.ptr) + p.dstPos.x, int(p.srcPtr.ptr) + p.srcPos.x,
+                            int(ext.width), _KIND_NAMES.get(int(p.kind), str(p.kind)),
+                            int(ext.height), int(ext.depth))
+
+    def set_params(self, dst=None, src=None, nbytes=None) -> None:
+        """Change the copy in its graph (``cudaGraphMemcpyNodeSetParams1D``); the size
+        stays as it was unless ``nbytes`` is given.
+
+        Parameters
+        ----------
+        dst, src : buffer, array or pointer, optional
+        nbytes : int, optional
+        """
+        cur = self.params
+        kept = self.graph._ledger.held.get(self._h, (cur.dst, cur.src))
+        dst_obj = kept[0] if dst is None else dst
+        src_obj = kept[1] if src is None else src
+        d, s, n, kind = memcpy_args(dst_obj, src_obj, cur.nbytes if nbytes is None else nbytes)
+        call(rt.cudaGraphMemcpyNodeSetParams1D, self.handle, d, s, n, kind)
+        self.graph._register(self, dst_obj, src_obj)
+
+    def _exec_set(self, exe, target, dst=None, src=None, nbytes=None) -> None:
+        """``cudaGraphExecMemcpyNodeSetParams1D``; sizes checked as when adding."""
+        key = ("memcpy", target._h)
+        cur = exe._ledger.held.get(key)
+        if cur is None:
+            p = target.params
+            kept = target.graph._ledger.held.get(target._h, (p.dst, p.src))
+            cur = (kept[0], kept[1], p.nbytes)
+        new_dst = cur[0] if dst is None else dst
+        new_src = cur[1] if src is None else src
+        n = cur[2] if nbytes is None else nbytes  # the size stays unless given
+        d, s, n, kind = memcpy_args(new_dst, new_src, n)
+        call(rt.cudaGraphExecMemcpyNodeSetParams1D, exe._raw, target.handle, d, s, n, kind)
+        exe._hold(key, new_dst, new_src, n)
+
+    def describe(self) -> str:
+        """One line: direction and bytes (``cudaGraphMemcpyNodeGetParams``)."""
+        p = self.params
+        return f"memcpy {p.kind} {p.nbytes * p.height * p.depth} B"
+
+
+def _memset_view(p) -> MemsetParams:
+    return MemsetParams(int(p.dst), int(p.value), int(p.elementSize), int(p.width),
+                        int(p.height), int(p.pitch))
+
+
+class MemsetNode(Node):
+    """A memset node (``cudaGraphAddMemsetNode``)."""
+
+    type = NodeType.MEMSET
+    __slots__ = ()
+
+    @classmethod
+    def _add(cls, graph, deps, dst, value, count, element_size=1, height=1,
+             pitch=None) -> "MemsetNode":
+        """``cudaGraphAddMemsetNode``; value, sizes and the destination's extent checked."""
+        p = memset_params(None, dst, value, count, element_size, height, pitch)
+        raw_deps, nd = graph._dep_list(deps)
+        raw = call(rt.cudaGraphAddMemsetNode, graph._raw, raw_deps, nd, p)
+        return graph._register(cls(graph, int(raw)), dst)
+
+    @property
+    def params(self) -> MemsetParams:
+        """Read with ``cudaGraphMemsetNodeGetParams``."""
+        return _memset_view(call(rt.cudaGraphMemsetNodeGetParams, self.handle))
+
+    def set_params(self, dst=None, value=None, count=None, element_size=None,
+                   height=None, pitch=None) -> None:
+        """Change the memset in its graph (``cudaGraphMemsetNodeSetParams``); the new
+        extent is checked against the destination (the new one, or the one kept).
+
+        Parameters
+        ----------
+        dst, value, count, element_size, height, pitch : optional
+            As for :meth:`Graph.add_memset`; fields not given keep their values.
+        """
+        kept = self.graph._ledger.held.get(self._h, (None,))[0]
+        p = memset_params(self.params, dst, value, count, element_size, height, pitch,
+                          kept_dst=kept)
+        call(rt.cudaGraphMemsetNodeSetParams, self.handle, p)
+        if dst is not None:
+            self.graph._register(self, dst)
+
+    def _exec_set(self, exe, target, dst=None, value=None, count=None, element_size=None,
+                  height=None, pitch=None) -> None:
+        """``cudaGraphExecMemsetNodeSetParams``; fields not given keep their values; the
+        extent is checked against the destination (the new one, or the one kept)."""
+        key = ("memset", target._h)
+        cur = exe._ledger.held.get(key)
+        if cur is None:
+            cur = (target.params, target.graph._ledger.held.get(target._h, (None,))[0])
+        p = memset_params(cur[0], dst, value, count, element_size, height, pitch,
+                          kept_dst=cur[1])
+        call(rt.cudaGraphExecMemsetNodeSetParams, exe._raw, target.handle, p)
+        exe._hold(key, _memset_view(p), dst if dst is not None else cur[1])
+
+    def describe(self) -> str:
+        """One line: bytes and value (``cudaGraphMemsetNodeGetParams``)."""
+        p = self.params
+        return f"memset {p.count * p.height * p.element_size} B value=0x{p.value:x}"
+
+
+class MemAllocNode(Node):
+    """A graph memory allocation node (``cudaGraphAddMemAllocNode``).
+
+    :attr:`ptr` is the device address, valid from this node until a free node (or,
+    with ``auto_free_on_launch``, until the next launch).
+    """
+
+    type = NodeType.MEM_ALLOC
+    __slots__ = ()
+
+    @classmethod
+    def _add(cls, graph, deps, nbytes: int) -> "MemAllocNode":
+        """``cudaGraphAddMemAllocNode`` of device memory on the current device."""
+        if int_arg(nbytes, "add_mem_alloc: nbytes") <= 0:
+            raise ValueError(f"add_mem_alloc needs a positive size (nbytes), got {nbytes}")
+        raw_deps, nd = graph._dep_list(deps)
+        p = rt.cudaMemAllocNodeParams()
+        p.poolProps.allocType = rt.cudaMemAllocationType.cudaMemAllocationTypePinned
+        p.poolProps.location.type = rt.cudaMemLocationType.cudaMemLocationTypeDevice
+        p.poolProps.location.id = context.ensure_device()
+        p.bytesize = int(nbytes)
+        raw = call(rt.cudaGraphAddMemAllocNode, graph._raw, raw_deps, nd, p)
+        return graph._register(cls(graph, int(raw)))
+
+    @property
+    def params(self) -> dict:
+        """``cudaGraphMemAllocNodeGetParams``: the address and size."""
+        p = call(rt.cudaGraphMemAllocNodeGetParams, self.handle)
+        return {"ptr": int(p.dptr), "nbytes": int(p.bytesize)}
+
+    @property
+    def ptr(self) -> int:
+        """The device address of the allocation (``cudaGraphMemAllocNodeGetParams``)."""
+        return self.params["ptr"]
+
+    @property
+    def nbytes(self) -> int:
+        """The size in bytes (``cudaGraphMemAllocNodeGetParams``)."""
+        return self.params["nbytes"]
+
+    def describe(self) -> str:
+        """One line: the size (``cudaGraphMemAllocNodeGetParams``)."""
+        return f"mem_alloc {self.nbytes} B"
+
+
+class MemFreeNode(Node):
+    """A graph memory free node (``cudaGraphAddMemFreeNode``)."""
+
+    type = NodeType.MEM_FREE
+    __slots__ = ()
+
+    @classmethod
+    def _add(cls, graph, deps, ptr_or_alloc_node) -> "MemFreeNode":
+        """``cudaGraphAddMemFreeNode`` of a :class:`MemAllocNode`'s memory or its address."""
+        target = ptr_or_alloc_node
+        if isinstance(target, MemAllocNode):
+            ptr = target.ptr
+        elif target is None or isinstance(target, (bool, float, str, Node)):
+            raise ArgumentError(f"add_mem_free: ptr_or_alloc_node must be a MemAllocNode or a "
+                            f"device address, got {target!r} ({type(target).__name__})")
+        else:
+            ptr = device_pointer(target)
+        raw_deps, nd = graph._dep_list(deps)
+        raw = call(rt.cudaGraphAddMemFreeNode, graph._raw, raw_deps, nd, ptr)
+        return graph._register(cls(graph, int(raw)))
+
+    @property
+    def params(self) -> dict:
+        """``cudaGraphMemFreeNodeGetParams``: the address freed."""
+        return {"ptr": int(call(rt.cudaGraphMemFreeNodeGetParams, self.handle))}
+
+    def describe(self) -> str:
+        """One line: the address freed (``cudaGraphMemFreeNodeGetParams``)."""
+        return f"mem_free 0x{self.params['ptr']:x}"

@@ -1,0 +1,419 @@
+"""Device and pinned host memory, and pointers from any array-like object.
+
+:func:`device_pointer` turns a :class:`DeviceBuffer`, anything with
+``__cuda_array_interface__`` (CuPy, PyTorch, Numba), anything with DLPack on a CUDA
+device, or a raw integer into the integer device address kernels and copies take.
+:func:`host_pointer` does the same for host memory (numpy arrays, :class:`PinnedBuffer`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import weakref
+
+import numpy as np
+
+from .. import _cuda, _lifetime
+from .._cuda import call, rt
+from .._cuda.context import current_device, seen, thread_state
+from .._lifetime import release
+from .device import Device, device
+from ..errors import ClosedError
+from .stream import stream_handle
+
+__all__ = ["DeviceBuffer", "PinnedBuffer", "device_pointer", "host_pointer", "nbytes_of"]
+
+_LEGACY_STREAM = 1  # cudaStreamLegacy
+_H2D = rt.cudaMemcpyKind.cudaMemcpyHostToDevice
+_D2H = rt.cudaMemcpyKind.cudaMemcpyDeviceToHost
+
+
+class DeviceBuffer(_lifetime.Releasable):
+    """Linear device memory from ``cudaMalloc``.
+
+    Parameters
+    ----------
+    nbytes : int
+        Size in bytes (> 0).
+
+    Notes
+    -----
+    Allocated on the current device (:attr:`device`). Freed with ``cudaFree`` by
+    :meth:`free` or when collected. Exposes ``__cuda_array_interface__`` as bytes, so
+    ``cupy.asarray(buf)`` views it. After :meth:`free`, :attr:`ptr` is 0 and every use
+    (methods, kernel arguments, copies, ``device_pointer``) raises :class:`ClosedError`
+    ("was freed").
+    """
+
+    __slots__ = ("ptr", "nbytes", "_addr", "_fin", "_dev", "__weakref__")
+
+    def __init__(self, nbytes: int):
+        nbytes = int(nbytes)
+        if nbytes <= 0:
+            raise ValueError(f"DeviceBuffer needs a positive size in bytes, got {nbytes}")
+        self._dev = current_device()
+        raw = call(rt.cudaMalloc, nbytes)
+        self.ptr: int = int(raw)
+        self._addr = self.ptr
+        self.nbytes: int = nbytes
+        self._fin = release(self, rt.cudaFree, self.ptr)
+
+    def _freed(self) -> ClosedError:
+        return ClosedError(f"DeviceBuffer 0x{self._addr:x} ({self.nbytes} bytes)", "was freed")
+
+    def _live(self) -> int:
+        ptr = self.ptr
+        if not ptr:
+            raise self._freed()
+        return ptr
+
+    @classmethod
+    def from_array(cls, array, stream=None) -> "DeviceBuffer":
+        """A new buffer holding a copy of a host array (``cudaMalloc``, ``cudaMemcpy``).
+
+        Parameters
+        ----------
+        array : numpy.ndarray or buffer
+        stream : Stream or stream-like, optional
+            Copy with ``cudaMemcpyAsync`` on it instead.
+        """
+        arr = np.ascontiguousarray(array)
+        buf = cls(max(arr.nbytes, 1))
+        buf.copy_from(arr, stream=stream)
+        return buf
+
+    @property
+    def handle(self) -> int:
+        """The device address (what ``cudaMalloc`` returned)."""
+        return self._live()
+
+    def __int__(self) -> int:
+        return self._live()
+
+    @property
+    def device(self) -> Device:
+        """The device the memory was allocated on. No CUDA call."""
+        return Device._of(self._dev)
+
+    def _on_own_device(self):
+        """Its device current for a synchronous call (a no-op on one GPU): the legacy
+        stream synchronized after ``cudaMemcpy`` / ``cudaMemset`` is the current device's."""
+        if seen.multi and self._dev != thread_state.device:
+            return device._trusted(self._dev)
+        return contextlib.nullcontext()
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        return {"shape": (self.nbytes,), "typestr": "|u1", "data": (self._live(), False),
+                "version": 3, "strides": None}
+
+    def _check_host(self, array, what: str) -> np.ndarray:
+        self._live()
+        arr = np.asarray(array)
+        if not arr.flags.c_contiguous:
+            raise ValueError(f"{what} needs a C-contiguous host array")
+        if arr.nbytes > self.nbytes:
+            raise ValueError(f"{what}: the array has {arr.nbytes} bytes but the buffer only {self.nbytes}")
+        return arr
+
+    def copy_from(self, host_array, stream=None) -> None:
+        """Copy a host array into the buffer's first bytes.
+
+        Calls ``cudaMemcpy`` then ``cudaStreamSynchronize(cudaStreamLegacy)``, so the data
+        is on the device when it returns, whatever stream reads it next (a pageable
+        copy may otherwise still be in flight). With ``stream`` it calls
+        ``cudaMemcpyAsync`` on it; keep ``host_array`` alive until the stream gets there.
+
+        Parameters
+        ----------
+        host_array : numpy.ndarray or buffer
+            At most :attr:`nbytes` bytes.
+        stream : Stream or stream-like, optional
+        """
+        arr = self._check_host(host_array, "copy_from")
+        src = arr.ctypes.data
+        if stream is None:
+            with self._on_own_device():
+                call(rt.cudaMemcpy, self.ptr, src, arr.nbytes, _H2D)
+                call(rt.cudaStreamSynchronize, _LEGACY_STREAM)
+        else:
+            call(rt.cudaMemcpyAsync, self.ptr, src, arr.nbytes, _H2D, stream_handle(stream))
+            if _lifetime.capture_keeps:
+                _lifetime.keep_in_captures(self, arr)
+
+    def copy_to(self, host_array=None, stream=None):
+        """Copy the buffer's first bytes into a host array and return it.
+
+        With ``host_array=None`` a ``uint8`` array of :attr:`nbytes` is made.
+        Calls ``cudaMemcpy`` (or ``cudaMemcpyAsync`` on ``stream``). The synchronous
+        form does not wait for work on non-blocking streams: synchronize those first.
+
+        Parameters
+        ----------
+        host_array : numpy.ndarray, optional
+            At most :attr:`nbytes` bytes; a new ``uint8`` array when ``None``.
+        stream : Stream or stream-like, optional
+
+        Returns
+        -------
+        numpy.ndarray
+        """
+        if host_array is None:
+            host_array = np.empty(self.nbytes, dtype=np.uint8)
+        arr = self._check_host(host_array, "copy_to")
+        if not arr.flags.writeable:
+            raise ValueError("copy_to needs a writeable host array")
+        if stream is None:
+            with self._on_own_device():
+                call(rt.cudaMemcpy, arr.ctypes.data, self.ptr, arr.nbytes, _D2H)
+        else:
+            call(rt.cudaMemcpyAsync, arr.ctypes.data, self.ptr, arr.nbytes, _D2H, stream_handle(stream))
+            if _lifetime.capture_keeps:
+                _lifetime.keep_in_captures(self, arr)
+        return host_array
+
+    def to_numpy(self, dtype=np.float32, shape=None) -> np.ndarray:
+        """A new host array with the buffer's contents (``cudaMemcpy``).
+
+        Parameters
+        ----------
+        dtype : numpy dtype
+        shape : tuple of int, optional
+            Default: 1-D, as many elements as fit in :attr:`nbytes`.
+        """
+        dtype = np.dtype(dtype)
+        count = self.nbytes // dtype.itemsize
+        out = np.empty(count, dtype=dtype)
+        self.copy_to(out)
+        return out.reshape(shape) if shape is not None else out
+
+    def zero(self, stream=None) -> None:
+        """Set every byte to 0 (``cudaMemset`` then ``cudaStreamSynchronize(cudaStreamLegacy)``,
+        or ``cudaMemsetAsync`` on ``stream``).
+
+        Parameters
+        ----------
+        stream : Stream or stream-like, optional
+        """
+        self._live()
+        if stream is None:
+            with self._on_own_device():
+                call(rt.cudaMemset, self.ptr, 0, self.nbytes)
+                call(rt.cudaStreamSynchronize, _LEGACY_STREAM)
+        else:
+            call(rt.cudaMemsetAsync, self.ptr, 0, self.nbytes, stream_handle(stream))
+            if _lifetime.capture_keeps:
+                _lifetime.keep_in_captures(self)
+
+    def free(self) -> None:
+        """Free the memory (``cudaFree``); idempotent.
+
+        From now on this object refuses every use with :class:`ClosedError`. If a live
+        graph or exec still points at the buffer (it was given to ``add_kernel``,
+        ``add_memcpy``, ``set_arg`` ... and not replaced since), the ``cudaFree`` is
+        deferred until the last of them lets go (closed, collected, the node removed,
+        or the argument replaced and the exec synchronized): freeing memory a graph
+        can still launch on would kill the CUDA context. ``repr(buf)`` names them.
+        """
+        if not self.ptr:
+            return
+        self.ptr = 0
+        self._release_when_unused()
+
+    def __repr__(self) -> str:
+        if self.ptr:
+            return f"<pycudagraph.DeviceBuffer ptr=0x{self.ptr:x} nbytes={self.nbytes}>"
+        state = "freed"
+        if self._fin.alive:
+            state += " (cudaFree deferred: used by " + ", ".join(self._holders()) + ")"
+        return f"<pycudagraph.DeviceBuffer 0x{self._addr:x} nbytes={self.nbytes} {state}>"
+
+
+class PinnedBuffer(_lifetime.Releasable):
+    """Page-locked host memory from ``cudaMallocHost``.
+
+    Copies between pinned memory and the device run asynchronously and can be graph
+    memcpy nodes. :meth:`array` gives a numpy view of the memory. After :meth:`free`
+    every use raises :class:`ClosedError` ("was freed").
+    """
+
+    __slots__ = ("ptr", "nbytes", "_addr", "_fin", "_views", "__weakref__")
+
+    def __init__(self, nbytes: int):
+        nbytes = int(nbytes)
+        if nbytes <= 0:
+            raise ValueError(f"PinnedBuffer needs a positive size in bytes, got {nbytes}")
+        _cuda.ensure_device()
+        self.ptr: int = int(call(rt.cudaMallocHost, nbytes))
+        self._addr = self.ptr
+        self.nbytes: int = nbytes
+        self._views: list = []  # weakrefs to the owners of live numpy views
+        self._fin = release(self, rt.cudaFreeHost, self.ptr)
+
+    def _freed(self) -> ClosedError:
+        return ClosedError(f"PinnedBuffer 0x{self._addr:x} ({self.nbytes} bytes)", "was freed")
+
+    def _live(self) -> int:
+        ptr = self.ptr
+        if not ptr:
+            raise self._freed()
+        return ptr
+
+    @property
+    def handle(self) -> int:
+        """The host address (an int); :class:`ClosedError` once freed. No CUDA call."""
+        return self._live()
+
+    def __int__(self) -> int:
+        return self._live()
+
+    def array(self, dtype=np.uint8, shape=None) -> np.ndarray:
+        """A numpy view of the pinned memory; it keeps this buffer alive, and a
+        :meth:`free` waits until the last view is gone. No CUDA call."""
+        self._live()
+        dtype = np.dtype(dtype)
+        raw = (ctypes.c_char * self.nbytes).from_address(self.ptr)
+        arr = np.frombuffer(raw, dtype=np.uint8)[: self.nbytes - self.nbytes % dtype.itemsize].view(dtype)
+        arr = arr.reshape(shape) if shape is not None else arr
+        _keep = _ViewOwner(self)
+        raw._pycudagraph_owner = _keep  # the ctypes object holds the buffer alive
+        self._views = [r for r in self._views if r() is not None]
+        self._views.append(weakref.ref(_keep, _view_gone))
+        return arr
+
+    def free(self) -> None:
+        """Free the memory (``cudaFreeHost``); idempotent.
+
+        From now on this object refuses every use with :class:`ClosedError`. While a live
+        graph or exec still points at it, or a numpy view from :meth:`array` is alive,
+        the ``cudaFreeHost`` is deferred until the last of them lets go.
+        """
+        if not self.ptr:
+            return
+        self.ptr = 0
+        self._release_when_unused()
+
+    def _holders(self, first: bool = False) -> list[str]:
+        views = sum(1 for r in self._views if r() is not None)
+        return _lifetime.holders_of(self, first) + ([f"{views} numpy view(s)"] if views else [])
+
+    def __repr__(self) -> str:
+        if self.ptr:
+            return f"<pycudagraph.PinnedBuffer ptr=0x{self.ptr:x} nbytes={self.nbytes}>"
+        state = "freed"
+        if self._fin.alive:
+            state += " (cudaFreeHost deferred: used by " + ", ".join(self._holders()) + ")"
+        return f"<pycudagraph.PinnedBuffer 0x{self._addr:x} nbytes={self.nbytes} {state}>"
+
+
+class _ViewOwner:
+    __slots__ = ("buffer", "__weakref__")
+
+    def __init__(self, buffer):
+        self.buffer = buffer
+
+
+def _view_gone(_ref) -> None:
+    try:  # a weakref callback: never raises
+        if _lifetime._pending_frees:
+            _lifetime.retry_frees()
+    except BaseException:  # noqa: BLE001
+        pass
+
+
+# ----------------------------------------------------------------------------------
+# Pointers from objects
+
+_KDL_CUDA, _KDL_CUDA_HOST, _KDL_CUDA_MANAGED = 2, 3, 13
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int), ("device_id", ctypes.c_int)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int),
+                ("dtype", ctypes.c_uint32), ("shape", ctypes.c_void_p),
+                ("strides", ctypes.c_void_p), ("byte_offset", ctypes.c_uint64)]
+
+
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+def _dlpack_pointer(obj) -> int:
+    dev_type, _ = obj.__dlpack_device__()
+    if dev_type not in (_KDL_CUDA, _KDL_CUDA_HOST, _KDL_CUDA_MANAGED):
+        raise TypeError(f"{type(obj).__name__} lives on DLPack device type {dev_type}, not a CUDA device")
+    capsule = obj.__dlpack__()
+    # DLManagedTensor starts with its DLTensor; the capsule is left unconsumed, so
+    # its destructor releases the producer's reference as the protocol says.
+    addr = _capsule_pointer(capsule, b"dltensor")
+    tensor = _DLTensor.from_address(addr)
+    return (tensor.data or 0) + tensor.byte_offset
+
+
+def device_pointer(obj) -> int:
+    """The device address of ``obj`` as an integer.
+
+    Accepts an ``int``, :class:`DeviceBuffer`, an object with
+    ``__cuda_array_interface__`` (CuPy, PyTorch, Numba) or DLPack on a CUDA device.
+
+    Raises
+    ------
+    TypeError
+        For host objects (numpy arrays) and anything else without a device address.
+    ClosedError
+        For a :class:`DeviceBuffer` or :class:`PinnedBuffer` that was freed.
+    """
+    if type(obj) is int:
+        return obj
+    if isinstance(obj, (DeviceBuffer, PinnedBuffer)):
+        ptr = obj.ptr
+        if ptr:
+            return ptr
+        raise obj._freed()
+    cai = getattr(obj, "__cuda_array_interface__", None)
+    if cai is not None:
+        return int(cai["data"][0])
+    if isinstance(obj, np.ndarray):
+        raise TypeError("a numpy array lives in host memory: copy it to a DeviceBuffer first "
+                        "(DeviceBuffer.from_array) or pass a device array")
+    if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
+        return _dlpack_pointer(obj)
+    if isinstance(obj, int):  # numpy integers, IntEnum ...
+        return int(obj)
+    if hasattr(obj, "getPtr") or type(obj).__name__ in ("CUdeviceptr",):
+        return int(obj)
+    raise TypeError(f"cannot get a device pointer from {type(obj).__name__}: expected an int, "
+                    "DeviceBuffer, or an object with __cuda_array_interface__ or DLPack")
+
+
+def host_pointer(obj) -> int:
+    """The host address of a numpy array (``__array_interface__``) or :class:`PinnedBuffer`."""
+    if isinstance(obj, PinnedBuffer):
+        return obj._live()
+    if isinstance(obj, np.ndarray):
+        if not obj.flags.c_contiguous:
+            raise ValueError("host memory for a copy must be C-contiguous")
+        return obj.ctypes.data
+    iface = getattr(obj, "__array_interface__", None)
+    if iface is not None:
+        return int(iface["data"][0])
+    raise TypeError(f"cannot get a host pointer from {type(obj).__name__}")
+
+
+def nbytes_of(obj) -> int | None:
+    """Size in bytes of an array-like or buffer, or ``None`` when it is unknown (raw int)."""
+    n = getattr(obj, "nbytes", None)
+    if n is not None:
+        return int(n)
+    cai = getattr(obj, "__cuda_array_interface__", None)
+    if cai is not None:
+        count = 1
+        for s in cai["shape"]:
+            count *= int(s)
+        return count * np.dtype(cai["typestr"]).itemsize
+    return None
