@@ -11,7 +11,8 @@ import itertools
 from cuda.bindings import runtime as rt
 
 import pycudagraph as pcg
-from pycudagraph.runtime import validate
+from pycudagraph.compile import limits as validate
+from pycudagraph._cuda import versions as _versions
 from pycudagraph.compile.args import Layout
 from pycudagraph.graph.exec import GraphExec
 from pycudagraph.runtime.memory import DeviceBuffer
@@ -78,8 +79,8 @@ class Edges:
         self.inc.setdefault(b._h, []).append(a._h)
 
     def install(self, monkeypatch) -> "Edges":
-        monkeypatch.setattr(validate.versions, "node_dependencies",
+        monkeypatch.setattr(_versions, "node_dependencies",
                             lambda handle: list(self.inc.get(int(handle), [])))
-        monkeypatch.setattr(validate.versions, "node_dependents",
+        monkeypatch.setattr(_versions, "node_dependents",
                             lambda handle: list(self.out.get(int(handle), [])))
         return self

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import pycudagraph as pcg
-from pycudagraph.runtime import validate
+from pycudagraph.compile import limits as validate
 
 pytestmark = pytest.mark.gpu
 

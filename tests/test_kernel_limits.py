@@ -7,7 +7,7 @@ import pytest
 
 from fakes import H100, fake_kernel
 
-from pycudagraph.runtime import validate
+from pycudagraph.compile import limits as validate
 
 
 def test_limits_are_the_functions_device(monkeypatch):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import pycudagraph as pcg
-from pycudagraph.runtime import validate
+from pycudagraph.compile import limits as validate
 
 from fakes import fake_graph, fake_kernel
 from healthy import assert_small_graph_works

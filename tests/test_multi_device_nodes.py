@@ -10,7 +10,7 @@ import pytest
 
 import pycudagraph as pcg
 import pycudagraph.graph.exec as exec_mod
-from pycudagraph.runtime import validate
+from pycudagraph.compile import limits as validate
 from pycudagraph._cuda import context as cdev, fast
 from pycudagraph._lifetime import Ledger
 from fakes import H100, _ids, fake_buffer, fake_exec, fake_graph, fake_kernel

@@ -346,7 +346,7 @@ def test_compiled_add_keeps_the_checked_paths_guarantees():
 
 def test_fits_is_false_for_limits_never_loaded():
     from fakes import fake_kernel
-    from pycudagraph.runtime import validate
+    from pycudagraph.compile import limits as validate
     k = fake_kernel()
     assert k._fits(1, 32, 0) and not k._fits(1, 2048, 0) and not k._fits((1,), 32, 0)
     del validate.KERNEL_LIMITS[k._func_int]

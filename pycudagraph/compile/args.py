@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import _lifetime
 
-from ..runtime import validate
+from . import limits
 from .._cuda import fast
 from .._cuda.structs import DIMS_OFFSET, KERNEL_NODE_PARAMS_FORMAT, KERNEL_PARAMS_FIELD
 from ..errors import ArgumentError, ClosedError
@@ -41,7 +41,7 @@ def dim3(value, what: str) -> tuple[int, int, int]:
     """Normalise a grid or block given as an int or a tuple of up to 3 positive ints.
 
     The common cases (an int, a 3-tuple of ints) are checked here in a few compares;
-    everything else goes to :func:`pycudagraph.runtime.validate.dims`, which refuses strings,
+    everything else goes to :func:`pycudagraph.runtime.limits.dims`, which refuses strings,
     floats and bools with an :class:`ArgumentError` naming ``what``.
     """
     if type(value) is int and 0 < value < 4294967296:  # the common cases, checked cheaply
@@ -51,7 +51,7 @@ def dim3(value, what: str) -> tuple[int, int, int]:
         if (type(x) is int and type(y) is int and type(z) is int
                 and 0 < x < 4294967296 and 0 < y < 4294967296 and 0 < z < 4294967296):
             return value
-    return validate.dims(value, what)
+    return limits.dims(value, what)
 
 
 def _bfloat16_bits(value) -> int:
@@ -281,7 +281,7 @@ class ArgPack:
         try:
             layout.full.pack_into(buf, 0, func, g[0], g[1], g[2], b[0], b[1], b[2],
                                   shared_mem if type(shared_mem) is int
-                                  else validate.shared_mem_arg(shared_mem),
+                                  else limits.shared_mem_arg(shared_mem),
                                   addr + HEADER_SIZE, 0, kern, ctx,
                                   *[addr + o for o in layout.offsets], *values)
         except (struct.error, OverflowError, TypeError):
@@ -319,7 +319,7 @@ class ArgPack:
         if block is not None:
             cur[3:6] = dim3(block, f"{self.layout.kernel_name}: block")
         if shared_mem is not None:
-            cur[6] = validate.shared_mem_arg(shared_mem, self.layout.kernel_name)
+            cur[6] = limits.shared_mem_arg(shared_mem, self.layout.kernel_name)
         return cur
 
     def set_dims(self, grid=None, block=None, shared_mem=None) -> None:

@@ -19,7 +19,7 @@ from .._cuda import call, dr, fast, rt
 from .._cuda.context import current_device, ensure_device, seen, stream_device, thread_state
 from .args import ArgPack, Layout
 from ..runtime.device import Device, check_access, device
-from ..runtime.validate import KERNEL_LIMITS, kernel_limits, launch_config
+from .limits import KERNEL_LIMITS, kernel_limits, launch_config
 from ..errors import ArgumentError, CudaError
 from ..runtime.memory import DeviceBuffer
 from .reconcile import check_declared
@@ -266,7 +266,7 @@ class Kernel:
 
     def _config(self, grid, block, shared_mem, func: int = 0, dev: int = -1) -> tuple:
         """``(grid3, block3, shared_mem)`` checked against the device's and the kernel's
-        limits (:func:`pycudagraph.runtime.validate.launch_config`); loads the kernel first.
+        limits (:func:`pycudagraph.compile.limits.launch_config`); loads the kernel first.
 
         ``func`` (on device ``dev``) is the ``CUfunction`` the launch or node names; by
         default the one looked up last. The common case (1-D int grid and block within
@@ -303,7 +303,7 @@ class Kernel:
         :class:`ArgumentError` naming the field and the limit. Reads
         ``cudaDeviceGetAttribute`` and ``cuFuncGetAttribute`` once; may call
         ``cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)`` when
-        ``shared_mem`` needs more than 48 KiB (see :mod:`pycudagraph.runtime.validate`).
+        ``shared_mem`` needs more than 48 KiB (see :mod:`pycudagraph.compile.limits`).
 
         Parameters
         ----------

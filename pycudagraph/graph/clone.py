@@ -12,7 +12,7 @@ import ctypes
 from .._cuda import call, rt
 from ..errors import ArgumentError, CudaError
 from ..nodes import KernelNode, Node, NodeType
-from ..runtime.validate import node_arg
+from .node_checks import node_arg
 
 __all__ = ["GraphClone"]
 

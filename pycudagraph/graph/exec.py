@@ -27,7 +27,7 @@ from .exec_node import find_node, forget_removed
 from ..runtime.hostfn import hostcall_ids, pending as _pending, raise_pending
 from ..nodes import KernelNode, Node
 from ..runtime.stream import Stream, stream_handle
-from ..runtime.validate import check_changes, node_arg
+from .node_checks import check_changes, node_arg
 
 __all__ = ["GraphExec", "forget_removed"]
 

@@ -31,7 +31,7 @@ from ..nodes import (ChildGraphNode, ConditionalHandle, EmptyNode, EventRecordNo
                     EventWaitNode, HostNode, IfElseNode, IfNode, KernelNode, MemAllocNode,
                     MemcpyNode, MemFreeNode, MemsetNode, Node, SwitchNode,
                     WhileNode, node_class)
-from ..runtime.validate import dep_handles, new_edge, node_arg, old_edge
+from .node_checks import dep_handles, new_edge, node_arg, old_edge
 from ..nodes.base import REMOVED
 
 __all__ = ["Graph"]
@@ -116,7 +116,7 @@ class Graph(GraphClone, GraphText, GraphIntrospection, GraphUserObjects, GraphGe
 
     def _dep_list(self, deps) -> tuple[list, int]:
         """Raw dependency list for cuda.bindings calls, checking the nodes belong here
-        (:func:`pycudagraph.runtime.validate.dep_handles`: nodes of this graph, no repeats) and
+        (:func:`pycudagraph.graph.node_checks.dep_handles`: nodes of this graph, no repeats) and
         are alive (a removed node, or one of a destroyed graph, raises ClosedError)."""
         nodes = self._dep_nodes(deps)
         return [d.handle for d in nodes], len(nodes)

@@ -14,7 +14,7 @@ from .._cuda import call, rt
 from ..errors import ArgumentError
 from . import MemcpyNode
 from .copy_params import _KINDS, locate
-from ..runtime.validate import int_arg
+from ..runtime.values import int_arg
 
 __all__ = ["copy3d_params", "GraphCopy3D", "ExecCopy3D"]
 

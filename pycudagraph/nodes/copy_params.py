@@ -14,7 +14,7 @@ import numpy as np
 from .._cuda import call, dr, rt
 from ..errors import ArgumentError, ClosedError, CudaError
 from ..runtime.memory import DeviceBuffer, PinnedBuffer, device_pointer, host_pointer, nbytes_of
-from ..runtime.validate import int_arg
+from ..runtime.values import int_arg
 
 __all__ = ["locate", "memcpy_args", "memset_params"]
 

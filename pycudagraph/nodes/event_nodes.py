@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .._cuda import call, rt
-from ..runtime.validate import require_event
+from ..runtime.values import require_event
 from .base import Node, NodeType
 
 __all__ = ["EventRecordNode", "EventWaitNode"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .._cuda import call, rt
 from ..errors import ArgumentError
 from ..runtime.hostfn import HostCall, trampoline_address
-from ..runtime.validate import require_callable
+from ..runtime.values import require_callable
 from .base import Node, NodeType
 
 __all__ = ["HostNode", "host_node_params"]

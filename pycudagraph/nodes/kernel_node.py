@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from .._cuda import call, check, context, dr, fast, rt, versions
 from .._cuda.context import seen
 from ..errors import ArgumentError
-from ..runtime.validate import require_kernel
+from ..compile.limits import require_kernel
 from . import attributes as _attrs
 from .base import REMOVED, Node, NodeType
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from .._cuda import call, context, rt
 from ..errors import ArgumentError
 from ..runtime.memory import device_pointer
-from ..runtime.validate import int_arg
+from ..runtime.values import int_arg
 from .base import Node, NodeType
 from .copy_params import memcpy_args, memset_params
 

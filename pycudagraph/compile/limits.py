@@ -1,8 +1,4 @@
-"""Validation before CUDA: what the library can say better than ``invalid argument``.
-
-The public entry points call these checks before they make a raw call, so a misuse
-raises an exception that names the parameter, the object and the limit instead of
-reaching CUDA:
+"""Launch configurations checked against the device's and the kernel's limits, before CUDA.
 
 ==================== ==============================================================
 check                used by
@@ -10,10 +6,6 @@ check                used by
 :func:`dims`         grid / block everywhere (through :func:`pycudagraph.compile.args.dim3`)
 :func:`kernel_limits` :meth:`Kernel.launch`, ``Graph.add_kernel``, kernel ``set_params``
 :func:`launch_config` the same: block, grid and dynamic shared memory vs the device
-:func:`node_arg`     every method that takes a node (edges, find, exec updates)
-:func:`new_edge`     ``Graph.add_dependency``: self-edge, duplicate, cycle
-:func:`old_edge`     ``Graph.remove_dependency``: the edge must exist
-:func:`int_arg`      sizes and counts: ints only (no bool, float or str)
 ==================== ==============================================================
 
 Device limits are read once per device (``cudaDeviceGetAttribute``) and a kernel's own
@@ -32,45 +24,14 @@ that raises :class:`~pycudagraph.errors.ArgumentError`.
 
 from __future__ import annotations
 
-import operator
-
-import numpy as np
-
-from .._cuda import call, dr, ensure_device, rt, versions
+from .._cuda import call, dr, ensure_device, rt
 from ..errors import ArgumentError
+from ..runtime.values import int_arg, is_int, short_repr
 
 __all__ = ["DeviceLimits", "KernelLimits", "DEVICE_LIMITS", "KERNEL_LIMITS", "device_limits",
-           "kernel_limits", "launch_config", "dims", "int_arg", "node_arg", "new_edge",
-           "old_edge", "dep_handles", "require_callable", "require_event", "require_kernel",
-           "exec_fields", "check_changes"]
+           "kernel_limits", "launch_config", "dims", "shared_mem_arg", "require_kernel"]
 
 _U32 = 1 << 32
-
-
-# ----------------------------------------------------------------------------------
-# Plain values
-
-def _is_int(value) -> bool:
-    return (isinstance(value, (int, np.integer))
-            and not isinstance(value, (bool, np.bool_)))
-
-
-def int_arg(value, what: str, lo: int | None = None, hi: int | None = None) -> int:
-    """``value`` as an int, refusing bool, float, str and None (a ``TypeError`` naming ``what``).
-
-    Objects with ``__index__`` (numpy integers) are accepted. ``lo``/``hi`` bound it
-    inclusively (a ``ValueError`` naming ``what`` and the bound).
-    """
-    if type(value) is not int:
-        if isinstance(value, (bool, np.bool_)) or not hasattr(value, "__index__"):
-            raise ArgumentError(f"{what} must be an int, got {_short(value)} "
-                                f"({type(value).__name__})")
-        value = operator.index(value)
-    if lo is not None and value < lo:
-        raise ArgumentError(f"{what} must be >= {lo}, got {value}")
-    if hi is not None and value > hi:
-        raise ArgumentError(f"{what} must be <= {hi}, got {value}")
-    return value
 
 
 def dims(value, what: str) -> tuple[int, int, int]:
@@ -78,24 +39,24 @@ def dims(value, what: str) -> tuple[int, int, int]:
 
     Strings, floats and bools are refused (``"12"`` is not (1, 2), 2.7 is not 2).
     """
-    if _is_int(value):
+    if is_int(value):
         items = (int(value),)
     elif isinstance(value, (tuple, list)):
         items = tuple(value)
         if not 1 <= len(items) <= 3:
             raise ArgumentError(f"{what} must have 1 to 3 dimensions, got {value!r}")
         for axis, v in zip("xyz", items):
-            if not _is_int(v):
-                raise ArgumentError(f"{what} {axis} must be an int, got {_short(v)} "
-                                    f"({type(v).__name__}) in {what}={_short(value)}")
+            if not is_int(v):
+                raise ArgumentError(f"{what} {axis} must be an int, got {short_repr(v)} "
+                                    f"({type(v).__name__}) in {what}={short_repr(value)}")
         items = tuple(int(v) for v in items)
     else:
         raise ArgumentError(f"{what} must be an int or a tuple of up to 3 ints, got "
-                            f"{_short(value)} ({type(value).__name__})")
+                            f"{short_repr(value)} ({type(value).__name__})")
     for axis, v in zip("xyz", items):
         if not 0 < v < _U32:
             raise ArgumentError(f"{what} {axis} must be a positive 32-bit int, got {v} "
-                                f"in {what}={_short(value)}")
+                                f"in {what}={short_repr(value)}")
     return items + (1,) * (3 - len(items))
 
 
@@ -103,11 +64,6 @@ def shared_mem_arg(value, name: str = "") -> int:
     """Dynamic shared memory in bytes: an int in [0, 2**32)."""
     what = f"{name}: shared_mem" if name else "shared_mem"
     return int_arg(value, what, 0, _U32 - 1)
-
-
-def _short(value) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 # ----------------------------------------------------------------------------------
@@ -276,147 +232,11 @@ def _over_limit(lim: KernelLimits, g, b, smem) -> tuple:
     return g, b, smem
 
 
-# ----------------------------------------------------------------------------------
-# Nodes and edges
-
-def _node_types():
-    from ..nodes.base import Node
-    return Node
-
-
-def node_arg(graph, node, what: str, where: str):
-    """Check that ``node`` is a Node of ``graph`` (or, with ``graph=None``, any Node).
-
-    A node of another graph raises :class:`ArgumentError`, or :class:`ClosedError` when
-    that graph was destroyed or the node removed."""
-    Node = _node_types()
-    if not isinstance(node, Node):
-        raise ArgumentError(f"{where}: {what} must be a graph node, got {_short(node)} "
-                            f"({type(node).__name__})")
-    if graph is not None and node.graph is not graph and node._h not in graph._nodes:
-        node._check_live()  # a node of a destroyed graph: say so (ClosedError)
-        raise ArgumentError(f"{where}: {what} {node!r} belongs to another graph "
-                            f"({node.graph!r}), not to {graph!r}")
-    return node
-
-
-def dep_handles(graph, deps, where: str = "deps") -> list:
-    """The nodes of ``deps`` (None, one node, or a sequence), checked: each a node of
-    ``graph``, no repeats."""
-    Node = _node_types()
-    if deps is None:
-        return []
-    if isinstance(deps, Node):
-        deps = (deps,)
-    elif not isinstance(deps, (tuple, list)):
-        try:
-            deps = tuple(deps)
-        except TypeError:
-            raise ArgumentError(f"{where} must be a node or a sequence of nodes, got "
-                                f"{_short(deps)} ({type(deps).__name__})") from None
-    seen = set()
-    for i, d in enumerate(deps):
-        node_arg(graph, d, f"deps[{i}]", where)
-        if d._h in seen:
-            raise ArgumentError(f"{where}: deps lists {d!r} twice (duplicate dependency)")
-        seen.add(d._h)
-    return list(deps)
-
-
-def new_edge(graph, a, b, where: str = "add_dependency") -> None:
-    """Before ``cudaGraphAddDependencies(a -> b)``: both nodes of ``graph``, not the same
-    node, no edge ``a -> b`` yet, and no path ``b -> ... -> a`` (the edge would close a
-    cycle). Reads edges with ``cudaGraphNodeGetDependencies`` / ``GetDependentNodes``."""
-    node_arg(graph, a, "a", where)
-    node_arg(graph, b, "b", where)
-    if a._h == b._h:
-        raise ArgumentError(f"{where}: self-edge: {a!r} cannot depend on itself")
-    if a._h in {int(h) for h in versions.node_dependencies(b.handle)}:
-        raise ArgumentError(f"{where}: duplicate edge: {b!r} already depends on {a!r}")
-    path = _path(b, a)
-    if path is not None:
-        chain = " -> ".join(repr(graph._node(h)) for h in path)
-        raise ArgumentError(f"{where}: cycle: {b!r} already reaches {a!r} ({chain}), "
-                            f"so {a!r} -> {b!r} would close a cycle")
-
-
-def _path(src, dst) -> list | None:
-    """Node handles of a path src -> ... -> dst following dependents, or None."""
-    parent = {src._h: None}
-    frontier = [src]
-    while frontier:
-        nxt = []
-        for node in frontier:
-            for raw in versions.node_dependents(node.handle):
-                h = int(raw)
-                if h in parent:
-                    continue
-                parent[h] = node._h
-                if h == dst._h:
-                    path = [h]
-                    while parent[path[-1]] is not None:
-                        path.append(parent[path[-1]])
-                    return path[::-1]
-                nxt.append(node.graph._node(raw))
-        frontier = nxt
-    return None
-
-
-def old_edge(graph, a, b, where: str = "remove_dependency") -> None:
-    """Before ``cudaGraphRemoveDependencies(a -> b)``: the edge must exist."""
-    node_arg(graph, a, "a", where)
-    node_arg(graph, b, "b", where)
-    if a._h not in {int(h) for h in versions.node_dependencies(b.handle)}:
-        raise ArgumentError(f"{where}: there is no edge {a!r} -> {b!r} to remove")
-
-
-# ----------------------------------------------------------------------------------
-# Objects at public entries
-
-def require_callable(fn, what: str, where: str):
-    if not callable(fn):
-        raise ArgumentError(f"{where}: {what} must be callable, got {_short(fn)} "
-                            f"({type(fn).__name__})")
-    return fn
-
-
-def require_event(event, where: str):
-    """A :class:`pycudagraph.Event` (anything whose ``.handle`` is a ``cudaEvent_t``)."""
-    if not isinstance(getattr(event, "handle", None), rt.cudaEvent_t):
-        raise ArgumentError(f"{where}: event must be a pycudagraph.Event, got {_short(event)} "
-                            f"({type(event).__name__})")
-    return event
-
 
 def require_kernel(kernel, where: str):
     """A :class:`pycudagraph.Kernel` (from ``Module.get_kernel``)."""
     if not (hasattr(kernel, "pack") and hasattr(kernel, "layout")):
         raise ArgumentError(f"{where}: kernel must be a pycudagraph.Kernel (module.get_kernel"
-                            f"(name)), got {_short(kernel)} ({type(kernel).__name__})")
+                            f"(name)), got {short_repr(kernel)} ({type(kernel).__name__})")
     return kernel
 
-
-_FIELDS: dict = {}
-
-
-def exec_fields(cls) -> tuple | None:
-    """The keyword names ``cls._exec_set`` takes (None when it takes any)."""
-    fields = _FIELDS.get(cls, False)
-    if fields is False:
-        import inspect
-        params = list(inspect.signature(cls._exec_set).parameters.values())[3:]
-        fields = (None if any(p.kind == p.VAR_KEYWORD for p in params)
-                  else tuple(p.name for p in params))
-        _FIELDS[cls] = fields
-    return fields
-
-
-def check_changes(node, changes: dict, where: str = "set_params") -> None:
-    """Unknown field names for a node type raise, naming the fields that type has."""
-    fields = exec_fields(type(node))
-    if fields is None:
-        return
-    unknown = [k for k in changes if k not in fields]
-    if unknown:
-        raise ArgumentError(f"{where}: {type(node).__name__} has no field "
-                            f"{', '.join(map(repr, unknown))}; its fields are {list(fields)}")

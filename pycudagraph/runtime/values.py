@@ -1,0 +1,63 @@
+"""Plain values at public entries: integers, callables, events.
+
+Checks made before CUDA, so a wrong value raises an :class:`~pycudagraph.errors.ArgumentError`
+naming the parameter and the value instead of reaching CUDA as ``invalid argument``.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from .._cuda import rt
+from ..errors import ArgumentError
+
+__all__ = ["int_arg", "is_int", "short_repr", "require_callable", "require_event"]
+
+
+def is_int(value) -> bool:
+    """An int or numpy integer, not a bool."""
+    return (isinstance(value, (int, np.integer))
+            and not isinstance(value, (bool, np.bool_)))
+
+
+def int_arg(value, what: str, lo: int | None = None, hi: int | None = None) -> int:
+    """``value`` as an int, refusing bool, float, str and None (a ``TypeError`` naming ``what``).
+
+    Objects with ``__index__`` (numpy integers) are accepted. ``lo``/``hi`` bound it
+    inclusively (a ``ValueError`` naming ``what`` and the bound).
+    """
+    if type(value) is not int:
+        if isinstance(value, (bool, np.bool_)) or not hasattr(value, "__index__"):
+            raise ArgumentError(f"{what} must be an int, got {short_repr(value)} "
+                                f"({type(value).__name__})")
+        value = operator.index(value)
+    if lo is not None and value < lo:
+        raise ArgumentError(f"{what} must be >= {lo}, got {value}")
+    if hi is not None and value > hi:
+        raise ArgumentError(f"{what} must be <= {hi}, got {value}")
+    return value
+
+
+
+def short_repr(value) -> str:
+    """``repr(value)`` cut to 60 characters, for messages."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def require_callable(fn, what: str, where: str):
+    if not callable(fn):
+        raise ArgumentError(f"{where}: {what} must be callable, got {short_repr(fn)} "
+                            f"({type(fn).__name__})")
+    return fn
+
+
+def require_event(event, where: str):
+    """A :class:`pycudagraph.Event` (anything whose ``.handle`` is a ``cudaEvent_t``)."""
+    if not isinstance(getattr(event, "handle", None), rt.cudaEvent_t):
+        raise ArgumentError(f"{where}: event must be a pycudagraph.Event, got {short_repr(event)} "
+                            f"({type(event).__name__})")
+    return event
+
