@@ -42,7 +42,7 @@ def stream():
 @pytest.fixture
 def cpu_device(monkeypatch):
     """Without a GPU, pretend device 0 is current in this thread, so checks made before
-    any CUDA call can be tested with fake kernels (tests/fakes.py). With a GPU: nothing."""
+    any CUDA call can be tested with fake kernels (tests/support/fakes.py). With a GPU: nothing."""
     if _REASON is not None:
         from pycudagraph._cuda.context import thread_state
         monkeypatch.setattr(thread_state, "device", 0)

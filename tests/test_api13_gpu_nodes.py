@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import pycudagraph as pcg
-from test_api13_gpu import N, _buf, mod  # noqa: F401 - shared kernels and fixture
+from tests.test_api13_gpu import N, _buf, mod  # noqa: F401 - shared kernels and fixture
 
 pytestmark = pytest.mark.gpu
 

@@ -19,7 +19,7 @@ from pycudagraph import _cuda
 from pycudagraph.cli import info
 from pycudagraph.errors import CudaNotAvailableError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:

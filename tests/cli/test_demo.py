@@ -14,7 +14,7 @@ import pycudagraph as pcg
 from pycudagraph.cli._model_data import MEASURED
 from pycudagraph.cli.demo_mlp import SIZES, SPLITK_MAX_KC, allowed_splits, choose_splits
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 

@@ -5,7 +5,7 @@ import gc
 
 import pytest
 
-from fakes import H100, fake_kernel
+from tests.support.fakes import H100, fake_kernel
 
 from pycudagraph.compile import limits as validate
 
@@ -40,7 +40,7 @@ def test_device_check_leaves_iterable_args_to_the_packing(monkeypatch):
     """With several devices the arguments are checked for their devices before packing;
     a generator of arguments is read once, by both."""
     import pycudagraph as pcg
-    from fakes import fake_buffer
+    from tests.support.fakes import fake_buffer
     from pycudagraph._cuda import context as cdev
     k = fake_kernel()
     monkeypatch.setattr(cdev.seen, "multi", True)

@@ -1,6 +1,6 @@
 """Misuse: launch configuration against the device's and the kernel's limits.
 
-CPU tests use a mocked limits table (an H100's values, tests/fakes.py); GPU tests use the
+CPU tests use a mocked limits table (an H100's values, tests/support/fakes.py); GPU tests use the
 real device and check that a graph still launches correctly after each refusal.
 """
 
@@ -10,8 +10,8 @@ import pytest
 import pycudagraph as pcg
 from pycudagraph.compile import limits as validate
 
-from fakes import fake_graph, fake_kernel
-from healthy import assert_small_graph_works
+from tests.support.fakes import fake_graph, fake_kernel
+from tests.support.healthy import assert_small_graph_works
 
 ARGS = (0x1000, 1.0, 4)
 

@@ -11,7 +11,7 @@ import pycudagraph as pcg
 from pycudagraph.compile import headers
 from pycudagraph.compile import program
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 tomllib = pytest.importorskip("tomllib")
 requirements = pytest.importorskip("packaging.requirements")
 

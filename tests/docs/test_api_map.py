@@ -22,7 +22,7 @@ import pycudagraph
 from pycudagraph import _cuda
 from pycudagraph._cuda import rt
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "API_MAP.md"
 
 PREFIXES = ("cudaGraph", "cudaGraphExec", "cudaStreamBeginCapture", "cudaStreamEndCapture",

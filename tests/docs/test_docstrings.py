@@ -27,7 +27,7 @@ RAW_MODULES = [m for m in (runtime, driver, nvrtc, nvjitlink) if m is not None]
 RAW_NAME = re.compile(r"\b((?:cuda|cu|nvrtc|nvJitLink)[A-Z]\w*)")
 #: Every graph function of cuda-bindings 12.x and 13.x (the API map's first column).
 MAPPED = set(re.findall(r"^\| `(\w+)` \|",
-                        (Path(__file__).resolve().parent.parent / "docs" / "API_MAP.md").read_text(),
+                        (Path(__file__).resolve().parents[2] / "docs" / "API_MAP.md").read_text(),
                         re.M))
 
 CLASSES = [pcg.Graph, pcg.GraphExec, pcg.Stream, pcg.Event, pcg.DeviceBuffer, pcg.PinnedBuffer,

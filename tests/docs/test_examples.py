@@ -16,7 +16,7 @@ import pytest
 
 import pycudagraph as pcg
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 IDS = [p.stem for p in EXAMPLES]
 EXPECTED = {"capture_basics", "explicit_nodes", "update_without_recapture",

@@ -114,7 +114,7 @@ def test_trace_records_calls_as_c(helpers, stream):
     text = str(t)
     assert "cudaGraphCreate" in text
     assert "cuGraphAddKernelNode(&n1, g0, {n0}, 1, {func=fill, grid=(1,1,1), block=(32,1,1)" in text
-    assert "2.0f" in text and "test_gpu_capture.py" in text
+    assert "2.0f" in text and "test_capture.py" in text
     assert "cuGraphLaunch(exec0" in text
 
 

@@ -11,7 +11,7 @@ from cuda.bindings import runtime as rt
 import pycudagraph as pcg
 import pycudagraph.nodes.structure as structure
 from pycudagraph._lifetime import _refers_to, holders_of
-from fakes import _ids, fake_graph, fake_node
+from tests.support.fakes import _ids, fake_graph, fake_node
 
 
 class Kept:

@@ -9,7 +9,7 @@ from pycudagraph._cuda import versions as versions_mod
 import pycudagraph.graph.graph as graph_mod
 import pycudagraph.graph.exec as exec_mod
 from pycudagraph._lifetime import Ledger
-from fakes import _ids, fake_exec, fake_graph, fake_kernel, fake_node
+from tests.support.fakes import _ids, fake_exec, fake_graph, fake_kernel, fake_node
 
 SIG = "int a, int b"
 pytestmark = pytest.mark.usefixtures("cpu_device")
@@ -195,7 +195,7 @@ def test_a_conditional_node_of_a_closed_graph_still_describes_itself(monkeypatch
 def test_edges_stay_inside_one_body(monkeypatch):
     """Edge and dependency checks treat a body as its own graph: the cycle check walks the
     body's edges, and no edge or dependency joins a body's node to its parent's."""
-    from fakes import Edges
+    from tests.support.fakes import Edges
     edges = Edges().install(monkeypatch)
     g = fake_graph()
     top = fake_node(g)

@@ -1,6 +1,6 @@
 """Misuse: edges and dependencies (self-edge, cycle, duplicate, missing, foreign, None).
 
-CPU tests stand the driver's edge queries in with a host model (tests/fakes.py Edges);
+CPU tests stand the driver's edge queries in with a host model (tests/support/fakes.py Edges);
 GPU tests use real graphs and check a small graph still launches afterwards.
 """
 
@@ -8,8 +8,8 @@ import pytest
 
 import pycudagraph as pcg
 
-from fakes import Edges, fake_graph, fake_node
-from healthy import assert_small_graph_works
+from tests.support.fakes import Edges, fake_graph, fake_node
+from tests.support.healthy import assert_small_graph_works
 
 
 @pytest.fixture

@@ -16,8 +16,8 @@ from cuda.bindings import runtime as rt
 import pycudagraph as pcg
 from pycudagraph._cuda import versions as versions_mod
 import pycudagraph.graph.exec as exec_mod
-from fakes import _ids, fake_graph
-from test_graph_bodies import _exec, driver, if_node, kernel_node  # noqa: F401 - fixture
+from tests.support.fakes import _ids, fake_graph
+from tests.graph.test_conditional_bodies import _exec, driver, if_node, kernel_node  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.usefixtures("cpu_device")
 
@@ -128,7 +128,7 @@ def test_a_clones_ledger_holds_what_the_originals_nodes_point_at(monkeypatch, cp
     kernel nodes' ArgPacks (GraphExec reads its graph's ledger, not the node objects)."""
     from cuda.bindings import runtime as rt
 
-    from tests.fakes import fake_buffer, fake_graph, fake_kernel
+    from tests.support.fakes import fake_buffer, fake_graph, fake_kernel
     import pycudagraph.graph.clone as clone_mod
     g = fake_graph()
     k = fake_kernel()

@@ -17,7 +17,7 @@ from cuda.bindings import driver as dr
 import pycudagraph as pcg
 from pycudagraph.nodes import captured_kernel as captured
 from pycudagraph.errors import ArgumentError, ClosedError, CudaError
-from tests.fakes import fake_graph, fake_node
+from tests.support.fakes import fake_graph, fake_node
 
 
 class Owner:

@@ -12,7 +12,7 @@ from cuda.bindings import runtime as rt
 import pycudagraph as pcg
 from pycudagraph.graph import introspect
 from pycudagraph._cuda import versions
-from tests.fakes import fake_graph, fake_node
+from tests.support.fakes import fake_graph, fake_node
 
 
 def _ok(*values):

@@ -9,7 +9,7 @@ import pycudagraph as pcg
 from pycudagraph.graph import graph as graph_mod
 from pycudagraph.compile.args import dim3
 
-from fakes import Edges, fake_graph, fake_node
+from tests.support.fakes import Edges, fake_graph, fake_node
 
 U32 = 2**32
 good_int = st.integers(1, U32 - 1)

@@ -11,8 +11,8 @@ import pytest
 import pycudagraph as pcg
 from pycudagraph.compile import program
 
-from fakes import fake_buffer, fake_exec, fake_graph, fake_kernel, fake_node
-from healthy import assert_small_graph_works
+from tests.support.fakes import fake_buffer, fake_exec, fake_graph, fake_kernel, fake_node
+from tests.support.healthy import assert_small_graph_works
 
 ARGS = (0x1000, 1.0, 4)
 

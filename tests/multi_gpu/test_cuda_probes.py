@@ -3,7 +3,7 @@
 Each probe runs in a fresh process (peer access off, and a failure cannot take the test
 session down) and prints one JSON line: which call, what it returned, whether the data
 came out right. The tests assert the facts the package relies on; ``python
-tests/test_multi_gpu_probe.py`` prints them all. Skipped with a one-sentence reason on
+tests/multi_gpu/test_cuda_probes.py`` prints them all. Skipped with a one-sentence reason on
 machines with fewer than 2 GPUs.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 N = 1 << 16
 
 

@@ -16,7 +16,7 @@ import pytest
 
 import pycudagraph as pcg
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 COUNT = pcg.device_count()
 
 

@@ -8,7 +8,7 @@ import pytest
 from cuda.bindings import driver as dr
 
 import pycudagraph as pcg
-from tests.fakes import fake_graph, fake_node
+from tests.support.fakes import fake_graph, fake_node
 
 _OK = dr.CUresult.CUDA_SUCCESS
 ADDR = 0x7F00_0000_0100

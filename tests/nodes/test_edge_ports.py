@@ -8,7 +8,7 @@ from cuda.bindings import runtime as rt
 
 from pycudagraph._cuda import versions
 from pycudagraph.nodes.edges import edge_data
-from tests.fakes import fake_graph, fake_node
+from tests.support.fakes import fake_graph, fake_node
 
 _OK = rt.cudaError_t.cudaSuccess
 

@@ -10,7 +10,7 @@ from cuda.bindings import runtime as rt
 
 import pycudagraph as pcg
 from pycudagraph._cuda import versions
-from tests.fakes import fake_graph, fake_node
+from tests.support.fakes import fake_graph, fake_node
 
 _OK = rt.cudaError_t.cudaSuccess
 NEW = 0x4500_0000

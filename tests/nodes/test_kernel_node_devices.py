@@ -3,7 +3,7 @@
 The node's own function (its pack header names it) and that function's device decide:
 its limits and shared-memory attribute (set_params, exe.set_params), and which devices'
 DeviceBuffers its updates may take (set_arg, set_params) once several devices are in use.
-Fake kernels, graphs and execs (tests/fakes.py): no raw call reaches CUDA.
+Fake kernels, graphs and execs (tests/support/fakes.py): no raw call reaches CUDA.
 """
 
 import pytest
@@ -13,7 +13,7 @@ import pycudagraph.graph.exec as exec_mod
 from pycudagraph.compile import limits as validate
 from pycudagraph._cuda import context as cdev, fast
 from pycudagraph._lifetime import Ledger
-from fakes import H100, _ids, fake_buffer, fake_exec, fake_graph, fake_kernel
+from tests.support.fakes import H100, _ids, fake_buffer, fake_exec, fake_graph, fake_kernel
 
 
 @pytest.fixture

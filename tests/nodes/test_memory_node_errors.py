@@ -12,8 +12,8 @@ import pycudagraph as pcg
 from pycudagraph.nodes import MemsetParams
 from pycudagraph.nodes.copy_params import memcpy_args, memset_params
 
-from fakes import fake_buffer
-from healthy import assert_small_graph_works
+from tests.support.fakes import fake_buffer
+from tests.support.healthy import assert_small_graph_works
 
 
 def current(nbytes_row=64, count=16, es=4, height=1, pitch=0, dst=0x1000):

@@ -9,7 +9,7 @@ import pytest
 from cuda.bindings import runtime as rt
 
 import pycudagraph as pcg
-from tests.fakes import fake_graph, fake_node
+from tests.support.fakes import fake_graph, fake_node
 
 _OK = rt.cudaError_t.cudaSuccess
 S1, S2 = 0x4900_0000, 0x4900_1000

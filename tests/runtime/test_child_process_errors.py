@@ -7,7 +7,7 @@ printed the refusal (with the word naming the problem) and ``HEALTHY``.
 
 import pytest
 
-from watchdog import run_snippet
+from tests.support.watchdog import run_snippet
 
 PRELUDE = """
 import numpy as np

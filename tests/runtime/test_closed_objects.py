@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import pycudagraph as pcg
-from _lifetime_util import small_graph_works
+from tests.support.lifetime_util import small_graph_works
 
 pytestmark = pytest.mark.gpu
 

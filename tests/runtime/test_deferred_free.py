@@ -12,7 +12,7 @@ import pytest
 import pycudagraph as pcg
 from pycudagraph import _lifetime
 from pycudagraph._cuda import rt
-from _lifetime_util import small_graph_works
+from tests.support.lifetime_util import small_graph_works
 
 pytestmark = pytest.mark.gpu
 

@@ -7,7 +7,7 @@ the exit code must be the one asked for and stderr must be empty.
 import pytest
 
 import pycudagraph as pcg
-from _lifetime_util import run_python, small_graph_works
+from tests.support.lifetime_util import run_python, small_graph_works
 
 pytestmark = pytest.mark.gpu
 

@@ -18,7 +18,7 @@ import pytest
 from pycudagraph._cuda import _build, fast
 from pycudagraph.cli import info
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # The fake driver: every entry point records its arguments (and a copy of the launch's
 # argument bytes) and returns RC[name] (0 unless a test sets it).
@@ -280,9 +280,7 @@ def test_exec_set_arg_rewrites_one_slot_and_returns_what_to_retire():
 # The compiled paths as the API calls them (Graph.add_kernel, Kernel.launch, GraphExec.set_arg)
 # with the fake driver behind both paths: what the checked path refuses never reaches it.
 INTEGRATED = textwrap.dedent('''
-    import sys
-    sys.path.insert(0, "tests")
-    from fakes import fake_graph, fake_node, fake_kernel, fake_exec, fake_buffer
+    from tests.support.fakes import fake_graph, fake_node, fake_kernel, fake_exec, fake_buffer
     from pycudagraph import _lifetime
     from pycudagraph._cuda import fast
     from pycudagraph._cuda.context import thread_state
@@ -345,7 +343,7 @@ def test_compiled_add_keeps_the_checked_paths_guarantees():
 
 
 def test_fits_is_false_for_limits_never_loaded():
-    from fakes import fake_kernel
+    from tests.support.fakes import fake_kernel
     from pycudagraph.compile import limits as validate
     k = fake_kernel()
     assert k._fits(1, 32, 0) and not k._fits(1, 2048, 0) and not k._fits((1,), 32, 0)

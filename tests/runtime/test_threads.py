@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import pycudagraph as pcg
-from _lifetime_util import run_python, small_graph_works
+from tests.support.lifetime_util import run_python, small_graph_works
 
 pytestmark = pytest.mark.gpu
 

@@ -15,7 +15,7 @@ from cuda.bindings import runtime as rt
 
 import pycudagraph as pcg
 from pycudagraph.runtime import user_objects
-from tests.fakes import fake_graph
+from tests.support.fakes import fake_graph
 
 _OK = rt.cudaError_t.cudaSuccess
 

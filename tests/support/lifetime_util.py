@@ -12,7 +12,7 @@ import numpy as np
 
 import pycudagraph as pcg
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def small_graph_works(helpers, value: float = 3.5, n: int = 256) -> None:
