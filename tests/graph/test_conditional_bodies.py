@@ -6,56 +6,17 @@ from cuda.bindings import runtime as rt
 
 import pycudagraph as pcg
 from pycudagraph._cuda import versions as versions_mod
-import pycudagraph.graph.graph as graph_mod
-import pycudagraph.graph.exec as exec_mod
-from pycudagraph._lifetime import Ledger
-from tests.support.fakes import _ids, fake_exec, fake_graph, fake_kernel, fake_node
+from tests.support.fakes import fake_graph, fake_kernel, fake_node
+from tests.support.fake_bodies import SIG, driver, exec_of, if_node, kernel_node  # noqa: F401 - fixture
 
-SIG = "int a, int b"
 pytestmark = pytest.mark.usefixtures("cpu_device")
-
-
-def if_node(g):
-    """A fake IfNode of ``g`` with one (fake) body graph."""
-    node = pcg.IfNode(g, next(_ids), pcg.ConditionalHandle(g, 1))
-    node._bodies = (g._wrap_child(rt.cudaGraph_t(next(_ids)), owner=node),)
-    g._nodes[node._h] = node
-    return node
-
-
-def kernel_node(g, a, b):
-    pack = fake_kernel(SIG).pack((a, b), 1, 32)
-    node = pcg.KernelNode(g, next(_ids), pack)
-    g._nodes[node._h] = node
-    return node
-
-
-@pytest.fixture
-def driver(monkeypatch):
-    """Records the exec's kernel-node updates; cudaGraphDestroyNode does nothing."""
-    sent = []
-    monkeypatch.setattr(exec_mod, "_native_set_arg", None)
-    monkeypatch.setattr(exec_mod, "_exec_set",
-                        lambda exe, h, pack, node: sent.append((h, list(pack.values()))))
-    real_call = graph_mod.call
-    monkeypatch.setattr(graph_mod, "call", lambda fn, *a: None if fn is rt.cudaGraphDestroyNode
-                        else real_call(fn, *a))
-    return sent
-
-
-def _exec(g):
-    exe = fake_exec(g)
-    exe._ledger = Ledger(owner=exe)
-    exe._src = {n._h: n._pack for n in g._all_nodes() if type(n) is pcg.KernelNode}
-    g._execs.add(exe)
-    return exe
 
 
 def test_a_removed_body_node_is_not_updated_through_a_cached_entry(driver):
     g = fake_graph()
     cond = if_node(g)
     k = kernel_node(cond.body, 1, 2)
-    exe = _exec(g)
+    exe = exec_of(g)
     exe.set_arg(k, "a", 5)  # the exec now has its own entry for k
     assert driver == [(k._h, [5, 2])]
     cond.body.remove_node(k)
@@ -69,7 +30,7 @@ def test_removing_a_conditional_node_forgets_its_body_nodes(driver):
     cond = if_node(g)
     inner = if_node(cond.body)
     k = kernel_node(inner.body, 1, 2)
-    exe = _exec(g)
+    exe = exec_of(g)
     exe.set_arg(k, 1, 7)
     g.remove_node(cond)
     with pytest.raises(pcg.ClosedError, match="belongs to Graph"):
@@ -85,7 +46,7 @@ def test_update_pairs_the_nodes_of_bodies(driver, monkeypatch):
     order = {int(gr._raw_handle): [rt.cudaGraphNode_t(n._h) for n in gr._nodes.values()]
              for gr in (old, new, c_old.body, c_new.body)}
     monkeypatch.setattr(versions_mod, "graph_nodes", lambda raw: order[int(raw)])
-    exe = _exec(old)
+    exe = exec_of(old)
     exe._pending = new  # what update(new) leaves for the next per-node update
     exe.set_arg(k_new, "a", 11)  # the new graph's body node stands for the exec's
     assert driver == [(k_old._h, [11, 20])]
@@ -148,7 +109,7 @@ def test_closing_a_graph_closes_its_bodies_while_an_exec_keeps_it():
     cond = if_node(g)
     inner = if_node(cond.body)
     k = kernel_node(inner.body, 1, 2)
-    exe = _exec(g)  # an exec keeps the raw graph: close() only marks it closed
+    exe = exec_of(g)  # an exec keeps the raw graph: close() only marks it closed
     g.close()
     assert not g._dead
     for body in (cond.body, inner.body):
@@ -171,7 +132,7 @@ def test_after_update_a_removed_node_is_not_reached_through_its_twin(driver, mon
     order = {int(gr._raw_handle): [rt.cudaGraphNode_t(n._h) for n in gr._nodes.values()]
              for gr in (old, new)}
     monkeypatch.setattr(versions_mod, "graph_nodes", lambda raw: order[int(raw)])
-    exe = _exec(old)
+    exe = exec_of(old)
     exe._pending = new
     exe.set_arg(k_new, "a", 11)  # pairs the graphs: k_new stands for k_old
     old.remove_node(k_old)
@@ -187,7 +148,7 @@ def test_a_conditional_node_of_a_closed_graph_still_describes_itself(monkeypatch
     monkeypatch.setattr(versions_mod, "graph_nodes", lambda raw: [1, 2])
     g = fake_graph()
     cond = if_node(g)
-    _exec(g)
+    exec_of(g)
     g.close()  # the exec keeps the raw graph: error messages still show the node
     assert "if on 0x1 (body nodes: 2)" in repr(cond)
 
@@ -223,7 +184,7 @@ def test_update_from_the_same_graph_takes_its_bodies_new_arguments(driver, monke
     order = {int(gr._raw_handle): [rt.cudaGraphNode_t(n._h) for n in gr._nodes.values()]
              for gr in (g, cond.body)}
     monkeypatch.setattr(versions_mod, "graph_nodes", lambda raw: order[int(raw)])
-    exe = _exec(g)
+    exe = exec_of(g)
     k._pack = fake_kernel(SIG).pack((10, 20), 1, 32)  # what k.set_params(args=...) leaves
     exe._pending = g  # exe.update(g) carried the new arguments into the exec
     exe.set_arg(k, "a", 5)

@@ -17,7 +17,7 @@ import pycudagraph as pcg
 from pycudagraph._cuda import versions as versions_mod
 import pycudagraph.graph.exec as exec_mod
 from tests.support.fakes import _ids, fake_graph
-from tests.graph.test_conditional_bodies import _exec, driver, if_node, kernel_node  # noqa: F401 - fixture
+from tests.support.fake_bodies import driver, exec_of, if_node, kernel_node  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.usefixtures("cpu_device")
 
@@ -30,7 +30,7 @@ def twins(driver, monkeypatch):  # noqa: F811 - the fixture imported above
     order = {int(g._raw_handle): [rt.cudaGraphNode_t(n._h) for n in g._nodes.values()]
              for g in (old, new)}
     monkeypatch.setattr(versions_mod, "graph_nodes", lambda raw: order[int(raw)])
-    exe = _exec(old)
+    exe = exec_of(old)
     exe._pending = new  # what update(new) leaves for the next per-node update
     exe.set_arg(k_new, "a", 11)
     assert driver == [(k_old._h, [11, 20])] and k_new._h in exe._aliases
@@ -97,7 +97,7 @@ def test_a_failing_body_node_is_not_cached_in_the_parent(failing_update):
     g = fake_graph()
     cond = if_node(g)
     k = kernel_node(cond.body, 1, 2)
-    exe = _exec(fake_graph())
+    exe = exec_of(fake_graph())
     failing_update.append(k._h)
     with pytest.raises(pcg.GraphExecUpdateError, match="function changed") as info:
         exe.update(g)
@@ -115,7 +115,7 @@ def test_a_failing_body_node_read_back_belongs_to_its_body(failing_update, monke
              int(cond.body._raw_handle): [rt.cudaGraphNode_t(h)]}
     monkeypatch.setattr(versions_mod, "graph_nodes", lambda raw: order[int(raw)])
     monkeypatch.setattr(versions_mod, "node_type", lambda node: 5)  # an empty node
-    exe = _exec(fake_graph())
+    exe = exec_of(fake_graph())
     failing_update.append(h)
     with pytest.raises(pcg.GraphExecUpdateError, match="node: empty") as info:
         exe.update(g)

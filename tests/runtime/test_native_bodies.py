@@ -2,7 +2,7 @@
 the compiled and the checked set_arg refuse a removed node, or one of a destroyed body,
 with ClosedError instead of handing the driver a destroyed node handle."""
 
-from tests.runtime.test_native_fake_driver import INTEGRATED, needs_native, run_fake
+from tests.support.native_driver import INTEGRATED, needs_native, run_fake
 
 SETUP = '''
 import textwrap

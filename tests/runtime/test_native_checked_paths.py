@@ -1,0 +1,125 @@
+"""The compiled paths as the API calls them (Graph.add_kernel, Kernel.launch,
+GraphExec.set_arg), with the fake driver behind both paths (CPU): what the checked path
+refuses never reaches the driver, and what it keeps alive is kept."""
+
+import textwrap
+
+from tests.support.native_driver import INTEGRATED, needs_native, run_fake
+
+
+@needs_native
+def test_compiled_add_keeps_the_checked_paths_guarantees():
+    run_fake(INTEGRATED + textwrap.dedent('''
+        g = fake_graph()
+        a = fake_node(g)
+        buf = buffer()
+        node = g.add_kernel(k, 1, 32, (buf, 1.0, 4), deps=[a])
+        assert CALLS[-1][0] == "add" and CALLS[-1][1][1] == [a._h]  # the compiled add
+        assert node._pack.refs[0] is buf and _lifetime.holders_of(buf)  # the ledger sees it
+        refused(lambda: g.add_kernel(k, 1, 32, (buf, 1.0, 4), deps=[a, a]),
+                pcg.ArgumentError, "twice")
+        refused(lambda: g.add_kernel(k, 1, 2048, (buf, 1.0, 4)), pcg.ArgumentError,
+                "threads per block")
+        gone = buffer()
+        gone.free()
+        assert freed == [gone]
+        refused(lambda: g.add_kernel(k, 1, 32, (gone, 1.0, 4)), pcg.ClosedError, "was freed")
+        b = fake_node(g)
+        b._raw = REMOVED
+        refused(lambda: g.add_kernel(k, 1, 32, (buf, 1.0, 4), deps=[b]), pcg.ClosedError,
+                "removed")
+        g._closed = True
+        refused(lambda: g.add_kernel(k, 1, 32, (buf, 1.0, 4)), pcg.ClosedError, "closed")
+        g._closed = False
+        with pcg.trace() as t:
+            g.add_kernel(k, 1, 32, (buf, 1.0, 4))
+        assert [r.api for r in t.records] == ["cuGraphAddKernelNode"]
+    '''))
+
+
+def test_fits_is_false_for_limits_never_loaded():
+    from tests.support.fakes import fake_kernel
+    from pycudagraph.compile import limits as validate
+    k = fake_kernel()
+    assert k._fits(1, 32, 0) and not k._fits(1, 2048, 0) and not k._fits((1,), 32, 0)
+    del validate.KERNEL_LIMITS[k._func_int]
+    assert not k._fits(1, 32, 0)  # unknown limits: the checked path loads them
+
+
+@needs_native
+def test_compiled_set_arg_retires_and_refuses_as_the_checked_path():
+    run_fake(INTEGRATED + textwrap.dedent('''
+        from pycudagraph._lifetime import Ledger
+        g = fake_graph()
+        one, two, three = buffer(), buffer(), buffer()
+        node = g.add_kernel(k, 1, 32, (one, 1.0, 4))
+        exe = fake_exec(g)
+        exe._src = {node._h: node._pack}
+        exe._ledger = Ledger({"graph": g.keepalive()}, owner=exe)
+        exe._last_stream = _NEVER
+        exe._fin, exe._addr = (lambda: None), exe._h
+        g._execs.add(exe)
+        exe.set_arg(node, 0, two)
+        assert CALLS[-1][0] == "exec_set" and CALLS[-1][1][2][0] == two.ptr
+        exe.set_arg(node, 0, three)  # `two` may still be read by a queued launch
+        assert any(r is two for r in exe._ledger.retired)
+        two.free()
+        assert freed == [] and _lifetime.deferred_frees() == [two]
+        exe.synchronize()  # no launch yet: nothing to wait for; the retired are let go
+        assert freed == [two]
+        gone = buffer()
+        gone.free()
+        refused(lambda: exe.set_arg(node, 0, gone), pcg.ClosedError, "was freed")
+        refused(lambda: exe.set_arg(node, 3, 1.0), pcg.ArgumentError, "out of range")
+        refused(lambda: exe.set_arg(node, "zz", 1.0), pcg.ArgumentError, "no parameter named")
+        exe.close()
+        refused(lambda: exe.set_arg(node, 1, 2.0), pcg.ClosedError, "closed")
+    '''))
+
+
+@needs_native
+def test_compiled_eager_launch_refuses_freed_buffers_and_feeds_captures():
+    run_fake(INTEGRATED + textwrap.dedent('''
+        buf = buffer()
+        k.launch(1, 32, (buf, 1.0, 4))
+        assert CALLS[-1][0] == "launch_kernel" and CALLS[-1][1][5][0] == buf.ptr
+        kept = []
+        _lifetime.capture_keeps.append(kept)
+        k.launch(1, 32, [buf, 2.0, 4])
+        # under capture a configuration is checked before the driver sees it
+        refused(lambda: k.launch(1, 2048, (buf, 1.0, 4)), pcg.ArgumentError, "threads per block")
+        _lifetime.capture_keeps.remove(kept)
+        assert any(buf in x for x in kept if isinstance(x, tuple)), kept
+        gone = buffer()
+        gone.free()
+        refused(lambda: k.launch(1, 32, (gone, 1.0, 4)), pcg.ClosedError, "was freed")
+        s = pcg.Stream.__new__(pcg.Stream)
+        s._h, s._dev, s._addr = None, 0, 0x5000
+        refused(lambda: k.launch(1, 32, (buf, 1.0, 4), stream=s), pcg.ClosedError, "")
+    '''))
+
+
+@needs_native
+def test_compiled_set_arg_hands_back_while_several_devices_are_in_use():
+    """With two devices seen the compiled set_arg does not run: the checked path judges the
+    buffer's device against the node's (a node of device 0 here)."""
+    run_fake(INTEGRATED + textwrap.dedent('''
+        from pycudagraph._cuda.context import seen
+        from pycudagraph._lifetime import Ledger
+        g = fake_graph()
+        node = g.add_kernel(k, 1, 32, (buffer(), 1.0, 4))
+        exe = fake_exec(g)
+        exe._src = {node._h: node._pack}
+        exe._ledger = Ledger(owner=exe)
+        exe._last_stream, exe._fin, exe._addr = _NEVER, (lambda: None), exe._h
+        seen.multi = True
+        other = buffer()
+        other._dev = 1
+        refused(lambda: exe.set_arg(node, 0, other), pcg.DeviceMismatchError,
+                "runs on device 0 but argument 0 'y' (a DeviceBuffer) is memory of device 1")
+        mine = buffer()
+        with pcg.trace() as t:  # the checked path's call (the compiled one is not traced)
+            exe.set_arg(node, 0, mine)
+        assert [r.api for r in t.records] == ["cuGraphExecKernelNodeSetParams"]
+        assert CALLS[-1][0] == "exec_set" and CALLS[-1][1][2][0] == mine.ptr
+    '''))
