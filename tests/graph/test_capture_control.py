@@ -1,15 +1,21 @@
 """Capture control on the CPU: capture_info, update_capture_dependencies, capture_mode and
 recapture make their raw calls with the right arguments on cuda-bindings 13.x and (shims
-forced to 12.x) 12.x; arguments are checked before any call; the recapture gate."""
+forced to 12.x) 12.x; arguments are checked before any call; the recapture gate. On the
+GPU (marker ``gpu``): a node added by hand to a live capture, capture_mode, recapture."""
 
 from __future__ import annotations
 
+import struct
+
+import numpy as np
 import pytest
 from cuda.bindings import runtime as rt
 
 import pycudagraph as pcg
 from pycudagraph._cuda import versions
 from tests.support.fakes import fake_graph, fake_node
+from tests.support.captured_graph import N, buf_of, read_back
+from tests.support.captured_graph import mod  # noqa: F401 - a fixture
 
 _OK = rt.cudaError_t.cudaSuccess
 _ACTIVE = rt.cudaStreamCaptureStatus.cudaStreamCaptureStatusActive
@@ -193,3 +199,66 @@ def test_capture_info_edge_data_outlives_the_drivers_array(monkeypatch, graph_an
     assert got[4][0] is not data[0]
     from pycudagraph.nodes.edges import port_name
     assert port_name(got[4][0]) == "programmatic"
+
+
+# On the GPU ---------------------------------------------------------------------------
+
+@pytest.mark.gpu
+def test_capture_then_patch_one_node_by_hand(mod, stream):
+    """capture_info during a capture, a kernel node added by hand to the capture's graph,
+    joined into the capture with update_dependencies('set'); the rest is captured after."""
+    xs = np.arange(N, dtype=np.float32)
+    x, y, y2 = buf_of(xs), pcg.DeviceBuffer(4 * N), pcg.DeviceBuffer(4 * N)
+    blob = struct.pack("<QQi4x", y.ptr, y2.ptr, N)
+    assert pcg.capture_info(stream).status == "none"
+    with pcg.capture(stream) as cap:
+        mod["scale2"].launch(N // 256, 256, (x, y, 2.0, N), stream=stream)
+        info = cap.info
+        assert info.status == "active" and info.id > 0 and len(info.dependencies) == 1
+        assert pcg.capture_info(stream).id == info.id
+        hand = info.graph.add_kernel(mod["scale2"], N // 256, 256, (y, y, 3.0, N),
+                                     deps=info.dependencies)
+        cap.update_dependencies([hand], mode="set")
+        assert cap.info.dependencies == [hand]
+        mod["copy_struct"].launch(N // 256, 256, (blob,), stream=stream)  # y2 = y + 1
+    g = cap.graph
+    assert g is info.graph and len(g) == 3
+    exe = g.instantiate()
+    exe.launch(stream)
+    stream.synchronize()
+    np.testing.assert_allclose(read_back(y2), 6 * xs + 1)
+    exe.set_arg(hand, "a", 4.0)  # the hand-made node keeps its signature
+    exe.launch(stream)
+    stream.synchronize()
+    np.testing.assert_allclose(read_back(y2), 8 * xs + 1)
+
+
+@pytest.mark.gpu
+def test_capture_mode_context_manager(stream):
+    with pcg.capture_mode("relaxed") as cm:
+        assert cm.previous == "global"
+        with pcg.capture_mode("thread_local") as inner:
+            assert inner.previous == "relaxed"
+    with pcg.capture_mode("global") as again:
+        assert again.previous == "global"
+
+
+@pytest.mark.gpu
+def test_recapture_into_the_same_graph_or_a_clear_error(mod, stream):
+    from pycudagraph._cuda import versions
+    xs = np.arange(N, dtype=np.float32)
+    x, y = buf_of(xs), pcg.DeviceBuffer(4 * N)
+    with pcg.capture(stream) as cap:
+        mod["scale2"].launch(N // 256, 256, (x, y, 2.0, N), stream=stream)
+    g = cap.graph
+    if versions.driver_version() < 13030 or not hasattr(versions.rt, "cudaStreamBeginRecaptureToGraph"):
+        with pytest.raises(pcg.NotSupportedError, match="13.3"):
+            with pcg.recapture(stream, g):
+                pass
+        return
+    with pcg.recapture(stream, g) as rc:
+        mod["scale2"].launch(N // 256, 256, (x, y, 5.0, N), stream=stream)
+    assert rc.graph is g and len(g) == 1
+    g.instantiate().launch(stream)
+    stream.synchronize()
+    np.testing.assert_allclose(read_back(y), 5 * xs)

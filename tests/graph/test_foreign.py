@@ -1,6 +1,7 @@
 """Graphs made elsewhere (Graph.wrap / GraphExec.wrap), captured kernel-node arguments and
 GraphExec.rebind, on the CPU: the kernelParams arrays live in host memory and the driver
-calls are replaced by recorders (the GPU run is in test_api13_gpu.py)."""
+calls are replaced by recorders. On the GPU (marker ``gpu``): a captured graph rebound,
+its kernel nodes updated, and the graph and exec wrapped (a PyTorch graph: tests/frameworks)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ import pycudagraph as pcg
 from pycudagraph.nodes import captured_kernel as captured
 from pycudagraph.errors import ArgumentError, ClosedError, CudaError
 from tests.support.fakes import fake_graph, fake_node
+from tests.support.captured_graph import N, buf_of, captured_graph, read_back
+from tests.support.captured_graph import mod  # noqa: F401 - a fixture
 
 
 class Owner:
@@ -289,3 +292,67 @@ def test_repeated_updates_hold_one_object_per_argument(scene):
     keys = [k for k in exe._ledger.held if isinstance(k, tuple) and k[0] == "captured"]
     assert keys == [("captured", b._h, 0)]
     assert exe._ledger.held[keys[0]] == (arrays[-1],)
+
+
+# On the GPU: captured graphs rebound, updated and wrapped -----------------------------
+
+@pytest.mark.gpu
+def test_rebind_on_a_captured_graph_patches_pointer_and_struct_slots(mod, stream):
+    xs = np.arange(N, dtype=np.float32)
+    x, x_new = buf_of(xs), buf_of(xs * 10)
+    y, y2 = pcg.DeviceBuffer(4 * N), pcg.DeviceBuffer(4 * N)
+    g = captured_graph(mod, stream, x, y, y2)
+    exe = g.instantiate()
+    assert exe.rebind(x, x_new) == 2  # one pointer argument, one slot inside the struct
+    exe.launch(stream)
+    stream.synchronize()
+    np.testing.assert_allclose(read_back(y), 2 * xs * 10)
+    np.testing.assert_allclose(read_back(y2), xs * 10 + 1)
+    with pytest.raises(pcg.ArgumentError, match="no kernel argument"):
+        exe.rebind(x, x_new)
+    assert exe.rebind(x, x_new, missing_ok=True) == 0
+
+
+@pytest.mark.gpu
+def test_set_arg_and_set_params_on_captured_nodes(mod, stream):
+    xs = np.arange(N, dtype=np.float32)
+    x, y, y2 = buf_of(xs), pcg.DeviceBuffer(4 * N), pcg.DeviceBuffer(4 * N)
+    g = captured_graph(mod, stream, x, y, y2)
+    k = [n for n in g.nodes if n.kernel_name == "scale2"][0]
+    exe = g.instantiate()
+    exe.set_arg(k, 2, 3.0)  # by index: the float
+    exe.launch(stream)
+    stream.synchronize()
+    np.testing.assert_allclose(read_back(y), 3 * xs)
+    with pytest.raises(pcg.ArgumentError, match="does not fit 4 bytes"):
+        exe.set_arg(k, 3, 1 << 40)  # n is a 4-byte int
+    exe.set_params(k, args={2: np.float32(4.0)}, grid=N // 128, block=128)
+    exe.launch(stream)
+    stream.synchronize()
+    np.testing.assert_allclose(read_back(y), 4 * xs)
+    k.set_params(args={2: 5.0})  # in the graph: a new exec sees it
+    exe2 = g.instantiate()
+    exe2.launch(stream)
+    stream.synchronize()
+    np.testing.assert_allclose(read_back(y), 5 * xs)
+
+
+@pytest.mark.gpu
+def test_wrap_a_graph_and_exec_made_elsewhere(mod, stream):
+    xs = np.arange(N, dtype=np.float32)
+    x, y, y2 = buf_of(xs), pcg.DeviceBuffer(4 * N), pcg.DeviceBuffer(4 * N)
+    g = captured_graph(mod, stream, x, y, y2)
+    exe = g.instantiate()
+    wg = pcg.Graph.wrap(int(g.handle), owner=g)
+    assert [n.kernel_name for n in wg.nodes] == ["scale2", "copy_struct"]
+    assert "scale2" in wg.to_dot()
+    we = pcg.GraphExec.wrap(int(exe.handle), owner=exe, graph=wg)
+    x2 = buf_of(xs + 1)
+    assert we.rebind(x, x2) == 2
+    we.launch(stream)
+    stream.synchronize()
+    np.testing.assert_allclose(read_back(y), 2 * (xs + 1))
+    we.close()
+    wg.close()
+    exe.launch(stream)  # not destroyed by the wrappers
+    stream.synchronize()

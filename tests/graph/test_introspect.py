@@ -1,10 +1,12 @@
 """Graph.describe / print(graph), IDs and exec flags on the CPU: graphs of fake nodes,
-driver calls replaced by recorders, the version gates' messages."""
+driver calls replaced by recorders, the version gates' messages. On the GPU (marker
+``gpu``): a captured graph described, IDs on this driver, flags read back."""
 
 from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 from cuda.bindings import driver as dr
 from cuda.bindings import runtime as rt
@@ -13,6 +15,8 @@ import pycudagraph as pcg
 from pycudagraph.graph import introspect
 from pycudagraph._cuda import versions
 from tests.support.fakes import fake_graph, fake_node
+from tests.support.captured_graph import N, buf_of, captured_graph
+from tests.support.captured_graph import mod  # noqa: F401 - a fixture
 
 
 def _ok(*values):
@@ -139,3 +143,55 @@ def test_exec_flags_name_the_instantiate_keywords(monkeypatch, cpu_device):
     assert exe.flags == {"auto_free_on_launch": True, "device_launch": False,
                          "use_node_priority": True}
     assert seen == [0x6400_0000]
+
+
+# On the GPU ---------------------------------------------------------------------------
+
+@pytest.mark.gpu
+def test_describe_lists_a_captured_graph(mod, stream):
+    x, y, y2 = buf_of(np.ones(N)), pcg.DeviceBuffer(4 * N), pcg.DeviceBuffer(4 * N)
+    g = captured_graph(mod, stream, x, y, y2)
+    lines = str(g).splitlines()
+    assert lines[0].endswith("2 nodes, 1 edges")
+    assert "[0] kernel" in lines[1] and "scale2<<<(16,1,1), (256,1,1), 0>>>" in lines[1]
+    assert lines[1].endswith("deps: -")
+    assert "[1] kernel" in lines[2] and "copy_struct<<<" in lines[2]
+    assert lines[2].endswith("deps: 0")
+    assert "func=0x" in lines[1] and "func=0x0 " not in lines[1]
+
+
+@pytest.mark.gpu
+def test_ids_on_this_driver(stream):
+    from pycudagraph._cuda import versions
+    g = pcg.Graph()
+    a = g.add_empty()
+    b = g.add_empty(deps=[a])
+    if versions.driver_version() < 13010 or not hasattr(versions.rt, "cudaGraphGetId"):
+        with pytest.raises(pcg.NotSupportedError, match="13.1"):
+            g.id
+        with pytest.raises(pcg.NotSupportedError, match="13.1"):
+            a.local_id
+        assert "id=-" in g.describe()
+        return
+    assert isinstance(g.id, int) and a.local_id != b.local_id
+    assert a.tools_id != b.tools_id
+    assert a.containing_graph is g
+    exe = g.instantiate()
+    assert isinstance(exe.id, int)
+    assert f"id={a.local_id}" in g.describe()
+
+
+@pytest.mark.gpu
+def test_exec_flags_read_back():
+    g = pcg.Graph()
+    g.add_empty()
+    assert g.instantiate().flags == {"auto_free_on_launch": False, "device_launch": False,
+                                     "use_node_priority": False}
+    exe = g.instantiate(auto_free_on_launch=True, use_node_priority=True)
+    flags = exe.flags
+    assert flags["auto_free_on_launch"] and not flags["device_launch"]
+    # what CUDA reports, decoded bit by bit (the CUDA 13.0 driver seen on an H100 does not
+    # report UseNodePriority back, though instantiation accepted it)
+    bits = int(pcg._cuda.call(pcg._cuda.rt.cudaGraphExecGetFlags, exe.handle))
+    prio = int(pcg._cuda.rt.cudaGraphInstantiateFlags.cudaGraphInstantiateFlagUseNodePriority)
+    assert flags["use_node_priority"] == bool(bits & prio)

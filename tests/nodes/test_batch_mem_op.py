@@ -1,6 +1,7 @@
 """Batch memory-op nodes on the CPU: wait/write/flush/barrier operations checked and
 encoded into CUDA_BATCH_MEM_OP_NODE_PARAMS, and the driver add / get / set / exec-set
-calls recorded in place of cuda.bindings."""
+calls recorded in place of cuda.bindings. On the GPU (marker ``gpu``): one branch waits for
+a value the other writes."""
 
 from __future__ import annotations
 
@@ -129,3 +130,39 @@ def test_a_batch_node_made_elsewhere_is_typed_through_the_driver(monkeypatch, cp
     assert type(node) is pcg.BatchMemOpNode and node.type == "batch_mem_op"
     assert asked == ["rt", ("dr", 0x4E00_0000)] or asked == ["rt"]  # "rt" alone: enum has 12
     assert g._node(0x4E00_0000) is node
+
+
+# On the GPU (in a subprocess: a wait that is never met would hang) --------------------
+
+_BATCH = r"""
+import numpy as np, pycudagraph as pcg
+flag, out = pcg.DeviceBuffer(8), pcg.DeviceBuffer(4 * 256)
+flag.copy_from(np.zeros(2, np.uint32))
+g = pcg.Graph()
+wait = g.add_batch_mem_op(pcg.wait_value(flag, 1, "geq"))    # branch 1 waits ...
+g.add_memset(out, 5, 256, element_size=4, deps=[wait])       # ... then writes out
+write = g.add_batch_mem_op(pcg.write_value(flag, 1))         # branch 2 releases it
+assert [o.kind for o in wait.params] == ["wait"] and write.params[0].value == 1
+s = pcg.Stream()
+exe = g.instantiate()
+exe.launch(s)
+s.synchronize()
+res = np.empty(256, np.uint32); out.copy_to(res)
+assert (res == 5).all()
+exe.set_params(wait, ops=pcg.wait_value(flag, 2, "eq"))
+exe.set_params(write, ops=pcg.write_value(flag, 2))
+exe.launch(s)
+s.synchronize()
+f = np.empty(2, np.uint32); flag.copy_to(f)
+assert f[0] == 2
+print("BATCH OK")
+"""
+
+
+@pytest.mark.gpu
+def test_batch_mem_op_branch_waits_for_a_value_another_writes():
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-c", _BATCH], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and "BATCH OK" in proc.stdout, proc.stdout + proc.stderr

@@ -1,14 +1,19 @@
 """Node.dependency_ports / dependent_ports on the CPU: the 13.x calls and the 12.x _v2
-forms are made through the _cuda.versions shim (recorded in place of cuda.bindings)."""
+forms are made through the _cuda.versions shim (recorded in place of cuda.bindings). On the
+GPU (marker ``gpu``): the ports read back from a real graph."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from cuda.bindings import runtime as rt
 
+import pycudagraph as pcg
 from pycudagraph._cuda import versions
 from pycudagraph.nodes.edges import edge_data
 from tests.support.fakes import fake_graph, fake_node
+from tests.support.captured_graph import N, buf_of
+from tests.support.captured_graph import mod  # noqa: F401 - a fixture
 
 _OK = rt.cudaError_t.cudaSuccess
 
@@ -131,3 +136,17 @@ def test_node_type_falls_back_to_the_driver_on_12x(monkeypatch, cpu_device, majo
             versions.node_type(n.handle)
     else:
         assert versions.node_type(n.handle) == int(rt.cudaGraphNodeType.cudaGraphNodeTypeConditional)
+
+
+# On the GPU ---------------------------------------------------------------------------
+
+@pytest.mark.gpu
+def test_dependency_ports_read_back(mod):
+    x, y = buf_of(np.ones(N)), pcg.DeviceBuffer(4 * N)
+    g = pcg.Graph()
+    a = g.add_kernel(mod["scale2"], N // 256, 256, (x, y, 2.0, N))
+    b = g.add_kernel(mod["scale2"], N // 256, 256, (x, y, 3.0, N))
+    c = g.add_empty(deps=[a])
+    g.add_dependency(a, b, port="programmatic")
+    assert b.dependency_ports == {a: "programmatic"}
+    assert a.dependent_ports == {b: "programmatic", c: "default"}

@@ -1,16 +1,19 @@
 """Generic node parameters on the CPU: Graph.add_node, Node.set_node_params,
 GraphExec.set_node_params and Node.node_params call cudaGraphAddNode & co. with the
 right arguments (13.x and 12.x forms), check their arguments first, keep what they are
-given, and are gated on the CUDA version."""
+given, and are gated on the CUDA version. On the GPU (marker ``gpu``): a memset node added,
+changed in the exec and in the graph, and read back."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from cuda.bindings import runtime as rt
 
 import pycudagraph as pcg
 from pycudagraph._cuda import versions
 from tests.support.fakes import fake_graph, fake_node
+from tests.support.captured_graph import N
 
 _OK = rt.cudaError_t.cudaSuccess
 NEW = 0x4500_0000
@@ -128,3 +131,47 @@ def test_node_params_needs_cuda_13_2(cpu_device, monkeypatch):
     monkeypatch.setattr(versions, "driver_version", lambda: 13000)
     with pytest.raises(pcg.NotSupportedError, match=r"13\.2"):
         fake_node(fake_graph()).node_params
+
+
+# On the GPU ---------------------------------------------------------------------------
+
+@pytest.mark.gpu
+def test_generic_memset_node_added_and_changed(stream):
+    rt = pytest.importorskip("cuda.bindings.runtime")
+    buf = pcg.DeviceBuffer(4 * N)
+
+    def memset(value):
+        p = rt.cudaGraphNodeParams()
+        p.type = rt.cudaGraphNodeType.cudaGraphNodeTypeMemset
+        p.memset.dst = buf.ptr
+        p.memset.value = value
+        p.memset.elementSize = 4
+        p.memset.width = N
+        p.memset.height = 1
+        p.memset.pitch = 0
+        return p
+    g = pcg.Graph()
+    node = g.add_node(memset(7), keep=[buf])
+    assert node.type == "memset"
+    exe = g.instantiate()
+    exe.launch(stream)
+    stream.synchronize()
+    out = np.empty(N, np.uint32)
+    buf.copy_to(out)
+    assert (out == 7).all()
+    exe.set_node_params(node, memset(9))
+    exe.launch(stream)
+    stream.synchronize()
+    buf.copy_to(out)
+    assert (out == 9).all()
+    node.set_node_params(memset(11))
+    g.instantiate().launch(stream)
+    stream.synchronize()
+    buf.copy_to(out)
+    assert (out == 11).all()
+    from pycudagraph._cuda import versions
+    if versions.driver_version() >= 13020:
+        assert int(node.node_params.memset.value) == 11
+    else:
+        with pytest.raises(pcg.NotSupportedError):
+            node.node_params

@@ -1,7 +1,8 @@
 """External-semaphore nodes on the CPU: the node params structs built from wrapped
 semaphores, arguments checked before CUDA, the add / get / set / exec-set calls recorded
 (no real external semaphore can be made without Vulkan or D3D: the gap is stated in
-docs/API_MAP.md)."""
+docs/API_MAP.md). On the GPU (marker ``gpu``): importing a file that is no semaphore
+raises cleanly."""
 
 from __future__ import annotations
 
@@ -118,3 +119,23 @@ def test_import_fd_checks_and_calls(monkeypatch, cpu_device):
     sem.close()
     with pytest.raises(pcg.ClosedError, match="was closed"):
         sem.handle
+
+
+# On the GPU (no real semaphore there either) ------------------------------------------
+
+@pytest.mark.gpu
+def test_import_of_a_non_semaphore_fd_raises_cleanly():
+    """In a subprocess (a driver crash must not take the run down): importing /dev/null as
+    a timeline semaphore raises CudaError naming cudaImportExternalSemaphore."""
+    import subprocess
+    import sys
+    code = ("import os, pycudagraph as pcg\n"
+            "fd = os.open('/dev/null', os.O_RDONLY)\n"
+            "try:\n"
+            "    pcg.ExternalSemaphore.import_fd(fd)\n"
+            "    print('IMPORTED')\n"
+            "except pcg.CudaError as e:\n"
+            "    print('CUDAERROR', e.api)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "CUDAERROR cudaImportExternalSemaphore" in proc.stdout, proc.stdout

@@ -1,8 +1,10 @@
 """pcg.graph_mem_info / graph_mem_trim / graph_mem_reset_high on the CPU: the raw calls are
-replaced by recorders; the device argument is checked before any call."""
+replaced by recorders; the device argument is checked before any call. On the GPU (marker
+``gpu``): the figures move as documented around a graph allocation."""
 
 from __future__ import annotations
 
+import gc
 import importlib
 
 import pytest
@@ -72,3 +74,33 @@ def test_a_failed_call_names_it(pool, monkeypatch):
     monkeypatch.setattr(rt, "cudaDeviceGetGraphMemAttribute", get)
     with pytest.raises(pcg.CudaError, match="cudaDeviceGetGraphMemAttribute"):
         pcg.graph_mem_info()
+
+
+# On the GPU ---------------------------------------------------------------------------
+
+@pytest.mark.gpu
+def test_graph_memory_figures_move_as_documented(stream):
+    pcg.graph_mem_trim()
+    pcg.graph_mem_reset_high()
+    base = pcg.graph_mem_info()
+    g = pcg.Graph()
+    alloc = g.add_mem_alloc(64 << 20)
+    g.add_mem_free(alloc, deps=[alloc])
+    exe = g.instantiate()
+    exe.launch(stream)
+    stream.synchronize()
+    after = pcg.graph_mem_info()
+    assert after["reserved"] >= base["reserved"] + (64 << 20)  # the pool grew
+    assert after["used_high"] >= 64 << 20  # the allocation was live during the launch
+    # the exec keeps its allocation's memory mapped for the next launch, though the
+    # graph freed it (cudaGraphMemAttrUsedMemCurrent: memory associated with graphs)
+    assert after["used"] >= base["used"] + (64 << 20)
+    exe.close()
+    g.close()
+    gc.collect()
+    pcg.graph_mem_trim()
+    trimmed = pcg.graph_mem_info()
+    assert trimmed["used"] <= base["used"]  # the exec is gone: nothing is mapped for it
+    assert trimmed["reserved"] < after["reserved"]  # trim gave the unused memory back
+    pcg.graph_mem_reset_high()
+    assert pcg.graph_mem_info()["used_high"] == trimmed["used"]

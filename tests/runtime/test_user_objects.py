@@ -1,6 +1,7 @@
 """User objects on the CPU: the destructor CUDA is given is C ``sem_post`` (no Python),
 the reaper drops the Python object once it is posted, and the raw calls are made with
-the right arguments (recorded in place of cuda.bindings)."""
+the right arguments (recorded in place of cuda.bindings). On the GPU (marker ``gpu``): an
+object lives as long as graphs, clones and execs hold it, and is released while Python is busy."""
 
 from __future__ import annotations
 
@@ -142,3 +143,70 @@ def test_a_failed_create_raises_and_keeps_nothing(monkeypatch, cpu_device):
     with pytest.raises(pcg.CudaError, match="cudaUserObjectCreate"):
         pcg.UserObject(Payload())
     assert user_objects.pending() == before
+
+
+# On the GPU ---------------------------------------------------------------------------
+
+class _Payload:
+    pass
+
+
+def _released(ref, seconds=5.0):
+    import time
+    deadline = time.monotonic() + seconds
+    while ref() is not None and time.monotonic() < deadline:
+        pcg.UserObject.collect()
+        gc.collect()
+        time.sleep(0.01)
+    return ref() is None
+
+
+@pytest.mark.gpu
+def test_user_object_lives_as_long_as_graphs_clones_and_execs(stream):
+    import weakref
+    obj = _Payload()
+    ref = weakref.ref(obj)
+    g = pcg.Graph()
+    g.add_empty()
+    uo = g.retain_user_object(obj)
+    del obj
+    clone = g.clone()
+    exe = g.instantiate()
+    uo.close()
+    g.close()
+    assert not _released(ref, 0.3)  # the clone and the exec hold it
+    clone.close()
+    exe.launch(stream)
+    assert not _released(ref, 0.3)
+    stream.synchronize()
+    exe.close()
+    del clone, exe, g
+    assert _released(ref)
+
+
+@pytest.mark.gpu
+def test_user_object_released_from_cuda_thread_while_python_is_busy(stream):
+    """CUDA's destructor thread runs no Python: a thread holding the GIL in a tight loop
+    while CUDA destroys the graph does not block the release (the reaper does it after)."""
+    import weakref
+    obj = _Payload()
+    ref = weakref.ref(obj)
+    g = pcg.Graph()
+    g.add_empty()
+    g.retain_user_object(obj).close()
+    del obj
+    done = threading.Event()
+
+    def spin():
+        x = 0
+        while not done.is_set():
+            x += 1
+    t = threading.Thread(target=spin)
+    t.start()
+    g.close()
+    del g
+    try:
+        assert _released(ref)
+    finally:
+        done.set()
+        t.join()
