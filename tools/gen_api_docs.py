@@ -1,6 +1,6 @@
 """Write docs/api/index.rst: one autodoc entry for every name in ``pycudagraph.__all__``.
 
-Run ``python tools/gen_api_docs.py`` after adding a public name; ``tests/test_docs.py``
+Run ``python tools/gen_api_docs.py`` after adding a public name; ``tests/docs/test_api_reference.py``
 fails while the page and ``__all__`` disagree.
 """
 

@@ -76,8 +76,8 @@ multi)
         || echo "nccl4py wheel not installed (NCCL tests use CuPy's binding or skip)"
     export PYTHONPATH=/tmp/site:$PYTHONPATH
     step "multi-GPU tests"
-    timeout 300 python3 -m pytest -q -rs -p no:cacheprovider tests/test_multi_gpu.py \
-        tests/test_multi_gpu_nccl.py tests/test_multi_gpu_probe.py tests/test_device.py > "$out/multi.log" 2>&1
+    timeout 300 python3 -m pytest -q -rs -p no:cacheprovider tests/multi_gpu \
+        tests/runtime/test_device.py > "$out/multi.log" 2>&1
     summary "$out/multi.log"; grep -E "^(FAILED|ERROR)" "$out/multi.log" | head
     for ex in examples/multi_gpu_*.py; do
         step "$ex"; timeout 60 python3 "$ex" > "$out/$(basename "$ex" .py).txt" 2>&1; echo "rc=$?"
