@@ -19,7 +19,8 @@ from .graph.graph import Graph
 from .graph.exec import GraphExec
 from .runtime.graph_mem import graph_mem_info, graph_mem_reset_high, graph_mem_trim
 from .runtime.memory import DeviceBuffer, PinnedBuffer, device_pointer, host_pointer
-from .nodes import (AccessPolicyWindow, BatchMemOpNode, ChildGraphNode, ConditionalHandle,
+from .nodes import (AccessPolicyWindow, BatchMemOpNode, CapturedKernelNode, ChildGraphNode,
+                    ConditionalHandle,
                     ConditionalNode, EmptyNode, EventRecordNode, EventWaitNode,
                     ExternalSemaphore, ExtSemaphoreSignalNode, ExtSemaphoreWaitNode, HostNode,
                     IfElseNode, IfNode, KernelNode, MemAllocNode, MemcpyNode, MemFreeNode, MemOp,
@@ -41,7 +42,7 @@ __all__ = [
     "graph_mem_info", "graph_mem_trim", "graph_mem_reset_high", "UserObject",
     "CaptureInfo", "capture_info", "capture_mode", "recapture", "update_capture_dependencies",
     "trace", "BucketedGraphs", "BucketStats",
-    "Node", "NodeType", "KernelNode", "MemcpyNode", "MemsetNode", "HostNode",
+    "Node", "NodeType", "KernelNode", "CapturedKernelNode", "MemcpyNode", "MemsetNode", "HostNode",
     "ChildGraphNode", "EmptyNode", "EventRecordNode", "EventWaitNode", "MemAllocNode",
     "MemFreeNode", "ConditionalNode", "IfNode", "IfElseNode", "WhileNode", "SwitchNode",
     "ConditionalHandle", "AccessPolicyWindow", "ExternalSemaphore", "ExtSemaphoreSignalNode",

@@ -97,15 +97,19 @@ def _ledger_gone(key) -> None:
 class Ledger:
     """What one graph or exec keeps alive.
 
-    ``held`` maps a key (a node handle, or a name) to a tuple of objects; ``retired``
-    holds objects an update replaced, until the owner knows no launch can still read them.
-    ``owner`` names the graph or exec in messages.
+    ``held`` maps a key to what is kept under it: a graph's table keys each node's entry
+    by the node's identity (``id(node)`` -> ``(node, *objects)``), an exec keys its
+    :class:`~pycudagraph.nodes.exec_node.ExecNode` records the same way. ``extra`` holds
+    what the owner keeps as a whole (captured work, the graph a clone copies, an adopted
+    handle's owner). ``retired`` holds objects an update replaced, until the owner knows no
+    launch can still read them. ``owner`` names the graph or exec in messages.
     """
 
-    __slots__ = ("held", "retired", "closed", "_owner", "__weakref__")
+    __slots__ = ("held", "extra", "retired", "closed", "_owner", "__weakref__")
 
     def __init__(self, held: dict | None = None, owner=None):
-        self.held: dict = dict(held) if held else {}
+        self.held: dict = {} if held is None else held
+        self.extra: list = []
         self.retired: list = []
         self.closed = False  # the owner was destroyed: it holds, but no longer uses, things
         self._owner = weakref.ref(owner) if owner is not None else None
@@ -126,6 +130,10 @@ class Ledger:
         """Keep ``objs`` under ``key`` in addition to what is kept there."""
         self.held[key] = self.held.get(key, ()) + objs
 
+    def keep_also(self, *objs) -> None:
+        """Keep ``objs`` for the owner as a whole."""
+        self.extra.extend(objs)
+
     def drop(self, key) -> None:
         """Stop keeping what is under ``key`` (now: nothing can launch it any more)."""
         self.held.pop(key, None)
@@ -145,7 +153,8 @@ class Ledger:
 
     def clear(self) -> None:
         """Keep nothing any more (the owner was destroyed)."""
-        self.held = {}
+        self.held.clear()
+        self.extra = []
         self.retired = []
         if _pending_frees:
             retry_frees()
@@ -160,36 +169,45 @@ class Ledger:
 
     def snapshot(self) -> tuple:
         """Everything held, as one tuple (what a copy of the owner must keep)."""
-        return tuple(self.held.values())
+        return tuple(self.held.values()) + tuple(self.extra)
 
     def owner_name(self) -> str:
         owner = self._owner() if self._owner is not None else None
         return repr(owner) if owner is not None else "a graph or exec being destroyed"
 
     def uses(self, obj) -> bool:
-        """True when ``obj`` is held or retired here (looking inside tuples, lists and
-        registered containers such as argument packs)."""
+        """True when ``obj`` is held or retired here (looking inside tuples, lists, dicts
+        and registered containers such as argument packs)."""
         if self.closed:
             return False
-        return _refers_to((tuple(self.held.values()), tuple(self.retired)), obj)
+        return _refers_to((self.held, self.extra, self.retired), obj)
 
     def __contains__(self, obj) -> bool:
-        return _refers_to(tuple(self.held.values()), obj)
+        return _refers_to((self.held, self.extra), obj)
 
 
 def contents(value):
-    """Every object reachable from ``value`` through tuples, lists and the containers
-    registered in ``_contents`` (argument packs ...), ``value`` included, each once."""
+    """Every object reachable from ``value`` through tuples, lists, dict values and the
+    containers registered in ``_contents`` (argument packs, exec records ...), ``value``
+    included, each once."""
     stack = [value]
     seen = set()
     while stack:
         v = stack.pop()
         yield v
         t = type(v)
-        fn = None if t is tuple or t is list else _contents.get(t)
-        if (fn is not None or t is tuple or t is list) and id(v) not in seen:
+        if t is tuple or t is list:
+            items = v
+        elif t is dict:
+            items = v.values()
+        else:
+            fn = _contents.get(t)
+            if fn is None:
+                continue
+            items = fn(v)
+        if id(v) not in seen:
             seen.add(id(v))
-            stack.extend(v if fn is None else fn(v))
+            stack.extend(items)
 
 
 def _refers_to(value, obj) -> bool:

@@ -53,6 +53,12 @@ class CudaError(PyCudaGraphError):
         self.hint = hint
         super().__init__(self._text())
 
+    def set_hint(self, hint: str) -> "CudaError":
+        """Replace the hint (what to do about it) and the message with it; returns ``self``."""
+        self.hint = hint
+        self.args = (self._text(),)
+        return self
+
     def _text(self) -> str:
         text = f"{self.api} failed: {self.name} ({self.message})"
         return f"{text}. {self.hint}" if self.hint else text

@@ -105,7 +105,7 @@ MAP: dict[str, tuple[str, str]] = {
     "cudaGraphNodeSetParams": ("Node.set_node_params",
                                "from a raw cudaGraphNodeParams (CUDA 12.2+)"),
     # Per-node parameters in a graph
-    "cudaGraphKernelNodeGetParams": ("KernelNode.params, KernelNode.kernel_name",
+    "cudaGraphKernelNodeGetParams": ("CapturedKernelNode.params, CapturedKernelNode.kernel_name",
                                      "through the driver entry point "
                                      "`cuGraphKernelNodeGetParams` (captured nodes)"),
     "cudaGraphKernelNodeSetParams": ("KernelNode.set_params",

@@ -160,34 +160,35 @@ def launch_kernel(func: int, g, b, shared_mem: int, stream_h: int, pack, kernel)
         check.report("cuLaunchKernel", rc, (kernel, pack, stream_h))
 
 
-def add_kernel_node(out, graph, deps_addr, n: int, pack, deps) -> int:
+def add_kernel_node(out, table, deps_addr, n: int, pack, deps) -> int:
     """``cuGraphAddKernelNode(&out, graph, deps, n, params)``; returns the node handle.
 
     ``out`` is a ``ctypes.c_void_p`` that receives the handle (the node keeps it, so one
-    node can serve as a one-element dependency array). A closed or destroyed ``graph``
-    raises its ``ClosedError`` before the call.
+    node can serve as a one-element dependency array); ``table`` is the graph's
+    :class:`~pycudagraph.nodes.table.NodeTable`: a closed or destroyed graph raises its
+    ``ClosedError`` before the call.
     """
     _ensure()
-    if graph._closed or graph._dead:
-        graph._refuse()
-    rc = _f.add_kernel(ctypes.addressof(out), graph._h, deps_addr, n, pack.address)
+    graph_h = int(table.raw)
+    rc = _f.add_kernel(ctypes.addressof(out), graph_h, deps_addr, n, pack.address)
     if rc or check.tracer is not None:
-        check.report("cuGraphAddKernelNode", rc, (out, graph, list(deps), pack))
+        check.report("cuGraphAddKernelNode", rc, (out, table.graph, list(deps), pack))
     return out.value
 
 
 def kernel_node_set_params(node, pack) -> None:
     """``cuGraphKernelNodeSetParams(node, params)``."""
     _ensure()
-    rc = _f.node_set(node._h, pack.address)
+    rc = _f.node_set(int(node), pack.address)
     if rc or check.tracer is not None:
         check.report("cuGraphKernelNodeSetParams", rc, (node, pack))
 
 
 def exec_kernel_node_set_params(exe, node_h: int, pack, node) -> None:
-    """``cuGraphExecKernelNodeSetParams(exec, node, params)``."""
+    """``cuGraphExecKernelNodeSetParams(exec, node, params)``; ``exe`` is the raw exec
+    handle (an int or a ``cudaGraphExec_t``)."""
     _ensure()
-    rc = _f.exec_set(exe._h, node_h, pack.address)
+    rc = _f.exec_set(int(exe), node_h, pack.address)
     if rc or check.tracer is not None:
         check.report("cuGraphExecKernelNodeSetParams", rc, (exe, node, pack))
 
@@ -199,7 +200,7 @@ def exec_update(exe, graph, info) -> int:
     (why, and which node), which only it can describe.
     """
     _ensure()
-    rc = _f.update(exe._h, graph._h, ctypes.addressof(info))
+    rc = _f.update(int(exe.handle), int(graph.handle), ctypes.addressof(info))
     if check.tracer is not None:
         check.tracer("cuGraphExecUpdate", (exe, graph), (rc,))
     return rc
@@ -214,7 +215,7 @@ def graph_instantiate(graph, flags: int) -> int:
     """
     _ensure()
     out = _VP()
-    rc = _f.instantiate(ctypes.addressof(out), graph._h, flags)
+    rc = _f.instantiate(ctypes.addressof(out), int(graph.handle), flags)
     if check.tracer is not None:
         check.tracer("cuGraphInstantiateWithFlags", (graph, flags), (rc,))
     return 0 if rc else (out.value or 0)

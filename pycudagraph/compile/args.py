@@ -347,13 +347,29 @@ class ArgPack:
         elif args is not None:
             values = layout.convert(args)
             if values:
-                layout.values.pack_into(self.buf, HEADER_SIZE + 8 * len(values), *values)
+                state = self.state()
+                try:
+                    layout.values.pack_into(self.buf, HEADER_SIZE + 8 * len(values), *values)
+                except (struct.error, OverflowError, TypeError):
+                    self.reset(state)  # pack_into may have written some slots already
+                    layout.diagnose(args)
+                    raise
             self.refs = list(args)
         else:
             old = []
         if dims is not None:
             _DIMS.pack_into(self.buf, _DIMS_OFFSET, *dims)
         return old
+
+    def state(self) -> tuple:
+        """The buffer's bytes and the kept values, to :meth:`reset` to after a failed change."""
+        return bytes(self.buf), list(self.refs)
+
+    def reset(self, state: tuple) -> None:
+        """Put back what :meth:`state` returned (same buffer: the pointers stay right)."""
+        data, refs = state
+        ctypes.memmove(self.address, data, len(data))
+        self.refs = refs
 
     def updated(self, args=None, grid=None, block=None, shared_mem=None) -> "ArgPack":
         """A new pack with some fields changed (:meth:`apply` on a copy); this one is unchanged."""

@@ -109,8 +109,9 @@ class capture:
         """``cudaStreamBeginCapture``, or ``cudaStreamBeginCaptureToGraph`` with ``graph=``."""
         if self._target is not None:
             _cuda.require("capture into an existing graph (cudaStreamBeginCaptureToGraph)", 12030)
-            raw_deps, n = self._target._dep_list(self._deps)
-            call(rt.cudaStreamBeginCaptureToGraph, s.ptr, self._target._raw, raw_deps, None, n, mode)
+            raw_deps, n = self._target.table.dep_list(self._deps)
+            call(rt.cudaStreamBeginCaptureToGraph, s.ptr, self._target.handle, raw_deps, None, n,
+                 mode)
         else:
             call(rt.cudaStreamBeginCapture, s.ptr, mode)
 
@@ -151,23 +152,18 @@ class capture:
             _cuda.check.tracer("cudaStreamEndCapture", (s,), (err, raw))
         owned = self._target is None
         if exc is None and not err and status == "active":
-            live = getattr(self, "_live", None)  # the wrapper cap.info handed out
-            if owned and live is not None and live._h == int(raw):
-                live._owner = None  # it becomes cap.graph: its hand-added nodes stay valid
-                live._fin = _lifetime.release(live, rt.cudaGraphDestroy, raw)
-                self.graph = live
-            elif owned:
-                self.graph = Graph._wrap(raw, owned=True)
+            if owned:  # the wrapper cap.info handed out becomes cap.graph: its nodes stay valid
+                self.graph = Graph.adopt_captured(raw, getattr(self, "_live", None))
             else:
                 self.graph = self._target
             if self._keep or self._launched:
-                self.graph._ledger.add("captured work", *self._keep, *self._launched)
+                self.graph.table.ledger.keep_also(*self._keep, *self._launched)
             return False
         # Failure: end (done), destroy the partial graph, explain.
         if owned and raw is not None and int(raw):
             rt.cudaGraphDestroy(raw)
             if getattr(self, "_live", None) is not None:
-                self._live._kill("was destroyed: its capture failed")
+                self._live.table.kill("was destroyed: its capture failed")
         rt.cudaGetLastError()
         if exc is not None and not isinstance(exc, Exception):
             return False  # KeyboardInterrupt, SystemExit...: propagate unchanged
@@ -204,7 +200,7 @@ class recapture(capture):
 
     def _begin(self, s, mode) -> None:
         fn = _cuda.versions.gated("cudaStreamBeginRecaptureToGraph", RECAPTURE_VERSION)
-        call(fn, s.ptr, mode, self._target._raw, None)
+        call(fn, s.ptr, mode, self._target.handle, None)
 
 
 def _end_open_captures() -> None:

@@ -7,12 +7,10 @@ updated like the original's.
 
 from __future__ import annotations
 
-import ctypes
-
 from .._cuda import call, rt
 from ..errors import ArgumentError, CudaError
-from ..nodes import KernelNode, Node, NodeType
-from .node_checks import node_arg
+from ..nodes import Node, NodeType
+from ..nodes.table import node_arg
 
 __all__ = ["GraphClone"]
 
@@ -25,50 +23,33 @@ class GraphClone:
     def clone(self):
         """A copy of the graph (``cudaGraphClone``); ``clone.find(node)`` maps nodes."""
         try:
-            raw = call(rt.cudaGraphClone, self._raw)
+            raw = call(rt.cudaGraphClone, self.handle)
         except CudaError as exc:
-            if any(n.type == NodeType.CONDITIONAL for n in self._all_nodes()):
-                exc.hint = "CUDA does not clone graphs with conditional nodes"
-                exc.args = (exc._text(),)
+            if any(n.type == NodeType.CONDITIONAL for n in self.table.all_nodes()):
+                exc.set_hint("CUDA does not clone graphs with conditional nodes")
             raise
         new = type(self)._wrap(raw, owned=True)
         new._origin = self
-        new._ledger.hold("clone of", self.keepalive())
-        for node in list(self._nodes.values()):  # so clone.nodes carries what we know
+        new.table.ledger.keep_also(self.keepalive())
+        for node in list(self.table.nodes.values()):  # so clone.nodes carries what we know
             new.find(node)
         return new
 
+    @property
+    def origin(self):
+        """The graph this one is a clone of (``None`` for a graph that is not). No CUDA call."""
+        return self._origin
+
     def find(self, node: Node) -> Node:
         """The node of this clone that copies ``node`` of the original (``cudaGraphNodeFindInClone``)."""
-        origin = getattr(self, "_origin", None)
-        node_arg(origin, node, "node", "find")
+        origin = self._origin
+        node_arg(origin.table if origin is not None else None, node, "node", "find")
         if origin is None:
             raise ArgumentError(f"find: {self!r} is not a clone; call find on the graph "
                                 "that Graph.clone() returned")
-        raw = call(rt.cudaGraphNodeFindInClone, node.handle, self._raw)
-        h = int(raw)
-        found = self._nodes.get(h)
-        if found is None:
-            found = _copy_node(node, self, h)
-            self._nodes[h] = found
-            keep = origin._ledger.held.get(node._h)
-            if keep:  # the copy points at what the original does (its ArgPack too)
-                self._ledger.hold(h, *keep)
+        table = self.table
+        h = int(call(rt.cudaGraphNodeFindInClone, node.handle, table.raw))
+        found = table.nodes.get(h)
+        if found is None:  # the copy points at what the original does (its ArgPack too)
+            found = table.register(node.copy_for(table, h), *origin.table.kept(node))
         return found
-
-
-_OWN_SLOTS = ("graph", "_h", "_raw", "_cvp", "__weakref__")
-
-
-def _copy_node(original: Node, graph, h: int) -> Node:
-    """The clone's node object, carrying the original's Python-side parameters."""
-    cls = type(original)
-    node = cls.__new__(cls)
-    Node.__init__(node, graph, h)
-    for base in cls.__mro__:
-        for slot in getattr(base, "__slots__", ()):
-            if slot not in _OWN_SLOTS and hasattr(original, slot):
-                setattr(node, slot, getattr(original, slot))
-    if isinstance(node, KernelNode):
-        node._cvp = ctypes.c_void_p(h)
-    return node

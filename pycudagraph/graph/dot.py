@@ -169,7 +169,7 @@ class GraphText:
             :func:`debug_dot_flags` lists the ones the installed bindings have).
         """
         bits = dot_flag_bits(("verbose",) if verbose else ()) | dot_flag_bits(flags)
-        call(rt.cudaGraphDebugDotPrint, self._raw, str(path).encode(), bits)
+        call(rt.cudaGraphDebugDotPrint, self.handle, str(path).encode(), bits)
 
     def render(self, path, format: str | None = None) -> str:
         """Render :meth:`to_dot` to SVG/PNG with Graphviz's ``dot`` program; returns the path.

@@ -1,9 +1,11 @@
 """The executable graph: launch, upload, per-node updates and whole-graph update.
 
-Updating one kernel argument (:meth:`GraphExec.set_arg`) rewrites one slot of the
-exec's own copy of that node's argument buffer and calls
-``cuGraphExecKernelNodeSetParams`` with it: no recapture, no reinstantiation, no
-repacking of the other arguments.
+What an exec knows about each of its nodes is one
+:class:`~pycudagraph.nodes.exec_node.ExecNode` record in one dict, keyed by node identity,
+made by the node's class on the first per-node call. Updating one kernel argument
+(:meth:`GraphExec.set_arg`) rewrites one slot of the record's copy of that node's argument
+buffer and calls ``cuGraphExecKernelNodeSetParams`` with it: no recapture, no
+reinstantiation, no repacking of the other arguments.
 
 Objects replaced by an update are not dropped at once: a launch already queued may
 still read them. They are kept until the exec is synchronized, destroyed, or (checked
@@ -13,51 +15,81 @@ every 256 replacements) the stream of the last launch has no work left.
 from __future__ import annotations
 
 from .._cuda import call, fast, rt
-from ..nodes import captured_kernel as captured
-from . import foreign
-from ..nodes.copy3d import ExecCopy3D
-from .update import ExecUpdate
-from ..nodes.generic import ExecGeneric
-from .introspect import ExecIntrospection
-from .._cuda.context import seen
 from .._lifetime import Ledger, release
-from ..compile.args import ArgPack
 from ..errors import ArgumentError, ClosedError, CudaError, PyCudaGraphError
-from .exec_node import find_node, forget_removed
-from ..runtime.hostfn import hostcall_ids, pending as _pending, raise_pending
 from ..nodes import KernelNode, Node
+from ..nodes.exec_node import ExecNodes
+from ..nodes.generic import exec_set_node_params
+from ..nodes.kernel_node import exec_set_arg
+from ..nodes.table import node_arg
+from ..runtime.hostfn import hostcall_ids, pending as _pending, raise_pending
 from ..runtime.stream import Stream, stream_handle
-from .node_checks import check_changes, node_arg
+from .introspect import ExecIntrospection
+from .node_checks import check_changes
+from .update import ExecUpdate
 
-__all__ = ["GraphExec", "forget_removed"]
+__all__ = ["GraphExec"]
 
 _F = rt.cudaGraphInstantiateFlags
 _FLAGS = {"auto_free_on_launch": _F.cudaGraphInstantiateFlagAutoFreeOnLaunch,
           "device_launch": _F.cudaGraphInstantiateFlagDeviceLaunch,
           "use_node_priority": _F.cudaGraphInstantiateFlagUseNodePriority}
 
-_PLAIN = (int, float, bool)
 _NEVER = object()  # _last_stream before the first launch
 _RETIRE_CHECK = 256
 _graph_launch = fast.graph_launch
-_exec_set = fast.exec_kernel_node_set_params
 _native_launch = fast.native.graph_launch if fast.native is not None else None
-_native_set_arg = fast.native.exec_set_arg if fast.native is not None else None
 
 
-class GraphExec(ExecUpdate, ExecIntrospection, ExecGeneric, ExecCopy3D):
-    """An instantiated graph (``cudaGraphExec_t``), made by :meth:`Graph.instantiate`.
+def _noop() -> None:
+    return None
 
-    Holds its source graph and a snapshot of everything the graph's nodes point at,
-    so it stays launchable whatever happens to the Python objects that built it.
+
+class GraphExec(ExecUpdate, ExecIntrospection):
+    """An instantiated graph (``cudaGraphExec_t``), made by :meth:`Graph.instantiate` or
+    adopted with :meth:`GraphExec.wrap`.
+
+    Holds its source graph and a copy of everything the graph's nodes point at, so it
+    stays launchable whatever happens to the Python objects that built it.
     """
 
-    __slots__ = ("_raw", "_h", "_addr", "graph", "_packs", "_src", "_held", "_ledger", "_aliases",
-                 "_pending", "_host_ids", "_host_scan", "_last_stream", "_fin", "__weakref__")
+    __slots__ = ("_raw", "_h", "_addr", "graph", "_nodes", "_taken", "_ledger", "_pending",
+                 "_host_ids", "_last_stream", "_fin", "__weakref__")
+
+    def __init__(self, raw, graph=None, *, owner=None, owned: bool = True):
+        """The one constructor of every exec (:meth:`instantiate`, :meth:`wrap`).
+
+        Parameters
+        ----------
+        raw : cudaGraphExec_t
+        graph : Graph, optional
+            The graph it was instantiated from (per-node calls address its nodes).
+        owner : object, optional
+            Kept alive as long as the exec (an adopted exec's maker).
+        owned : bool
+            Destroy the exec (``cudaGraphExecDestroy``) when this object goes.
+        """
+        self._raw = raw
+        self._h = self._addr = int(raw)
+        self.graph = graph
+        self._nodes = ExecNodes()  # id(node) -> ExecNode: the one record of each node
+        self._taken = graph.table.snapshot() if graph is not None else []
+        self._ledger = Ledger(self._nodes, owner=self)
+        self._ledger.keep_also(self._taken, graph.table.extras() if graph is not None else (),
+                               owner, graph)
+        self._pending = None  # the graph of an update whose nodes are not paired yet
+        self._host_ids = None  # ids of the host callables this exec can run, found on need
+        self._last_stream = _NEVER  # the stream object of the last launch (kept alive)
+        if graph is not None:
+            graph._execs.add(self)
+        self._fin = release(self, rt.cudaGraphExecDestroy, raw) if owned else _noop
 
     @classmethod
-    def _instantiate(cls, graph, upload_stream, auto_free_on_launch, device_launch,
-                     use_node_priority) -> "GraphExec":
+    def instantiate(cls, graph, upload_stream=None, auto_free_on_launch: bool = False,
+                    device_launch: bool = False, use_node_priority: bool = False) -> "GraphExec":
+        """Instantiate ``graph`` (see :meth:`Graph.instantiate`):
+        ``cuGraphInstantiateWithFlags``, or ``cudaGraphInstantiateWithParams`` with an
+        upload stream or to say why the driver refused."""
         flags = 0
         for name, on in (("auto_free_on_launch", auto_free_on_launch),
                          ("device_launch", device_launch),
@@ -67,52 +99,37 @@ class GraphExec(ExecUpdate, ExecIntrospection, ExecGeneric, ExecCopy3D):
         if upload_stream is not None:
             flags |= int(_F.cudaGraphInstantiateFlagUpload)
             upload_h = stream_handle(upload_stream)
-        graph_raw = graph._raw  # a closed graph raises ClosedError here
+        graph_raw = graph.handle  # a closed graph raises ClosedError here
         h = fast.graph_instantiate(graph, flags) if upload_stream is None else 0
         if h:
-            raw = rt.cudaGraphExec_t(h)
-        else:  # with an upload stream, or to say why the driver refused
-            params = rt.cudaGraphInstantiateParams()
-            params.flags = flags
-            if upload_stream is not None:
-                params.uploadStream = upload_h
-            try:
-                raw = call(rt.cudaGraphInstantiateWithParams, graph_raw, params)
-            except CudaError as exc:
-                exc.hint = f"result: {params.result_out.name}"
-                bad = find_node(graph, params.errNode_out) if int(params.errNode_out) else None
-                if bad is not None:
-                    exc.hint += f"; failing node: {bad.describe()}"
-                exc.args = (exc._text(),)
-                raise
-        self = cls.__new__(cls)
-        self._raw = raw
-        self._h = self._addr = int(raw)
-        self.graph = graph
-        self._packs = {}
-        self._src = {}  # node handle -> its ArgPack, as looked up or paired by an update
-        self._held = graph._held_now()  # bodies' ledgers too; read on first per-node update
-        self._ledger = Ledger({"graph": graph.keepalive()}, owner=self)
-        self._aliases = {}
-        self._pending = None
-        self._host_ids = set()
-        self._host_scan = True  # the ledger is scanned on first need (_hostcalls), not here
-        self._last_stream = _NEVER  # the stream object of the last launch (kept alive)
-        graph._execs.add(self)
-        self._fin = release(self, rt.cudaGraphExecDestroy, raw)
-        return self
+            return cls(rt.cudaGraphExec_t(h), graph)
+        params = rt.cudaGraphInstantiateParams()  # with an upload stream, or to say why
+        params.flags = flags
+        if upload_stream is not None:
+            params.uploadStream = upload_h
+        try:
+            raw = call(rt.cudaGraphInstantiateWithParams, graph_raw, params)
+        except CudaError as exc:
+            hint = f"result: {params.result_out.name}"
+            bad = graph.find_node(params.errNode_out) if int(params.errNode_out) else None
+            if bad is not None:
+                hint += f"; failing node: {bad.describe()}"
+            raise exc.set_hint(hint)
+        return cls(raw, graph)
 
     @classmethod
     def wrap(cls, handle, owner=None, graph=None) -> "GraphExec":
         """Adopt a ``cudaGraphExec_t`` made elsewhere, not owning it; ``graph`` (a
         :class:`Graph`) is its source graph, needed for per-node calls and :meth:`rebind`.
-        No CUDA call."""
-        return foreign.wrap_exec(cls, handle, owner, graph, _NEVER)
+        No CUDA call (:mod:`pycudagraph.graph.foreign`)."""
+        from .foreign import exec_handle
+        return cls(exec_handle(handle, graph), graph, owner=owner, owned=False)
 
     def rebind(self, old, new, missing_ok: bool = False) -> int:
         """Patch every kernel argument slot holding device address ``old`` to ``new``
-        (``cuGraphExecKernelNodeSetParams``); see :func:`pycudagraph.nodes.captured_kernel.rebind`."""
-        return captured.rebind(self, old, new, missing_ok)
+        (``cuGraphExecKernelNodeSetParams``); see :func:`pycudagraph.graph.rebind.rebind`."""
+        from .rebind import rebind
+        return rebind(self, old, new, missing_ok)
 
     @property
     def handle(self):
@@ -122,54 +139,26 @@ class GraphExec(ExecUpdate, ExecIntrospection, ExecGeneric, ExecCopy3D):
             self._refuse()
         return self._raw
 
+    @property
+    def closed(self) -> bool:
+        """Whether the exec was closed. No CUDA call."""
+        return self._h is None
+
     def _refuse(self, stream=None) -> None:
         """Raise the :class:`ClosedError` of this closed exec (or of the closed ``stream``)."""
         if self._h is not None and isinstance(stream, Stream):
             stream_handle(stream)  # raises the stream's ClosedError
         raise ClosedError(f"GraphExec 0x{self._addr:x}", "was closed")
 
-    def _forget(self, gone: set) -> None:
-        """Nodes (handles) of the exec's graph were removed: per-node updates through them
-        refuse."""
-        for key in [k for k, (_, h) in self._packs.items() if k in gone or h in gone]:
-            del self._packs[key]
-        for key in [k for k, h in self._aliases.items() if h in gone]:
-            del self._aliases[key]  # an update's twin of it must not reach its handle
-        for h in gone:
-            self._src.pop(h, None)
-            for held in self._held:
-                held.pop(h, None)
-
-    def _source_pack(self, h: int):
-        """The ArgPack kernel node ``h`` of the exec's graph had when the exec took it
-        (instantiation, or the update that paired it), or None for one pycudagraph did not
-        build. Found in the ledger copies made at instantiation, on first need."""
-        src = self._src.get(h)
-        if src is None:
-            for held in self._held:
-                keep = held.get(h)
-                if keep and type(keep[0]) is ArgPack:
-                    src = self._src[h] = keep[0]
-                    break
-        return src
-
-    # The ledger --------------------------------------------------------------------
-
-    def _hold(self, key, *objs) -> None:
-        """Keep ``objs`` under ``key``; what was kept there is retired (a launch may read it)."""
-        old = self._ledger.held.get(key)
-        if old is not None:
-            self._retire(old)
-        self._ledger.hold(key, *objs)
+    # What the exec keeps -------------------------------------------------------------
 
     def _hostcalls(self) -> set:
         """Ids of the host callables this exec can run (their exceptions are its to raise).
 
         Found when first needed, after a host node raised somewhere, not at instantiate or
         update: walking every node's kept objects there cost about 0.5 us per node."""
-        if self._host_scan:
-            hostcall_ids(self._ledger.snapshot(), self._host_ids)
-            self._host_scan = False
+        if self._host_ids is None:
+            self._host_ids = hostcall_ids(self._ledger.snapshot())
         return self._host_ids
 
     def _retire(self, old) -> None:
@@ -185,7 +174,7 @@ class GraphExec(ExecUpdate, ExecIntrospection, ExecGeneric, ExecCopy3D):
         last = self._last_stream
         if last is _NEVER:
             return _NEVER
-        if type(last) is Stream and last._h is None:
+        if type(last) is Stream and last.closed:
             return None
         return stream_handle(last)
 
@@ -215,9 +204,7 @@ class GraphExec(ExecUpdate, ExecIntrospection, ExecGeneric, ExecCopy3D):
 
     def upload(self, stream=None) -> None:
         """Upload the exec's work descriptors ahead of the first launch (``cudaGraphUpload``)."""
-        if self._h is None:
-            self._refuse()
-        call(rt.cudaGraphUpload, self._raw, stream_handle(stream))
+        call(rt.cudaGraphUpload, self.handle, stream_handle(stream))
 
     def synchronize(self) -> None:
         """Wait for the last launch's stream (``cudaStreamSynchronize``; ``cudaDeviceSynchronize``
@@ -234,35 +221,57 @@ class GraphExec(ExecUpdate, ExecIntrospection, ExecGeneric, ExecCopy3D):
 
     # Per-node updates ----------------------------------------------------------------
 
-    def _kernel_entry(self, node):
-        """(exec-owned ArgPack, raw node handle) for a kernel node, made on first use."""
-        entry = self._packs.get(node._h) if isinstance(node, Node) else None
-        if entry is not None:
-            return entry
-        if not isinstance(node, KernelNode):
-            node_arg(None, node, "node", "set_arg")
-            raise ArgumentError(f"set_arg: node must be a KernelNode, got {node!r}")
-        h = self._paired(node)
-        entry = self._packs.get(h)
-        if entry is None:
-            src = self._source_pack(h)
-            if src is None:
-                if node._pack is None:
-                    raise PyCudaGraphError(f"{node!r} was not built by pycudagraph (captured); "
-                                           "update it with a whole-graph update()")
-                raise PyCudaGraphError(f"{node!r} is not a node of the graph this exec was "
-                                       "made from")
-            entry = (src.copy(), h)
-            self._packs[h] = entry
-            self._ledger.hold(("args", h), entry[0])  # what set_arg puts in it is held
-        if not node.graph._dead:  # a twin of a graph destroyed just now is not kept as a key
-            self._packs[node._h] = entry
-        return entry
+    def exec_node(self, node):
+        """The exec's record of ``node`` (:class:`~pycudagraph.nodes.exec_node.ExecNode`: its
+        handle here, its argument storage, what the exec keeps alive for it), ``node``
+        being a node of the exec's graph or of one of its bodies, or its update twin. Made
+        on first use by the node's class (No CUDA call for a node built here;
+        ``cuGraphKernelNodeGetParams`` for a kernel node read back). A closed exec
+        or a removed / destroyed node raises :class:`ClosedError`."""
+        rec = self._nodes.get(id(node))
+        if rec is not None and rec.stands_for(node):
+            node.check_live()
+            if rec.node is not node and not rec.node.live:
+                raise PyCudaGraphError(f"{node!r} is not a node of the graph this exec was made "
+                                       f"from: the node it stood for, {rec.node!r}, is gone")
+            return rec
+        node_arg(None, node, "node", "set_params")
+        if self._h is None:
+            self._refuse()
+        node.check_live()
+        if self._pending is not None:  # pair the last update's nodes first
+            self._pair_update()
+            return self.exec_node(node)
+        source = self._source(node)
+        if source is None:
+            raise PyCudaGraphError(f"{node!r} is not a node of the graph this exec was made "
+                                   "from (nodes added since are not in the exec)")
+        rec = node.exec_record(self._raw, source, self._retire)
+        self._nodes[id(node)] = rec
+        return rec
+
+    def _source(self, node):
+        """What ``node`` kept alive when the exec took its graph, or None when it is not
+        one of the exec's nodes. A node read back from the driver keeps nothing: it is the
+        exec's when its graph is (or is inside) the exec's graph."""
+        graph = self.graph
+        table = node.graph.table
+        if graph is None or not graph.table.encloses(table):
+            return None
+        key = id(node)
+        for taken in self._taken:
+            entry = taken.get(key)
+            if entry is not None and entry[0] is node:
+                return entry[1:]
+        if table.canonical(node) and not table.built(node):
+            return ()
+        return None
 
     def set_arg(self, node: KernelNode, index_or_name, value) -> None:
         """Change one argument of a kernel node (``cuGraphExecKernelNodeSetParams``).
 
-        Only that argument's slot is rewritten; the exec's next launch uses it.
+        Only that argument's slot is rewritten; the exec's next launch uses it. A value
+        that is refused leaves the exec's arguments as they were.
 
         Parameters
         ----------
@@ -270,45 +279,18 @@ class GraphExec(ExecUpdate, ExecIntrospection, ExecGeneric, ExecCopy3D):
             A node of the graph the exec was made from (or of its bodies), or its twin
             in a graph given to :meth:`update`.
         index_or_name : int or str
-            The kernel parameter, by position or name.
+            The kernel parameter, by position or name (by position for a kernel node
+            read back from the driver).
         value
             Converted and checked as the kernel's signature says.
         """
-        try:
-            entry = self._packs.get(node._h)
-        except AttributeError:
-            entry = None
-        if entry is None:
-            if type(node) is KernelNode and node._pack is None:  # captured: by index
-                return captured.exec_set_arg(self, self._member(node), index_or_name, value)
-            entry = self._kernel_entry(node)
-        pack, h = entry
-        if seen.multi:  # the value's device against the node's: the checked path only
-            pack.kernel._check_pack_args(pack, {index_or_name: value}, "set_arg")
-        elif _native_set_arg is not None:
-            r = _native_set_arg(self._h, h, pack, index_or_name, value)
-            if not r:
-                return  # done by the compiled path
-            if type(r) is tuple:  # done; r[0] is the object it replaced
-                self._retire(r[0])
-                return
-        layout = pack.layout
-        i = (index_or_name if type(index_or_name) is int and 0 <= index_or_name < layout.count
-             else layout.slot_index(index_or_name))
-        conv = layout.converters[i]
-        try:
-            layout.slots[i].pack_into(pack.buf, layout.offsets[i], conv(value) if conv else value)
-        except Exception:
-            i = layout.slot_index(i)
-            pack.restore(i)
-            layout.check_one(i, value)
-            raise
-        _exec_set(self, h, pack, node)
-        refs = pack.refs
-        old = refs[i]
-        refs[i] = value
-        if type(old) not in _PLAIN:
-            self._retire(old)
+        rec = self._nodes.get(id(node))
+        if rec is None or rec.node is not node or not node.live:  # twins go the long way
+            if not isinstance(node, KernelNode):
+                node_arg(None, node, "node", "set_arg")
+                raise ArgumentError(f"set_arg: node must be a KernelNode, got {node!r}")
+            rec = self.exec_node(node)
+        exec_set_arg(rec, index_or_name, value)
 
     def set_params(self, node: Node, **changes) -> None:
         """Change parameters of one node of the exec; fields not given keep their values.
@@ -326,54 +308,60 @@ class GraphExec(ExecUpdate, ExecIntrospection, ExecGeneric, ExecCopy3D):
         =============== =========================================================== ========================================
 
         ``node`` may be in a conditional node's body, or be its twin in a graph given to
-        :meth:`update`.
-        External-semaphore nodes take ``semaphores`` and ``values``
+        :meth:`update`. External-semaphore nodes take ``semaphores`` and ``values``
         (``cudaGraphExecExternalSemaphoresSignalNodeSetParams``,
         ``cudaGraphExecExternalSemaphoresWaitNodeSetParams``); batch memory-op nodes take
-        ``ops`` (``cuGraphExecBatchMemOpNodeSetParams``).
+        ``ops`` (``cuGraphExecBatchMemOpNodeSetParams``). A refused change leaves the exec
+        as it was.
         """
         node_arg(None, node, "node", "set_params")
-        if changes:
-            check_changes(node, changes)
-        node._exec_set(self, self._member(node), **changes)
+        check_changes(node, changes)
+        rec = self.exec_node(node)
+        rec.node.exec_set(rec, **changes)
+        self._host_ids = None  # a host node or child graph may run other callables now
 
-    def _paired(self, node) -> int:
-        """The handle of the node of this exec's graph that ``node`` stands for (its own, or
-        its update twin's), the last update's nodes paired first. A closed exec or a dead
-        node raises :class:`ClosedError`. An update graph closed while it waited is
-        destroyed once the twin is known (that forgets its twins)."""
-        if self._h is None:
-            self._refuse()
-        node._check_live()
-        closing = self._resolve_update()
-        h = self._aliases.get(node._h, node._h)
-        if closing is not None:
-            closing.close()
-        return h
+    def set_memcpy_3d(self, node, dst, src, width: int, height: int = 1, depth: int = 1,
+                      **layout) -> None:
+        """Change a copy node of the exec (``cudaGraphExecMemcpyNodeSetParams``).
 
-    def _member(self, node) -> Node:
-        """The node of this exec's graph that ``node`` stands for (itself, or its update twin)."""
-        h = self._paired(node)
-        if h != node._h:  # its twin: a node of the graph, or of a body of one of its nodes
-            twin = self.graph._nodes.get(h) or find_node(self.graph, h)
-            if twin is None:
-                raise PyCudaGraphError(f"{node!r} stands for no node of this exec's graph")
-            return twin
-        if not self.graph._holds(node):
-            raise PyCudaGraphError(f"{node!r} is not a node of the graph this exec was made from")
-        return node
+        CUDA documents ``cudaErrorInvalidValue`` when the node's original or new memory
+        operands are multidimensional; for a box the exec refuses, change the graph
+        (``Graph.set_memcpy_3d``) and instantiate it again.
+        """
+        from ..nodes import MemcpyNode
+        if not isinstance(node, MemcpyNode):
+            raise ArgumentError(f"set_memcpy_3d: {node!r} is not a copy node")
+        rec = self.exec_node(node)
+        rec.node.exec_set_3d(rec, dst, src, width, height, depth, **layout)
+
+    def set_node_params(self, node, params, keep=()) -> None:
+        """Change one node of the exec from a raw ``cudaGraphNodeParams``
+        (``cudaGraphExecNodeSetParams``, CUDA 12.2+); the graph is not changed.
+
+        Parameters
+        ----------
+        node : Node
+            A node of the graph the exec was made from.
+        params : cuda.bindings.runtime.cudaGraphNodeParams
+        keep : sequence
+            Objects the parameters point at, kept alive as long as the exec needs them.
+        """
+        rec = self.exec_node(node)
+        exec_set_node_params(self.handle, rec.node.handle, params)
+        rec.hold("node params", params, *keep)
+        self._host_ids = None
 
     def set_enabled(self, node: Node, flag: bool) -> None:
         """Enable or disable a kernel, memcpy or memset node (``cudaGraphNodeSetEnabled``)."""
         node_arg(None, node, "node", "set_enabled")
-        target = self._member(node)
-        call(rt.cudaGraphNodeSetEnabled, self._raw, target.handle, 1 if flag else 0)
+        rec = self.exec_node(node)
+        call(rt.cudaGraphNodeSetEnabled, self._raw, rec.node.handle, 1 if flag else 0)
 
     def is_enabled(self, node: Node) -> bool:
         """Whether a node is enabled in this exec (``cudaGraphNodeGetEnabled``)."""
         node_arg(None, node, "node", "is_enabled")
-        target = self._member(node)
-        return bool(call(rt.cudaGraphNodeGetEnabled, self._raw, target.handle))
+        rec = self.exec_node(node)
+        return bool(call(rt.cudaGraphNodeGetEnabled, self._raw, rec.node.handle))
 
     def close(self) -> None:
         """Destroy the exec now (``cudaGraphExecDestroy``); idempotent.
@@ -388,12 +376,12 @@ class GraphExec(ExecUpdate, ExecIntrospection, ExecGeneric, ExecCopy3D):
         self._fin()
         self._h = None
         self._raw = None
-        self._packs.clear()
-        self._ledger.close()
+        self._ledger.close()  # keeps the records (a launch may still read them), uncounted
+        self._nodes = ExecNodes()  # so a per-node call finds none and refuses
         for graph in (self.graph, self._pending):
             if graph is not None:
                 graph._execs.discard(self)
-                if graph._closed:
+                if graph.table.closed:
                     graph.close()
         self._pending = None
 

@@ -1,48 +1,50 @@
-"""The :class:`Graph`: node builders, edges, introspection, clone, DOT and instantiate.
+"""The :class:`Graph`: node builders, instantiate and the graph's lifetime.
 
-A graph keeps alive every Python object its nodes point at (buffers, arrays,
-callables, kernels, events, child graphs) in its :class:`~pycudagraph._lifetime.Ledger`,
-keyed by node. An exec made from the graph takes its own snapshot of that, so changing
-or dropping the graph never frees what an exec can still launch.
+A graph keeps alive every Python object its nodes point at (buffers, arrays, callables,
+kernels, events, child graphs) in its :class:`~pycudagraph.nodes.table.NodeTable`, keyed by
+node. An exec made from the graph takes its own copy of that, so changing or dropping the
+graph never frees what an exec can still launch.
 
-The ``add_*`` builders are one line each: the node class makes the add call
-(:mod:`pycudagraph.nodes`).
+The ``add_*`` builders are one line each: the node class makes the add call through the
+graph's table (:mod:`pycudagraph.nodes`). Topology (edges, listing, removal) is in
+:mod:`pycudagraph.graph.topology`; clone, text and introspection in their own modules.
 """
 
 from __future__ import annotations
 
 import weakref
 
-from .._cuda import call, context, rt, versions
-from .._lifetime import Ledger, release
+from .._cuda import call, context, rt
+from .._lifetime import release
+from ..errors import ArgumentError
+from ..nodes import (BatchMemOpNode, ChildGraphNode, ConditionalHandle, EmptyNode,
+                     EventRecordNode, EventWaitNode, ExtSemaphoreSignalNode,
+                     ExtSemaphoreWaitNode, HostNode, IfElseNode, IfNode, KernelNode,
+                     MemAllocNode, MemcpyNode, MemFreeNode, MemsetNode, Node, NodeTable,
+                     SwitchNode, WhileNode)
+from ..nodes.generic import add_node
+from ..runtime.user_objects import GraphUserObjects
 from .clone import GraphClone
 from .dot import GraphText
-from ..nodes.edges import edge_data, port_hint, port_name
-from ..errors import ArgumentError, ClosedError, CudaError
+from .exec import GraphExec
 from .foreign import wrap_graph
-from ..nodes.copy3d import GraphCopy3D
-from .ext_semaphore import GraphExtSemaphores
-from .mem_ops import GraphMemOps
-from ..nodes.generic import GraphGeneric
 from .introspect import GraphIntrospection
-from ..runtime.user_objects import GraphUserObjects
-from .exec_node import forget_removed, graph_gone
-from ..nodes import (ChildGraphNode, ConditionalHandle, EmptyNode, EventRecordNode,
-                    EventWaitNode, HostNode, IfElseNode, IfNode, KernelNode, MemAllocNode,
-                    MemcpyNode, MemFreeNode, MemsetNode, Node, SwitchNode,
-                    WhileNode, node_class)
-from .node_checks import dep_handles, new_edge, node_arg, old_edge
-from ..nodes.base import REMOVED
+from .topology import GraphTopology
 
 __all__ = ["Graph"]
 
 
-class Graph(GraphClone, GraphText, GraphIntrospection, GraphUserObjects, GraphGeneric, GraphCopy3D,
-            GraphExtSemaphores, GraphMemOps):
+class Graph(GraphTopology, GraphClone, GraphText, GraphIntrospection, GraphUserObjects):
     """A CUDA graph built node by node (``cudaGraphCreate``, destroyed by ``cudaGraphDestroy``).
 
     Every ``add_*`` builder takes ``deps=``, the nodes the new node waits for, and
     returns the new :class:`~pycudagraph.nodes.Node`.
+
+    Attributes
+    ----------
+    table : NodeTable
+        The graph's nodes and what they keep alive: what node classes build through and
+        execs copy (:mod:`pycudagraph.nodes.table`). Not needed for ordinary use.
     """
 
     def __init__(self):
@@ -52,39 +54,11 @@ class Graph(GraphClone, GraphText, GraphIntrospection, GraphUserObjects, GraphGe
         self._fin = release(self, rt.cudaGraphDestroy, raw)
 
     def _setup(self, raw, owner) -> None:
-        self._raw_handle = raw
-        self._h = int(raw)
-        self._owner = owner  # what keeps a non-owned graph's memory valid (a node, an exec)
+        self.table = NodeTable(self, raw, owner, _inner_graph)
+        self._h = self.table.h
         self._fin = None
-        self._nodes: dict[int, Node] = {}
-        self._ledger = Ledger(owner=self)
         self._execs = weakref.WeakSet()
-        self._children = weakref.WeakSet()  # child/body graph wrappers valid while we are
-        self._closed = False  # close() was called: graph-level calls refuse
-        self._dead = ""  # why the raw graph is gone (destroyed, owner removed); "" while valid
-
-    @property
-    def _raw(self):
-        """The ``cudaGraph_t`` for a raw call; raises :class:`ClosedError` once closed."""
-        if self._closed or self._dead:
-            self._refuse()
-        return self._raw_handle
-
-    def _refuse(self) -> None:
-        """Raise the :class:`ClosedError` saying what happened to this graph."""
-        if self._dead:
-            raise ClosedError(f"Graph 0x{self._h:x}", self._dead)
-        raise ClosedError(f"Graph 0x{self._h:x}", "was closed",
-                          "its execs keep running; build or change a new Graph instead")
-
-    def _kill(self, reason: str) -> None:
-        """The raw graph is gone: its nodes and child graphs refuse from now on."""
-        self._dead = reason
-        graph_gone(self)  # execs that took its nodes as update twins forget them
-        self._nodes.clear()
-        self._ledger.clear()
-        for child in list(self._children):
-            child._kill(f"belongs to a node of Graph 0x{self._h:x}, which {reason}")
+        self._origin = None  # the graph this one is a clone of
 
     @classmethod
     def _wrap(cls, raw, owner=None, owned: bool = False) -> "Graph":
@@ -101,50 +75,37 @@ class Graph(GraphClone, GraphText, GraphIntrospection, GraphUserObjects, GraphGe
         No CUDA call."""
         return wrap_graph(cls, handle, owner)
 
-    def _wrap_child(self, raw, owner) -> "Graph":
-        """A non-owned Graph for a child or body graph that ``owner`` (a node) keeps valid."""
-        child = Graph._wrap(raw, owner=owner)
-        self._children.add(child)
-        return child
+    @classmethod
+    def adopt_captured(cls, raw, graph=None) -> "Graph":
+        """The Graph that owns a captured ``cudaGraph_t``: ``graph`` (a wrapper handed out
+        while the capture was open: its nodes stay valid) turned owner, or a new one; it
+        destroys the graph with ``cudaGraphDestroy``. No CUDA call here."""
+        if graph is not None and graph.table.h == int(raw):
+            graph.table.owner = None
+            graph._fin = release(graph, rt.cudaGraphDestroy, raw)
+            return graph
+        return cls._wrap(raw, owned=True)
 
     @property
     def handle(self):
         """The raw ``cudaGraph_t``; :class:`ClosedError` once closed. No CUDA call."""
-        return self._raw
+        return self.table.raw
 
-    # Nodes and the ledger -----------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called (or the raw graph is gone). No CUDA call."""
+        return self.table.closed or bool(self.table.dead)
 
-    def _dep_list(self, deps) -> tuple[list, int]:
-        """Raw dependency list for cuda.bindings calls, checking the nodes belong here
-        (:func:`pycudagraph.graph.node_checks.dep_handles`: nodes of this graph, no repeats) and
-        are alive (a removed node, or one of a destroyed graph, raises ClosedError)."""
-        nodes = self._dep_nodes(deps)
-        return [d.handle for d in nodes], len(nodes)
+    @property
+    def execs(self) -> list:
+        """The live execs made from this graph, or updated with it and not yet paired.
+        No CUDA call."""
+        return list(self._execs)
 
-    def _dep_nodes(self, deps) -> tuple:
-        """``deps`` (None, a node or a sequence) as a checked tuple of this graph's live nodes."""
-        if self._closed or self._dead:
-            self._refuse()
-        nodes = tuple(dep_handles(self, deps))
-        for d in nodes:
-            d.handle  # noqa: B018 - a removed node raises ClosedError here
-        return nodes
-
-    def _register(self, node: Node, *keep) -> Node:
-        """Record a node and the objects it keeps alive (replacing what it kept before)."""
-        self._nodes[node._h] = node
-        self._ledger.hold(node._h, *keep)
-        return node
-
-    def _node(self, raw) -> Node:
-        """The Node object for a raw handle (made once, then reused)."""
-        h = int(raw)
-        node = self._nodes.get(h)
-        if node is None:
-            handle = raw if not isinstance(raw, int) else rt.cudaGraphNode_t(h)
-            node = node_class(versions.node_type(handle))._read(self, h)
-            self._nodes[h] = node
-        return node
+    def keepalive(self) -> tuple:
+        """Everything this graph's nodes point at, bodies of conditional nodes and child
+        graphs included (what an exec or parent must hold). No CUDA call."""
+        return self.table.keepalive()
 
     # Builders --------------------------------------------------------------------
 
@@ -169,8 +130,8 @@ class Graph(GraphClone, GraphText, GraphIntrospection, GraphUserObjects, GraphGe
         """
         if (priority is None and cluster is None and cooperative is None and access_policy is None
                 and mem_sync_domain is None and device_updatable is None):  # the common case
-            return KernelNode._add(self, deps, kernel, grid, block, args, shared_mem)
-        return KernelNode._add(self, deps, kernel, grid, block, args, shared_mem,
+            return KernelNode.build(self.table, deps, kernel, grid, block, args, shared_mem)
+        return KernelNode.build(self.table, deps, kernel, grid, block, args, shared_mem,
                                priority=priority, cluster=cluster, cooperative=cooperative,
                                access_policy=access_policy, mem_sync_domain=mem_sync_domain,
                                device_updatable=device_updatable)
@@ -181,7 +142,7 @@ class Graph(GraphClone, GraphText, GraphIntrospection, GraphUserObjects, GraphGe
         ``dst``/``src`` may be DeviceBuffer, PinnedBuffer, numpy arrays, device arrays
         or raw pointers. ``nbytes`` defaults to the source's size.
         """
-        return MemcpyNode._add(self, deps, dst, src, nbytes)
+        return MemcpyNode.build(self.table, deps, dst, src, nbytes)
 
     def add_memset(self, dst, value, count: int, element_size: int = 1, height: int = 1,
                    pitch: int | None = None, deps=()) -> MemsetNode:
@@ -190,7 +151,7 @@ class Graph(GraphClone, GraphText, GraphIntrospection, GraphUserObjects, GraphGe
         ``height`` > 1 makes it 2D, with rows ``pitch`` bytes apart. A ``float`` value
         is stored as float32 (element_size 4) or half (element_size 2).
         """
-        return MemsetNode._add(self, deps, dst, value, count, element_size, height, pitch)
+        return MemsetNode.build(self.table, deps, dst, value, count, element_size, height, pitch)
 
     def add_host(self, fn, args=(), deps=()) -> HostNode:
         """Add a node running ``fn(*args)`` on a CUDA host thread (``cudaGraphAddHostNode``).
@@ -198,23 +159,23 @@ class Graph(GraphClone, GraphText, GraphIntrospection, GraphUserObjects, GraphGe
         ``fn`` must not call CUDA. If it raises, the exception is kept and raised as
         :class:`HostCallbackError` by the next launch or synchronize.
         """
-        return HostNode._add(self, deps, fn, args)
+        return HostNode.build(self.table, deps, fn, args)
 
     def add_child_graph(self, graph: "Graph", deps=()) -> ChildGraphNode:
         """Add a node running a copy of ``graph`` (``cudaGraphAddChildGraphNode``)."""
-        return ChildGraphNode._add(self, deps, graph)
+        return ChildGraphNode.build(self.table, deps, graph)
 
     def add_empty(self, deps=()) -> EmptyNode:
         """Add a node that does nothing, to join dependencies (``cudaGraphAddEmptyNode``)."""
-        return EmptyNode._add(self, deps)
+        return EmptyNode.build(self.table, deps)
 
     def add_event_record(self, event, deps=()) -> EventRecordNode:
         """Add a node recording ``event`` (``cudaGraphAddEventRecordNode``)."""
-        return EventRecordNode._add(self, deps, event)
+        return EventRecordNode.build(self.table, deps, event)
 
     def add_event_wait(self, event, deps=()) -> EventWaitNode:
         """Add a node waiting for ``event`` (``cudaGraphAddEventWaitNode``)."""
-        return EventWaitNode._add(self, deps, event)
+        return EventWaitNode.build(self.table, deps, event)
 
     def add_mem_alloc(self, nbytes: int, deps=()) -> MemAllocNode:
         """Add a graph-owned allocation of ``nbytes`` on this device (``cudaGraphAddMemAllocNode``).
@@ -222,14 +183,14 @@ class Graph(GraphClone, GraphText, GraphIntrospection, GraphUserObjects, GraphGe
         The address is ``node.ptr``. Free it with :meth:`add_mem_free` in this graph,
         or instantiate with ``auto_free_on_launch=True``, or free it after launch.
         """
-        return MemAllocNode._add(self, deps, nbytes)
+        return MemAllocNode.build(self.table, deps, nbytes)
 
     def add_mem_free(self, ptr_or_alloc_node, deps=()) -> MemFreeNode:
         """Add a node freeing graph-allocated memory (``cudaGraphAddMemFreeNode``).
 
         Takes the :class:`MemAllocNode` or its address.
         """
-        return MemFreeNode._add(self, deps, ptr_or_alloc_node)
+        return MemFreeNode.build(self.table, deps, ptr_or_alloc_node)
 
     # Conditional nodes (pycudagraph.nodes.conditional) ----------------------------
 
@@ -241,151 +202,108 @@ class Graph(GraphClone, GraphText, GraphIntrospection, GraphUserObjects, GraphGe
         execution context runs the handle's conditional node, instead of the current one:
         ``cudaGraphConditionalHandleCreate_v2`` with ``cudaDeviceGetExecutionCtx(device)``.
         """
-        return ConditionalHandle._create(self, default, device)
+        return ConditionalHandle.create(self, default, device)
 
     def add_if(self, handle: ConditionalHandle, deps=()) -> IfNode:
         """Add an if node: ``node.body`` runs when the handle is not 0 (``cudaGraphAddNode``)."""
-        return IfNode._add(self, deps, handle)
+        return IfNode.build(self.table, deps, handle)
 
     def add_if_else(self, handle: ConditionalHandle, deps=()) -> IfElseNode:
         """Add an if/else node: ``node.bodies`` = (then, else) (``cudaGraphAddNode``, CUDA 12.8)."""
-        return IfElseNode._add(self, deps, handle)
+        return IfElseNode.build(self.table, deps, handle)
 
     def add_while(self, handle: ConditionalHandle, deps=()) -> WhileNode:
         """Add a while node: ``node.body`` runs while the handle is not 0 (``cudaGraphAddNode``)."""
-        return WhileNode._add(self, deps, handle)
+        return WhileNode.build(self.table, deps, handle)
 
     def add_switch(self, handle: ConditionalHandle, count: int, deps=()) -> SwitchNode:
         """Add a switch node: ``node.bodies[value]`` runs (``cudaGraphAddNode``, CUDA 12.8)."""
-        return SwitchNode._add(self, deps, handle, count)
+        return SwitchNode.build(self.table, deps, handle, count)
 
-    # Edges -------------------------------------------------------------------------
+    def add_node(self, params, deps=(), keep=(), port: str | None = None) -> Node:
+        """Add a node of any type from a raw ``cudaGraphNodeParams`` (``cudaGraphAddNode``,
+        CUDA 12.2+; ``cudaGraphAddNode_v2`` with edge data on cuda-bindings 12.x).
 
-    def add_dependency(self, a: Node, b: Node, port: str | None = None) -> None:
-        """Make ``b`` wait for ``a`` (``cudaGraphAddDependencies``).
+        Parameters
+        ----------
+        params : cuda.bindings.runtime.cudaGraphNodeParams
+            Its ``type`` and the matching member filled in.
+        deps : sequence of Node
+        keep : sequence
+            Objects the parameters point at, kept alive with the node.
+        port : str, optional
+            Edge data for every dependency edge (``"programmatic"``, ...; CUDA 12.3+).
 
-        ``port`` (CUDA 12.3, between two kernel nodes): ``"programmatic"`` or
-        ``"launch_completion"`` lets ``b`` start early (``cudaGraphEdgeData``;
-        :mod:`pycudagraph.nodes.edges`).
-
-        Refused before CUDA (:class:`ArgumentError` naming both nodes): a node of another
-        graph, a self-edge, an edge that exists already (whatever its port), an edge that
-        would close a cycle.
+        Returns
+        -------
+        Node
+            The node class of its type (read back with ``cudaGraphNodeGetType``).
         """
-        if self._closed or self._dead:
-            self._refuse()
-        data = edge_data(port)  # a bad port is refused before the edge queries
-        new_edge(self, a, b)
-        if data is not None and not (isinstance(a, KernelNode) and isinstance(b, KernelNode)):
-            raise ArgumentError(f"a {port} edge joins two kernel nodes, not {a.type} -> {b.type}")
-        versions.graph_add_dependencies(self._raw, [a.handle], [b.handle], data)
+        node = self.table.node(add_node(self.table, deps, params, port))
+        return self.table.register(node, params, *keep)
 
-    def remove_dependency(self, a: Node, b: Node, port: str | None = None) -> None:
-        """Remove the edge ``a -> b`` (``cudaGraphRemoveDependencies``); it must exist, and
-        ``port`` must name the edge's port."""
-        if self._closed or self._dead:
-            self._refuse()
-        old_edge(self, a, b)
-        try:
-            versions.graph_remove_dependencies(self._raw, [a.handle], [b.handle], edge_data(port))
-        except CudaError as exc:
-            raise port_hint(exc, self, a, b, port)
+    def add_memcpy_3d(self, dst, src, width: int, height: int = 1, depth: int = 1, deps=(),
+                      **layout) -> MemcpyNode:
+        """A 2D/3D copy node (``cudaGraphAddMemcpyNode`` with ``cudaMemcpy3DParms``);
+        ``layout``: ``dst_pitch``, ``src_pitch``, ``dst_rows``, ``src_rows``, ``dst_pos``,
+        ``src_pos`` (:func:`~pycudagraph.nodes.copy_params.copy3d_params`)."""
+        return MemcpyNode.build_3d(self.table, deps, dst, src, width, height, depth, **layout)
 
-    def remove_node(self, node: Node) -> None:
-        """Remove a node and its edges (``cudaGraphDestroyNode``).
+    def set_memcpy_3d(self, node: MemcpyNode, dst, src, width: int, height: int = 1,
+                      depth: int = 1, **layout) -> None:
+        """Change a copy node in this graph to a 2D/3D copy (``cudaGraphMemcpyNodeSetParams``)."""
+        if not isinstance(node, MemcpyNode) or not self.table.encloses(node.graph.table):
+            raise ArgumentError(f"set_memcpy_3d: {node!r} is not a copy node of this graph")
+        node.set_params_3d(dst, src, width, height, depth, **layout)
 
-        The node object refuses every later use with :class:`ClosedError` ("was removed
-        from its graph"); execs made before keep running their copy of it, but it can
-        no longer be updated through this node.
+    def add_ext_semaphore_signal(self, semaphores, values=None, deps=()):
+        """A node signalling external semaphores (``cudaGraphAddExternalSemaphoresSignalNode``).
+
+        Parameters
+        ----------
+        semaphores : ExternalSemaphore or sequence of them
+        values : int or sequence of int, optional
+            The value each timeline semaphore is set to (default 0).
+        deps : sequence of Node
+
+        Returns
+        -------
+        ExtSemaphoreSignalNode
         """
-        node_arg(self, node, "node", "remove_node")
-        self._dep_list((node,))
-        call(rt.cudaGraphDestroyNode, node.handle)
-        self._nodes.pop(node._h, None)
-        node._raw = REMOVED
-        forget_removed(self, node)  # before its bodies are destroyed below
-        for child in list(self._children):
-            if child._owner is node:
-                child._kill(f"belongs to {type(node).__name__} 0x{node._h:x}, which was "
-                            "removed from its graph")
-        self._ledger.drop(node._h)
+        return ExtSemaphoreSignalNode.build(self.table, deps, semaphores, values)
 
-    # Introspection ---------------------------------------------------------------
+    def add_ext_semaphore_wait(self, semaphores, values=None, deps=()):
+        """A node waiting on external semaphores (``cudaGraphAddExternalSemaphoresWaitNode``).
 
-    @property
-    def nodes(self) -> list[Node]:
-        """All nodes, in creation order (``cudaGraphGetNodes``)."""
-        return [self._node(h) for h in versions.graph_nodes(self._raw)]
+        Parameters
+        ----------
+        semaphores : ExternalSemaphore or sequence of them
+        values : int or sequence of int, optional
+            The value each timeline semaphore must reach (default 0).
+        deps : sequence of Node
 
-    @property
-    def root_nodes(self) -> list[Node]:
-        """Nodes with no dependencies (``cudaGraphGetRootNodes``)."""
-        return [self._node(h) for h in versions.graph_root_nodes(self._raw)]
+        Returns
+        -------
+        ExtSemaphoreWaitNode
+        """
+        return ExtSemaphoreWaitNode.build(self.table, deps, semaphores, values)
 
-    @property
-    def edges(self) -> list[tuple[Node, Node]]:
-        """``(from, to)`` pairs (``cudaGraphGetEdges``)."""
-        frm, to = versions.graph_get_edges(self._raw)
-        return [(self._node(a), self._node(b)) for a, b in zip(frm, to)]
+    def add_batch_mem_op(self, ops, deps=()) -> BatchMemOpNode:
+        """A node running stream memory operations in order (driver
+        ``cuGraphAddBatchMemOpNode``).
 
-    @property
-    def edge_data(self) -> dict:
-        """``{(from, to): port}`` for every edge: ``"default"``, ``"programmatic"`` or
-        ``"launch_completion"`` (``cudaGraphGetEdges`` with edge data, CUDA 12.3)."""
-        frm, to, data = versions.graph_get_edges_with_data(self._raw)
-        return {(self._node(a), self._node(b)): port_name(d) for a, b, d in zip(frm, to, data)}
+        Parameters
+        ----------
+        ops : MemOp or sequence of MemOp
+            From :func:`~pycudagraph.wait_value`, :func:`~pycudagraph.write_value`,
+            :func:`~pycudagraph.flush_remote_writes`, :func:`~pycudagraph.memory_barrier`.
+        deps : sequence of Node
 
-    def __len__(self) -> int:
-        return len(versions.graph_nodes(self._raw))
-
-    def _encloses(self, graph: "Graph") -> bool:
-        """Whether ``graph`` is this graph or, at any depth, a graph one of its nodes owns
-        (a conditional node's body, a child graph)."""
-        g = graph
-        while g is not None:
-            if g is self:
-                return True
-            owner = g._owner
-            g = owner.graph if isinstance(owner, Node) else None
-        return False
-
-    def _holds(self, node: Node) -> bool:
-        """Whether ``node`` is in this graph or in a graph it encloses."""
-        return self._encloses(node.graph) or node._h in self._nodes
-
-    def _inner_graphs(self) -> list:
-        """The body and child graphs of this graph's nodes that have wrappers
-        (:meth:`_wrap_child` made them, so they are in ``_children``), those of removed
-        nodes left out. Walking these, not every node, keeps instantiate free of per-node
-        Python work for graphs without conditional or child-graph nodes."""
-        nodes = self._nodes
-        return [c for c in list(self._children)
-                if isinstance(o := c._owner, Node) and nodes.get(o._h) is o]
-
-    def _all_nodes(self):
-        """The node objects of this graph and, recursively, of its conditional nodes' bodies
-        and child graphs."""
-        yield from list(self._nodes.values())
-        for inner in self._inner_graphs():
-            yield from inner._all_nodes()
-
-    def _held_now(self) -> list:
-        """Copies of what the ledgers of this graph and of its inner graphs hold now, keyed by
-        node handle (dict copies, made at C speed): an exec's per-node updates later find
-        there the argument pack each kernel node had when the exec took the graph."""
-        out = [dict(self._ledger.held)]
-        for inner in self._inner_graphs():
-            out += inner._held_now()
-        return out
-
-    def keepalive(self) -> tuple:
-        """Everything this graph's nodes point at, bodies of conditional nodes and child
-        graphs included (what an exec or parent must hold). No CUDA call."""
-        inner = tuple(c.keepalive() for c in self._inner_graphs())
-        return (self._ledger.snapshot() + ((self._owner,) if self._owner is not None else ())
-                + inner)
-
-    # Clone -------------------------------------------------------------------------
+        Returns
+        -------
+        BatchMemOpNode
+        """
+        return BatchMemOpNode.build(self.table, deps, ops)
 
     # Instantiate -------------------------------------------------------------------
 
@@ -411,9 +329,8 @@ class Graph(GraphClone, GraphText, GraphIntrospection, GraphUserObjects, GraphGe
         use_node_priority : bool
             ``cudaGraphInstantiateFlagUseNodePriority``: honour kernel node priorities.
         """
-        from .exec import GraphExec
-        return GraphExec._instantiate(self, upload_stream, auto_free_on_launch,
-                                      device_launch, use_node_priority)
+        return GraphExec.instantiate(self, upload_stream, auto_free_on_launch, device_launch,
+                                     use_node_priority)
 
     def close(self) -> None:
         """Destroy the graph (``cudaGraphDestroy``) once no exec needs its nodes; idempotent.
@@ -424,13 +341,19 @@ class Graph(GraphClone, GraphText, GraphIntrospection, GraphUserObjects, GraphGe
         its nodes) and destroyed after the last one. Once it is destroyed its nodes and
         child graphs raise :class:`ClosedError` too. Its bodies and child graphs close with it.
         """
-        self._closed = True
-        for child in list(self._children):
+        table = self.table
+        table.closed = True
+        for child in list(table.children):
             child.close()
-        if self._fin is not None and not self._dead and not len(self._execs):
+        if self._fin is not None and not table.dead and not len(self._execs):
             self._fin()
-            self._kill("was closed")
+            table.kill("was closed")
 
     def __repr__(self) -> str:
-        state = " closed" if self._closed else (" destroyed" if self._dead else "")
+        state = " closed" if self.table.closed else (" destroyed" if self.table.dead else "")
         return f"<pycudagraph.Graph 0x{self._h:x}{state}>"
+
+
+def _inner_graph(raw, owner) -> Graph:
+    """A non-owned Graph for a child or body graph that ``owner`` (a node) keeps valid."""
+    return Graph._wrap(raw, owner=owner)

@@ -66,12 +66,7 @@ def _dim3(d) -> str:
 
 def _kernel_text(node) -> str:
     p = node.params
-    pack = getattr(node, "_pack", None)
-    if pack is not None:
-        func = getattr(pack.kernel, "_func_int", 0) or 0
-    else:
-        raw = node._driver_params()
-        func = int(raw.func) or int(raw.kern)
+    func = node.function
     return (f"{p.kernel_name}<<<{_dim3(p.grid)}, {_dim3(p.block)}, {p.shared_mem}>>> "
             f"func=0x{func:x}")
 
@@ -132,7 +127,7 @@ class GraphIntrospection:
         NotSupportedError
             With cuda-bindings or a driver older than 13.1.
         """
-        return int(id_call("cudaGraphGetId", self._raw))
+        return int(id_call("cudaGraphGetId", self.handle))
 
 
 class ExecIntrospection:

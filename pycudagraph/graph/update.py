@@ -2,19 +2,20 @@
 
 Mixed into :class:`~pycudagraph.GraphExec`. After an update the nodes of the new graph are
 paired with the exec's own in creation order (as CUDA pairs nodes built by the API), lazily,
-at the next per-node update; bodies of conditional nodes are paired the same way.
+at the next per-node update; bodies of conditional nodes are paired the same way. Each
+pair is one record of the exec (:class:`~pycudagraph.nodes.exec_node.ExecNode`) reached by
+either node; the new graph's node is a weak twin, so its key dies with it.
 """
 
 from __future__ import annotations
 
 from .._cuda import error_for, fast, structs, versions
 from ..errors import ArgumentError, GraphExecUpdateError
-from .exec_node import find_node, watch_twins
-from ..nodes import KernelNode
 
-__all__ = ["ExecUpdate"]
+__all__ = ["ExecUpdate", "UPDATE_REASONS"]
 
-_UPDATE_REASONS = {
+#: ``cudaGraphExecUpdateResult`` -> why CUDA refused an update, in words.
+UPDATE_REASONS = {
     1: "the update failed for a reason CUDA does not classify",
     2: "topology changed (nodes or edges added or removed)",
     3: "node type changed",
@@ -38,72 +39,82 @@ class ExecUpdate:
         Nodes are paired in creation order, as CUDA pairs nodes built by the API (done
         lazily, at the next per-node update). Afterwards the nodes of ``graph`` are
         accepted by :meth:`set_arg` and :meth:`set_params` as aliases of the paired nodes.
+        A refused update changes nothing.
 
         Raises
         ------
         GraphExecUpdateError
             Naming the reason (topology changed, function changed, ...) and the node.
         """
-        if not isinstance(graph, type(self.graph)):
+        if not isinstance(graph, type(self.graph)) or self.graph is None:
             raise ArgumentError(f"update: graph must be a pycudagraph.Graph, got "
                                 f"{type(graph).__name__}")
-        if self._h is None:
-            self._refuse()
-        graph._raw  # noqa: B018 - a closed graph raises ClosedError here
-        graph._execs.add(self)  # its raw graph stays until its nodes are paired with ours
+        exec_raw = self.handle  # a closed exec raises ClosedError here
+        graph.handle  # noqa: B018 - a closed graph raises ClosedError here
         info = structs.ExecUpdateResultInfo()
         err = fast.exec_update(self, graph, info)
         if err:
-            reason = _UPDATE_REASONS.get(info.result, f"result code {info.result}")
-            node = find_node(graph, info.errorNode) if info.errorNode else None
+            reason = UPDATE_REASONS.get(info.result, f"result code {info.result}")
+            node = graph.find_node(info.errorNode) if info.errorNode else None
             hint = reason + (f"; node: {node.describe()}" if node is not None else "")
             exc = error_for("cuGraphExecUpdate", err, hint, cls=GraphExecUpdateError)
             exc.reason, exc.node = reason, node
             raise exc
-        self._retire(tuple(entry[0] for entry in self._packs.values()))
-        self._packs.clear()
+        del exec_raw
+        graph._execs.add(self)  # its raw graph stays until its nodes are paired with ours
+        for rec in set(self._nodes.values()):  # the exec's copies now come from ``graph``
+            self._retire((rec.args, rec.keep))
+        self._nodes.clear()
         old = self._pending
         if old is not None and old is not graph and old is not self.graph:
             old._execs.discard(self)  # superseded before its nodes were paired
-            if old._closed:
+            if old.table.closed:
                 old.close()
         self._pending = graph  # nodes are paired on the next per-node update
-        self._held = ()  # the packs the exec now has come from ``graph``, through pairing
-        self._retire(self._ledger.snapshot())
-        self._ledger.held = {"graph": graph.keepalive() + (graph,)}
-        self._host_ids = set()
-        self._host_scan = True
+        self._retire(tuple(self._ledger.extra))
+        self._taken = graph.table.snapshot()
+        self._ledger.extra = [self._taken, graph.table.extras()]
+        self._host_ids = None
 
-    def _resolve_update(self):
-        """Pair the last update's nodes with the exec's (creation order, as CUDA pairs them).
-
-        Returns the update's graph when :meth:`Graph.close` was called on it while it
-        waited, else None: the caller (``GraphExec._paired``) closes it, which destroys it
-        and forgets its twins, once it has read the twin of the node it came for.
-        """
+    def _pair_update(self) -> None:
+        """Pair the last update's nodes with the exec's (creation order, as CUDA pairs
+        them): each pair gets one record, reached by either node. An update graph closed
+        while it waited is destroyed once paired (its nodes then refuse)."""
         graph, self._pending = self._pending, None
         if graph is None:
-            return None
-        self._pair(self.graph, graph)
+            return
+        self._pair(self.graph, graph, self._taken)
+        if graph is not self.graph:  # keep what its nodes point at, not its node objects
+            self._ledger.extra[0] = [tuple(e[1:] for e in d.values()) for d in self._taken]
+            self._taken = []
         if graph is not self.graph:
-            watch_twins(self, graph)  # its twins are forgotten when it is destroyed
             graph._execs.discard(self)  # paired: its raw graph is no longer needed here
-            if graph._closed:
-                return graph
-        return None
+            if graph.table.closed:
+                graph.close()
 
-    def _pair(self, old_graph, graph) -> None:
-        """Pair ``graph``'s nodes with ``old_graph``'s in creation order, and so the nodes
-        of the bodies of conditional nodes built here (``cudaGraphGetNodes``)."""
-        old_nodes = versions.graph_nodes(old_graph._raw_handle)  # kept while we live
-        new_nodes = versions.graph_nodes(graph._raw_handle)
+    def _pair(self, old_graph, graph, taken) -> None:
+        """Records for ``old_graph``'s nodes with ``graph``'s as twins, in creation order
+        (``cudaGraphGetNodes``), bodies of conditional nodes too; each record starts from
+        what the twin kept when the update took ``graph``."""
+        old_table, table = old_graph.table, graph.table
+        old_nodes = versions.graph_nodes(old_table.raw_handle)  # kept while we live
+        new_nodes = versions.graph_nodes(table.raw_handle)
         for old_raw, new_raw in zip(old_nodes, new_nodes):
-            old_h, new = int(old_raw), graph._node(new_raw)
-            if new._h != old_h:
-                self._aliases[new._h] = old_h
-            if type(new) is KernelNode and new._pack is not None:
-                self._src[old_h] = new._pack
-            if getattr(new, "_bodies", None):
-                old = old_graph._node(old_raw)  # cached where _member looks for it
-                for old_body, body in zip(getattr(old, "_bodies", None) or (), new._bodies):
-                    self._pair(old_body, body)
+            old, new = old_table.node(old_raw), table.node(new_raw)
+            source = _entry(taken, new)
+            rec = old.exec_record(self._raw, source, self._retire)
+            self._nodes[id(old)] = rec
+            if new is not old:
+                rec.pair(new, self._nodes)
+            for old_body, body in zip(old.inner_graphs(), new.inner_graphs()):
+                self._pair(old_body, body, taken)
+
+
+def _entry(taken: list, node) -> tuple:
+    """What ``node`` kept in the copies ``taken`` (``()`` for a node read back)."""
+    key = id(node)
+    for d in taken:
+        entry = d.get(key)
+        if entry is not None and entry[0] is node:
+            return entry[1:]
+    return ()

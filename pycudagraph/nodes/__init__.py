@@ -20,13 +20,20 @@ module                  classes
 :mod:`.attributes`      kernel-node attributes (:class:`AccessPolicyWindow`)
 ======================= ================================================================
 
-A new node type is one class in its family's module (``_add``, ``_read``, ``params``,
-``set_params``, ``_exec_set``), one line in :data:`REGISTRY` and a one-line ``Graph.add_x``.
+A new node type is one class in its family's module (``build``, ``read``, ``params``,
+``set_params``, ``exec_set``), one line in :data:`~pycudagraph.nodes.registry.REGISTRY`,
+a one-line ``Graph.add_x`` and its export (``docs/ARCHITECTURE.md`` walks through one).
+Node classes build and read through the graph's :class:`~pycudagraph.nodes.table.NodeTable`
+and never import the graph layer.
 """
 
 from __future__ import annotations
 
 from .base import RAW_TYPES, Node, NodeType
+from .captured_kernel import CapturedKernelNode
+from .exec_node import ExecNode
+from .registry import REGISTRY, node_class, read_node
+from .table import NodeTable
 from .attributes import AccessPolicyWindow
 from .conditional import (ConditionalHandle, ConditionalNode, IfElseNode, IfNode, SwitchNode,
                           WhileNode)
@@ -47,32 +54,5 @@ __all__ = ["NodeType", "Node", "KernelNode", "KernelParams", "MemcpyNode", "Memc
            "ConditionalHandle", "AccessPolicyWindow", "node_class", "REGISTRY",
            "short_kernel_name", "ExternalSemaphore", "ExtSemaphoreSignalNode",
            "ExtSemaphoreWaitNode", "BatchMemOpNode", "MemOp", "wait_value", "write_value",
-           "flush_remote_writes", "memory_barrier"]
-
-#: NodeType -> class: the one registry of node classes.
-REGISTRY: dict = {
-    NodeType.KERNEL: KernelNode,
-    NodeType.MEMCPY: MemcpyNode,
-    NodeType.MEMSET: MemsetNode,
-    NodeType.HOST: HostNode,
-    NodeType.CHILD_GRAPH: ChildGraphNode,
-    NodeType.EMPTY: EmptyNode,
-    NodeType.EVENT_RECORD: EventRecordNode,
-    NodeType.EVENT_WAIT: EventWaitNode,
-    NodeType.MEM_ALLOC: MemAllocNode,
-    NodeType.MEM_FREE: MemFreeNode,
-    NodeType.EXT_SEMAPHORE_SIGNAL: ExtSemaphoreSignalNode,
-    NodeType.EXT_SEMAPHORE_WAIT: ExtSemaphoreWaitNode,
-    NodeType.BATCH_MEM_OP: BatchMemOpNode,
-    NodeType.CONDITIONAL: ConditionalNode,  # its _read picks IfNode, IfElseNode, WhileNode, SwitchNode
-}
-
-
-def node_class(raw_type) -> type:
-    """The Node subclass for a ``cudaGraphNodeType``; a plain typed ``Node`` for types without one."""
-    t = RAW_TYPES.get(int(raw_type), NodeType.OTHER)
-    cls = REGISTRY.get(t)
-    if cls is None:
-        cls = type(f"{t.name.title().replace('_', '')}Node", (Node,), {"type": t, "__slots__": ()})
-        REGISTRY[t] = cls
-    return cls
+           "flush_remote_writes", "memory_barrier", "CapturedKernelNode", "ExecNode", "NodeTable",
+           "read_node"]

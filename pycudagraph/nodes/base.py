@@ -2,12 +2,15 @@
 
 A node is a handle into its graph and keeps that graph alive. Nodes compare equal and
 hash by their CUDA handle, whichever call returned them (a builder, ``g.nodes``,
-``node.dependencies``, ``clone.find``).
+``node.dependencies``, ``clone.find``); ``int(node)`` is that handle.
 
-Every node class has two named constructors: ``_add(graph, deps, ...)`` for a node built
-here (it makes the one add call and hands what the node keeps alive to
-``graph._register``), and ``_read(graph, h)`` for a node read back from the driver
-(captured, listed, cloned). Its exec-side setter is ``_exec_set(exe, target, **changes)``.
+Every node class has two named constructors: ``build(table, deps, ...)`` for a node built
+here (it makes the one add call through the graph's
+:class:`~pycudagraph.nodes.table.NodeTable` and hands what the node keeps alive to
+``table.register``), and ``read(table, h)`` for a node read back from the driver
+(captured, listed, cloned). On an exec's first per-node call for it, :meth:`Node.exec_record`
+makes the exec's :class:`~pycudagraph.nodes.exec_node.ExecNode` record of it; its exec-side
+setter is ``exec_set(record, **changes)``.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import enum
 from .._cuda import call, rt, versions
 from .edges import port_name
 from ..errors import ClosedError
+from .exec_node import ExecNode
 from .generic import set_node_params as _set_node_params
 
 __all__ = ["NodeType", "Node", "RAW_TYPES", "REMOVED"]
@@ -32,6 +36,9 @@ class _Removed:
 
 
 REMOVED = _Removed()
+
+#: Slots a node copy (:meth:`Node.copy_for`) does not take from the original.
+_OWN_SLOTS = ("_table", "_h", "_raw", "_cvp", "__weakref__")
 
 
 class NodeType(str, enum.Enum):
@@ -76,17 +83,28 @@ class Node:
     """
 
     type = NodeType.OTHER
-    __slots__ = ("graph", "_h", "_raw", "__weakref__")
+    __slots__ = ("_table", "_h", "_raw", "__weakref__")
 
-    def __init__(self, graph, h: int):
-        self.graph = graph
+    def __init__(self, table, h: int):
+        self._table = table
         self._h = h
         self._raw = None
 
     @classmethod
-    def _read(cls, graph, h: int) -> "Node":
-        """The node object for a node read back from the driver (captured, listed, cloned)."""
-        return cls(graph, h)
+    def read(cls, table, h: int) -> "Node":
+        """The node object for a node read back from the driver (captured, listed, cloned);
+        each class reads what it needs with its own ``GetParams`` call. No CUDA call here."""
+        return cls(table, h)
+
+    @property
+    def graph(self):
+        """The :class:`~pycudagraph.Graph` the node belongs to (kept alive by the node). No CUDA
+        call."""
+        return self._table.graph
+
+    def __int__(self) -> int:
+        """The raw ``cudaGraphNode_t`` as an int. No CUDA call."""
+        return self._h
 
     @property
     def handle(self):
@@ -96,42 +114,57 @@ class Node:
         destroyed, so no raw call is made with a dangling handle. No CUDA call.
         """
         raw = self._raw
-        if raw is None or raw is REMOVED or self.graph._dead:
-            self._check_live()
+        if raw is None or raw is REMOVED or self._table.dead:
+            self.check_live()
             raw = self._raw = rt.cudaGraphNode_t(self._h)
         return raw
 
-    def _check_live(self) -> None:
-        """Raise :class:`ClosedError` if the node was removed or its graph destroyed."""
+    @property
+    def live(self) -> bool:
+        """Neither removed from its graph nor in a destroyed graph. No CUDA call."""
+        return self._raw is not REMOVED and not self._table.dead
+
+    @property
+    def removed(self) -> bool:
+        """Whether the node was removed from its graph (``Graph.remove_node``). No CUDA call."""
+        return self._raw is REMOVED
+
+    def check_live(self) -> None:
+        """Raise :class:`ClosedError` if the node was removed or its graph destroyed. No CUDA call."""
         if self._raw is REMOVED:
             raise ClosedError(f"{type(self).__name__} 0x{self._h:x}", "was removed from its graph")
-        if self.graph._dead:
+        table = self._table
+        if table.dead:
             raise ClosedError(f"{type(self).__name__} 0x{self._h:x}",
-                              f"belongs to Graph 0x{self.graph._h:x}, which {self.graph._dead}")
+                              f"belongs to Graph 0x{table.h:x}, which {table.dead}")
+
+    def mark_removed(self) -> None:
+        """The node was destroyed in its graph (``cudaGraphDestroyNode``): refuse from now on."""
+        self._raw = REMOVED
 
     @property
     def dependencies(self) -> list["Node"]:
         """Nodes this one waits for (``cudaGraphNodeGetDependencies``)."""
-        return [self.graph._node(h) for h in versions.node_dependencies(self.handle)]
+        return [self._table.node(h) for h in versions.node_dependencies(self.handle)]
 
     @property
     def dependents(self) -> list["Node"]:
         """Nodes waiting for this one (``cudaGraphNodeGetDependentNodes``)."""
-        return [self.graph._node(h) for h in versions.node_dependents(self.handle)]
+        return [self._table.node(h) for h in versions.node_dependents(self.handle)]
 
     @property
     def dependency_ports(self) -> dict:
         """``{dependency: port}`` with each incoming edge's data (``"default"``,
         ``"programmatic"``, ...): ``cudaGraphNodeGetDependencies`` with edge data
         (``cudaGraphNodeGetDependencies_v2`` on cuda-bindings 12.x)."""
-        return {self.graph._node(h): port_name(d)
+        return {self._table.node(h): port_name(d)
                 for h, d in versions.node_edges_with_data(self.handle)}
 
     @property
     def dependent_ports(self) -> dict:
         """``{dependent: port}`` with each outgoing edge's data
         (``cudaGraphNodeGetDependentNodes``; ``cudaGraphNodeGetDependentNodes_v2`` on 12.x)."""
-        return {self.graph._node(h): port_name(d)
+        return {self._table.node(h): port_name(d)
                 for h, d in versions.node_edges_with_data(self.handle, dependents=True)}
 
     @property
@@ -156,7 +189,7 @@ class Node:
         """The graph the driver says holds the node (``cudaGraphNodeGetContainingGraph``,
         CUDA 13.1+): :attr:`graph`, checked against the driver's answer."""
         raw = call(versions.gated("cudaGraphNodeGetContainingGraph", 13010), self.handle)
-        if int(raw) != self.graph._h:
+        if int(raw) != self._table.h:
             raise ClosedError(f"{type(self).__name__} 0x{self._h:x}",
                               f"is held by graph 0x{int(raw):x}, not by {self.graph!r}")
         return self.graph
@@ -170,14 +203,42 @@ class Node:
         """Change the node in its graph from a raw ``cudaGraphNodeParams``
         (``cudaGraphNodeSetParams``, CUDA 12.2+); ``keep``: objects it points at."""
         _set_node_params(self, params, keep)
+        self._table.keep_also(self, params, *keep)
 
     def describe(self) -> str:
         """One line for DOT labels and error messages. No CUDA call here (each node type
         reads what it shows with its own ``GetParams`` call)."""
         return str(self.type)
 
-    def _exec_set(self, exe, target, **changes) -> None:
-        """Change this node's parameters in ``exe`` (its ``cudaGraphExec*NodeSetParams``)."""
+    def copy_for(self, table, h: int) -> "Node":
+        """This node's copy in another graph (a clone's node ``h``): the same class and
+        Python-side parameters (argument pack, callable, event). No CUDA call."""
+        cls = type(self)
+        node = cls.__new__(cls)
+        Node.__init__(node, table, h)
+        for base in cls.__mro__:
+            for slot in getattr(base, "__slots__", ()):
+                if slot not in _OWN_SLOTS and hasattr(self, slot):
+                    setattr(node, slot, getattr(self, slot))
+        return node
+
+    def inner_graphs(self) -> tuple:
+        """The graphs this node owns (a conditional node's bodies, a child graph's copy)
+        whose wrappers exist; ``()`` for other nodes. No CUDA call."""
+        return ()
+
+    def exec_record(self, exec_raw, source: tuple, retire) -> ExecNode:
+        """The record an exec keeps of this node (:mod:`pycudagraph.nodes.exec_node`).
+
+        ``source`` is what the node kept alive when the exec took its graph; ``retire`` is
+        the exec's function for objects a later change replaces. No CUDA call here.
+        """
+        return ExecNode(self, exec_raw, source, retire)
+
+    def exec_set(self, rec: ExecNode, **changes) -> None:
+        """Change this node's parameters in the exec of ``rec``: each node type makes its
+        ``cudaGraphExec*NodeSetParams`` call (``cudaGraphExecKernelNodeSetParams`` ...); this
+        base refuses with :class:`TypeError`. No CUDA call here."""
         raise TypeError(f"set_params does not support {self.type} nodes")
 
     def __eq__(self, other) -> bool:
@@ -187,6 +248,6 @@ class Node:
         return hash(self._h)
 
     def __repr__(self) -> str:
-        if self._raw is REMOVED or self.graph._dead:
+        if self._raw is REMOVED or self._table.dead:
             return f"<{type(self).__name__} 0x{self._h:x} removed>"
         return f"<{type(self).__name__} 0x{self._h:x} {self.describe()}>"

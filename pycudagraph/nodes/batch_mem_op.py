@@ -154,12 +154,12 @@ class BatchMemOpNode(Node):
     __slots__ = ()
 
     @classmethod
-    def _add(cls, graph, deps, ops) -> "BatchMemOpNode":
+    def build(cls, table, deps, ops) -> "BatchMemOpNode":
         p, keep = batch_params(ops)
-        raw_deps, n = graph._dep_list(deps)  # a closed graph raises ClosedError here
-        raw = call(dr.cuGraphAddBatchMemOpNode, dr.CUgraph(graph._h),
+        raw_deps, n = table.dep_list(deps)  # a closed graph raises ClosedError here
+        raw = call(dr.cuGraphAddBatchMemOpNode, dr.CUgraph(table.h),
                    [dr.CUgraphNode(int(d)) for d in raw_deps], n, p)
-        return graph._register(cls(graph, int(raw)), keep, p)
+        return table.register(cls(table, int(raw)), keep, p)
 
     @property
     def params(self) -> list[MemOp]:
@@ -180,19 +180,19 @@ class BatchMemOpNode(Node):
 
     def set_params(self, ops) -> None:
         """Replace the operations in the graph (``cuGraphBatchMemOpNodeSetParams``)."""
-        self._check_live()
+        self.check_live()
         p, keep = batch_params(ops)
         call(dr.cuGraphBatchMemOpNodeSetParams, dr.CUgraphNode(self._h), p)
-        self.graph._register(self, keep, p)
+        self._table.register(self, keep, p)
 
-    def _exec_set(self, exe, target, ops=None) -> None:
+    def exec_set(self, rec, ops=None) -> None:
         """``cuGraphExecBatchMemOpNodeSetParams``; ``ops`` is required."""
         if ops is None:
             raise ArgumentError("set_params: a batch_mem_op node needs ops=")
         p, keep = batch_params(ops)
-        call(dr.cuGraphExecBatchMemOpNodeSetParams, dr.CUgraphExec(exe._h),
-             dr.CUgraphNode(target._h), p)
-        exe._hold(("batch_mem_op", target._h), keep, p)
+        call(dr.cuGraphExecBatchMemOpNodeSetParams, dr.CUgraphExec(rec.exec_h),
+             dr.CUgraphNode(rec.node_h), p)
+        rec.hold("batch_mem_op", keep, p)
 
     def describe(self) -> str:
         return "batch_mem_op"

@@ -1,290 +1,96 @@
-"""Arguments of kernel nodes pycudagraph did not build (captured from PyTorch, CuPy, cuBLAS).
-
-A captured kernel node carries no signature; its arguments are read as bytes: the sizes
-and offsets come from the function (``cuFuncGetParamInfo``, or ``cuKernelGetParamInfo``
-for a library kernel), the values from the node's ``kernelParams`` array
-(``cuGraphKernelNodeGetParams``). Arguments are addressed by index; a new value is encoded
-to exactly the argument's size (a pointer, a device array, a number or bytes) and written
-with ``cuGraphExecKernelNodeSetParams`` (in an exec) or ``cuGraphKernelNodeSetParams`` (in
-the graph). Each exec keeps its own copy of the bytes, so later updates start from what
-the exec holds, not from the graph.
-
-:func:`rebind` patches every 8-byte aligned slot holding a device address, inside struct
-arguments too: library kernels take their pointers inside by-value structs.
+"""Kernel nodes pycudagraph did not build (captured from PyTorch, CuPy, cuBLAS, or listed
+in a graph made elsewhere): :class:`CapturedKernelNode`, the kernel node read back from the
+driver. Its launch is read with ``cuGraphKernelNodeGetParams`` and its arguments are bytes
+addressed by index (:class:`~pycudagraph.nodes.captured_args.CapturedArgs`).
 """
 
 from __future__ import annotations
 
-import ctypes
-import struct
-import weakref
-
 import numpy as np
 
-from .._cuda import call, context, dr
-from ..compile.args import dim3
-from ..errors import ArgumentError, PyCudaGraphError
-from ..runtime.memory import device_pointer
+from .._cuda import call, check, context, dr
+from .captured_args import CapturedArgs
+from .exec_node import ExecNode
+from .kernel_node import KernelNode, KernelParams, short_kernel_name
 
-__all__ = ["param_info", "encode", "CapturedArgs", "exec_set", "graph_set", "rebind"]
-
-_VP = ctypes.c_void_p
-_U64 = struct.Struct("<Q")
-_INFO: dict[int, list[tuple[int, int]]] = {}  # function/kernel handle -> (offset, size) list
-_EXEC_ARGS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # exec -> {node_h: args}
+__all__ = ["CapturedKernelNode"]
 
 
-def param_info(p) -> list[tuple[int, int]]:
-    """(offset, size) of every parameter of the function a kernel node launches.
+class CapturedKernelNode(KernelNode):
+    """A kernel node read back from the driver (captured, listed, cloned from a graph made
+    elsewhere): no signature; its launch is read with ``cuGraphKernelNodeGetParams`` and
+    its arguments are addressed by index, as bytes (:class:`CapturedArgs`)."""
 
-    ``p`` is the node's ``CUDA_KERNEL_NODE_PARAMS`` (``cuGraphKernelNodeGetParams``).
-    Asks ``cuFuncGetParamInfo`` (or ``cuKernelGetParamInfo`` when the node names a
-    ``CUkernel``) for index 0, 1, ... until the driver answers ``CUDA_ERROR_INVALID_VALUE``.
-    """
-    func, kern = int(p.func), int(p.kern)
-    key = func or kern
-    info = _INFO.get(key)
-    if info is not None:
-        return info
-    if func:
-        fn, name, h = dr.cuFuncGetParamInfo, "cuFuncGetParamInfo", dr.CUfunction(func)
-    elif kern:
-        fn, name, h = dr.cuKernelGetParamInfo, "cuKernelGetParamInfo", dr.CUkernel(kern)
-    else:
-        raise PyCudaGraphError("the kernel node names neither a CUfunction nor a CUkernel")
-    info = []
-    while True:
-        err, offset, size = fn(h, len(info))
-        if err == dr.CUresult.CUDA_ERROR_INVALID_VALUE:
-            break
-        if err:
-            from .._cuda import error_for
-            raise error_for(name, err, "reading the sizes of a captured kernel's parameters "
-                                       "needs a CUDA 12.4 driver or newer")
-        info.append((int(offset), int(size)))
-    _INFO[key] = info
-    return info
+    __slots__ = ()
 
+    @classmethod
+    def read(cls, table, h: int) -> "CapturedKernelNode":
+        return cls(table, h)
 
-def encode(value, size: int, where: str) -> bytes:
-    """``value`` as exactly ``size`` bytes for a kernel argument, or :class:`ArgumentError`.
+    @property
+    def kernel_name(self) -> str:
+        """A readable form of the kernel's (mangled) name (``cuGraphKernelNodeGetParams``,
+        ``cuFuncGetName``)."""
+        return short_kernel_name(self.mangled_name)
 
-    bytes-like: taken as they are (their length must be ``size``); ``float``: IEEE single
-    (4 bytes) or double (8); ``int``/``bool``: little-endian two's complement (1, 2, 4 or
-    8 bytes); numpy scalars: their bytes; anything with a device address (a
-    :class:`~pycudagraph.DeviceBuffer`, a CuPy array, a PyTorch tensor): an 8-byte pointer.
-    """
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        data = bytes(value)
-        if len(data) != size:
-            raise ArgumentError(f"{where}: {len(data)} bytes given for a {size}-byte argument")
-        return data
-    if isinstance(value, np.generic):
-        data = value.tobytes()
-        if len(data) != size:
-            raise ArgumentError(f"{where}: a {value.dtype} ({len(data)} bytes) for a "
-                                f"{size}-byte argument")
-        return data
-    if isinstance(value, float):
-        if size not in (4, 8):
-            raise ArgumentError(f"{where}: a float fits a 4- or 8-byte argument, not {size} bytes")
-        return struct.pack("<f" if size == 4 else "<d", value)
-    if isinstance(value, (bool, int)):
-        v = int(value)
-        if size not in (1, 2, 4, 8):
-            raise ArgumentError(f"{where}: an int fits a 1-, 2-, 4- or 8-byte argument, "
-                                f"not {size} bytes")
-        try:
-            return v.to_bytes(size, "little", signed=v < 0)
-        except OverflowError:
-            raise ArgumentError(f"{where}: {v} does not fit {size} bytes") from None
-    try:
-        ptr = device_pointer(value)
-    except TypeError as exc:
-        raise ArgumentError(f"{where}: {exc}") from None
-    if size != 8:
-        raise ArgumentError(f"{where}: a device address is 8 bytes; the argument has {size}")
-    return _U64.pack(ptr)
-
-
-class CapturedArgs:
-    """The argument bytes of one captured kernel node, in buffers whose addresses form
-    the ``kernelParams`` array handed to the set-params calls."""
-
-    __slots__ = ("params", "info", "bufs", "ptrs")
-
-    def __init__(self, p, info: list[tuple[int, int]]):
-        self.params = p
-        self.info = info
-        kp = int(p.kernelParams)
-        if info and not kp:
-            raise PyCudaGraphError("the captured kernel node passes its arguments in 'extra' "
-                                   "(a packed buffer), not kernelParams: not supported")
-        src = (_VP * len(info)).from_address(kp) if info else ()
-        self.bufs = [ctypes.create_string_buffer(ctypes.string_at(src[i], size), size)
-                     for i, (_, size) in enumerate(info)]
-        self.ptrs = (_VP * max(len(info), 1))(*[ctypes.addressof(b) for b in self.bufs])
-
-    def get(self, i: int) -> bytes:
-        return self.bufs[i].raw
-
-    def put(self, i: int, data: bytes) -> None:
-        ctypes.memmove(self.bufs[i], data, len(data))
-
-    def index(self, index, where: str) -> int:
-        if isinstance(index, str):
-            raise ArgumentError(f"{where}: a captured kernel has no parameter names; give the "
-                                f"argument's index (0..{len(self.info) - 1})")
-        if not isinstance(index, (int, np.integer)) or not 0 <= int(index) < len(self.info):
-            raise ArgumentError(f"{where}: argument index {index!r} out of range: the kernel "
-                                f"has {len(self.info)} arguments")
-        return int(index)
-
-    def struct_with(self, grid=None, block=None, shared_mem=None):
-        """The node's ``CUDA_KERNEL_NODE_PARAMS`` with our buffers (and changed dims)."""
-        p = self.params
-        if grid is not None:
-            p.gridDimX, p.gridDimY, p.gridDimZ = dim3(grid, "grid")
-        if block is not None:
-            p.blockDimX, p.blockDimY, p.blockDimZ = dim3(block, "block")
-        if shared_mem is not None:
-            p.sharedMemBytes = int(shared_mem)
-        p.kernelParams = ctypes.addressof(self.ptrs)
-        return p
-
-    def apply(self, args, where: str) -> list:
-        """Encode ``args`` ({index: value} or a full sequence) into the buffers; all are
-        checked before any is written. Returns the (index, value) pairs given (to keep
-        alive)."""
-        if args is None:
-            return []
-        if isinstance(args, dict):
-            items = [(self.index(k, where), v) for k, v in args.items()]
+    @property
+    def mangled_name(self) -> str:
+        """The name in the kernel image (``cuFuncGetName`` / ``cuKernelGetName``)."""
+        p = self._driver_params()
+        if int(p.func):
+            name = call(dr.cuFuncGetName, p.func)
         else:
-            args = list(args)
-            if len(args) != len(self.info):
-                raise ArgumentError(f"{where}: {len(args)} arguments given; the kernel has "
-                                    f"{len(self.info)}")
-            items = list(enumerate(args))
-        data = [(i, encode(v, self.info[i][1], f"{where} argument {i}")) for i, v in items]
-        for i, d in data:
-            self.put(i, d)
-        return items
+            name = call(dr.cuKernelGetName, p.kern)
+        return check.decode(name)
 
+    @property
+    def kernel(self):
+        """``None``: the kernel was not loaded by pycudagraph. No CUDA call."""
+        return None
 
-def _node_args(node) -> CapturedArgs:
-    p = node._driver_params()
-    return CapturedArgs(p, param_info(p))
+    @property
+    def function(self) -> int:
+        """The ``CUfunction`` (or ``CUkernel``) handle the node launches
+        (``cuGraphKernelNodeGetParams``)."""
+        p = self._driver_params()
+        return int(p.func) or int(p.kern)
 
+    @property
+    def params(self) -> KernelParams:
+        """Kernel name, grid, block and dynamic shared memory (``cuGraphKernelNodeGetParams``)."""
+        p = self._driver_params()
+        return KernelParams(self.kernel_name, (p.gridDimX, p.gridDimY, p.gridDimZ),
+                            (p.blockDimX, p.blockDimY, p.blockDimZ), p.sharedMemBytes)
 
-def _exec_args(exe, node) -> CapturedArgs:
-    per = _EXEC_ARGS.get(exe)
-    if per is None:
-        per = _EXEC_ARGS[exe] = {}
-    args = per.get(node._h)
-    if args is None:
-        args = per[node._h] = _node_args(node)
-    return args
+    @property
+    def arguments(self) -> list[bytes]:
+        """Each argument's bytes as the graph holds them (``cuGraphKernelNodeGetParams``,
+        sizes from ``cuFuncGetParamInfo``)."""
+        args = CapturedArgs.of(self)
+        return [args.get(i) for i in range(len(args.info))]
 
+    def set_params(self, args=None, grid=None, block=None, shared_mem=None) -> None:
+        """Change the node in its graph (``cuGraphKernelNodeSetParams``); ``args`` by index
+        ({index: value}) or a full sequence, each value encoded to its argument's size."""
+        self.check_live()
+        state = CapturedArgs.of(self)
+        keep = state.apply(args, f"set_params(KernelNode 0x{self._h:x})")
+        context.ensure_device()
+        call(dr.cuGraphKernelNodeSetParams, dr.CUgraphNode(self._h),
+             state.struct_with(grid, block, shared_mem))
+        objs = [v for _, v in keep if not isinstance(v, (int, float, bytes, np.generic))]
+        if objs:
+            self._table.keep_also(self, *objs)
 
-def _exec_call(exe, node, p) -> None:
-    context.ensure_device()
-    call(dr.cuGraphExecKernelNodeSetParams, dr.CUgraphExec(exe._h), dr.CUgraphNode(node._h), p)
+    def exec_record(self, exec_raw, source: tuple, retire) -> ExecNode:
+        """The exec's record, with the exec's own copy of the argument bytes."""
+        rec = ExecNode(self, exec_raw, source, retire)
+        rec.args = CapturedArgs.of(self)
+        return rec
 
-
-def exec_set(exe, node, args=None, grid=None, block=None, shared_mem=None) -> None:
-    """Change a captured kernel node in ``exe`` (``cuGraphExecKernelNodeSetParams``)."""
-    where = f"set_params(KernelNode 0x{node._h:x})"
-    state = _exec_args(exe, node)
-    before = [state.get(i) for i in range(len(state.info))]
-    keep = state.apply(args, where)
-    try:
-        _exec_call(exe, node, state.struct_with(grid, block, shared_mem))
-    except Exception:
-        for i, b in enumerate(before):
-            state.put(i, b)
-        raise
-    for i, v in keep:  # one slot per argument: what it held before is retired
-        exe._hold(("captured", node._h, i), v)
-
-
-def exec_set_arg(exe, node, index, value) -> None:
-    """One argument of a captured kernel node in ``exe``, by index."""
-    state = _exec_args(exe, node)
-    exec_set(exe, node, args={state.index(index, f"set_arg(KernelNode 0x{node._h:x})"): value})
-
-
-def graph_set(node, args=None, grid=None, block=None, shared_mem=None) -> None:
-    """Change a captured kernel node in its graph (``cuGraphKernelNodeSetParams``)."""
-    state = _node_args(node)
-    keep = state.apply(args, f"set_params(KernelNode 0x{node._h:x})")
-    context.ensure_device()
-    call(dr.cuGraphKernelNodeSetParams, dr.CUgraphNode(node._h),
-         state.struct_with(grid, block, shared_mem))
-    objs = [v for _, v in keep if not isinstance(v, (int, float, bytes, np.generic))]
-    if objs:
-        node.graph._ledger.add(node._h, *objs)
-
-
-def patch_slots(data: bytes, offset: int, old: int, new: int) -> tuple[bytes, int]:
-    """``data`` (an argument at image ``offset``) with every 8-byte aligned slot holding
-    ``old`` replaced by ``new``, and how many were."""
-    out, n = bytearray(data), 0
-    start = (-offset) % 8
-    for k in range(start, len(data) - 7, 8):
-        if _U64.unpack_from(out, k)[0] == old:
-            _U64.pack_into(out, k, new)
-            n += 1
-    return bytes(out), n
-
-
-def rebind(exe, old, new, missing_ok: bool = False) -> int:
-    """Patch every kernel-node argument slot of ``exe`` holding device address ``old``."""
-    if exe._h is None:
-        exe._refuse()
-    graph = exe.graph
-    if graph is None:
-        raise PyCudaGraphError("rebind needs the exec's graph: wrap it with "
-                               "GraphExec.wrap(handle, graph=Graph.wrap(graph_handle))")
-    a, b = device_pointer(old), device_pointer(new)
-    if not a:
-        raise ArgumentError("rebind: old is a null pointer")
-    count = 0
-    for node in graph.nodes:
-        if str(node.type) != "kernel":
-            continue
-        if node._pack is not None:
-            count += _rebind_own(exe, node, a, b, new)
-            continue
-        state = _exec_args(exe, node)
-        patched = {}
-        for i, (offset, _) in enumerate(state.info):
-            data, n = patch_slots(state.get(i), offset, a, b)
-            if n:
-                patched[i] = data
-                count += n
-        if patched:
-            exec_set(exe, node, args=patched)
-    if count:
-        if not isinstance(new, int):
-            exe._hold(("rebind", b), new)
-    elif not missing_ok:
-        raise ArgumentError(f"rebind: no kernel argument of {exe!r} holds 0x{a:x} "
-                            "(pass missing_ok=True to allow that)")
-    return count
-
-
-def _rebind_own(exe, node, a: int, b: int, new) -> int:
-    """rebind on a node built by pycudagraph: through :meth:`GraphExec.set_arg`."""
-    pack, _ = exe._kernel_entry(node)
-    n = 0
-    for i, v in enumerate(pack.values()):
-        if isinstance(v, int) and v == a and pack.layout.slots[i].size == 8:
-            exe.set_arg(node, i, new)
-            n += 1
-        elif isinstance(v, bytes):
-            data, k = patch_slots(v, 0, a, b)
-            if k:
-                exe.set_arg(node, i, data)
-                n += k
-    return n
+    def exec_set(self, rec: ExecNode, args=None, grid=None, block=None, shared_mem=None,
+                  **attributes) -> None:
+        """``cuGraphExecKernelNodeSetParams`` with the exec's copy of the argument bytes."""
+        if attributes:
+            return super().exec_set(rec, args, grid, block, shared_mem, **attributes)
+        rec.args.exec_set(rec, args, grid, block, shared_mem)

@@ -55,7 +55,7 @@ class ConditionalHandle:
         self.default = default
 
     @classmethod
-    def _create(cls, graph, default: int | None = None, device=None) -> "ConditionalHandle":
+    def create(cls, graph, default: int | None = None, device=None) -> "ConditionalHandle":
         """``cudaGraphConditionalHandleCreate(graph, default or 0, flags)``; ``flags`` is
         ``cudaGraphCondAssignDefault`` when a default is given. With ``device``:
         ``cudaGraphConditionalHandleCreate_v2`` naming that device's execution context."""
@@ -70,7 +70,7 @@ class ConditionalHandle:
                 ordinal = _ordinal(device)
             except (TypeError, ValueError) as exc:
                 raise ArgumentError(f"conditional_handle: device: {exc}") from None
-        raw = versions.conditional_handle_create(graph._raw, default, ordinal)
+        raw = versions.conditional_handle_create(graph.handle, default, ordinal)
         return cls(graph, int(raw), default)
 
     @property
@@ -104,7 +104,7 @@ def _check_handle(graph, handle, where: str) -> None:
         raise ArgumentError(f"{where}: handle: a conditional node needs a ConditionalHandle "
                             f"(g.conditional_handle()), got {type(handle).__name__}")
     home = handle.graph
-    if home is None or not home._encloses(graph):
+    if home is None or not home.table.encloses(graph.table):
         raise ArgumentError(f"{where}: handle {handle!r} was made for another graph; make it "
                             "with conditional_handle() on this graph or on a graph containing it")
 
@@ -130,43 +130,43 @@ class ConditionalNode(Node):
     _version = 12030
     __slots__ = ("_handle", "_bodies")
 
-    def __init__(self, graph, h: int, handle=None):
-        super().__init__(graph, h)
+    def __init__(self, table, h: int, handle=None):
+        super().__init__(table, h)
         self._handle = handle
         self._bodies = None
 
     @classmethod
-    def _add(cls, graph, deps, handle, size: int = 1) -> "ConditionalNode":
+    def build(cls, table, deps, handle, size: int = 1) -> "ConditionalNode":
         """``cudaGraphAddNode`` with ``cudaGraphNodeParams.conditional`` = (handle, type, size);
         CUDA creates the ``size`` body graphs and returns them in ``phGraph_out``."""
-        _check_handle(graph, handle, f"add_{cls.kind}")
+        _check_handle(table.graph, handle, f"add_{cls.kind}")
         versions.require(f"{cls.kind} conditional nodes", cls._version)
         p = rt.cudaGraphNodeParams()
         p.type = rt.cudaGraphNodeType.cudaGraphNodeTypeConditional
         p.conditional.handle = handle.handle
         p.conditional.type = cls._raw_type
         p.conditional.size = size
-        raw_deps, _ = graph._dep_list(deps)
-        raw = versions.graph_add_node(graph._raw, raw_deps, p)
-        node = cls(graph, int(raw), handle)
-        node._bodies = tuple(graph._wrap_child(b, owner=node)
+        raw_deps, _ = table.dep_list(deps)
+        raw = versions.graph_add_node(table.raw, raw_deps, p)
+        node = cls(table, int(raw), handle)
+        node._bodies = tuple(table.child(b, owner=node)
                              for b in list(p.conditional.phGraph_out)[:size])
-        return graph._register(node, handle)
+        return table.register(node, handle)
 
     @classmethod
-    def _read(cls, graph, h: int) -> "ConditionalNode":
+    def read(cls, table, h: int) -> "ConditionalNode":
         """A node read back: its kind and bodies from ``cudaGraphNodeGetParams`` (driver
         13.2 or newer); on older drivers a :class:`ConditionalNode` of unknown kind."""
         try:
             p = versions.node_get_params(rt.cudaGraphNode_t(h)).conditional
         except NotSupportedError:
-            return ConditionalNode(graph, h)
+            return ConditionalNode(table, h)
         size = int(p.size)
         kind = {int(_T.cudaGraphCondTypeWhile): WhileNode,
                 int(_T.cudaGraphCondTypeSwitch): SwitchNode}.get(
                     int(p.type), IfElseNode if size == 2 else IfNode)
-        node = kind(graph, h, ConditionalHandle(graph, int(p.handle)))
-        node._bodies = tuple(graph._wrap_child(b, owner=node) for b in list(p.phGraph_out)[:size])
+        node = kind(table, h, ConditionalHandle(table.graph, int(p.handle)))
+        node._bodies = tuple(table.child(b, owner=node) for b in list(p.phGraph_out)[:size])
         return node
 
     @property
@@ -183,16 +183,16 @@ class ConditionalNode(Node):
         CUDA 13.2 driver.
         """
         bodies = self._bodies
-        if bodies is not None and all(b._owner is self for b in bodies):
+        if bodies is not None and all(b.table.owner is self for b in bodies):
             return bodies
         # a clone's copy of one of our nodes, or a node read back on a driver before 13.2
-        fresh = ConditionalNode._read(self.graph, self._h)
+        fresh = ConditionalNode.read(self._table, self._h)
         if fresh._bodies is None:
             raise NotSupportedError(_OLD_DRIVER, "13.2 (cudaGraphNodeGetParams)",
                                     f"a CUDA {versions.format_version(versions.driver_version())} driver")
-        self._bodies, self._handle = fresh._bodies, fresh._handle
-        for b in self._bodies:
-            b._owner = self
+        self._bodies, self._handle = fresh.inner_graphs(), fresh.condition
+        for b in self._bodies:  # the wrappers now belong to this node object
+            b.table.owner = self
         return self._bodies
 
     @property
@@ -201,15 +201,22 @@ class ConditionalNode(Node):
         (No CUDA call for a node built here; ``cudaGraphNodeGetParams`` for one read back)."""
         return ConditionalParams(self.kind, self._handle, self.bodies)
 
-    def _exec_set(self, exe, target, **changes) -> None:
+    def inner_graphs(self) -> tuple:
+        """The body graphs whose wrappers exist. No CUDA call."""
+        bodies = self._bodies
+        return tuple(b for b in bodies if b.table.owner is self) if bodies else ()
+
+    def exec_set(self, rec, **changes) -> None:
+        """Refused with :class:`TypeError`: nothing to change in an exec. No CUDA call."""
         raise TypeError("a conditional node has nothing to change in an exec; change the nodes "
                         "of its body graphs with exe.set_params / exe.set_arg")
 
     def describe(self) -> str:
         """One line: kind, handle and the bodies' node counts (``cudaGraphGetNodes``)."""
-        self._check_live()  # then its bodies are alive: read even when closed
+        self.check_live()  # then its bodies are alive: read even when closed
         try:
-            sizes = ", ".join(str(len(versions.graph_nodes(b._raw_handle))) for b in self.bodies)
+            sizes = ", ".join(str(len(versions.graph_nodes(b.table.raw_handle)))
+                              for b in self.bodies)
         except NotSupportedError:
             return "conditional (kind and bodies unknown: cudaGraphNodeGetParams needs CUDA 13.2)"
         h = f" on 0x{self._handle.value:x}" if self._handle is not None else ""
@@ -240,8 +247,9 @@ class IfElseNode(ConditionalNode):
     __slots__ = ()
 
     @classmethod
-    def _add(cls, graph, deps, handle, size: int = 2) -> "IfElseNode":
-        return super()._add(graph, deps, handle, 2)
+    def build(cls, table, deps, handle, size: int = 2) -> "IfElseNode":
+        """``cudaGraphAddNode`` of an if/else node: two bodies."""
+        return super().build(table, deps, handle, 2)
 
     @property
     def then_body(self):
@@ -281,14 +289,15 @@ class SwitchNode(ConditionalNode):
     __slots__ = ()
 
     @classmethod
-    def _add(cls, graph, deps, handle, size: int = 1) -> "SwitchNode":
+    def build(cls, table, deps, handle, size: int = 1) -> "SwitchNode":
+        """``cudaGraphAddNode`` of a switch node with ``size`` bodies."""
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ArgumentError(f"add_switch: count: a switch node needs a positive number of "
                                 f"bodies, got {size!r}")
         if cls._raw_type is None:
             raise NotSupportedError("switch conditional nodes", "12.8 bindings",
                                     "cuda-bindings without cudaGraphCondTypeSwitch")
-        return super()._add(graph, deps, handle, size)
+        return super().build(table, deps, handle, size)
 
 
 #: kind name -> class

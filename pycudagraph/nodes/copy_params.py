@@ -1,8 +1,14 @@
 """Parameters of memcpy and memset nodes, checked and resolved from Python objects.
 
-Both graph builders (``Graph.add_memcpy`` / ``add_memset``) and updates
-(``node.set_params`` / ``GraphExec.set_params``) resolve their arguments here, so a
-copy's direction, size and a memset's value are validated the same way everywhere.
+Both graph builders (``Graph.add_memcpy`` / ``add_memcpy_3d`` / ``add_memset``) and
+updates (``node.set_params`` / ``GraphExec.set_params``) resolve their arguments here, so
+a copy's direction, size and a memset's value are validated the same way everywhere.
+
+A pitched 2D/3D copy moves a box of ``width`` bytes x ``height`` rows x ``depth`` slices
+from ``src`` to ``dst``. Each side is a buffer or array laid out with its own ``pitch``
+(bytes from one row to the next; default: ``width``) and ``rows`` (rows per slice;
+default: ``height``), and the box starts at ``pos = (x bytes, y row, z slice)`` in it.
+Sizes are checked against both sides before CUDA sees them (:func:`copy3d_params`).
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from ..errors import ArgumentError, ClosedError, CudaError
 from ..runtime.memory import DeviceBuffer, PinnedBuffer, device_pointer, host_pointer, nbytes_of
 from ..runtime.values import int_arg
 
-__all__ = ["locate", "memcpy_args", "memset_params"]
+__all__ = ["locate", "memcpy_args", "memset_params", "copy3d_params"]
 
 _KINDS = {(False, False): rt.cudaMemcpyKind.cudaMemcpyHostToHost,
           (False, True): rt.cudaMemcpyKind.cudaMemcpyHostToDevice,
@@ -154,4 +160,58 @@ def memset_params(current=None, dst=None, value=None, count=None, element_size=N
     p.width = int(count)
     p.height = height
     p.pitch = pitch if height > 1 else 0
+    return p
+
+
+def _pos(pos, what: str) -> tuple[int, int, int]:
+    t = tuple(pos)
+    if not 1 <= len(t) <= 3:
+        raise ArgumentError(f"{what} must be (x bytes, y row, z slice), got {pos!r}")
+    t = tuple(int_arg(v, what) for v in t) + (0,) * (3 - len(t))
+    if min(t) < 0:
+        raise ArgumentError(f"{what} must not be negative, got {pos!r}")
+    return t
+
+
+def _side(obj, name: str, width: int, height: int, depth: int, pitch, rows, pos):
+    ptr, on_device, size = locate(obj, f"memcpy_3d {name}")
+    pitch = width if pitch is None else int_arg(pitch, f"{name}_pitch")
+    rows = height if rows is None else int_arg(rows, f"{name}_rows")
+    x, y, z = _pos(pos, f"{name}_pos")
+    if pitch < x + width:
+        raise ArgumentError(f"memcpy_3d {name}: pitch {pitch} is smaller than x + width "
+                            f"({x} + {width})")
+    if rows < y + height:
+        raise ArgumentError(f"memcpy_3d {name}: {rows} rows per slice is fewer than y + height "
+                            f"({y} + {height})")
+    end = ((z + depth - 1) * rows + y + height - 1) * pitch + x + width
+    if size is not None and end > size:
+        raise ArgumentError(f"memcpy_3d {name}: the box ends at byte {end}, past the end of "
+                            f"the {name} ({size} bytes)")
+    return rt.make_cudaPitchedPtr(ptr, pitch, width, rows), rt.make_cudaPos(x, y, z), on_device
+
+
+def copy3d_params(dst, src, width: int, height: int = 1, depth: int = 1, *, dst_pitch=None,
+                  src_pitch=None, dst_rows=None, src_rows=None, dst_pos=(0, 0, 0),
+                  src_pos=(0, 0, 0)):
+    """A checked ``cudaMemcpy3DParms`` for a pitched copy (see the module docstring).
+
+    Raises
+    ------
+    ArgumentError
+        For a non-positive extent, a pitch or row count too small for the box, or a box
+        past the end of either side.
+    """
+    width = int_arg(width, "memcpy_3d width")
+    height = int_arg(height, "memcpy_3d height")
+    depth = int_arg(depth, "memcpy_3d depth")
+    if min(width, height, depth) < 1:
+        raise ArgumentError(f"memcpy_3d needs a positive extent, got width={width}, "
+                            f"height={height}, depth={depth}")
+    dptr, dpos, d_dev = _side(dst, "dst", width, height, depth, dst_pitch, dst_rows, dst_pos)
+    sptr, spos, s_dev = _side(src, "src", width, height, depth, src_pitch, src_rows, src_pos)
+    p = rt.cudaMemcpy3DParms()
+    p.dstPtr, p.dstPos, p.srcPtr, p.srcPos = dptr, dpos, sptr, spos
+    p.extent = rt.make_cudaExtent(width, height, depth)
+    p.kind = _KINDS[(s_dev, d_dev)]
     return p

@@ -80,6 +80,5 @@ def port_hint(exc, graph, a, b, port):
     except Exception:  # no edge data to read: the error stays as it is
         return exc
     if have is not None and have != (port or "default"):
-        exc.hint = f"{a!r} -> {b!r} is a {have} edge: remove it with port={have!r}"
-        exc.args = (exc._text(),)
+        exc.set_hint(f"{a!r} -> {b!r} is a {have} edge: remove it with port={have!r}")
     return exc

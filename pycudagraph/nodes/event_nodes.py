@@ -13,17 +13,17 @@ class _EventNode(Node):
     __slots__ = ("_event",)
     _add_fn = _get = _set = _exec_set_fn = None
 
-    def __init__(self, graph, h: int, event=None):
-        super().__init__(graph, h)
+    def __init__(self, table, h: int, event=None):
+        super().__init__(table, h)
         self._event = event
 
     @classmethod
-    def _add(cls, graph, deps, event) -> "_EventNode":
+    def build(cls, table, deps, event) -> "_EventNode":
         """``cudaGraphAddEventRecordNode`` / ``cudaGraphAddEventWaitNode``."""
         require_event(event, f"add_{cls.type}")
-        raw_deps, nd = graph._dep_list(deps)
-        raw = call(cls._add_fn, graph._raw, raw_deps, nd, event.handle)
-        return graph._register(cls(graph, int(raw), event), event)
+        raw_deps, nd = table.dep_list(deps)
+        raw = call(cls._add_fn, table.raw, raw_deps, nd, event.handle)
+        return table.register(cls(table, int(raw), event), event)
 
     @property
     def event(self):
@@ -51,13 +51,13 @@ class _EventNode(Node):
         require_event(event, "set_params")
         call(type(self)._set, self.handle, event.handle)
         self._event = event
-        self.graph._register(self, event)
+        self._table.register(self, event)
 
-    def _exec_set(self, exe, target, event) -> None:
+    def exec_set(self, rec, event) -> None:
         """``cudaGraphExecEventRecordNodeSetEvent`` / ``cudaGraphExecEventWaitNodeSetEvent``."""
         require_event(event, "set_params")
-        call(type(self)._exec_set_fn, exe._raw, target.handle, event.handle)
-        exe._hold(("event", target._h), event)
+        call(type(self)._exec_set_fn, rec.exec_raw, rec.node.handle, event.handle)
+        rec.hold("event", event)
 
     def describe(self) -> str:
         """One line: the node type and the event handle (as :attr:`event` reads it)

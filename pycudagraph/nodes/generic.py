@@ -14,81 +14,40 @@ from .._cuda import call, rt, versions
 from .edges import edge_data
 from ..errors import ArgumentError
 
-__all__ = ["GENERIC_VERSION", "GraphGeneric", "ExecGeneric", "set_node_params"]
+__all__ = ["GENERIC_VERSION", "check_params", "set_node_params", "exec_set_node_params",
+           "add_node"]
 
 #: CUDA version of cudaGraphAddNode / cudaGraphNodeSetParams / cudaGraphExecNodeSetParams.
 GENERIC_VERSION = 12020
 
 
-def _check(params, where: str) -> None:
+def check_params(params, where: str) -> None:
+    """``params`` must be a raw ``cudaGraphNodeParams``."""
     if not isinstance(params, rt.cudaGraphNodeParams):
         raise ArgumentError(f"{where}: params must be a cuda.bindings.runtime.cudaGraphNodeParams, "
                             f"got {type(params).__name__}")
 
 
 def set_node_params(node, params, keep=()) -> None:
-    """Change the node in its graph (``cudaGraphNodeSetParams``, CUDA 12.2+)."""
-    _check(params, "set_node_params")
+    """Change the node in its graph (``cudaGraphNodeSetParams``, CUDA 12.2+); the caller
+    keeps ``params`` and ``keep`` alive with the node."""
+    check_params(params, "set_node_params")
     handle = node.handle
     call(versions.gated("cudaGraphNodeSetParams", GENERIC_VERSION), handle, params)
-    node.graph._ledger.add(node._h, params, *keep)
 
 
-class GraphGeneric:
-    """The generic builder of :class:`~pycudagraph.Graph` (mixed into it)."""
-
-    __slots__ = ()
-
-    def add_node(self, params, deps=(), keep=(), port: str | None = None):
-        """Add a node of any type from a raw ``cudaGraphNodeParams`` (``cudaGraphAddNode``,
-        CUDA 12.2+).
-
-        Parameters
-        ----------
-        params : cuda.bindings.runtime.cudaGraphNodeParams
-            Its ``type`` and the matching member filled in.
-        deps : sequence of Node
-            Nodes the new one waits for.
-        keep : sequence
-            Objects the parameters point at, kept alive with the node.
-        port : str, optional
-            Edge data for every dependency edge (``"programmatic"``, ...; CUDA 12.3+;
-            ``cudaGraphAddNode_v2`` on cuda-bindings 12.x).
-
-        Returns
-        -------
-        Node
-            The node class of its type (read back with ``cudaGraphNodeGetType``).
-        """
-        _check(params, "add_node")
-        versions.gated("cudaGraphAddNode", GENERIC_VERSION)
-        raw_deps, n = self._dep_list(deps)
-        data = edge_data(port)
-        raw = versions.graph_add_node(self._raw, raw_deps, params, data * n if data else None)
-        node = self._node(raw)
-        self._ledger.hold(node._h, params, *keep)
-        return node
+def exec_set_node_params(exec_raw, node_handle, params) -> None:
+    """Change one node of an exec (``cudaGraphExecNodeSetParams``, CUDA 12.2+)."""
+    check_params(params, "set_node_params")
+    call(versions.gated("cudaGraphExecNodeSetParams", GENERIC_VERSION), exec_raw, node_handle,
+         params)
 
 
-class ExecGeneric:
-    """The generic exec-side setter of :class:`~pycudagraph.GraphExec` (mixed into it)."""
-
-    __slots__ = ()
-
-    def set_node_params(self, node, params, keep=()) -> None:
-        """Change one node of the exec from a raw ``cudaGraphNodeParams``
-        (``cudaGraphExecNodeSetParams``, CUDA 12.2+); the graph is not changed.
-
-        Parameters
-        ----------
-        node : Node
-            A node of the graph the exec was made from.
-        params : cuda.bindings.runtime.cudaGraphNodeParams
-        keep : sequence
-            Objects the parameters point at, kept alive as long as the exec needs them.
-        """
-        _check(params, "set_node_params")
-        target = self._member(node)
-        call(versions.gated("cudaGraphExecNodeSetParams", GENERIC_VERSION), self.handle,
-             target.handle, params)
-        self._hold(("node params", target._h), params, *keep)
+def add_node(table, deps, params, port=None):
+    """``cudaGraphAddNode`` (CUDA 12.2+; ``cudaGraphAddNode_v2`` with edge data on 12.x);
+    returns the new node's raw handle."""
+    check_params(params, "add_node")
+    versions.gated("cudaGraphAddNode", GENERIC_VERSION)
+    raw_deps, n = table.dep_list(deps)
+    data = edge_data(port)
+    return versions.graph_add_node(table.raw, raw_deps, params, data * n if data else None)

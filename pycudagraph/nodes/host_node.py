@@ -36,17 +36,17 @@ class HostNode(Node):
     type = NodeType.HOST
     __slots__ = ("_call",)
 
-    def __init__(self, graph, h: int, hostcall=None):
-        super().__init__(graph, h)
+    def __init__(self, table, h: int, hostcall=None):
+        super().__init__(table, h)
         self._call = hostcall
 
     @classmethod
-    def _add(cls, graph, deps, fn, args=()) -> "HostNode":
+    def build(cls, table, deps, fn, args=()) -> "HostNode":
         """``cudaGraphAddHostNode`` running ``fn(*args)``."""
         hc = HostCall(require_callable(fn, "fn", "add_host"), _args(args, "add_host"))
-        raw_deps, nd = graph._dep_list(deps)
-        raw = call(rt.cudaGraphAddHostNode, graph._raw, raw_deps, nd, host_node_params(hc))
-        return graph._register(cls(graph, int(raw), hc), hc)
+        raw_deps, nd = table.dep_list(deps)
+        raw = call(rt.cudaGraphAddHostNode, table.raw, raw_deps, nd, host_node_params(hc))
+        return table.register(cls(table, int(raw), hc), hc)
 
     @property
     def params(self) -> dict:
@@ -68,14 +68,13 @@ class HostNode(Node):
         hc = HostCall(require_callable(fn, "fn", "set_params"), _args(args, "set_params"))
         call(rt.cudaGraphHostNodeSetParams, self.handle, host_node_params(hc))
         self._call = hc
-        self.graph._register(self, hc)
+        self._table.register(self, hc)
 
-    def _exec_set(self, exe, target, fn, args=()) -> None:
+    def exec_set(self, rec, fn, args=()) -> None:
         """``cudaGraphExecHostNodeSetParams``."""
         hc = HostCall(require_callable(fn, "fn", "set_params"), _args(args, "set_params"))
-        call(rt.cudaGraphExecHostNodeSetParams, exe._raw, target.handle, host_node_params(hc))
-        exe._host_ids.add(hc.id)
-        exe._hold(("host", target._h), hc)
+        call(rt.cudaGraphExecHostNodeSetParams, rec.exec_raw, rec.node.handle, host_node_params(hc))
+        rec.hold("host", hc)
 
     def describe(self) -> str:
         """One line: the host function's name. No CUDA call."""

@@ -5,18 +5,22 @@ from __future__ import annotations
 import ctypes
 from dataclasses import dataclass, field
 
-from .._cuda import call, check, context, dr, fast, rt, versions
+from .._cuda import call, context, dr, fast, rt, versions
 from .._cuda.context import seen
-from ..errors import ArgumentError
+from ..compile.args import ArgPack
 from ..compile.limits import require_kernel
+from ..errors import ArgumentError
 from . import attributes as _attrs
 from .base import REMOVED, Node, NodeType
+from .captured_args import CapturedArgs
+from .exec_node import ExecNode
 
-__all__ = ["KernelNode", "KernelParams", "short_kernel_name"]
+__all__ = ["KernelNode", "KernelParams", "short_kernel_name", "exec_set_arg"]
 
 _VP = ctypes.c_void_p
 _PLAIN = (int, float, bool)
 _native_add = fast.native.add_kernel if fast.native is not None else None
+_native_set_arg = fast.native.exec_set_arg if fast.native is not None else None
 if fast.native is not None:
     fast.native.set_removed(REMOVED)  # a removed dependency goes to the Python path's error
 
@@ -62,18 +66,24 @@ def _dim(d) -> str:
 
 
 class KernelNode(Node):
-    """A kernel launch node (``cudaGraphAddKernelNode``)."""
+    """A kernel launch node (``cudaGraphAddKernelNode``).
+
+    A node built here carries its packed launch (the kernel, the argument values by name);
+    a kernel node read back from the driver (captured from PyTorch, CuPy, a library) is a
+    :class:`~pycudagraph.nodes.captured_kernel.CapturedKernelNode`, whose arguments are
+    bytes addressed by index.
+    """
 
     type = NodeType.KERNEL
     __slots__ = ("_pack", "_cvp")
 
-    def __init__(self, graph, h: int, pack=None, cvp=None):
-        super().__init__(graph, h)
-        self._pack = pack  # ArgPack when built by pycudagraph; None when read back
+    def __init__(self, table, h: int, pack=None, cvp=None):
+        super().__init__(table, h)
+        self._pack = pack  # the ArgPack the node was built (or last set) with
         self._cvp = cvp  # the handle as a c_void_p (a one-node dependency array), or None
 
     @classmethod
-    def _add(cls, graph, deps, kernel, grid, block, args=(), shared_mem: int = 0,
+    def build(cls, table, deps, kernel, grid, block, args=(), shared_mem: int = 0,
              **attributes) -> "KernelNode":
         """Pack the launch and call ``cuGraphAddKernelNode`` (the driver twin of
         ``cudaGraphAddKernelNode``) with a ``CUDA_KERNEL_NODE_PARAMS_v2`` naming the
@@ -85,89 +95,91 @@ class KernelNode(Node):
         todo = ([_attrs.prepare(k, v) for k, v in attributes.items() if v is not None]
                 if attributes else ())
         nl = getattr(kernel, "_native", None)  # a Kernel's compiled layout, once loaded
-        if (nl is not None and not todo and not seen.multi and not (graph._closed or graph._dead)
+        if (nl is not None and not todo and not seen.multi and table.usable
                 and kernel._fits(grid, block, shared_mem)):  # the driver checks no limits here
             r = _native_add(nl, kernel._layout, kernel, kernel._func[0], grid, block, args,
-                            shared_mem, graph, deps)
+                            shared_mem, table.graph, deps)
             if type(r) is tuple:  # packed and added by the compiled path
-                return graph._register(cls(graph, r[0], r[1]), r[1])
+                return table.register(cls(table, r[0], r[1]), r[1])
         # The checked path (and the diagnosis of anything the compiled path handed back).
         pack = require_kernel(kernel, "add_kernel").pack(args, grid, block, shared_mem)
         if isinstance(deps, Node):
             deps = (deps,)
         elif type(deps) is not tuple and type(deps) is not list:
-            deps = graph._dep_nodes(deps)  # None, generators ...; checked
+            deps = table.dep_nodes(deps)  # None, generators ...; checked
         n = len(deps)
         arr = None
         if n == 0:
             dep_addr = None
-        elif (n == 1 and type(deps[0]) is KernelNode and deps[0].graph is graph
-              and deps[0]._raw is not REMOVED and deps[0]._cvp is not None):
-            dep_addr = ctypes.addressof(deps[0]._cvp)
+        elif (n == 1 and type(deps[0]) is KernelNode and table.canonical(deps[0])
+              and not deps[0].removed and deps[0].cvp is not None):
+            dep_addr = ctypes.addressof(deps[0].cvp)
         else:
-            graph._dep_list(deps)
-            arr = (_VP * n)(*[d._h for d in deps])
+            table.dep_list(deps)
+            arr = (_VP * n)(*[int(d) for d in deps])
             dep_addr = ctypes.addressof(arr)
         out = _VP()
-        h = fast.add_kernel_node(out, graph, dep_addr, n, pack, deps)
-        node = graph._register(cls(graph, h, pack, out), pack)
+        h = fast.add_kernel_node(out, table, dep_addr, n, pack, deps)
+        node = table.register(cls(table, h, pack, out), pack)
         if todo:
             try:
                 for attr, value in todo:
                     call(rt.cudaGraphKernelNodeSetAttribute, node.handle, attr, value)
             except Exception:
-                graph.remove_node(node)  # no half-configured node stays behind
+                table.graph.remove_node(node)  # no half-configured node stays behind
                 raise
             window = attributes.get("access_policy")
             if window is not None:
-                graph._ledger.add(h, window.base)
+                table.keep_also(node, window.base)
         return node
 
+    def copy_for(self, table, h: int) -> "KernelNode":
+        """This node's copy in a clone: the same pack. No CUDA call."""
+        node = super().copy_for(table, h)
+        node._cvp = ctypes.c_void_p(h)
+        return node
+
+    @property
+    def cvp(self):
+        """The node handle as a ``ctypes.c_void_p`` (a one-node dependency array), or None.
+        No CUDA call."""
+        return self._cvp
+
     def _driver_params(self):
-        self._check_live()
+        self.check_live()
         context.ensure_device()  # a driver call: this thread needs a current context
         return call(dr.cuGraphKernelNodeGetParams, dr.CUgraphNode(self._h))
 
     @property
     def kernel_name(self) -> str:
-        """The kernel's name; for captured C++ kernels a readable form of the mangled name
-        (:attr:`mangled_name`: ``cuGraphKernelNodeGetParams``, ``cuFuncGetName``)."""
-        if self._pack is not None:
-            return self._pack.kernel.name
-        return short_kernel_name(self.mangled_name)
+        """The kernel's name. No CUDA call for a node built here."""
+        return self._pack.kernel.name
 
     @property
     def mangled_name(self) -> str:
-        """The name in the kernel image (``cuFuncGetName`` / ``cuKernelGetName``)."""
-        if self._pack is not None:
-            return self._pack.kernel.name
-        p = self._driver_params()
-        if int(p.func):
-            name = call(dr.cuFuncGetName, p.func)
-        else:
-            name = call(dr.cuKernelGetName, p.kern)
-        return check.decode(name)
+        """The name in the kernel image. No CUDA call for a node built here."""
+        return self._pack.kernel.name
+
+    @property
+    def function(self) -> int:
+        """The ``CUfunction`` (or ``CUkernel``) handle the node launches, as an int. No CUDA
+        call for a node built here (its packed header names it)."""
+        return self._pack.func
 
     @property
     def kernel(self):
-        """The :class:`~pycudagraph.compile.kernel.Kernel` when the node was built by pycudagraph, else
-        ``None``. No CUDA call."""
-        return self._pack.kernel if self._pack is not None else None
+        """The :class:`~pycudagraph.Kernel` the node launches (``None`` for a kernel node read
+        back from the driver). No CUDA call."""
+        return self._pack.kernel
 
     @property
     def params(self) -> KernelParams:
-        """Kernel name, grid, block, dynamic shared memory and (for our nodes) the arguments.
-
-        Captured nodes are read with ``cuGraphKernelNodeGetParams``.
-        """
-        if self._pack is not None:
-            grid, block, smem = self._pack.dims
-            names = [p.name for p in self._pack.layout.params]
-            return KernelParams(self.kernel_name, grid, block, smem,
-                                dict(zip(names, self._pack.values())))
-        p = self._driver_params()
-        return KernelParams(self.kernel_name, (p.gridDimX, p.gridDimY, p.gridDimZ),
-                            (p.blockDimX, p.blockDimY, p.blockDimZ), p.sharedMemBytes)
+        """Kernel name, grid, block, dynamic shared memory and the arguments by name.
+        No CUDA call for a node built here."""
+        grid, block, smem = self._pack.dims
+        names = [p.name for p in self._pack.layout.params]
+        return KernelParams(self.kernel_name, grid, block, smem,
+                            dict(zip(names, self._pack.values())))
 
     def set_params(self, args=None, grid=None, block=None, shared_mem=None) -> None:
         """Change the node in its graph (``cuGraphKernelNodeSetParams``).
@@ -182,10 +194,7 @@ class KernelNode(Node):
         grid, block : int or tuple of up to 3 ints, optional
         shared_mem : int, optional
         """
-        self._check_live()
-        if self._pack is None:  # captured: arguments by index, sizes from the function
-            from .captured_kernel import graph_set
-            return graph_set(self, args, grid, block, shared_mem)
+        self.check_live()
         if seen.multi and args is not None:  # DeviceBuffers of the node's device (or peers)
             args = self._pack.kernel._check_pack_args(self._pack, args, "set_params")
         pack = self._pack.updated(args, grid, block, shared_mem)
@@ -193,7 +202,7 @@ class KernelNode(Node):
             pack.kernel._pack_config(pack, *pack.dims)  # the node's function, its device
         fast.kernel_node_set_params(self, pack)
         self._pack = pack
-        self.graph._register(self, pack)
+        self._table.register(self, pack, *self._table.kept(self)[1:])
 
     # Attributes --------------------------------------------------------------------
 
@@ -233,7 +242,7 @@ class KernelNode(Node):
         """
         _attrs.set_attribute(self.handle, name, value)
         if name == "access_policy" and value is not None:
-            self.graph._ledger.add(self._h, value.base)
+            self._table.keep_also(self, value.base)
 
     def copy_attributes_from(self, other: "KernelNode") -> None:
         """Copy every attribute of ``other`` to this node (``cudaGraphKernelNodeCopyAttributes``)."""
@@ -251,7 +260,19 @@ class KernelNode(Node):
             raise ValueError(f"{self!r} is not device-updatable: add it with device_updatable=True")
         return _attrs.device_node(self.handle)
 
-    def _exec_set(self, exe, target, args=None, grid=None, block=None, shared_mem=None,
+    def exec_record(self, exec_raw, source: tuple, retire) -> ExecNode:
+        """The exec's record of this node, with its own copy of the packed launch the node
+        had when the exec took it (so a per-node update rewrites the exec's copy only). No
+        CUDA call, unless its twin was not built here (``cuGraphKernelNodeGetParams``)."""
+        rec = ExecNode(self, exec_raw, source, retire)
+        pack = source[0] if source and type(source[0]) is ArgPack else None
+        if pack is None:  # its twin was not built here: the arguments are bytes by index
+            rec.args = CapturedArgs.of(self)
+        else:
+            rec.args = pack.copy()
+        return rec
+
+    def exec_set(self, rec: ExecNode, args=None, grid=None, block=None, shared_mem=None,
                   **attributes) -> None:
         """``cuGraphExecKernelNodeSetParams`` with the exec's own copy of the node's pack."""
         unknown = [k for k in attributes if k not in _attrs.ATTRIBUTES]
@@ -263,23 +284,66 @@ class KernelNode(Node):
             raise TypeError(
                 f"an exec has no per-node attribute call ({', '.join(attributes)}): set it on "
                 "the graph node with node.set_attribute(...) and apply it with exe.update(graph)")
-        if target._pack is None:  # captured: arguments by index, sizes from the function
-            from .captured_kernel import exec_set
-            return exec_set(exe, target, args, grid, block, shared_mem)
-        pack, h = exe._kernel_entry(target)
+        pack = rec.args
+        if type(pack) is not ArgPack:  # bytes by index (its twin was captured)
+            return pack.exec_set(rec, args, grid, block, shared_mem)
         if seen.multi and args is not None:  # DeviceBuffers of the node's device (or peers)
             args = pack.kernel._check_pack_args(pack, args, "GraphExec.set_params")
         if grid is not None or block is not None or shared_mem is not None:
             d = pack._dims_with(grid, block, shared_mem)
             pack.kernel._pack_config(pack, tuple(d[0:3]), tuple(d[3:6]), d[6])
-        old_refs = pack.apply(args, grid, block, shared_mem)
-        fast.exec_kernel_node_set_params(exe, h, pack, self)
+        state = pack.state()
+        try:  # a failed update changes nothing: the exec keeps its old arguments
+            old_refs = pack.apply(args, grid, block, shared_mem)
+            fast.exec_kernel_node_set_params(rec.exec_raw, rec.node_h, pack, self)
+        except Exception:
+            pack.reset(state)
+            raise
         for old in old_refs:
             if type(old) not in _PLAIN:
-                exe._retire(old)
+                rec.retire(old)
 
     def describe(self) -> str:
         """One line: kernel name, grid and block (``cuGraphKernelNodeGetParams`` for a
         node not built here)."""
         p = self.params
         return f"kernel {p.kernel_name} grid={_dim(p.grid)} block={_dim(p.block)}"
+
+
+def exec_set_arg(rec: ExecNode, index_or_name, value) -> None:
+    """One argument of a kernel node in an exec (``cuGraphExecKernelNodeSetParams``): one slot
+    of the exec's own argument storage is rewritten; the value it replaced is retired."""
+    pack = rec.args
+    if type(pack) is not ArgPack:  # bytes by index (read back from the driver)
+        pack.exec_set_arg(rec, index_or_name, value)
+        return
+    if seen.multi:  # the value's device against the node's: the checked path only
+        pack.kernel._check_pack_args(pack, {index_or_name: value}, "set_arg")
+    elif _native_set_arg is not None:
+        r = _native_set_arg(rec.exec_h, rec.node_h, pack, index_or_name, value)
+        if not r:
+            return  # done by the compiled path
+        if type(r) is tuple:  # done; r[0] is the object it replaced
+            rec.retire(r[0])
+            return
+    layout = pack.layout
+    i = (index_or_name if type(index_or_name) is int and 0 <= index_or_name < layout.count
+         else layout.slot_index(index_or_name))
+    conv = layout.converters[i]
+    try:
+        layout.slots[i].pack_into(pack.buf, layout.offsets[i], conv(value) if conv else value)
+    except Exception:
+        i = layout.slot_index(i)
+        pack.restore(i)
+        layout.check_one(i, value)
+        raise
+    try:
+        fast.exec_kernel_node_set_params(rec.exec_raw, rec.node_h, pack, rec.node)
+    except Exception:
+        pack.restore(i)
+        raise
+    refs = pack.refs
+    old = refs[i]
+    refs[i] = value
+    if type(old) not in _PLAIN:
+        rec.retire(old)

@@ -9,7 +9,7 @@ from ..errors import ArgumentError
 from ..runtime.memory import device_pointer
 from ..runtime.values import int_arg
 from .base import Node, NodeType
-from .copy_params import memcpy_args, memset_params
+from .copy_params import copy3d_params, memcpy_args, memset_params
 
 __all__ = ["MemcpyNode", "MemcpyParams", "MemsetNode", "MemsetParams", "MemAllocNode",
            "MemFreeNode"]
@@ -45,12 +45,21 @@ class MemcpyNode(Node):
     __slots__ = ()
 
     @classmethod
-    def _add(cls, graph, deps, dst, src, nbytes=None) -> "MemcpyNode":
+    def build(cls, table, deps, dst, src, nbytes=None) -> "MemcpyNode":
         """``cudaGraphAddMemcpyNode1D``; direction and size checked from the objects."""
         d, s, n, kind = memcpy_args(dst, src, nbytes)
-        raw_deps, nd = graph._dep_list(deps)
-        raw = call(rt.cudaGraphAddMemcpyNode1D, graph._raw, raw_deps, nd, d, s, n, kind)
-        return graph._register(cls(graph, int(raw)), dst, src)
+        raw_deps, nd = table.dep_list(deps)
+        raw = call(rt.cudaGraphAddMemcpyNode1D, table.raw, raw_deps, nd, d, s, n, kind)
+        return table.register(cls(table, int(raw)), dst, src)
+
+    @classmethod
+    def build_3d(cls, table, deps, dst, src, width, height=1, depth=1, **layout) -> "MemcpyNode":
+        """``cudaGraphAddMemcpyNode`` with a checked ``cudaMemcpy3DParms``
+        (:func:`~pycudagraph.nodes.copy_params.copy3d_params`)."""
+        p = copy3d_params(dst, src, width, height, depth, **layout)
+        raw_deps, nd = table.dep_list(deps)
+        raw = call(rt.cudaGraphAddMemcpyNode, table.raw, raw_deps, nd, p)
+        return table.register(cls(table, int(raw)), dst, src)
 
     @property
     def params(self) -> MemcpyParams:
@@ -71,27 +80,42 @@ class MemcpyNode(Node):
         nbytes : int, optional
         """
         cur = self.params
-        kept = self.graph._ledger.held.get(self._h, (cur.dst, cur.src))
+        kept = self._table.kept(self) or (cur.dst, cur.src)
         dst_obj = kept[0] if dst is None else dst
         src_obj = kept[1] if src is None else src
         d, s, n, kind = memcpy_args(dst_obj, src_obj, cur.nbytes if nbytes is None else nbytes)
         call(rt.cudaGraphMemcpyNodeSetParams1D, self.handle, d, s, n, kind)
-        self.graph._register(self, dst_obj, src_obj)
+        self._table.register(self, dst_obj, src_obj)
 
-    def _exec_set(self, exe, target, dst=None, src=None, nbytes=None) -> None:
+    def set_params_3d(self, dst, src, width: int, height: int = 1, depth: int = 1,
+                      **layout) -> None:
+        """Make the node a 2D/3D copy in its graph (``cudaGraphMemcpyNodeSetParams``)."""
+        p = copy3d_params(dst, src, width, height, depth, **layout)
+        call(rt.cudaGraphMemcpyNodeSetParams, self.handle, p)
+        self._table.register(self, dst, src)
+
+    def exec_set(self, rec, dst=None, src=None, nbytes=None) -> None:
         """``cudaGraphExecMemcpyNodeSetParams1D``; sizes checked as when adding."""
-        key = ("memcpy", target._h)
-        cur = exe._ledger.held.get(key)
+        cur = rec.held("memcpy")
         if cur is None:
-            p = target.params
-            kept = target.graph._ledger.held.get(target._h, (p.dst, p.src))
+            p = self.params
+            kept = rec.source or (p.dst, p.src)
             cur = (kept[0], kept[1], p.nbytes)
         new_dst = cur[0] if dst is None else dst
         new_src = cur[1] if src is None else src
         n = cur[2] if nbytes is None else nbytes  # the size stays unless given
         d, s, n, kind = memcpy_args(new_dst, new_src, n)
-        call(rt.cudaGraphExecMemcpyNodeSetParams1D, exe._raw, target.handle, d, s, n, kind)
-        exe._hold(key, new_dst, new_src, n)
+        call(rt.cudaGraphExecMemcpyNodeSetParams1D, rec.exec_raw, rec.node.handle, d, s, n, kind)
+        rec.hold("memcpy", new_dst, new_src, n)
+
+    def exec_set_3d(self, rec, dst, src, width: int, height: int = 1, depth: int = 1,
+                     **layout) -> None:
+        """``cudaGraphExecMemcpyNodeSetParams`` with a checked ``cudaMemcpy3DParms``. CUDA
+        documents ``cudaErrorInvalidValue`` when the node's original or new operands are
+        multidimensional."""
+        p = copy3d_params(dst, src, width, height, depth, **layout)
+        call(rt.cudaGraphExecMemcpyNodeSetParams, rec.exec_raw, rec.node.handle, p)
+        rec.hold("memcpy", dst, src, width * height * depth)
 
     def describe(self) -> str:
         """One line: direction and bytes (``cudaGraphMemcpyNodeGetParams``)."""
@@ -111,13 +135,13 @@ class MemsetNode(Node):
     __slots__ = ()
 
     @classmethod
-    def _add(cls, graph, deps, dst, value, count, element_size=1, height=1,
+    def build(cls, table, deps, dst, value, count, element_size=1, height=1,
              pitch=None) -> "MemsetNode":
         """``cudaGraphAddMemsetNode``; value, sizes and the destination's extent checked."""
         p = memset_params(None, dst, value, count, element_size, height, pitch)
-        raw_deps, nd = graph._dep_list(deps)
-        raw = call(rt.cudaGraphAddMemsetNode, graph._raw, raw_deps, nd, p)
-        return graph._register(cls(graph, int(raw)), dst)
+        raw_deps, nd = table.dep_list(deps)
+        raw = call(rt.cudaGraphAddMemsetNode, table.raw, raw_deps, nd, p)
+        return table.register(cls(table, int(raw)), dst)
 
     @property
     def params(self) -> MemsetParams:
@@ -134,25 +158,24 @@ class MemsetNode(Node):
         dst, value, count, element_size, height, pitch : optional
             As for :meth:`Graph.add_memset`; fields not given keep their values.
         """
-        kept = self.graph._ledger.held.get(self._h, (None,))[0]
+        kept = (self._table.kept(self) or (None,))[0]
         p = memset_params(self.params, dst, value, count, element_size, height, pitch,
                           kept_dst=kept)
         call(rt.cudaGraphMemsetNodeSetParams, self.handle, p)
         if dst is not None:
-            self.graph._register(self, dst)
+            self._table.register(self, dst)
 
-    def _exec_set(self, exe, target, dst=None, value=None, count=None, element_size=None,
+    def exec_set(self, rec, dst=None, value=None, count=None, element_size=None,
                   height=None, pitch=None) -> None:
         """``cudaGraphExecMemsetNodeSetParams``; fields not given keep their values; the
         extent is checked against the destination (the new one, or the one kept)."""
-        key = ("memset", target._h)
-        cur = exe._ledger.held.get(key)
+        cur = rec.held("memset")
         if cur is None:
-            cur = (target.params, target.graph._ledger.held.get(target._h, (None,))[0])
+            cur = (self.params, (rec.source or (None,))[0])
         p = memset_params(cur[0], dst, value, count, element_size, height, pitch,
                           kept_dst=cur[1])
-        call(rt.cudaGraphExecMemsetNodeSetParams, exe._raw, target.handle, p)
-        exe._hold(key, _memset_view(p), dst if dst is not None else cur[1])
+        call(rt.cudaGraphExecMemsetNodeSetParams, rec.exec_raw, rec.node.handle, p)
+        rec.hold("memset", _memset_view(p), dst if dst is not None else cur[1])
 
     def describe(self) -> str:
         """One line: bytes and value (``cudaGraphMemsetNodeGetParams``)."""
@@ -171,18 +194,18 @@ class MemAllocNode(Node):
     __slots__ = ()
 
     @classmethod
-    def _add(cls, graph, deps, nbytes: int) -> "MemAllocNode":
+    def build(cls, table, deps, nbytes: int) -> "MemAllocNode":
         """``cudaGraphAddMemAllocNode`` of device memory on the current device."""
         if int_arg(nbytes, "add_mem_alloc: nbytes") <= 0:
             raise ValueError(f"add_mem_alloc needs a positive size (nbytes), got {nbytes}")
-        raw_deps, nd = graph._dep_list(deps)
+        raw_deps, nd = table.dep_list(deps)
         p = rt.cudaMemAllocNodeParams()
         p.poolProps.allocType = rt.cudaMemAllocationType.cudaMemAllocationTypePinned
         p.poolProps.location.type = rt.cudaMemLocationType.cudaMemLocationTypeDevice
         p.poolProps.location.id = context.ensure_device()
         p.bytesize = int(nbytes)
-        raw = call(rt.cudaGraphAddMemAllocNode, graph._raw, raw_deps, nd, p)
-        return graph._register(cls(graph, int(raw)))
+        raw = call(rt.cudaGraphAddMemAllocNode, table.raw, raw_deps, nd, p)
+        return table.register(cls(table, int(raw)))
 
     @property
     def params(self) -> dict:
@@ -212,7 +235,7 @@ class MemFreeNode(Node):
     __slots__ = ()
 
     @classmethod
-    def _add(cls, graph, deps, ptr_or_alloc_node) -> "MemFreeNode":
+    def build(cls, table, deps, ptr_or_alloc_node) -> "MemFreeNode":
         """``cudaGraphAddMemFreeNode`` of a :class:`MemAllocNode`'s memory or its address."""
         target = ptr_or_alloc_node
         if isinstance(target, MemAllocNode):
@@ -222,9 +245,9 @@ class MemFreeNode(Node):
                             f"device address, got {target!r} ({type(target).__name__})")
         else:
             ptr = device_pointer(target)
-        raw_deps, nd = graph._dep_list(deps)
-        raw = call(rt.cudaGraphAddMemFreeNode, graph._raw, raw_deps, nd, ptr)
-        return graph._register(cls(graph, int(raw)))
+        raw_deps, nd = table.dep_list(deps)
+        raw = call(rt.cudaGraphAddMemFreeNode, table.raw, raw_deps, nd, ptr)
+        return table.register(cls(table, int(raw)))
 
     @property
     def params(self) -> dict:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from .._cuda import call, ensure_device, rt
 from .._lifetime import release
 from ..errors import ArgumentError, ClosedError
-from ..graph.foreign import raw_int
+from ..runtime.values import raw_int
 from .base import Node, NodeType
 
 __all__ = ["ExternalSemaphore", "ExtSemaphoreSignalNode", "ExtSemaphoreWaitNode",
@@ -129,11 +129,11 @@ class _ExtSemaphoreNode(Node):
         return node, tuple(sems)
 
     @classmethod
-    def _add(cls, graph, deps, semaphores, values=None):
+    def build(cls, table, deps, semaphores, values=None):
         p, sems = cls._params(semaphores, values)
-        raw_deps, n = graph._dep_list(deps)
-        raw = call(cls._ADD, graph._raw, raw_deps, n, p)
-        return graph._register(cls(graph, int(raw)), sems, p)
+        raw_deps, n = table.dep_list(deps)
+        raw = call(cls._ADD, table.raw, raw_deps, n, p)
+        return table.register(cls(table, int(raw)), sems, p)
 
     @property
     def params(self) -> list[tuple[int, int]]:
@@ -147,15 +147,15 @@ class _ExtSemaphoreNode(Node):
         """Change the node in its graph (the node's SetParams call)."""
         p, sems = self._params(semaphores, values)
         call(self._SET, self.handle, p)
-        self.graph._register(self, sems, p)
+        self._table.register(self, sems, p)
 
-    def _exec_set(self, exe, target, semaphores=None, values=None) -> None:
+    def exec_set(self, rec, semaphores=None, values=None) -> None:
         """The exec-side SetParams call; ``semaphores`` is required."""
         if semaphores is None:
             raise ArgumentError(f"set_params: an {self.type} node needs semaphores=")
         p, sems = self._params(semaphores, values)
-        call(self._EXEC_SET, exe._raw, target.handle, p)
-        exe._hold(("ext_semaphore", target._h), sems, p)
+        call(self._EXEC_SET, rec.exec_raw, rec.node.handle, p)
+        rec.hold("ext_semaphore", sems, p)
 
     def describe(self) -> str:
         return f"{self.type}"

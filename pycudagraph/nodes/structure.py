@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from .._cuda import call, rt
 from ..errors import ArgumentError
-from ..runtime.hostfn import hostcall_ids
 from .base import Node, NodeType
 
 __all__ = ["ChildGraphNode", "EmptyNode"]
@@ -17,17 +16,17 @@ class ChildGraphNode(Node):
     __slots__ = ("_child",)  # the one Graph wrapper of the embedded graph, made on first use
 
     @classmethod
-    def _add(cls, graph, deps, child) -> "ChildGraphNode":
+    def build(cls, table, deps, child) -> "ChildGraphNode":
         """``cudaGraphAddChildGraphNode``: the node runs a copy of ``child``.
 
         The copy points at the same memory, so everything ``child`` keeps alive is kept
         alive by this graph too.
         """
-        if not isinstance(child, type(graph)):
+        if not isinstance(child, type(table.graph)):
             raise TypeError(f"add_child_graph needs a Graph, got {type(child).__name__}")
-        raw_deps, nd = graph._dep_list(deps)
-        raw = call(rt.cudaGraphAddChildGraphNode, graph._raw, raw_deps, nd, child._raw)
-        return graph._register(cls(graph, int(raw)), child.keepalive())
+        raw_deps, nd = table.dep_list(deps)
+        raw = call(rt.cudaGraphAddChildGraphNode, table.raw, raw_deps, nd, child.handle)
+        return table.register(cls(table, int(raw)), child.keepalive())
 
     @property
     def child(self):
@@ -35,26 +34,29 @@ class ChildGraphNode(Node):
         this node. One wrapper per node: what nodes added to it keep alive is kept by the
         parent graph too (its keepalive includes the child's)."""
         child = getattr(self, "_child", None)
-        if child is not None and child._owner is self:  # not a clone's copy of the slot
-            self._check_live()
+        if child is not None and child.table.owner is self:  # not a clone's copy of the slot
+            self.check_live()
             return child
         raw = call(rt.cudaGraphChildGraphNodeGetGraph, self.handle)
-        self._child = child = self.graph._wrap_child(raw, owner=self)
+        self._child = child = self._table.child(raw, owner=self)
         return child
+
+    def inner_graphs(self) -> tuple:
+        """The embedded graph's wrapper, once made (:attr:`child`). No CUDA call."""
+        child = getattr(self, "_child", None)
+        return (child,) if child is not None and child.table.owner is self else ()
 
     @property
     def params(self) -> dict:
         """``{"graph": child}``: the embedded graph (``cudaGraphChildGraphNodeGetGraph``)."""
         return {"graph": self.child}
 
-    def _exec_set(self, exe, target, graph) -> None:
+    def exec_set(self, rec, graph) -> None:
         """``cudaGraphExecChildGraphNodeSetParams``: same topology, new parameters."""
         if not isinstance(graph, type(self.graph)):
             raise ArgumentError(f"set_params: graph must be a Graph, got {type(graph).__name__}")
-        call(rt.cudaGraphExecChildGraphNodeSetParams, exe._raw, target.handle, graph._raw)
-        keep = graph.keepalive()
-        exe._hold(("child", target._h), keep)
-        exe._host_ids |= hostcall_ids(keep)
+        call(rt.cudaGraphExecChildGraphNodeSetParams, rec.exec_raw, rec.node.handle, graph.handle)
+        rec.hold("child", graph.keepalive())
 
     def describe(self) -> str:
         """One line: the child's node count (``cudaGraphChildGraphNodeGetGraph``,
@@ -69,8 +71,8 @@ class EmptyNode(Node):
     __slots__ = ()
 
     @classmethod
-    def _add(cls, graph, deps) -> "EmptyNode":
+    def build(cls, table, deps) -> "EmptyNode":
         """``cudaGraphAddEmptyNode``."""
-        raw_deps, nd = graph._dep_list(deps)
-        raw = call(rt.cudaGraphAddEmptyNode, graph._raw, raw_deps, nd)
-        return graph._register(cls(graph, int(raw)))
+        raw_deps, nd = table.dep_list(deps)
+        raw = call(rt.cudaGraphAddEmptyNode, table.raw, raw_deps, nd)
+        return table.register(cls(table, int(raw)))

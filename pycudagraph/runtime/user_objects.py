@@ -242,7 +242,7 @@ class GraphUserObjects:
             Drop it (or ``close()`` it) to leave the graph the only holder.
         """
         uo = _user_object(obj)
-        call(rt.cudaGraphRetainUserObject, self._raw, uo.handle, _count(count), 0)
+        call(rt.cudaGraphRetainUserObject, self.handle, uo.handle, _count(count), 0)
         return uo
 
     def release_user_object(self, uo: UserObject, count: int = 1) -> None:
@@ -250,4 +250,4 @@ class GraphUserObjects:
         (``cudaGraphReleaseUserObject``); execs made earlier keep theirs."""
         if not isinstance(uo, UserObject):
             raise ArgumentError(f"release_user_object needs a UserObject, got {type(uo).__name__}")
-        call(rt.cudaGraphReleaseUserObject, self._raw, uo.handle, _count(count))
+        call(rt.cudaGraphReleaseUserObject, self.handle, uo.handle, _count(count))

@@ -13,7 +13,7 @@ import numpy as np
 from .._cuda import rt
 from ..errors import ArgumentError
 
-__all__ = ["int_arg", "is_int", "short_repr", "require_callable", "require_event"]
+__all__ = ["int_arg", "is_int", "short_repr", "require_callable", "require_event", "raw_int"]
 
 
 def is_int(value) -> bool:
@@ -61,3 +61,17 @@ def require_event(event, where: str):
                             f"({type(event).__name__})")
     return event
 
+
+def raw_int(handle, what: str) -> int:
+    """The integer value of a raw handle: an int, a cuda.bindings handle (``cudaGraph_t``,
+    ``CUgraph``, ...) or anything with ``__int__``; a null handle raises."""
+    if isinstance(handle, bool):
+        raise ArgumentError(f"{what}: expected a {what} handle, got {handle!r}")
+    try:
+        h = int(handle)
+    except (TypeError, ValueError):
+        raise ArgumentError(f"{what}: expected an int or a cuda.bindings handle, got "
+                            f"{type(handle).__name__}") from None
+    if h <= 0:
+        raise ArgumentError(f"{what}: the handle is null ({h})")
+    return h

@@ -44,7 +44,7 @@ def test_every_debug_dot_flag_is_reachable(monkeypatch):
     monkeypatch.setattr(dot, "call", lambda fn, raw, path, bits: seen.append((fn, bits)))
 
     class _G(dot.GraphText):
-        _raw = object()
+        handle = object()
     for name, value in names.items():
         _G().debug_dot_print("x.dot", flags=[name])
         assert seen[-1] == (rt.cudaGraphDebugDotPrint, value)

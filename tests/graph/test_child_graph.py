@@ -37,14 +37,14 @@ def test_child_is_one_wrapper_per_node(child_node):
     g, node, asked = child_node
     child = node.child
     assert node.child is child and node.params["graph"] is child and len(asked) == 1
-    assert child._owner is node
+    assert child.table.owner is node
 
 
 def test_what_the_child_keeps_is_kept_by_the_parent(child_node):
     g, node, _ = child_node
     kept = Kept()
     probe = weakref.ref(kept)
-    node.child._ledger.hold(next(_ids), kept)  # what a node added to the child keeps
+    node.child.table.ledger.hold(next(_ids), kept)  # what a node added to the child keeps
     del kept
     gc.collect()
     assert probe() is not None  # no longer only the wrapper's: the node keeps the wrapper
@@ -55,6 +55,6 @@ def test_what_the_child_keeps_is_kept_by_the_parent(child_node):
 def test_a_clones_copy_gets_its_own_child(child_node):
     g, node, asked = child_node
     child = node.child
-    copy = pcg.ChildGraphNode(fake_graph(), next(_ids))
+    copy = pcg.ChildGraphNode(fake_graph().table, next(_ids))
     copy._child = child  # what Graph.clone's slot copy leaves
-    assert copy.child is not child and copy.child._owner is copy
+    assert copy.child is not child and copy.child.table.owner is copy

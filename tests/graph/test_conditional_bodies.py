@@ -6,7 +6,7 @@ from cuda.bindings import runtime as rt
 
 import pycudagraph as pcg
 from pycudagraph._cuda import versions as versions_mod
-from tests.support.fakes import fake_graph, fake_kernel, fake_node
+from tests.support.fakes import fake_graph, fake_kernel, fake_node, node_order
 from tests.support.fake_bodies import SIG, driver, exec_of, if_node, kernel_node  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.usefixtures("cpu_device")
@@ -18,7 +18,7 @@ def test_a_removed_body_node_is_not_updated_through_a_cached_entry(driver):
     k = kernel_node(cond.body, 1, 2)
     exe = exec_of(g)
     exe.set_arg(k, "a", 5)  # the exec now has its own entry for k
-    assert driver == [(k._h, [5, 2])]
+    assert driver == [(int(k), [5, 2])]
     cond.body.remove_node(k)
     with pytest.raises(pcg.ClosedError, match="was removed from its graph"):
         exe.set_arg(k, "a", 6)
@@ -35,7 +35,7 @@ def test_removing_a_conditional_node_forgets_its_body_nodes(driver):
     g.remove_node(cond)
     with pytest.raises(pcg.ClosedError, match="belongs to Graph"):
         exe.set_arg(k, 1, 8)
-    assert driver == [(k._h, [1, 7])]
+    assert driver == [(int(k), [1, 7])]
 
 
 def test_update_pairs_the_nodes_of_bodies(driver, monkeypatch):
@@ -43,17 +43,15 @@ def test_update_pairs_the_nodes_of_bodies(driver, monkeypatch):
     c_old, c_new = if_node(old), if_node(new)
     k_old, k_new = kernel_node(c_old.body, 1, 2), kernel_node(c_new.body, 10, 20)
     e_old, e_new = fake_node(c_old.body), fake_node(c_new.body)
-    order = {int(gr._raw_handle): [rt.cudaGraphNode_t(n._h) for n in gr._nodes.values()]
-             for gr in (old, new, c_old.body, c_new.body)}
-    monkeypatch.setattr(versions_mod, "graph_nodes", lambda raw: order[int(raw)])
+    node_order(monkeypatch, old, new, c_old.body, c_new.body)
     exe = exec_of(old)
-    exe._pending = new  # what update(new) leaves for the next per-node update
+    exe.update(new)  # its nodes are paired on the next per-node update
     exe.set_arg(k_new, "a", 11)  # the new graph's body node stands for the exec's
-    assert driver == [(k_old._h, [11, 20])]
+    assert driver == [(int(k_old), [11, 20])]
     exe.set_arg(k_old, "a", 12)  # the old node: its other arguments are the update's
-    assert driver[-1] == (k_old._h, [12, 20])
-    assert exe._member(e_new) is e_old
-    assert exe._member(c_new) is c_old
+    assert driver[-1] == (int(k_old), [12, 20])
+    assert exe.exec_node(e_new).node is e_old
+    assert exe.exec_node(c_new).node is c_old
 
 
 @pytest.mark.parametrize("call, words", [
@@ -111,11 +109,11 @@ def test_closing_a_graph_closes_its_bodies_while_an_exec_keeps_it():
     k = kernel_node(inner.body, 1, 2)
     exe = exec_of(g)  # an exec keeps the raw graph: close() only marks it closed
     g.close()
-    assert not g._dead
+    assert not g.table.dead
     for body in (cond.body, inner.body):
         with pytest.raises(pcg.ClosedError, match="was closed"):
             body.add_empty()
-    assert exe._member(k) is k  # the exec still updates the nodes of its bodies
+    assert exe.exec_node(k).node is k  # the exec still updates the nodes of its bodies
 
 
 @pytest.mark.parametrize("port", [["programmatic"], 3, b"programmatic"])
@@ -129,11 +127,9 @@ def test_after_update_a_removed_node_is_not_reached_through_its_twin(driver, mon
     old, new = fake_graph(), fake_graph()
     k_old, k_new = kernel_node(old, 1, 2), kernel_node(new, 10, 20)
     e_old, e_new = fake_node(old), fake_node(new)
-    order = {int(gr._raw_handle): [rt.cudaGraphNode_t(n._h) for n in gr._nodes.values()]
-             for gr in (old, new)}
-    monkeypatch.setattr(versions_mod, "graph_nodes", lambda raw: order[int(raw)])
+    node_order(monkeypatch, old, new)
     exe = exec_of(old)
-    exe._pending = new
+    exe.update(new)
     exe.set_arg(k_new, "a", 11)  # pairs the graphs: k_new stands for k_old
     old.remove_node(k_old)
     old.remove_node(e_old)
@@ -141,7 +137,7 @@ def test_after_update_a_removed_node_is_not_reached_through_its_twin(driver, mon
         exe.set_arg(k_new, "a", 12)  # k_old's handle is gone: no update through it
     with pytest.raises(pcg.PyCudaGraphError, match="not a node of the graph"):
         exe.set_enabled(e_new, False)
-    assert driver == [(k_old._h, [11, 20])]
+    assert driver == [(int(k_old), [11, 20])]
 
 
 def test_a_conditional_node_of_a_closed_graph_still_describes_itself(monkeypatch):
@@ -181,11 +177,11 @@ def test_update_from_the_same_graph_takes_its_bodies_new_arguments(driver, monke
     g = fake_graph()
     cond = if_node(g)
     k = kernel_node(cond.body, 1, 2)
-    order = {int(gr._raw_handle): [rt.cudaGraphNode_t(n._h) for n in gr._nodes.values()]
-             for gr in (g, cond.body)}
-    monkeypatch.setattr(versions_mod, "graph_nodes", lambda raw: order[int(raw)])
+    node_order(monkeypatch, g, cond.body)
     exe = exec_of(g)
-    k._pack = fake_kernel(SIG).pack((10, 20), 1, 32)  # what k.set_params(args=...) leaves
-    exe._pending = g  # exe.update(g) carried the new arguments into the exec
+    pack = fake_kernel(SIG).pack((10, 20), 1, 32)  # what k.set_params(args=...) leaves
+    k._pack = pack
+    cond.body.table.register(k, pack)
+    exe.update(g)  # carries the new arguments into the exec
     exe.set_arg(k, "a", 5)
-    assert driver == [(k._h, [5, 20])]  # not the arguments of instantiate time
+    assert driver == [(int(k), [5, 20])]  # not the arguments of instantiate time

@@ -1,10 +1,10 @@
-"""CPU tests: which node an exec's node handle stands for, once handles can be reused.
+"""CPU tests: which node an exec's record stands for, once handles can be reused.
 
 After ``exe.update(g2)`` the nodes of ``g2`` are update twins of the exec's nodes; when
 ``g2`` is destroyed, collected or loses a node, its handles may be given to nodes of other
-graphs, which must not reach the exec. A failing node CUDA names inside a conditional
-body is described without being cached in the enclosing graph. Fake graphs and nodes:
-no raw call reaches CUDA.
+graphs, which must never reach the exec: records are keyed by node identity, and a twin's
+key dies with the twin. A failing node CUDA names inside a conditional body is described
+without being cached in the enclosing graph. Fake graphs and nodes: no raw call reaches CUDA.
 """
 
 import gc
@@ -16,7 +16,7 @@ from cuda.bindings import runtime as rt
 import pycudagraph as pcg
 from pycudagraph._cuda import versions as versions_mod
 import pycudagraph.graph.exec as exec_mod
-from tests.support.fakes import _ids, fake_graph
+from tests.support.fakes import _ids, fake_graph, fake_kernel_node, node_order
 from tests.support.fake_bodies import driver, exec_of, if_node, kernel_node  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.usefixtures("cpu_device")
@@ -27,24 +27,19 @@ def twins(driver, monkeypatch):  # noqa: F811 - the fixture imported above
     """An exec of ``old`` updated from ``new`` and paired: ``k_new`` stands for ``k_old``."""
     old, new = fake_graph(), fake_graph()
     k_old, k_new = kernel_node(old, 1, 2), kernel_node(new, 10, 20)
-    order = {int(g._raw_handle): [rt.cudaGraphNode_t(n._h) for n in g._nodes.values()]
-             for g in (old, new)}
-    monkeypatch.setattr(versions_mod, "graph_nodes", lambda raw: order[int(raw)])
+    node_order(monkeypatch, old, new)
     exe = exec_of(old)
-    exe._pending = new  # what update(new) leaves for the next per-node update
+    exe.update(new)
     exe.set_arg(k_new, "a", 11)
-    assert driver == [(k_old._h, [11, 20])] and k_new._h in exe._aliases
+    assert driver == [(int(k_old), [11, 20])] and exe.exec_node(k_new) is exe.exec_node(k_old)
     return {"exe": exe, "new": new, "k_new": k_new, "sent": driver}  # a test may drop some
 
 
 def impostor_of(h):
     """A node of an unrelated graph that CUDA gave the address ``h`` (reused)."""
     other = fake_graph()
-    node = kernel_node(other, 7, 7)
-    del other._nodes[node._h]
-    node._h = h
-    other._nodes[h] = node
-    return node
+    pack = fake_kernel_node(other, args=(7, 7), sig="int a, int b").kernel.pack((7, 7), 1, 32)
+    return other.table.register(pcg.KernelNode(other.table, h, pack), pack)
 
 
 def refused(exe, node, sent):
@@ -60,25 +55,29 @@ def test_a_closed_update_graphs_twins_are_forgotten(twins):
     exe, new, k_new, sent = twins.values()
     new._fin = lambda: None  # owned: close() destroys it (its exec no longer needs it)
     new.close()
-    assert new._dead and k_new._h not in exe._aliases and k_new._h not in exe._packs
-    refused(exe, impostor_of(k_new._h), sent)
+    assert new.table.dead
+    with pytest.raises(pcg.ClosedError, match="which was closed"):
+        exe.set_arg(k_new, "a", 12)
+    refused(exe, impostor_of(int(k_new)), sent)
 
 
 def test_a_collected_update_graphs_twins_are_forgotten(twins):
-    exe, sent, h = twins["exe"], twins["sent"], twins["k_new"]._h
+    exe, sent, h = twins["exe"], twins["sent"], int(twins["k_new"])
     probe = weakref.ref(twins["new"])
+    n_records = len(exe._nodes)
     del twins["new"], twins["k_new"]
     gc.collect()
     assert probe() is None  # the update graph was collected (its raw graph destroyed)
-    assert h not in exe._aliases and h not in exe._packs
+    assert len(exe._nodes) == n_records - 1  # the twin's key went with the twin
     refused(exe, impostor_of(h), sent)
 
 
 def test_a_node_removed_from_an_update_graph_is_forgotten(twins):
     exe, new, k_new, sent = twins.values()
     new.remove_node(k_new)
-    assert k_new._h not in exe._aliases and k_new._h not in exe._packs
-    refused(exe, impostor_of(k_new._h), sent)
+    with pytest.raises(pcg.ClosedError, match="was removed from its graph"):
+        exe.set_arg(k_new, "a", 12)
+    refused(exe, impostor_of(int(k_new)), sent)
 
 
 @pytest.fixture
@@ -98,12 +97,12 @@ def test_a_failing_body_node_is_not_cached_in_the_parent(failing_update):
     cond = if_node(g)
     k = kernel_node(cond.body, 1, 2)
     exe = exec_of(fake_graph())
-    failing_update.append(k._h)
+    failing_update.append(int(k))
     with pytest.raises(pcg.GraphExecUpdateError, match="function changed") as info:
         exe.update(g)
-    assert info.value.node is k and k._h not in g._nodes
+    assert info.value.node is k and int(k) not in g.table.nodes
     with pytest.raises(pcg.PyCudaGraphError):
-        exe._member(info.value.node)  # not a node of the exec's graph
+        exe.exec_node(info.value.node)  # not a node of the exec's graph
 
 
 def test_a_failing_body_node_read_back_belongs_to_its_body(failing_update, monkeypatch):
@@ -111,8 +110,8 @@ def test_a_failing_body_node_read_back_belongs_to_its_body(failing_update, monke
     g = fake_graph()
     cond = if_node(g)
     h = next(_ids)
-    order = {int(g._raw_handle): [rt.cudaGraphNode_t(cond._h)],
-             int(cond.body._raw_handle): [rt.cudaGraphNode_t(h)]}
+    order = {g.table.h: [rt.cudaGraphNode_t(int(cond))],
+             cond.body.table.h: [rt.cudaGraphNode_t(h)]}
     monkeypatch.setattr(versions_mod, "graph_nodes", lambda raw: order[int(raw)])
     monkeypatch.setattr(versions_mod, "node_type", lambda node: 5)  # an empty node
     exe = exec_of(fake_graph())
@@ -120,7 +119,7 @@ def test_a_failing_body_node_read_back_belongs_to_its_body(failing_update, monke
     with pytest.raises(pcg.GraphExecUpdateError, match="node: empty") as info:
         exe.update(g)
     node = info.value.node
-    assert node.graph is cond.body and cond.body._nodes[h] is node and h not in g._nodes
+    assert node.graph is cond.body and cond.body.table.nodes[h] is node and h not in g.table.nodes
 
 
 def test_a_clones_ledger_holds_what_the_originals_nodes_point_at(monkeypatch, cpu_device):
@@ -133,12 +132,12 @@ def test_a_clones_ledger_holds_what_the_originals_nodes_point_at(monkeypatch, cp
     g = fake_graph()
     k = fake_kernel()
     buf = fake_buffer(64)
-    node = pcg.KernelNode(g, 0x5100, k.pack((buf, 1.0, 4), 1, 32, 0))
-    g._register(node, node._pack)
+    pack = k.pack((buf, 1.0, 4), 1, 32, 0)
+    node = g.table.register(pcg.KernelNode(g.table, 0x5100, pack), pack)
     ok = rt.cudaError_t.cudaSuccess
     calls = {"cudaGraphClone": lambda graph: (ok, rt.cudaGraph_t(0x5200)),
              "cudaGraphNodeFindInClone": lambda n, graph: (ok, rt.cudaGraphNode_t(0x5300))}
     monkeypatch.setattr(clone_mod, "call", lambda fn, *a: calls[fn.__name__](*a)[1])
     c = g.clone()
     copy = c.find(node)
-    assert copy._pack is node._pack and c._ledger.held[copy._h] == (node._pack,)
+    assert copy.kernel is k and c.table.kept(copy) == (pack,)

@@ -16,9 +16,9 @@ import pytest
 from cuda.bindings import driver as dr
 
 import pycudagraph as pcg
-from pycudagraph.nodes import captured_kernel as captured
+from pycudagraph.nodes import captured_args as captured
 from pycudagraph.errors import ArgumentError, ClosedError, CudaError
-from tests.support.fakes import fake_graph, fake_node
+from tests.support.fakes import fake_graph, fake_node, fake_read_node
 from tests.support.captured_graph import N, buf_of, captured_graph, read_back
 from tests.support.captured_graph import mod  # noqa: F401 - a fixture
 
@@ -152,7 +152,7 @@ def scene(monkeypatch, cpu_device):
     cuGraphExecKernelNodeSetParams / cuGraphKernelNodeSetParams are recorded."""
     _fake_info(monkeypatch, [8, 4, 24])
     g = fake_graph()
-    a, b = fake_node(g, pcg.KernelNode), fake_node(g, pcg.KernelNode)
+    a, b = fake_read_node(g, pcg.CapturedKernelNode), fake_read_node(g, pcg.CapturedKernelNode)
     fake_node(g)  # an empty node: skipped
     params = {
         a._h: dict(func=0x71, values=[struct.pack("<Q", OLD), struct.pack("<i", 5),
@@ -161,7 +161,7 @@ def scene(monkeypatch, cpu_device):
                                       struct.pack("<QQQ", 2, 3, 4)]),
     }
     monkeypatch.setattr(pcg.KernelNode, "_driver_params", lambda self: _params(**params[self._h]))
-    monkeypatch.setattr(pcg.Graph, "nodes", property(lambda self: list(self._nodes.values())))
+    monkeypatch.setattr(pcg.Graph, "nodes", property(lambda self: list(self.table.nodes.values())))
     calls = []
 
     def read(p):
@@ -237,7 +237,7 @@ def test_a_failed_exec_set_keeps_the_old_bytes(scene, monkeypatch):
     monkeypatch.setattr(dr, "cuGraphExecKernelNodeSetParams", refuse)
     with pytest.raises(CudaError, match="cuGraphExecKernelNodeSetParams"):
         exe.set_arg(a, 1, 77)
-    state = captured._EXEC_ARGS[exe][a._h]
+    state = exe.exec_node(a).args
     assert struct.unpack("<i", state.get(1))[0] == 5
 
 
@@ -289,9 +289,8 @@ def test_repeated_updates_hold_one_object_per_argument(scene):
     arrays = [FakeArray(NEW + 0x100 * k) for k in range(5)]
     for arr in arrays:
         exe.set_arg(b, 0, arr)
-    keys = [k for k in exe._ledger.held if isinstance(k, tuple) and k[0] == "captured"]
-    assert keys == [("captured", b._h, 0)]
-    assert exe._ledger.held[keys[0]] == (arrays[-1],)
+    rec = exe.exec_node(b)
+    assert rec.keep == {("arg", 0): (arrays[-1],)}  # one place per argument
 
 
 # On the GPU: captured graphs rebound, updated and wrapped -----------------------------

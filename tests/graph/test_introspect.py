@@ -14,7 +14,7 @@ from cuda.bindings import runtime as rt
 import pycudagraph as pcg
 from pycudagraph.graph import introspect
 from pycudagraph._cuda import versions
-from tests.support.fakes import fake_graph, fake_node
+from tests.support.fakes import fake_graph, fake_node, fake_read_node
 from tests.support.captured_graph import N, buf_of, captured_graph
 from tests.support.captured_graph import mod  # noqa: F401 - a fixture
 
@@ -33,8 +33,8 @@ def test_topological_order_keeps_creation_order_among_ready_nodes():
 @pytest.fixture
 def listing(monkeypatch, cpu_device):
     g = fake_graph()
-    k1 = fake_node(g, pcg.KernelNode)
-    k2 = fake_node(g, pcg.KernelNode)
+    k1 = fake_read_node(g, pcg.CapturedKernelNode)
+    k2 = fake_read_node(g, pcg.CapturedKernelNode)
     e = fake_node(g, pcg.EmptyNode)
     monkeypatch.setattr(pcg.Graph, "nodes", property(lambda self: [k2, e, k1]))
     monkeypatch.setattr(pcg.Graph, "edges", property(lambda self: [(k1, k2), (k2, e)]))
@@ -48,7 +48,7 @@ def listing(monkeypatch, cpu_device):
         return p
     monkeypatch.setattr(pcg.KernelNode, "_driver_params", params)
     names = {k1._h: "_ZN2at6native29vectorized_elementwise_kernelILi4EEEviT_", k2._h: "gemm"}
-    monkeypatch.setattr(pcg.KernelNode, "mangled_name", property(lambda self: names[self._h]))
+    monkeypatch.setattr(pcg.CapturedKernelNode, "mangled_name", property(lambda self: names[self._h]))
     return g, k1, k2, e
 
 

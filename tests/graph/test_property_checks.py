@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pycudagraph as pcg
-from pycudagraph.graph import graph as graph_mod
+from pycudagraph.graph import topology as topology_mod
 from pycudagraph.compile.args import dim3
 
 from tests.support.fakes import Edges, fake_graph, fake_node
@@ -65,14 +65,14 @@ def test_edge_checks_match_host_model(case):
         edges = Edges().install(mp)
 
         def add(frm, to):
-            edges.add(g._node(int(frm[0])), g._node(int(to[0])))
+            edges.add(g.table.node(int(frm[0])), g.table.node(int(to[0])))
 
         def remove(frm, to):
             a, b = int(frm[0]), int(to[0])
             edges.out[a].remove(b)
             edges.inc[b].remove(a)
-        mp.setattr(graph_mod.versions, "graph_add_dependencies", lambda raw, f, t, data=None: add(f, t))
-        mp.setattr(graph_mod.versions, "graph_remove_dependencies", lambda raw, f, t, data=None: remove(f, t))
+        mp.setattr(topology_mod.versions, "graph_add_dependencies", lambda raw, f, t, data=None: add(f, t))
+        mp.setattr(topology_mod.versions, "graph_remove_dependencies", lambda raw, f, t, data=None: remove(f, t))
         for i, j, adding in ops:
             a, b = nodes[i], nodes[j]
             has = b._h in edges.out.get(a._h, [])

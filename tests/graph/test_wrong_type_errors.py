@@ -107,10 +107,8 @@ def test_kernel_launch_bad_stream():
 def exec_with_kernel_node(g):
     k = fake_kernel(name="kx")
     pack = k.pack(ARGS, 1, 32)
-    node = pcg.KernelNode(g, 0x5000, pack)
-    g._nodes[node._h] = node
+    node = g.table.register(pcg.KernelNode(g.table, 0x5000, pack), pack)
     exe = fake_exec(g)
-    exe._packs[node._h] = (pack.copy(), node._h)
     return exe, node
 
 
@@ -142,10 +140,10 @@ def test_exec_refuses_wrong_objects(g, exec_with_kernel_node, method, args, word
     exe, knode = exec_with_kernel_node
     table = {"KNODE": knode, "EMPTY": fake_node(g)}
     args = tuple(table.get(a, a) if isinstance(a, str) else a for a in args)
-    before = exe._packs[knode._h][0].raw()
+    before = exe.exec_node(knode).args.raw()
     with pytest.raises(pcg.PyCudaGraphError, match=words):
         getattr(exe, method)(*args)
-    assert exe._packs[knode._h][0].raw() == before  # the slot was not left half-written
+    assert exe.exec_node(knode).args.raw() == before  # the slot was not left half-written
 
 
 @pytest.mark.parametrize("changes, words", [
@@ -159,10 +157,10 @@ def test_exec_refuses_wrong_objects(g, exec_with_kernel_node, method, args, word
 ])
 def test_exec_kernel_set_params_refused(exec_with_kernel_node, changes, words):
     exe, knode = exec_with_kernel_node
-    before = exe._packs[knode._h][0].raw()
+    before = exe.exec_node(knode).args.raw()
     with pytest.raises(pcg.ArgumentError, match=words):
         exe.set_params(knode, **changes)
-    assert exe._packs[knode._h][0].raw() == before
+    assert exe.exec_node(knode).args.raw() == before
     if "gird" not in changes:  # the same change on the node in its graph
         with pytest.raises(pcg.ArgumentError, match=words):
             knode.set_params(**changes)

@@ -126,10 +126,10 @@ def test_a_batch_node_made_elsewhere_is_typed_through_the_driver(monkeypatch, cp
     monkeypatch.setattr(rt, "cudaGraphNodeGetType", rt_type)
     monkeypatch.setattr(dr, "cuGraphNodeGetType", dr_type)
     g = fake_graph()
-    node = g._node(0x4E00_0000)
+    node = g.table.node(0x4E00_0000)
     assert type(node) is pcg.BatchMemOpNode and node.type == "batch_mem_op"
     assert asked == ["rt", ("dr", 0x4E00_0000)] or asked == ["rt"]  # "rt" alone: enum has 12
-    assert g._node(0x4E00_0000) is node
+    assert g.table.node(0x4E00_0000) is node
 
 
 # On the GPU (in a subprocess: a wait that is never met would hang) --------------------

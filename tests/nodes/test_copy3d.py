@@ -10,7 +10,7 @@ import pytest
 from cuda.bindings import runtime as rt
 
 import pycudagraph as pcg
-from pycudagraph.nodes.copy3d import copy3d_params
+from pycudagraph.nodes.copy_params import copy3d_params
 from tests.support.fakes import fake_graph, fake_node
 
 _OK = rt.cudaError_t.cudaSuccess
@@ -78,7 +78,7 @@ def test_add_and_set_make_their_calls(monkeypatch, cpu_device):
     assert isinstance(node, pcg.MemcpyNode) and node._h == 0x4700_0000
     _, graph, deps, n, p = seen[-1]
     assert (graph, deps, n, p.extent.width, p.extent.height) == (g._h, [a._h], 1, 4, 4)
-    assert any(x is src for x in g._ledger.held[node._h])
+    assert any(x is src for x in g.table.kept(node))
     g.set_memcpy_3d(node, dst, src, 2, 2, src_pitch=8, dst_pitch=8, src_rows=8, src_pos=(4, 4))
     assert seen[-1][0] == "set" and seen[-1][2].srcPos.x == 4
     with pytest.raises(pcg.ArgumentError, match="not a copy node of this graph"):

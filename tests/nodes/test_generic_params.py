@@ -71,7 +71,7 @@ def test_add_node_13x(cuda, monkeypatch):
     assert isinstance(node, pcg.EmptyNode) and node._h == NEW
     _, graph, deps, data, n, params = cuda[-1]
     assert (int(graph), [int(d) for d in deps], data, n, params) == (g._h, [a._h, b._h], None, 2, p)
-    assert any(x is k for x in g._ledger.held[NEW]) and any(x is p for x in g._ledger.held[NEW])
+    assert any(x is k for x in g.table.kept(node)) and any(x is p for x in g.table.kept(node))
     g.add_node(_params(), deps=[a, b], port="programmatic")
     data = cuda[-1][3]
     assert len(data) == 2 and all(int(d.type) == 1 for d in data)
@@ -108,7 +108,7 @@ def test_set_node_params_in_graph_and_exec(cuda):
     p, k = _params(), Keep()
     n.set_node_params(p, keep=[k])
     assert cuda[-1][0] == "cudaGraphNodeSetParams" and int(cuda[-1][1]) == n._h and cuda[-1][2] is p
-    assert any(x is k for x in g._ledger.held[n._h])
+    assert any(x is k for x in g.table.kept(n))
     exe = pcg.GraphExec.wrap(0x4600_0000, graph=g)
     exe.set_node_params(n, p, keep=[k])
     name, e, node, params = cuda[-1]

@@ -9,10 +9,8 @@ Fake kernels, graphs and execs (tests/support/fakes.py): no raw call reaches CUD
 import pytest
 
 import pycudagraph as pcg
-import pycudagraph.graph.exec as exec_mod
 from pycudagraph.compile import limits as validate
 from pycudagraph._cuda import context as cdev, fast
-from pycudagraph._lifetime import Ledger
 from tests.support.fakes import H100, _ids, fake_buffer, fake_exec, fake_graph, fake_kernel
 
 
@@ -32,15 +30,12 @@ def setup(monkeypatch):
     monkeypatch.setattr(cdev.thread_state, "device", 0, raising=False)
     assert k._function(0) == f0 and k._func == (f0, 0)  # one tuple: function and device
     g = fake_graph()
-    node = g._register(pcg.KernelNode(g, next(_ids), pack), pack)
+    node = g.table.register(pcg.KernelNode(g.table, next(_ids), pack), pack)
     exe = fake_exec(g)
-    exe._src = {node._h: pack}
-    exe._ledger = Ledger(owner=exe)
     sent, raised = [], []
     monkeypatch.setattr(fast, "kernel_node_set_params", lambda n, p: sent.append(("node", p)))
     monkeypatch.setattr(fast, "exec_kernel_node_set_params",
                         lambda e, h, p, n: sent.append(("exec", p)))
-    monkeypatch.setattr(exec_mod, "_exec_set", lambda e, h, p, n: sent.append(("exec", p)))
     monkeypatch.setattr(validate, "raise_dynamic_smem",
                         lambda lim, n: raised.append((lim.func, n)))
     yield k, f1, node, exe, sent, raised

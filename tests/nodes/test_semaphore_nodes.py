@@ -56,7 +56,7 @@ def test_signal_node_params_and_calls(rec):
     node.set_params(s2, values=9)
     assert rec[-1][0] == "cudaGraphExternalSemaphoresSignalNodeSetParams"
     assert node.params == [(S2, 9)]
-    assert g._ledger.held[node._h][0] == (s2,)  # the graph keeps the semaphore alive
+    assert g.table.kept(node)[0] == (s2,)  # the graph keeps the semaphore alive
     exe = pcg.GraphExec.wrap(0x4B00_0000, graph=g)
     exe.set_params(node, semaphores=[s1], values=3)
     name, e, target, p = rec[-1]

@@ -7,22 +7,16 @@ from tests.support.native_driver import INTEGRATED, needs_native, run_fake
 SETUP = '''
 import textwrap
 from cuda.bindings import runtime as rt
-from pycudagraph._lifetime import Ledger
-import pycudagraph.graph.graph as G
-G.call = lambda *a: None  # cudaGraphDestroyNode: nothing to destroy here
+import pycudagraph.graph.topology as T
+T.call = lambda *a: None  # cudaGraphDestroyNode: nothing to destroy here
 
 def exec_of(g, nodes):
-    exe = fake_exec(g)
-    exe._src = {n._h: n._pack for n in nodes}
-    exe._ledger = Ledger({"graph": g.keepalive()}, owner=exe)
-    exe._last_stream, exe._fin, exe._addr = _NEVER, (lambda: None), exe._h
-    g._execs.add(exe)
-    return exe
+    return fake_exec(g)  # it copies the graph's table (and its bodies') as instantiate does
 
 g = fake_graph()
 cond = fake_node(g, pcg.IfElseNode)  # a conditional node owning two body graphs
-cond._bodies = (g._wrap_child(rt.cudaGraph_t(0x9000), owner=cond),
-                g._wrap_child(rt.cudaGraph_t(0x9100), owner=cond))
+cond._bodies = (g.table.child(rt.cudaGraph_t(0x9000), owner=cond),
+                g.table.child(rt.cudaGraph_t(0x9100), owner=cond))
 body, inner_owner = cond._bodies[0], None
 a = body.add_kernel(k, 1, 32, (buffer(), 1.0, 4))
 b = cond._bodies[1].add_kernel(k, 1, 32, (buffer(), 1.0, 4))
@@ -53,16 +47,15 @@ refused(lambda: exe.set_arg(b, 1, 3.0), pcg.ClosedError, "belongs to Graph")
 
 
 @needs_native
-def test_set_arg_finds_the_packs_in_the_ledger_copies_taken_at_instantiation():
-    """GraphExec._instantiate copies the ledgers (root and bodies) instead of walking the
-    nodes; set_arg finds each kernel node's ArgPack there on first use."""
+def test_set_arg_finds_the_packs_in_the_table_copies_taken_at_instantiation():
+    """An exec copies the node tables (root and bodies) instead of walking the nodes;
+    set_arg finds each kernel node's ArgPack there on first use, in the node's record."""
     run_fake(INTEGRATED + SETUP + '''
 root = g.add_kernel(k, 1, 32, (buffer(), 1.0, 4))
 exe2 = exec_of(g, [])
-exe2._src, exe2._held = {}, g._held_now()  # what _instantiate stores
-assert len(exe2._held) == 3  # the root graph's ledger and both bodies'
+assert len(exe2._taken) == 3  # the root graph's table and both bodies'
 for node in (root, a, b):
     exe2.set_arg(node, 1, 5.0)
-    assert CALLS[-1][0] == "exec_set" and CALLS[-1][1][1] == node._h
-    assert exe2._src[node._h] is node._pack  # found in the copies, then cached
+    assert CALLS[-1][0] == "exec_set" and CALLS[-1][1][1] == int(node)
+    assert exe2.exec_node(node).source == node.graph.table.kept(node)  # found in the copies
 ''')

@@ -28,9 +28,9 @@ def test_compiled_add_keeps_the_checked_paths_guarantees():
         b._raw = REMOVED
         refused(lambda: g.add_kernel(k, 1, 32, (buf, 1.0, 4), deps=[b]), pcg.ClosedError,
                 "removed")
-        g._closed = True
+        g.table.closed = True
         refused(lambda: g.add_kernel(k, 1, 32, (buf, 1.0, 4)), pcg.ClosedError, "closed")
-        g._closed = False
+        g.table.closed = False
         with pcg.trace() as t:
             g.add_kernel(k, 1, 32, (buf, 1.0, 4))
         assert [r.api for r in t.records] == ["cuGraphAddKernelNode"]
@@ -49,16 +49,10 @@ def test_fits_is_false_for_limits_never_loaded():
 @needs_native
 def test_compiled_set_arg_retires_and_refuses_as_the_checked_path():
     run_fake(INTEGRATED + textwrap.dedent('''
-        from pycudagraph._lifetime import Ledger
         g = fake_graph()
         one, two, three = buffer(), buffer(), buffer()
         node = g.add_kernel(k, 1, 32, (one, 1.0, 4))
         exe = fake_exec(g)
-        exe._src = {node._h: node._pack}
-        exe._ledger = Ledger({"graph": g.keepalive()}, owner=exe)
-        exe._last_stream = _NEVER
-        exe._fin, exe._addr = (lambda: None), exe._h
-        g._execs.add(exe)
         exe.set_arg(node, 0, two)
         assert CALLS[-1][0] == "exec_set" and CALLS[-1][1][2][0] == two.ptr
         exe.set_arg(node, 0, three)  # `two` may still be read by a queued launch
@@ -105,13 +99,9 @@ def test_compiled_set_arg_hands_back_while_several_devices_are_in_use():
     buffer's device against the node's (a node of device 0 here)."""
     run_fake(INTEGRATED + textwrap.dedent('''
         from pycudagraph._cuda.context import seen
-        from pycudagraph._lifetime import Ledger
         g = fake_graph()
         node = g.add_kernel(k, 1, 32, (buffer(), 1.0, 4))
         exe = fake_exec(g)
-        exe._src = {node._h: node._pack}
-        exe._ledger = Ledger(owner=exe)
-        exe._last_stream, exe._fin, exe._addr = _NEVER, (lambda: None), exe._h
         seen.multi = True
         other = buffer()
         other._dev = 1

@@ -6,47 +6,39 @@ kernel-node updates. No raw call reaches CUDA.
 import pytest
 from cuda.bindings import runtime as rt
 
-import pycudagraph as pcg
-import pycudagraph.graph.exec as exec_mod
-import pycudagraph.graph.graph as graph_mod
-from pycudagraph._lifetime import Ledger
-from tests.support.fakes import _ids, fake_exec, fake_kernel
+import pycudagraph.graph.topology as topology_mod
+import pycudagraph.nodes.kernel_node as kernel_node_mod
+from pycudagraph._cuda import fast
+from tests.support.fakes import fake_exec, fake_if_node, fake_kernel_node
 
 SIG = "int a, int b"
 
 
 def if_node(g):
     """A fake IfNode of ``g`` with one (fake) body graph."""
-    node = pcg.IfNode(g, next(_ids), pcg.ConditionalHandle(g, 1))
-    node._bodies = (g._wrap_child(rt.cudaGraph_t(next(_ids)), owner=node),)
-    g._nodes[node._h] = node
-    return node
+    return fake_if_node(g)
 
 
 def kernel_node(g, a, b):
-    pack = fake_kernel(SIG).pack((a, b), 1, 32)
-    node = pcg.KernelNode(g, next(_ids), pack)
-    g._nodes[node._h] = node
-    return node
+    """A kernel node of ``g`` taking ``(int a, int b)``, built with ``(a, b)``."""
+    return fake_kernel_node(g, args=(a, b), sig=SIG)
 
 
 @pytest.fixture
 def driver(monkeypatch):
-    """Records the exec's kernel-node updates; cudaGraphDestroyNode does nothing."""
+    """Records the exec's kernel-node updates; cudaGraphDestroyNode does nothing;
+    cuGraphExecUpdate succeeds."""
     sent = []
-    monkeypatch.setattr(exec_mod, "_native_set_arg", None)
-    monkeypatch.setattr(exec_mod, "_exec_set",
+    monkeypatch.setattr(kernel_node_mod, "_native_set_arg", None)
+    monkeypatch.setattr(fast, "exec_kernel_node_set_params",
                         lambda exe, h, pack, node: sent.append((h, list(pack.values()))))
-    real_call = graph_mod.call
-    monkeypatch.setattr(graph_mod, "call", lambda fn, *a: None if fn is rt.cudaGraphDestroyNode
-                        else real_call(fn, *a))
+    monkeypatch.setattr(fast, "exec_update", lambda exe, graph, info: 0)
+    real_call = topology_mod.call
+    monkeypatch.setattr(topology_mod, "call",
+                        lambda fn, *a: None if fn is rt.cudaGraphDestroyNode else real_call(fn, *a))
     return sent
 
 
 def exec_of(g):
-    """A fake exec of ``g``, holding the packs of the kernel nodes it was made from."""
-    exe = fake_exec(g)
-    exe._ledger = Ledger(owner=exe)
-    exe._src = {n._h: n._pack for n in g._all_nodes() if type(n) is pcg.KernelNode}
-    g._execs.add(exe)
-    return exe
+    """A fake exec of ``g`` (made by the one constructor: it copies ``g``'s table)."""
+    return fake_exec(g)

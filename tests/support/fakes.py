@@ -30,9 +30,37 @@ def fake_graph() -> pcg.Graph:
 
 
 def fake_node(graph, cls=pcg.EmptyNode):
-    node = cls(graph, next(_ids))
-    graph._nodes[node._h] = node
+    """A node added to ``graph`` (registered as a builder would, no CUDA call)."""
+    return graph.table.register(cls(graph.table, next(_ids)))
+
+
+def fake_read_node(graph, cls=pcg.EmptyNode):
+    """A node of ``graph`` as if read back from the driver (captured): no ledger entry."""
+    node = cls(graph.table, next(_ids))
+    graph.table.nodes[int(node)] = node
     return node
+
+
+def fake_kernel_node(graph, kernel=None, args=(1, 2), sig: str = "int a, int b"):
+    """A kernel node of ``graph`` built as ``add_kernel`` would (its pack registered)."""
+    kernel = kernel or fake_kernel(sig)
+    pack = kernel.pack(args, 1, 32)
+    return graph.table.register(pcg.KernelNode(graph.table, next(_ids), pack), pack)
+
+
+def fake_if_node(graph):
+    """An IfNode of ``graph`` with one (fake) body graph."""
+    table = graph.table
+    node = pcg.IfNode(table, next(_ids), pcg.ConditionalHandle(graph, 1))
+    node._bodies = (table.child(rt.cudaGraph_t(next(_ids)), owner=node),)
+    return table.register(node, node.condition)
+
+
+def node_order(monkeypatch, *graphs) -> None:
+    """``cudaGraphGetNodes`` of each graph answers its nodes in the order they were made."""
+    order = {g.table.h: [rt.cudaGraphNode_t(int(n)) for n in g.table.nodes.values()]
+             for g in graphs}
+    monkeypatch.setattr(_versions, "graph_nodes", lambda raw: order[int(raw)])
 
 
 def fake_kernel(sig: str = "float* y, float a, int n", name: str = "k",
@@ -51,12 +79,8 @@ def fake_kernel(sig: str = "float* y, float a, int n", name: str = "k",
 
 
 def fake_exec(graph) -> GraphExec:
-    exe = GraphExec.__new__(GraphExec)
-    exe.graph = graph
-    exe._h = next(_ids)
-    exe._packs, exe._src, exe._aliases, exe._pending = {}, {}, {}, None
-    exe._held = ()
-    return exe
+    """An exec of ``graph`` made by the one constructor, with a fake handle it never destroys."""
+    return GraphExec(rt.cudaGraphExec_t(next(_ids)), graph, owned=False)
 
 
 def fake_buffer(nbytes: int) -> DeviceBuffer:

@@ -1,0 +1,241 @@
+"""The node table of a graph: what a node class is handed to build a node, and reads later.
+
+A :class:`~pycudagraph.Graph` owns one :class:`NodeTable` (``graph.table``): the raw graph
+handle (checked: a closed or destroyed graph raises :class:`~pycudagraph.errors.ClosedError`),
+the node objects by handle, what each node keeps alive, and the body and child graphs of
+its nodes. A node class builds through it, ``KernelNode.build(table, deps, ...)`` calling
+``table.raw``, :meth:`NodeTable.dep_list` and :meth:`NodeTable.register`, and a node reads
+through it later (:meth:`NodeTable.node`, :meth:`NodeTable.kept`), so the node layer never
+imports the graph layer nor reads a graph's private state.
+
+What a node keeps alive is its ledger entry, keyed by the node's identity (``id(node)`` ->
+``(node, *objects)``): an exec copies the entries when it is made (:meth:`snapshot`, at C
+speed) and finds there what each of its nodes had then, whatever the graph does later.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from .._lifetime import Ledger
+from ..errors import ArgumentError, ClosedError
+from ..runtime.values import short_repr
+from .base import Node
+
+__all__ = ["NodeTable", "node_arg", "dep_nodes"]
+
+
+class NodeTable:
+    """The nodes of one graph and what they keep alive.
+
+    Attributes
+    ----------
+    graph : Graph
+        The graph this table belongs to.
+    h : int
+        The raw graph handle as an int.
+    nodes : dict
+        Node handle -> node object, one object per node (read back on first use).
+    owner : object or None
+        What keeps a graph pycudagraph does not own valid (the node owning a body graph, an
+        adopted graph's maker).
+    closed, dead : bool, str
+        ``close()`` was called; why the raw graph is gone ("" while it is valid).
+    """
+
+    __slots__ = ("graph", "h", "raw_handle", "nodes", "ledger", "children", "owner", "closed",
+                 "dead", "make_child", "__weakref__")
+
+    def __init__(self, graph, raw, owner, make_child):
+        self.graph = graph
+        self.raw_handle = raw
+        self.h = int(raw)
+        self.owner = owner
+        self.nodes: dict = {}
+        self.ledger = Ledger(owner=graph)
+        self.children = weakref.WeakSet()  # body / child graph wrappers valid while we are
+        self.closed = False
+        self.dead = ""
+        self.make_child = make_child  # (raw, owner node) -> the Graph wrapper of an inner graph
+
+    # The raw graph ---------------------------------------------------------------------
+
+    @property
+    def raw(self):
+        """The ``cudaGraph_t`` for a raw call; :class:`ClosedError` once closed or destroyed."""
+        if self.closed or self.dead:
+            self.refuse()
+        return self.raw_handle
+
+    @property
+    def usable(self) -> bool:
+        """Neither closed nor destroyed."""
+        return not (self.closed or self.dead)
+
+    def refuse(self) -> None:
+        """Raise the :class:`ClosedError` saying what happened to this graph."""
+        if self.dead:
+            raise ClosedError(f"Graph 0x{self.h:x}", self.dead)
+        raise ClosedError(f"Graph 0x{self.h:x}", "was closed",
+                          "its execs keep running; build or change a new Graph instead")
+
+    def kill(self, reason: str) -> None:
+        """The raw graph is gone: its nodes and inner graphs refuse from now on."""
+        self.dead = reason
+        self.nodes.clear()
+        self.ledger.clear()
+        for child in list(self.children):
+            child.table.kill(f"belongs to a node of Graph 0x{self.h:x}, which {reason}")
+
+    # Building ------------------------------------------------------------------------
+
+    def dep_nodes(self, deps) -> tuple:
+        """``deps`` (None, a node or a sequence) as a checked tuple of this graph's live nodes."""
+        if self.closed or self.dead:
+            self.refuse()
+        nodes = tuple(dep_nodes(self, deps))
+        for d in nodes:
+            d.check_live()
+        return nodes
+
+    def dep_list(self, deps) -> tuple[list, int]:
+        """Raw dependency list for a ``cudaGraphAdd*Node`` call, and its length."""
+        nodes = self.dep_nodes(deps)
+        return [d.handle for d in nodes], len(nodes)
+
+    def register(self, node, *keep):
+        """Record ``node`` (made by an add call) and the objects it keeps alive, replacing
+        what it kept before; returns ``node``."""
+        self.nodes[int(node)] = node
+        self.ledger.hold(id(node), node, *keep)
+        return node
+
+    def keep_also(self, node, *objs) -> None:
+        """``node`` keeps ``objs`` alive too (an attribute's window, generic parameters)."""
+        entry = self.ledger.held.get(id(node))
+        self.ledger.held[id(node)] = (entry or (node,)) + objs
+
+    def kept(self, node) -> tuple:
+        """What ``node`` keeps alive (its parameters' Python objects), ``()`` for none."""
+        entry = self.ledger.held.get(id(node))
+        return entry[1:] if entry is not None and entry[0] is node else ()
+
+    def built(self, node) -> bool:
+        """Whether ``node`` was made by an add call of this graph (it has a ledger entry)."""
+        entry = self.ledger.held.get(id(node))
+        return entry is not None and entry[0] is node
+
+    def child(self, raw, owner):
+        """The Graph wrapper of a body or child graph that node ``owner`` keeps valid."""
+        child = self.make_child(raw, owner)
+        self.children.add(child)
+        return child
+
+    def forget(self, node) -> None:
+        """``node`` was removed from the graph; its inner graphs die with it."""
+        self.nodes.pop(int(node), None)
+        for child in list(self.children):
+            if child.table.owner is node:
+                child.table.kill(f"belongs to {type(node).__name__} 0x{int(node):x}, which "
+                                 "was removed from its graph")
+        self.ledger.drop(id(node))
+
+    # Reading -------------------------------------------------------------------------
+
+    def node(self, raw):
+        """The node object for a raw handle (made once, then reused)."""
+        h = int(raw)
+        node = self.nodes.get(h)
+        if node is None:
+            from .registry import read_node
+            node = self.nodes[h] = read_node(self, h)
+        return node
+
+    def canonical(self, node) -> bool:
+        """Whether ``node`` is this table's object for its handle."""
+        return self.nodes.get(int(node)) is node
+
+    def inner_tables(self) -> list:
+        """The tables of the body and child graphs of this graph's live nodes that have
+        wrappers. Walking these, not every node, keeps instantiate free of per-node work."""
+        nodes = self.nodes
+        out = []
+        for c in list(self.children):
+            t = c.table
+            o = t.owner
+            if o is not None and nodes.get(int(o)) is o:
+                out.append(t)
+        return out
+
+    def all_nodes(self):
+        """The node objects of this graph and, recursively, of its inner graphs."""
+        yield from list(self.nodes.values())
+        for inner in self.inner_tables():
+            yield from inner.all_nodes()
+
+    def encloses(self, table) -> bool:
+        """Whether ``table`` is this one or, at any depth, the table of an inner graph."""
+        while table is not None:
+            if table is self:
+                return True
+            owner = table.owner
+            table = owner.graph.table if isinstance(owner, Node) else None
+        return False
+
+    def snapshot(self) -> list:
+        """Copies of the ledger entries of this graph and of its inner graphs, one dict each
+        (made at C speed): what an exec keeps alive and finds its nodes' parameters in."""
+        out = [dict(self.ledger.held)]
+        for inner in self.inner_tables():
+            out += inner.snapshot()
+        return out
+
+    def extras(self) -> tuple:
+        """What this graph and its inner graphs keep as a whole (captured work, an
+        adopted graph's owner)."""
+        own = tuple(self.ledger.extra) + ((self.owner,) if self.owner is not None else ())
+        return own + tuple(inner.extras() for inner in self.inner_tables())
+
+    def keepalive(self) -> tuple:
+        """Everything this graph's nodes point at, inner graphs included."""
+        return (self.snapshot(), self.extras())
+
+
+# ----------------------------------------------------------------------------------
+# Nodes given to a graph
+
+def node_arg(table, node, what: str, where: str):
+    """Check that ``node`` is a node of ``table``'s graph (or, with ``table=None``, any node).
+
+    A node of another graph raises :class:`ArgumentError`, or :class:`ClosedError` when
+    that graph was destroyed or the node removed."""
+    if not isinstance(node, Node):
+        raise ArgumentError(f"{where}: {what} must be a graph node, got {short_repr(node)} "
+                            f"({type(node).__name__})")
+    if table is not None and node.graph.table is not table and not table.canonical(node):
+        node.check_live()  # a node of a destroyed graph: say so (ClosedError)
+        raise ArgumentError(f"{where}: {what} {node!r} belongs to another graph "
+                            f"({node.graph!r}), not to {table.graph!r}")
+    return node
+
+
+def dep_nodes(table, deps, where: str = "deps") -> list:
+    """The nodes of ``deps`` (None, one node, or a sequence), checked: each a node of
+    ``table``'s graph, no repeats."""
+    if deps is None:
+        return []
+    if isinstance(deps, Node):
+        deps = (deps,)
+    elif not isinstance(deps, (tuple, list)):
+        try:
+            deps = tuple(deps)
+        except TypeError:
+            raise ArgumentError(f"{where} must be a node or a sequence of nodes, got "
+                                f"{short_repr(deps)} ({type(deps).__name__})") from None
+    seen = set()
+    for i, d in enumerate(deps):
+        node_arg(table, d, f"deps[{i}]", where)
+        if int(d) in seen:
+            raise ArgumentError(f"{where}: deps lists {d!r} twice (duplicate dependency)")
+        seen.add(int(d))
+    return list(deps)
