@@ -25,7 +25,7 @@ from . import limits
 from .._cuda import fast
 from .._cuda.structs import DIMS_OFFSET, KERNEL_NODE_PARAMS_FORMAT, KERNEL_PARAMS_FIELD
 from ..errors import ArgumentError, ClosedError
-from ..runtime.memory import device_pointer
+from ..runtime.pointers import device_pointer
 from .signature import VECTOR_TYPES, Param
 
 __all__ = ["Layout", "ArgPack", "dim3", "HEADER_SIZE"]

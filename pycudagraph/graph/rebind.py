@@ -13,7 +13,7 @@ from ..compile.args import ArgPack
 from ..errors import ArgumentError, PyCudaGraphError
 from ..nodes import KernelNode
 from ..nodes.captured_args import patch_slots
-from ..runtime.memory import device_pointer
+from ..runtime.pointers import device_pointer
 
 __all__ = ["rebind"]
 

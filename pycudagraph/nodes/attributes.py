@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from .._cuda import call, rt, versions
 from ..errors import ArgumentError
-from ..runtime.memory import device_pointer
+from ..runtime.pointers import device_pointer
 
 __all__ = ["AccessPolicyWindow", "ATTRIBUTES", "prepare", "get_attribute", "set_attribute",
            "device_node"]

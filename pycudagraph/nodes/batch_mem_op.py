@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from .._cuda import call, context, dr
 from ..errors import ArgumentError
-from ..runtime.memory import device_pointer
+from ..runtime.pointers import device_pointer
 from .base import Node, NodeType
 
 __all__ = ["MemOp", "BatchMemOpNode", "wait_value", "write_value", "flush_remote_writes",

@@ -23,7 +23,7 @@ from .._cuda import call, context, dr
 from ..compile.args import dim3
 from ..compile.limits import shared_mem_arg
 from ..errors import ArgumentError, PyCudaGraphError
-from ..runtime.memory import device_pointer
+from ..runtime.pointers import device_pointer
 from .exec_node import ExecNode
 
 __all__ = ["param_info", "encode", "CapturedArgs", "patch_slots"]

@@ -19,7 +19,8 @@ import numpy as np
 
 from .._cuda import call, dr, rt
 from ..errors import ArgumentError, ClosedError, CudaError
-from ..runtime.memory import DeviceBuffer, PinnedBuffer, device_pointer, host_pointer, nbytes_of
+from ..runtime.memory import DeviceBuffer, PinnedBuffer
+from ..runtime.pointers import device_pointer, host_pointer, nbytes_of
 from ..runtime.values import int_arg
 
 __all__ = ["locate", "memcpy_args", "memset_params", "copy3d_params"]

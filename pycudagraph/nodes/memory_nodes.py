@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from .._cuda import call, context, rt
 from ..errors import ArgumentError
-from ..runtime.memory import device_pointer
+from ..runtime.pointers import device_pointer
 from ..runtime.values import int_arg
 from .base import Node, NodeType
 from .copy_params import copy3d_params, memcpy_args, memset_params

@@ -109,8 +109,7 @@ class trace:
         return name
 
     def _fmt(self, value) -> str:
-        from ..compile.args import ArgPack
-        if isinstance(value, ArgPack):
+        if type(value).__name__ == "ArgPack":  # a packed launch (pycudagraph.compile.args)
             return self._fmt_pack(value)
         if isinstance(value, (list, tuple)):
             return "{" + ", ".join(self._fmt(v) for v in value) + "}"
