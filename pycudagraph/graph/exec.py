@@ -81,7 +81,7 @@ class GraphExec(ExecUpdate, ExecIntrospection):
         self._host_ids = None  # ids of the host callables this exec can run, found on need
         self._last_stream = _NEVER  # the stream object of the last launch (kept alive)
         if graph is not None:
-            graph._execs.add(self)
+            graph.table.execs.add(self)
         self._fin = release(self, rt.cudaGraphExecDestroy, raw) if owned else _noop
 
     @classmethod
@@ -240,7 +240,12 @@ class GraphExec(ExecUpdate, ExecIntrospection):
             self._refuse()
         node.check_live()
         if self._pending is not None:  # pair the last update's nodes first
-            self._pair_update()
+            closing = self._pair_update()
+            rec = self._nodes.get(id(node))
+            if closing is not None:  # an update graph closed while it waited: destroyed now
+                closing.close()
+            if rec is not None and rec.stands_for(node):
+                return rec
             return self.exec_node(node)
         source = self._source(node)
         if source is None:
@@ -380,7 +385,7 @@ class GraphExec(ExecUpdate, ExecIntrospection):
         self._nodes = ExecNodes()  # so a per-node call finds none and refuses
         for graph in (self.graph, self._pending):
             if graph is not None:
-                graph._execs.discard(self)
+                graph.table.execs.discard(self)
                 if graph.table.closed:
                     graph.close()
         self._pending = None

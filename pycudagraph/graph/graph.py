@@ -12,8 +12,6 @@ graph's table (:mod:`pycudagraph.nodes`). Topology (edges, listing, removal) is 
 
 from __future__ import annotations
 
-import weakref
-
 from .._cuda import call, context, rt
 from .._lifetime import release
 from ..errors import ArgumentError
@@ -57,7 +55,6 @@ class Graph(GraphTopology, GraphClone, GraphText, GraphIntrospection, GraphUserO
         self.table = NodeTable(self, raw, owner, _inner_graph)
         self._h = self.table.h
         self._fin = None
-        self._execs = weakref.WeakSet()
         self._origin = None  # the graph this one is a clone of
 
     @classmethod
@@ -100,7 +97,7 @@ class Graph(GraphTopology, GraphClone, GraphText, GraphIntrospection, GraphUserO
     def execs(self) -> list:
         """The live execs made from this graph, or updated with it and not yet paired.
         No CUDA call."""
-        return list(self._execs)
+        return list(self.table.execs)
 
     def keepalive(self) -> tuple:
         """Everything this graph's nodes point at, bodies of conditional nodes and child
@@ -345,7 +342,7 @@ class Graph(GraphTopology, GraphClone, GraphText, GraphIntrospection, GraphUserO
         table.closed = True
         for child in list(table.children):
             child.close()
-        if self._fin is not None and not table.dead and not len(self._execs):
+        if self._fin is not None and not table.dead and not len(table.execs):
             self._fin()
             table.kill("was closed")
 

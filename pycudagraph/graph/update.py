@@ -61,13 +61,13 @@ class ExecUpdate:
             exc.reason, exc.node = reason, node
             raise exc
         del exec_raw
-        graph._execs.add(self)  # its raw graph stays until its nodes are paired with ours
+        graph.table.execs.add(self)  # its raw graph stays until its nodes are paired with ours
         for rec in set(self._nodes.values()):  # the exec's copies now come from ``graph``
             self._retire((rec.args, rec.keep))
         self._nodes.clear()
         old = self._pending
         if old is not None and old is not graph and old is not self.graph:
-            old._execs.discard(self)  # superseded before its nodes were paired
+            old.table.execs.discard(self)  # superseded before its nodes were paired
             if old.table.closed:
                 old.close()
         self._pending = graph  # nodes are paired on the next per-node update
@@ -76,21 +76,23 @@ class ExecUpdate:
         self._ledger.extra = [self._taken, graph.table.extras()]
         self._host_ids = None
 
-    def _pair_update(self) -> None:
+    def _pair_update(self):
         """Pair the last update's nodes with the exec's (creation order, as CUDA pairs
-        them): each pair gets one record, reached by either node. An update graph closed
-        while it waited is destroyed once paired (its nodes then refuse)."""
+        them): each pair gets one record, reached by either node. Returns the update graph
+        when it was closed while it waited (the caller destroys it once it has the record it
+        came for: its nodes then refuse), else None."""
         graph, self._pending = self._pending, None
         if graph is None:
-            return
+            return None
         self._pair(self.graph, graph, self._taken)
         if graph is not self.graph:  # keep what its nodes point at, not its node objects
             self._ledger.extra[0] = [tuple(e[1:] for e in d.values()) for d in self._taken]
             self._taken = []
         if graph is not self.graph:
-            graph._execs.discard(self)  # paired: its raw graph is no longer needed here
+            graph.table.execs.discard(self)  # paired: its raw graph is no longer needed here
             if graph.table.closed:
-                graph.close()
+                return graph
+        return None
 
     def _pair(self, old_graph, graph, taken) -> None:
         """Records for ``old_graph``'s nodes with ``graph``'s as twins, in creation order

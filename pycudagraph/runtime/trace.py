@@ -24,7 +24,7 @@ _PREFIX = {"cudaGraph_t": "g", "CUgraph": "g", "cudaGraphNode_t": "n", "CUgraphN
            "CUstream": "stream", "cudaEvent_t": "ev", "CUevent": "ev", "cudaLibrary_t": "lib",
            "cudaKernel_t": "kern", "nvrtcProgram": "prog", "Graph": "g", "GraphExec": "exec",
            "Stream": "stream", "Event": "ev", "KernelNode": "n", "Node": "n"}
-_PKG = __name__.rsplit(".", 1)[0]
+_PKG = __name__.split(".")[0]  # frames inside the package are not "the caller"
 
 
 @dataclass

@@ -52,7 +52,7 @@ def test_launch_device_buffer_and_stream(helpers, stream):
 
 
 def test_compile_for_wrong_arch_fails_clearly():
-    other = "sm_80" if pcg.program.device_arch() != "sm_80" else "sm_90"  # another major: no SASS compatibility
+    other = "sm_80" if pcg.compile.program.device_arch() != "sm_80" else "sm_90"  # another major: no SASS compatibility
     mod = pcg.Program(SCALE_SRC).compile(arch=other)
     with pytest.raises(pcg.CudaError, match="compiled for sm_"):
         mod["scale_add"].handle
