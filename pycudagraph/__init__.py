@@ -13,10 +13,13 @@ from .compile.reconcile import SignatureWarning
 from .compile.kernel import Kernel
 from .compile.program import Module, Program
 from .errors import (ArgumentError, CaptureError, ClosedError, CompileError, CudaError,
-                     CudaNotAvailableError, GraphExecUpdateError, HostCallbackError,
+                     CudaNotAvailableError, GraphExecUpdateError, GraphFileError,
+                     HostCallbackError,
                      NotSupportedError, PyCudaGraphError)
 from .graph.graph import Graph
 from .graph.exec import GraphExec
+from .graph.file_load import load
+from .graph.host_registry import register_host_fn
 from .runtime.graph_mem import graph_mem_info, graph_mem_reset_high, graph_mem_trim
 from .runtime.memory import DeviceBuffer, PinnedBuffer, device_pointer, host_pointer
 from .nodes import (AccessPolicyWindow, BatchMemOpNode, CapturedKernelNode, ChildGraphNode,
@@ -41,7 +44,7 @@ __all__ = [
     "Graph", "GraphExec", "capture", "capture_status",
     "graph_mem_info", "graph_mem_trim", "graph_mem_reset_high", "UserObject",
     "CaptureInfo", "capture_info", "capture_mode", "recapture", "update_capture_dependencies",
-    "trace", "BucketedGraphs", "BucketStats",
+    "trace", "BucketedGraphs", "BucketStats", "load", "register_host_fn",
     "Node", "NodeType", "KernelNode", "CapturedKernelNode", "MemcpyNode", "MemsetNode", "HostNode",
     "ChildGraphNode", "EmptyNode", "EventRecordNode", "EventWaitNode", "MemAllocNode",
     "MemFreeNode", "ConditionalNode", "IfNode", "IfElseNode", "WhileNode", "SwitchNode",
@@ -50,5 +53,5 @@ __all__ = [
     "flush_remote_writes", "memory_barrier",
     "PyCudaGraphError", "CudaError", "CudaNotAvailableError", "NotSupportedError",
     "CompileError", "ArgumentError", "CaptureError", "GraphExecUpdateError", "HostCallbackError",
-    "ClosedError", "DeviceMismatchError", "SignatureWarning",
+    "ClosedError", "DeviceMismatchError", "SignatureWarning", "GraphFileError",
 ]

@@ -26,10 +26,21 @@ from .reconcile import check_declared
 from .signature import Param
 from ..runtime.stream import Stream, stream_handle
 
-__all__ = ["Kernel"]
+__all__ = ["Kernel", "kernel_for_function"]
 
 _launch = fast.launch_kernel
 _native_launch = fast.native.launch_kernel if fast.native is not None else None
+
+
+#: CUfunction -> the Kernel that looked it up (a captured node of one of our kernels is
+#: told by its function: kernel_for_function)
+_BY_FUNCTION: "weakref.WeakValueDictionary[int, Kernel]" = weakref.WeakValueDictionary()
+
+
+def kernel_for_function(func: int) -> "Kernel | None":
+    """The live :class:`Kernel` whose ``CUfunction`` (on any device) ``func`` is, or ``None``.
+    No CUDA call."""
+    return _BY_FUNCTION.get(int(func))
 
 
 def _forget_limits(funcs: dict) -> None:
@@ -119,6 +130,7 @@ class Kernel:
                 with device._trusted(ordinal):
                     func = int(call(dr.cuKernelGetFunction, kern))
             self._funcs[ordinal] = func
+            _BY_FUNCTION[func] = self
             if self._dev < 0:
                 self._dev = ordinal
         self._func = (func, ordinal)

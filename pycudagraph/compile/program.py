@@ -213,11 +213,15 @@ class Module:
         :class:`~pycudagraph.compile.ptx.CompiledParam` tuple; empty when unknown.
     signatures : dict
         What the source parse read, by kernel name.
+    ptx : str
+        The PTX NVRTC made on the way to the CUBIN ("" when not known): kept so a saved
+        graph can carry it (``Graph.save``) for GPUs the CUBIN does not fit.
     """
 
     def __init__(self, cubin: bytes, source: str = "", name: str = "kernel.cu",
                  arch: str = "", options: tuple = (), ptx: str = ""):
         self.cubin = bytes(cubin)
+        self.ptx = ptx
         self.source = source
         self.name = name
         self.arch = arch

@@ -27,6 +27,7 @@ from .dot import GraphText
 from .exec import GraphExec
 from .foreign import wrap_graph
 from .introspect import GraphIntrospection
+from .file_save import save_graph
 from .topology import GraphTopology
 
 __all__ = ["Graph"]
@@ -328,6 +329,12 @@ class Graph(GraphTopology, GraphClone, GraphText, GraphIntrospection, GraphUserO
         """
         return GraphExec.instantiate(self, upload_stream, auto_free_on_launch, device_launch,
                                      use_node_priority)
+
+    def save(self, path, slots: dict | None = None) -> None:
+        """Save to a file :func:`pycudagraph.load` rebuilds elsewhere (:mod:`.file_save`); every
+        address must lie in a ``slots={name: buffer}`` buffer. Reads nodes with their ``GetParams``
+        calls (``cudaGraphGetNodes``, ``cuGraphKernelNodeGetParams`` ...)."""
+        return save_graph(self, path, slots)
 
     def close(self) -> None:
         """Destroy the graph (``cudaGraphDestroy``) once no exec needs its nodes; idempotent.

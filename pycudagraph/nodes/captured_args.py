@@ -26,7 +26,7 @@ from ..errors import ArgumentError, PyCudaGraphError
 from ..runtime.pointers import device_pointer
 from .exec_node import ExecNode
 
-__all__ = ["param_info", "encode", "CapturedArgs", "patch_slots"]
+__all__ = ["param_info", "encode", "CapturedArgs", "patch_slots", "function_params"]
 
 _VP = ctypes.c_void_p
 _U64 = struct.Struct("<Q")
@@ -218,3 +218,23 @@ def patch_slots(data: bytes, offset: int, old: int, new: int) -> tuple[bytes, in
             _U64.pack_into(out, k, new)
             n += 1
     return bytes(out), n
+
+
+def function_params(func: int, grid, block, shared_mem: int, args) -> tuple:
+    """A ``CUDA_KERNEL_NODE_PARAMS`` launching the ``CUfunction`` ``func`` with ``args`` (each
+    exactly its argument's bytes, checked against ``cuFuncGetParamInfo``), and the buffers
+    its ``kernelParams`` points at (keep them until the add call returns)."""
+    p = dr.CUDA_KERNEL_NODE_PARAMS()
+    p.func = dr.CUfunction(int(func))
+    context.ensure_device()
+    sizes = [size for _, size in param_info(p)]
+    given = [len(a) for a in args]
+    if sizes != given:
+        raise ArgumentError(f"the function takes arguments of {sizes} bytes; {given} were given")
+    bufs = [ctypes.create_string_buffer(bytes(a), len(a)) for a in args]
+    ptrs = (_VP * max(len(bufs), 1))(*[ctypes.addressof(b) for b in bufs])
+    p.gridDimX, p.gridDimY, p.gridDimZ = dim3(grid, "grid")
+    p.blockDimX, p.blockDimY, p.blockDimZ = dim3(block, "block")
+    p.sharedMemBytes = shared_mem_arg(shared_mem)
+    p.kernelParams = ctypes.addressof(ptrs)
+    return p, (bufs, ptrs)

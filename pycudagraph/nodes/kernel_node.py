@@ -167,6 +167,20 @@ class KernelNode(Node):
         return self._pack.func
 
     @property
+    def arg_bytes(self) -> tuple:
+        """``(offset, bytes)`` of each argument as the node passes it, ``offset`` being its
+        place in the kernel's parameter space (``cuKernelGetParamInfo``, once per kernel;
+        where the driver cannot tell, the packing's own, which keeps the alignment)."""
+        pack = self._pack
+        layout, raw = pack.layout, pack.raw()
+        image = pack.kernel.image_params
+        if image is None or len(image) != len(layout.params):
+            base = layout.pointers_offset + 8 * len(layout.params)
+            image = [(o - base, p.size) for o, p in zip(layout.offsets, layout.params)]
+        return tuple((off, raw[o:o + p.size])
+                     for (off, _), o, p in zip(image, layout.offsets, layout.params))
+
+    @property
     def kernel(self):
         """The :class:`~pycudagraph.Kernel` the node launches (``None`` for a kernel node read
         back from the driver). No CUDA call."""

@@ -138,7 +138,7 @@ class trace:
 
     def _record(self, api: str, args, result) -> None:
         where = _caller()
-        if api in ("cuGraphAddKernelNode",):
+        if api == "cuGraphAddKernelNode" and type(args[0]).__name__ == "c_void_p":
             out, graph, deps, pack = args
             text = (f"{api}(&{self.name_of(_Named('n', out.value))}, {self.name_of(graph)}, "
                     f"{self._fmt(deps)}, {len(deps)}, {self._fmt_pack(pack)})")
