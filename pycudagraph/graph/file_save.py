@@ -18,7 +18,7 @@ import bisect
 import struct
 import warnings
 
-from .._cuda import call, dr, rt
+from .._cuda import call, rt
 from ..compile.kernel import kernel_for_function
 from ..compile.program import Module, device_arch
 from ..compile.ptx import is_elf
@@ -132,7 +132,7 @@ class _Saver:
         if ref is not None:
             return ref
         i = bisect.bisect_right([a[0] for a in self.allocs], addr) - 1
-        if i >= 0 and addr <= self.allocs[i][1]:
+        if i >= 0 and addr < self.allocs[i][1]:
             start, _, node = self.allocs[i]
             if node not in self.alloc_ids:
                 _refuse(where, f"0x{addr:x} is memory of a mem_alloc node that does not come "

@@ -81,11 +81,12 @@ class Slots:
         self.starts = [r[0] for r in ranges]
 
     def find(self, addr: int):
-        """``{"slot": name, "offset": n}`` for an address in a slot (or one past its end)."""
+        """``{"slot": name, "offset": n}`` for an address in a slot. (Not one past its end: that
+        may be the next buffer, one the graph uses without a slot.)"""
         i = bisect.bisect_right(self.starts, addr) - 1
         if i >= 0:
             start, end, name = self.ranges[i]
-            if addr <= end:
+            if addr < end:
                 return {"slot": name, "offset": addr - start}
         return None
 
