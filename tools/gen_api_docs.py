@@ -23,6 +23,7 @@ SECTIONS = (
                         "host_pointer", "Device", "device", "device_count")),
     ("Graphs and executable graphs", lambda n, o: n in ("Graph", "GraphExec")),
     ("Nodes", lambda n, o: n.endswith("Node") or n in ("NodeType", "ConditionalHandle")),
+    ("Graph files", lambda n, o: n in ("load", "register_host_fn")),
     ("Capture, trace and bucketed graphs",
      lambda n, o: n in ("capture", "capture_status", "capture_info", "trace", "BucketedGraphs",
                         "BucketStats")),
