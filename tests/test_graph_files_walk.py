@@ -278,6 +278,8 @@ def test_load_rebuilds_every_address_in_the_new_buffers(stand_ins, monkeypatch):
     k1 = next(c for c in root.calls if c.name == "add_kernel")
     args = k1.args[3]
     assert isinstance(args[0], Address) and int(args[0]) == Y2 and args[0].keep == [bind["y"]]
+    from pycudagraph import _lifetime  # a graph's ledger sees the bound buffer behind it
+    assert any(v is bind["y"] for v in _lifetime.contents(tuple(args)))
     assert int(args[1]) == X2 + 8 and args[2] == 2.5 and args[3] == 200
     assert args[4] is h2
     assert isinstance(args[5], HeldBytes) and struct.unpack_from("<Q", args[5])[0] == W2 + 16

@@ -2,29 +2,21 @@
 reference (slots, kernels, modules, sections, allocation nodes, conditional handles) before
 a loader trusts any of it. No CUDA call: the whole format is testable on a CPU.
 
-The manifest (format 1.0)::
+The manifest (format 1.0; docs/graph_files.md shows an example)::
 
-    {"format": "pycudagraph.graph", "writer": "pycudagraph 0.1.0", "arch": "sm_90",
+    {"format": "pycudagraph.graph", "writer": str, "arch": "sm_90",
      "slots":   {name: {"kind": "device" | "host" | "event", "nbytes": int}},
-     "modules": [{"name": str, "arch": "sm_90", "cubin": section | null, "ptx": section | null}],
-     "kernels": [{"name": str, "module": index | null (not compiled here: resolved at load),
-                  "signature": "float* y, int n" | null, "sizes": [bytes of each parameter]}],
-     "root":    graph}
+     "modules": [{"name": str, "arch": str, "cubin": section | null, "ptx": section | null}],
+     "kernels": [{"name": str, "module": index | null (resolved at load),
+                  "signature": str | null, "sizes": [bytes of each parameter]}],
+     "root":    {"handles": [{"id", "default"}], "nodes": [...], "edges": [[from, to, port]]}}
 
-    graph = {"handles": [{"id": int, "default": int | null}],   # created on this graph
-             "nodes": [node, ...],                             # in topological order
-             "edges": [[from, to, port], ...]}                 # from < to: no cycle possible
-
-Nodes carry ``"id"`` (0, 1, 2 ... in creation order, a node's bodies right after it) and
-``"type"``: ``kernel`` (kernel, grid, block, shared_mem, args, attributes), ``memcpy``
-(dst, src, nbytes), ``memcpy_3d`` (dst, src, width, height, depth, pitches, rows, positions),
-``memset``, ``host`` (fn: a registered name, args: JSON values), ``empty``,
-``event_record`` / ``event_wait`` (event: a slot), ``mem_alloc`` (nbytes), ``mem_free``
-(alloc: an id), ``child_graph`` (graph), ``conditional`` (kind, handle, bodies).
-
-An address is a reference: ``{"slot": name, "offset": n}`` or ``{"alloc": id, "offset": n}``;
-a kernel argument is ``{"hex": its bytes, "relocs": [[byte, reference], ...]}`` where a
-reference may also be ``{"handle": id}`` (8 bytes patched in at load).
+Nodes are in topological order (an edge goes from an earlier to a later node: no cycle
+can be written), with ``"id"`` 0, 1, 2 ... in creation order (a node's bodies right after
+it) and ``"type"``; :data:`NODE_TYPES` lists each type's fields. An address is
+``{"slot": name, "offset": n}`` or ``{"alloc": id, "offset": n}``; a kernel argument is
+``{"hex": its bytes, "relocs": [[byte, reference], ...]}``, where a reference may also be
+``{"handle": id}``.
 """
 
 from __future__ import annotations
@@ -41,13 +33,15 @@ SLOT_KINDS = ("device", "host", "event")
 _U32, _U48, _I63 = (1 << 32) - 1, 1 << 48, 1 << 63
 _MAX_DEPTH, _MAX_NODES, _MAX_NAME, _PARAM_SPACE = 32, 1 << 21, 4096, 32764
 _PROPS = ("normal", "streaming", "persisting")
+_ATTRIBUTES = ("priority", "cluster", "cooperative", "mem_sync_domain", "device_updatable",
+               "access_policy")
 
 
-def _extent_3d(width, height, depth, pitch, rows, pos) -> tuple:
+def _extent_3d(width, height, depth, pitch, rows, pos) -> int | None:
+    """The end of a copy's box in its buffer (None when pitch or rows cannot hold it)."""
     x, y, z = pos
-    if pitch < x + width or rows < y + height:
-        return None
-    return ((z + depth - 1) * rows + y + height - 1) * pitch + x + width
+    ok = pitch >= x + width and rows >= y + height
+    return ((z + depth - 1) * rows + y + height - 1) * pitch + x + width if ok else None
 
 
 class _Checker:
@@ -263,10 +257,7 @@ class _Checker:
                 at = self.int_(r[0], f"{rw}[0]", end, sizes[i] - 8)
                 self.ref(r[1], f"{rw}[1]", visible)
                 end = at + 8
-        attrs = n.get("attributes", {})
-        self.obj(attrs, f"{where}.attributes", (), ("priority", "cluster", "cooperative",
-                                                    "mem_sync_domain", "device_updatable",
-                                                    "access_policy"))
+        attrs = self.obj(n.get("attributes", {}), f"{where}.attributes", (), _ATTRIBUTES)
         w = f"{where}.attributes"
         if "priority" in attrs:
             self.int_(attrs["priority"], f"{w}.priority", -(1 << 31), (1 << 31) - 1)
@@ -343,7 +334,7 @@ class _Checker:
         else:
             self.fail(where, f"a host argument cannot be a {type(v).__name__}")
 
-    def empty(self, n, where, handles, depth, nid) -> None:
+    def empty(self, n, where, handles, depth, nid) -> None:  # nothing but id and type
         pass
 
     def event(self, n, where, handles, depth, nid) -> None:

@@ -13,6 +13,7 @@ import bisect
 
 import numpy as np
 
+from .. import _lifetime
 from .._cuda import dr, rt
 from ..errors import ArgumentError
 from ..nodes.copy_params import locate
@@ -126,6 +127,12 @@ class HeldBytes(bytes):
         self = super().__new__(cls, data)
         self.keep = keep
         return self
+
+
+# the ledgers see the buffers these stand for: a deferred free() waits for the graph
+_lifetime.register_contents(DeviceView, lambda v: (v.base,))
+_lifetime.register_contents(Address, lambda v: v.keep)
+_lifetime.register_contents(HeldBytes, lambda v: v.keep)
 
 
 def _host_bytes(obj) -> np.ndarray:
