@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 SRC = r'''
 extern "C" __global__ void axpy(float* y, const float* x, float a, int n) {
