@@ -25,8 +25,8 @@ from . import limits
 from .._cuda import fast
 from .._cuda.structs import DIMS_OFFSET, KERNEL_NODE_PARAMS_FORMAT, KERNEL_PARAMS_FIELD
 from ..errors import ArgumentError, ClosedError
-from ..runtime.pointers import device_pointer
-from .signature import VECTOR_TYPES, Param
+from .converters import converter
+from .signature import Param
 
 __all__ = ["Layout", "ArgPack", "dim3", "HEADER_SIZE"]
 
@@ -54,98 +54,6 @@ def dim3(value, what: str) -> tuple[int, int, int]:
     return limits.dims(value, what)
 
 
-def _bfloat16_bits(value) -> int:
-    bits = int(np.array(value, dtype=np.float32).view(np.uint32))
-    if (bits & 0x7F800000) == 0x7F800000 and bits & 0x7FFFFF:  # NaN stays NaN
-        return (bits >> 16) | 0x40
-    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF  # round to nearest even
-
-
-def _struct_bytes(param: Param, value) -> bytes:
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        data = bytes(value)
-    elif isinstance(value, (np.void, np.ndarray)):
-        data = np.asarray(value).tobytes()
-    elif isinstance(value, (ctypes.Structure, ctypes.Union, ctypes.Array)):
-        data = bytes(value)
-    else:
-        raise TypeError("a struct argument must be a numpy structured scalar, a ctypes "
-                        "Structure or bytes")
-    if param.size is not None and len(data) != param.size:
-        raise ValueError(f"the value has {len(data)} bytes but the parameter has {param.size}")
-    return data
-
-
-def _vector_bytes(param: Param, value) -> bytes:
-    if isinstance(value, (np.void, np.ndarray, bytes)):
-        return _struct_bytes(param, value)
-    fmt, count, _ = VECTOR_TYPES[param.ctype]
-    items = tuple(value)
-    if len(items) != count:
-        raise ValueError(f"{param.ctype} needs {count} values, got {len(items)}")
-    return struct.pack("<" + fmt * count, *items).ljust(param.size, b"\0")
-
-
-def _check_bool(value):
-    if isinstance(value, (bool, np.bool_)) or (isinstance(value, (int, np.integer)) and value in (0, 1)):
-        return bool(value)
-    raise TypeError("a bool parameter takes True/False (or 0/1)")
-
-
-def _pointer(value) -> int:
-    """A device address from a pointer argument; ``True``/``False`` are not addresses."""
-    if type(value) is int:
-        return value
-    if isinstance(value, (bool, np.bool_)):
-        raise TypeError("a pointer parameter takes a device array, DeviceBuffer or int "
-                        f"address, not bool ({value!r})")
-    if isinstance(value, (float, str, bytes)) or value is None:
-        raise TypeError("a pointer parameter takes a device array, DeviceBuffer or int "
-                        f"address, not {type(value).__name__}")
-    return device_pointer(value)
-
-
-# C type -> (attribute of the pycudagraph object holding the value, raw types accepted)
-_HANDLES = {
-    "cudaGraphConditionalHandle": ("handle", ("cudaGraphConditionalHandle",), "a ConditionalHandle"),
-    "cudaGraphExec_t": ("handle", ("cudaGraphExec_t", "CUgraphExec"), "a GraphExec"),
-    "cudaGraphDeviceNode_t": ("device_node", ("cudaGraphDeviceNode_t", "CUgraphDeviceNode", "int"),
-                              "a device-updatable KernelNode"),
-}
-
-
-def _handle_converter(param: Param):
-    """The value of a graph handle argument from its pycudagraph object, a raw handle or an int."""
-    attr, raw_types, wanted = _HANDLES[param.ctype]
-
-    def convert(value):
-        if type(value) is int or isinstance(value, np.integer):
-            return int(value)
-        raw = getattr(value, attr, value)
-        if type(raw).__name__ not in raw_types or isinstance(raw, bool):
-            raise TypeError(f"{param.ctype} takes {wanted} (or its raw handle or an int)")
-        return int(raw)
-    return convert
-
-
-def _converter(param: Param):
-    """The function that turns a Python value into what the slot's format packs, or None."""
-    kind = param.kind
-    if kind == "pointer":
-        return _pointer
-    if kind == "handle":
-        return _handle_converter(param)
-    if kind == "bool":
-        return _check_bool
-    if kind == "bfloat16":
-        return _bfloat16_bits
-    if kind == "struct":
-        return lambda v, p=param: _struct_bytes(p, v)
-    if kind == "vector":
-        return lambda v, p=param: _vector_bytes(p, v)
-    return None  # ints and floats: struct checks the type and range itself
-
-
 class Layout:
     """Where each argument of one kernel lives in an :class:`ArgPack` buffer.
 
@@ -154,7 +62,7 @@ class Layout:
     per slot for single-argument rewrites.
     """
 
-    def __init__(self, kernel_name: str, params: tuple[Param, ...]):
+    def __init__(self, kernel_name: str, params: tuple[Param, ...], hidden: tuple[int, ...] = ()):
         for p in params:
             if p.size is None:
                 raise ArgumentError(
@@ -164,30 +72,48 @@ class Layout:
         self.params = params
         n = len(params)
         self.count = n
-        ptr_end = HEADER_SIZE + 8 * n
+        #: Sizes of trailing kernel parameters no argument fills: always zero (Triton's
+        #: scratch pointers). They follow the arguments in the pointer array and the slots.
+        self.hidden = tuple(int(h) for h in hidden)
+        n_ptr = sum(len(p.parts) or 1 for p in params) + len(self.hidden)
+        ptr_end = HEADER_SIZE + 8 * n_ptr
         offsets, pos = [], ptr_end
         for p in params:
             pos = (pos + p.align - 1) // p.align * p.align
             offsets.append(pos)
             pos += p.size
-        self.size = max(pos, ptr_end, HEADER_SIZE)
-        self.offsets = tuple(offsets)
-        self.pointers_offset = HEADER_SIZE
+        self.offsets = tuple(offsets)  # argument i's slot (one per argument)
+        pointers = []  # what kernelParams points at: one per kernel parameter
+        for p, off in zip(params, offsets):
+            pointers.extend([off + o for o, _ in p.parts] if p.parts else [off])
         value_fmt, cursor = "", ptr_end
         for p, off in zip(params, offsets):
             value_fmt += f"{off - cursor}x" if off > cursor else ""
             value_fmt += p.fmt
             cursor = off + p.size
-        self.full = struct.Struct(KERNEL_NODE_PARAMS_FORMAT + f"{n}Q" + value_fmt)
+        for size in self.hidden:  # zero bytes, written with every whole pack
+            align = 8 if size >= 8 else max(size, 1)
+            pos = (pos + align - 1) // align * align
+            pointers.append(pos)
+            value_fmt += f"{pos - cursor + size}x"
+            cursor = pos = pos + size
+        self.size = max(pos, ptr_end, HEADER_SIZE)
+        self.pointer_offsets = tuple(pointers)
+        self.pointers_offset = HEADER_SIZE
+        self.values_offset = ptr_end  # where the argument slots start
+        self.full = struct.Struct(KERNEL_NODE_PARAMS_FORMAT + f"{n_ptr}Q" + value_fmt)
         self.values = struct.Struct("<" + value_fmt) if n else None
         self.slots = tuple(struct.Struct("<" + p.fmt) for p in params)
-        self.converters = tuple(_converter(p) for p in params)
+        self.converters = tuple(converter(p) for p in params)
         self.convert_at = tuple(i for i, c in enumerate(self.converters) if c is not None)
-        self.fixup = struct.Struct(f"<{n}Q")
+        self.fixup = struct.Struct(f"<{n_ptr}Q")
         self.buffer_type = ctypes.c_char * self.size
         self.index = {p.name: p.index for p in params}
-        #: The compiled path's copy of this layout (None without it: ctypes path).
-        self.native = fast.native_layout(params, offsets, self.size, self.converters)
+        #: The compiled path's copy of this layout (None without it: ctypes path). Its C
+        #: packing knows one parameter per argument and the usual conversions only.
+        plain = not self.hidden and not any(p.parts or p.convert for p in params)
+        self.native = (fast.native_layout(params, offsets, self.size, self.converters)
+                       if plain else None)
 
     def convert(self, args) -> list:
         """Values ready for the layout's formats; raises :class:`ArgumentError` when one is wrong."""
@@ -283,7 +209,7 @@ class ArgPack:
                                   shared_mem if type(shared_mem) is int
                                   else limits.shared_mem_arg(shared_mem),
                                   addr + HEADER_SIZE, 0, kern, ctx,
-                                  *[addr + o for o in layout.offsets], *values)
+                                  *[addr + o for o in layout.pointer_offsets], *values)
         except (struct.error, OverflowError, TypeError):
             layout.diagnose(args)
             raise
@@ -349,7 +275,7 @@ class ArgPack:
             if values:
                 state = self.state()
                 try:
-                    layout.values.pack_into(self.buf, HEADER_SIZE + 8 * len(values), *values)
+                    layout.values.pack_into(self.buf, layout.values_offset, *values)
                 except (struct.error, OverflowError, TypeError):
                     self.reset(state)  # pack_into may have written some slots already
                     layout.diagnose(args)
@@ -385,7 +311,7 @@ class ArgPack:
         addr = ctypes.addressof(buf)
         new.buf, new.address = buf, addr
         struct.pack_into("<Q", buf, KERNEL_PARAMS_FIELD, addr + HEADER_SIZE)
-        self.layout.fixup.pack_into(buf, HEADER_SIZE, *[addr + o for o in self.layout.offsets])
+        self.layout.fixup.pack_into(buf, HEADER_SIZE, *[addr + o for o in self.layout.pointer_offsets])
         return new
 
     # Readable views ---------------------------------------------------------------
@@ -405,7 +331,7 @@ class ArgPack:
         layout = self.layout
         if not layout.params:
             return ()
-        return layout.values.unpack_from(self.buf, HEADER_SIZE + 8 * len(layout.params))
+        return layout.values.unpack_from(self.buf, layout.values_offset)
 
     def raw(self) -> bytes:
         return bytes(self.buf)

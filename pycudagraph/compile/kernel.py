@@ -1,8 +1,9 @@
 """A loaded kernel: its parameter layout, argument packing and eager launch.
 
 A :class:`Kernel` comes from :meth:`Module.get_kernel <pycudagraph.compile.program.Module.get_kernel>`
-(``cudaLibraryGetKernel``); its signature is checked against the kernel image
-(``cuKernelGetParamInfo``) before the first pack.
+(``cudaLibraryGetKernel``), or from a kernel made elsewhere with :meth:`Kernel.from_function`
+(a raw ``CUfunction`` / ``CUkernel``, CuPy, Triton, Numba-CUDA: :mod:`.adopted`); its
+signature is checked against the kernel image (``cuKernelGetParamInfo``) before the first pack.
 
 A ``cudaKernel_t`` belongs to no device; what launches and kernel nodes name is its
 ``CUfunction`` in one device's context (``cuKernelGetFunction``), which a :class:`Kernel`
@@ -14,15 +15,16 @@ from __future__ import annotations
 
 import weakref
 
-from .. import _cuda, _lifetime
-from .._cuda import call, dr, fast, rt
+from .. import _lifetime
+from .._cuda import call, dr, fast
 from .._cuda.context import current_device, ensure_device, seen, stream_device, thread_state
 from .args import ArgPack, Layout
 from ..runtime.device import Device, check_access, device
 from .limits import KERNEL_LIMITS, kernel_limits, launch_config
-from ..errors import ArgumentError, CudaError
+from ..errors import ArgumentError
 from ..runtime.memory import DeviceBuffer
-from .reconcile import check_declared
+from .adopted import adopt, param_info
+from .reconcile import check_declared, check_image, expanded, params_from_image
 from .signature import Param
 from ..runtime.stream import Stream, stream_handle
 
@@ -54,14 +56,31 @@ class Kernel:
     Attributes
     ----------
     name : str
+        As asked for (an ``extern "C"`` name, a C++ name expression, a mangled name).
+    symbol : str
+        Its name in the image (mangled for C++ kernels).
     params : list of Param
         C type, size and (our packing) offsets of each parameter.
+    origin : Origin or None
+        For a kernel made elsewhere (:meth:`from_function`): what it came from
+        (``origin.obj``, kept alive as long as this kernel) and what its maker fixed.
+    block : tuple or None
+        The block its maker fixed (a Triton kernel: ``32 * num_warps`` threads); pass
+        it, or None, as ``block``. None for other kernels.
+    shared_mem : int
+        Dynamic shared memory its maker fixed (a Triton kernel's ``shared``): every
+        launch and node gets at least this much. 0 for other kernels.
     """
 
-    def __init__(self, module, name: str, params: tuple[Param, ...]):
+    def __init__(self, module, name: str, params: tuple[Param, ...] | None,
+                 symbol: str | None = None, origin=None):
         self.module = module
         self.name = name
-        self._declared = tuple(params)
+        self.symbol = symbol or name
+        self.origin = origin
+        self.block = origin.block if origin is not None else None
+        self.shared_mem = origin.shared_mem if origin is not None else 0
+        self._declared = None if params is None else tuple(params)  # None: from the image
         self._handle = None
         self._handle_int = 0
         self._funcs: dict[int, int] = {}  # device ordinal -> CUfunction
@@ -75,19 +94,33 @@ class Kernel:
         # Its limits go with it: a module loaded later may get the same CUfunction addresses.
         weakref.finalize(self, _forget_limits, self._funcs).atexit = False
 
+    @classmethod
+    def from_function(cls, obj, signature: str | None = None) -> "Kernel":
+        """A kernel made elsewhere as a :class:`Kernel` (recipes: ``docs/own_kernels.md``).
+
+        ``obj``: a ``CUfunction`` / ``CUkernel`` / ``cudaKernel_t`` (an int is taken as a
+        ``CUfunction``), a CuPy ``RawKernel``, a Triton compiled kernel, or a Numba-CUDA
+        kernel compiled for one set of types; ``signature`` (``"float* y, int n"``) names
+        and types what ``obj`` does not tell, checked against the image. The kernel keeps
+        ``obj`` alive (``kernel.origin.obj``). Calls ``cuFuncGetName`` / ``cuKernelGetName``
+        for a raw handle's name; a Triton CUBIN loads at first use (``cudaLibraryLoadData``).
+        Raises :class:`ArgumentError` for an unknown object or a launch this cannot make.
+        """
+        return adopt(cls, obj, signature)
+
     # Loading -----------------------------------------------------------------------
 
     @property
     def handle(self):
-        """The raw ``cudaKernel_t`` (``cudaLibraryGetKernel``)."""
+        """The raw ``cudaKernel_t`` (``cudaLibraryGetKernel``), or for a kernel made
+        elsewhere the handle it came with (a ``CUfunction`` or ``CUkernel``)."""
         if self._handle is None:
-            try:
-                handle = call(rt.cudaLibraryGetKernel, self.module.handle, self.name.encode())
-            except CudaError as exc:
-                raise self.module._with_arch_hint(exc)
+            origin = self.origin
+            handle = origin.load() if origin is not None else self.module.kernel_handle(self.symbol)
             self._handle_int = int(handle)
             self._handle = handle
-            self._function(ensure_device())
+            bound = origin is not None and origin.device >= 0
+            self._function(origin.device if bound else ensure_device())
         return self._handle
 
     @property
@@ -123,12 +156,13 @@ class Kernel:
             if self._handle is None:
                 self.handle  # noqa: B018 - the cudaKernel_t first
                 return self._function(ordinal)
-            kern = dr.CUkernel(self._handle_int)
-            if thread_state.device == ordinal:
-                func = int(call(dr.cuKernelGetFunction, kern))
+            if self.origin is not None and self.origin.device >= 0:  # a CUfunction: its context's
+                func = self.origin.function_on(ordinal, self.name)
+            elif thread_state.device == ordinal:
+                func = int(call(dr.cuKernelGetFunction, dr.CUkernel(self._handle_int)))
             else:
                 with device._trusted(ordinal):
-                    func = int(call(dr.cuKernelGetFunction, kern))
+                    func = int(call(dr.cuKernelGetFunction, dr.CUkernel(self._handle_int)))
             self._funcs[ordinal] = func
             _BY_FUNCTION[func] = self
             if self._dev < 0:
@@ -151,23 +185,16 @@ class Kernel:
 
     @property
     def image_params(self) -> list[tuple[int, int]] | None:
-        """(offset, size) of each parameter in the kernel image (``cuKernelGetParamInfo``),
-        or ``None`` when the driver cannot tell (older than CUDA 12.4)."""
+        """(offset, size) of each parameter in the kernel image (``cuKernelGetParamInfo``;
+        ``cuFuncGetParamInfo`` for a ``CUfunction`` made elsewhere), or ``None`` when the
+        driver cannot tell (older than CUDA 12.4)."""
         if self._image_params is None:
-            kern = dr.CUkernel(int(self.handle))
-            info = []
-            while True:
-                try:
-                    err, offset, size = dr.cuKernelGetParamInfo(kern, len(info))
-                except (AttributeError, RuntimeError):
-                    return None
-                if err == dr.CUresult.CUDA_ERROR_INVALID_VALUE:
-                    break
-                if err == dr.CUresult.CUDA_ERROR_NOT_SUPPORTED:
-                    return None
-                if err:
-                    raise _cuda.error_for("cuKernelGetParamInfo", err)
-                info.append((int(offset), int(size)))
+            self.handle  # noqa: B018 - loaded first
+            origin = self.origin
+            info = (origin.param_info() if origin is not None and origin.device >= 0
+                    else param_info(dr.cuKernelGetParamInfo, dr.CUkernel(self._handle_int)))
+            if info is None:
+                return None
             self._image_params = info
         return self._image_params
 
@@ -175,40 +202,33 @@ class Kernel:
     def layout(self) -> Layout:
         """Packing layout; on first use checks the signature against the compiled kernel
         (the module's PTX/CUBIN facts: no GPU needed), then against the loaded image
-        (``cuKernelGetParamInfo``)."""
+        (``cuKernelGetParamInfo``), which alone gives the parameters of a kernel known by
+        its image only."""
         if self._layout is None:
+            origin = self.origin
+            hidden = origin.hidden if origin is not None else ()
             params = self._declared
-            compiled = getattr(self.module, "entries", {}).get(self.name)
-            if compiled is not None:
-                params = check_declared(self.name, params, compiled)
+            if params is None:
+                params = params_from_image(self.name, self.image_params, hidden)
+            entries = origin.entries if origin is not None else getattr(self.module, "entries", {})
+            compiled = entries.get(self.symbol)
+            if compiled is not None and len(expanded(params)) == len(params):
+                params = check_declared(self.name, params, compiled[:len(compiled) - len(hidden)])
             image = self.image_params
             if image is not None:
-                params = self._check_against_image(params, image)
-            self._layout = Layout(self.name, params)
-            if self._func[0]:
+                params = check_image(self.name, params, image, hidden)
+            self._layout = Layout(self.name, params, hidden)
+            if self._func[0] and (origin is None or origin.free_launch):
                 self._native = self._layout.native
         return self._layout
 
-    def _check_against_image(self, params, image) -> tuple[Param, ...]:
-        if len(image) != len(params):
-            raise ArgumentError(
-                f"{self.name}: the signature has {len(params)} parameters but the compiled "
-                f"kernel has {len(image)}; fix the source parse or pass signature=")
-        out = []
-        for p, (_, size) in zip(params, image):
-            if p.size is None:
-                p = p.with_size(size)
-            elif p.size != size:
-                raise ArgumentError(
-                    f"{self.name}: parameter {p.index} '{p.name}' is {p.ctype} ({p.size} bytes) "
-                    f"in the signature but {size} bytes in the compiled kernel")
-            out.append(p)
-        return tuple(out)
-
     @property
     def params(self) -> tuple[Param, ...]:
-        """The parameters: name, C type, kind, size, alignment. No CUDA call."""
-        return self._layout.params if self._layout is not None else self._declared
+        """The parameters: name, C type, kind, size, alignment. No CUDA call, except for
+        a kernel known by its image only (its layout, from ``cuKernelGetParamInfo``)."""
+        if self._layout is not None:
+            return self._layout.params
+        return self._declared if self._declared is not None else self.layout.params
 
     def pack(self, args, grid=1, block=1, shared_mem: int = 0) -> ArgPack:
         """Pack arguments and launch dimensions into a stable :class:`ArgPack`.
@@ -254,7 +274,7 @@ class Kernel:
             args = tuple(args)
         for i, a in enumerate(args):
             if type(a) is DeviceBuffer and a._dev != dev:
-                name = self._declared[i].name if i < len(self._declared) else "?"
+                name = self.params[i].name if i < len(self.params) else "?"
                 check_access(f"{self.name}() ({what})", dev, a._dev,
                              f"argument {i} '{name}' (a DeviceBuffer)")
         return args
@@ -276,7 +296,8 @@ class Kernel:
                              f"argument {i} '{layout.params[i].name}' (a DeviceBuffer)")
         return args
 
-    def _config(self, grid, block, shared_mem, func: int = 0, dev: int = -1) -> tuple:
+    def _config(self, grid, block, shared_mem, func: int = 0, dev: int = -1,
+                strict: bool = False) -> tuple:
         """``(grid3, block3, shared_mem)`` checked against the device's and the kernel's
         limits (:func:`pycudagraph.compile.limits.launch_config`); loads the kernel first.
 
@@ -288,6 +309,8 @@ class Kernel:
             self.handle  # noqa: B018 - load the module, get the function
         if not func:
             func, dev = self._func
+        if self.origin is not None and not self.origin.free_launch:  # Triton: its block, its smem
+            block, shared_mem = self.origin.launch_dims(self.name, block, shared_mem, strict)
         if self._fits(grid, block, shared_mem, func):
             return (grid, 1, 1), (block, 1, 1), shared_mem
         lim = KERNEL_LIMITS.get(func) or kernel_limits(self, func, dev)
@@ -298,7 +321,7 @@ class Kernel:
         device (a node's own, whichever device this kernel was looked up on last).
         ``cuFuncGetAttribute`` / ``cuFuncSetAttribute`` as :meth:`check_config`."""
         func = pack.func
-        return self._config(grid, block, shared_mem, func, self._device_of(func))
+        return self._config(grid, block, shared_mem, func, self._device_of(func), strict=True)
 
     def _fits(self, grid, block, shared_mem, func: int = 0) -> bool:
         """The common configuration (1-D int grid and block within the limits, shared memory
@@ -414,5 +437,7 @@ class Kernel:
         self.launch(grid, block, args, stream, shared_mem)
 
     def __repr__(self) -> str:
-        sig = ", ".join(p.describe() for p in self._declared)
+        params = self._layout.params if self._layout is not None else self._declared
+        sig = "..." if params is None else ", ".join(p.describe() for p in params)
         return f"<pycudagraph.Kernel {self.name}({sig})>"
+

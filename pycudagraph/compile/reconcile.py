@@ -13,7 +13,8 @@ from ..errors import ArgumentError
 from .ptx import CompiledParam
 from .signature import KernelSignature, Param, param_from_ctype
 
-__all__ = ["SignatureWarning", "param_from_compiled", "reconcile", "agrees", "check_declared"]
+__all__ = ["SignatureWarning", "param_from_compiled", "reconcile", "agrees", "check_declared",
+           "expanded", "check_image", "params_from_image"]
 
 _INT_TYPES = {1: "int8_t", 2: "int16_t", 4: "int", 8: "long long"}
 _FLOAT_TYPES = {4: "float", 8: "double"}
@@ -144,3 +145,65 @@ def reconcile(kernel: str, candidates: list[KernelSignature],
             notes.append(mismatch(kernel, p, c) + "; using the compiled type")
             params.append(param_from_compiled(p.index, p.name, c))
     return tuple(params), notes
+
+
+def expanded(params: tuple[Param, ...]) -> list[int | None]:
+    """The size of each kernel parameter the arguments fill, in order (an argument with
+    ``parts`` fills several)."""
+    out: list[int | None] = []
+    for p in params:
+        out.extend([size for _, size in p.parts] if p.parts else [p.size])
+    return out
+
+
+def check_image(kernel: str, params: tuple[Param, ...], image: list[tuple[int, int]],
+                hidden: tuple[int, ...] = ()) -> tuple[Param, ...]:
+    """Parameters checked against the loaded kernel's (offset, size) list
+    (``cuKernelGetParamInfo``): same count, same sizes; struct sizes filled in.
+
+    ``hidden`` are the sizes of trailing parameters no argument fills (Triton's scratch
+    pointers). Raises :class:`ArgumentError` naming the kernel and the first mismatch.
+    """
+    sizes = expanded(params)
+    if len(image) != len(sizes) + len(hidden):
+        extra = f" (and {len(hidden)} hidden)" if hidden else ""
+        raise ArgumentError(
+            f"{kernel}: the signature has {len(params)} parameters{extra} filling "
+            f"{len(sizes) + len(hidden)} kernel parameters, but the compiled kernel has "
+            f"{len(image)}; fix the source parse or pass signature=")
+    for j, (size, (_, got)) in enumerate(zip(hidden, image[len(sizes):])):
+        if size != got:
+            raise ArgumentError(f"{kernel}: hidden parameter {len(sizes) + j} is {size} bytes "
+                                f"here but {got} bytes in the compiled kernel")
+    out, k = [], 0
+    for p in params:
+        n = len(p.parts) or 1
+        got = [size for _, size in image[k: k + n]]
+        k += n
+        want = [size for _, size in p.parts] if p.parts else [p.size]
+        if want == [None]:
+            p = p.with_size(got[0])
+        elif want != got:
+            what = "+".join(str(s) for s in got)
+            raise ArgumentError(
+                f"{kernel}: parameter {p.index} '{p.name}' is {p.ctype} ({p.size} bytes) "
+                f"in the signature but {what} bytes in the compiled kernel")
+        out.append(p)
+    return tuple(out)
+
+
+def params_from_image(kernel: str, image: list[tuple[int, int]] | None,
+                      hidden: tuple[int, ...] = ()) -> tuple[Param, ...]:
+    """Parameters of a kernel known by its loaded image only: ``arg0``, ``arg1``, ...
+    An 8-byte parameter is taken as a pointer (which takes an int too); others as raw
+    bytes of their size, which take a numpy scalar of that size (``np.float32(2.0)``).
+
+    Raises :class:`ArgumentError` when the driver cannot report the parameters.
+    """
+    if image is None:
+        raise ArgumentError(f"{kernel}: the driver cannot report this kernel's parameters "
+                            "(cuKernelGetParamInfo needs CUDA 12.4); pass signature=")
+    image = image[:len(image) - len(hidden)] if hidden else image
+    return tuple(param_from_compiled(i, f"arg{i}", CompiledParam(size, size, "int" if size == 8
+                                                                 else "unknown", "image"))
+                 for i, (_, size) in enumerate(image))
