@@ -202,12 +202,15 @@ def merge_signature(name: str, what: str, known: tuple[Param, ...],
                             f"has {len(known)} ({', '.join(p.describe() for p in known)})")
     out = []
     for k, g in zip(known, given):
-        if k.parts or k.convert is not None:
+        if k.parts:  # one argument, several kernel parameters (a Numba array): its name only
             out.append(Param(k.index, g.name, k.ctype, k.kind, k.size, k.align, k.fmt,
                              k.parts, k.convert))
         elif g.size is not None and g.size != k.size:
             raise ArgumentError(f"{name}: parameter {k.index} '{g.name}' is {g.ctype} ({g.size} "
                                 f"bytes) in signature= but {k.ctype} ({k.size} bytes) in the {what}")
+        elif k.convert is not None:  # its own checks (a Triton value assumed aligned) stay
+            out.append(Param(k.index, g.name, g.ctype, k.kind, k.size, k.align, k.fmt,
+                             k.parts, k.convert))
         else:
             out.append(g if g.size is not None else g.with_size(k.size))
     return tuple(out)

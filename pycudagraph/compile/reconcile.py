@@ -39,12 +39,14 @@ class SignatureWarning(UserWarning):
 def param_from_compiled(index: int, name: str, c: CompiledParam, ctype: str | None = None) -> Param:
     """A :class:`Param` from compiled facts alone.
 
-    An 8-byte integer with no source to say otherwise is taken as a pointer (which
-    also accepts a plain ``int``); other integers are signed.
+    An 8-byte integer (or 8-byte parameter of unknown type, from a CUBIN) with no source
+    to say otherwise is taken as a pointer (which also accepts a plain ``int``); other
+    integers are signed; other parameters of unknown type are raw bytes of their size
+    (which take a numpy scalar of that size, ``np.float32(2.0)``).
     """
     if c.cls == "float" and c.size in _FLOAT_TYPES:
         p = param_from_ctype(index, name, _FLOAT_TYPES[c.size])
-    elif c.cls == "pointer" or (c.cls == "int" and c.size == 8 and ctype is None):
+    elif c.cls == "pointer" or (c.cls in ("int", "unknown") and c.size == 8 and ctype is None):
         p = param_from_ctype(index, name, "void*")
     elif c.cls == "int" and c.size in _INT_TYPES:
         p = param_from_ctype(index, name, _INT_TYPES[c.size])
@@ -194,9 +196,8 @@ def check_image(kernel: str, params: tuple[Param, ...], image: list[tuple[int, i
 
 def params_from_image(kernel: str, image: list[tuple[int, int]] | None,
                       hidden: tuple[int, ...] = ()) -> tuple[Param, ...]:
-    """Parameters of a kernel known by its loaded image only: ``arg0``, ``arg1``, ...
-    An 8-byte parameter is taken as a pointer (which takes an int too); others as raw
-    bytes of their size, which take a numpy scalar of that size (``np.float32(2.0)``).
+    """Parameters of a kernel known by its loaded image only: ``arg0``, ``arg1``, ...,
+    typed as :func:`param_from_compiled` types parameters of unknown type.
 
     Raises :class:`ArgumentError` when the driver cannot report the parameters.
     """
@@ -204,6 +205,5 @@ def params_from_image(kernel: str, image: list[tuple[int, int]] | None,
         raise ArgumentError(f"{kernel}: the driver cannot report this kernel's parameters "
                             "(cuKernelGetParamInfo needs CUDA 12.4); pass signature=")
     image = image[:len(image) - len(hidden)] if hidden else image
-    return tuple(param_from_compiled(i, f"arg{i}", CompiledParam(size, size, "int" if size == 8
-                                                                 else "unknown", "image"))
+    return tuple(param_from_compiled(i, f"arg{i}", CompiledParam(size, size, "unknown", "image"))
                  for i, (_, size) in enumerate(image))
