@@ -15,10 +15,12 @@ A Triton ``CompiledKernel`` (``triton.compile(src, target=...)``, or what a laun
   shared memory every launch needs), ``num_ctas``, ``global_scratch_size``,
   ``profile_scratch_size``, ``launch_cooperative_grid``.
 
-Triton 3.3 and later append hidden parameters after the user's: a global scratch
-pointer (3.3) and a profile scratch pointer (3.5). Triton's own launcher passes a null
-pointer when the kernel needs no scratch (``*_scratch_size == 0``); so does the packing
-here (they are :attr:`Layout.hidden <pycudagraph.compile.args.Layout.hidden>` zeros).
+Recent Triton versions append hidden pointer parameters after the user's: a global
+scratch pointer and (Triton 3.6) a profile scratch pointer, one for each of the metadata
+fields ``global_scratch_size`` and ``profile_scratch_size``, which is how they are counted
+here (and checked against the PTX). Triton's own launcher passes a null pointer when the
+kernel needs no scratch (``*_scratch_size == 0``); so does the packing here (they are
+:attr:`Layout.hidden <pycudagraph.compile.args.Layout.hidden>` zeros).
 A kernel that needs scratch memory, a cluster launch (``num_ctas > 1``) or a cooperative
 grid is refused with a message saying so.
 """

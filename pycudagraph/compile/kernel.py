@@ -21,7 +21,6 @@ from .._cuda.context import current_device, ensure_device, seen, stream_device, 
 from .args import ArgPack, Layout
 from ..runtime.device import Device, check_access, device
 from .limits import KERNEL_LIMITS, kernel_limits, launch_config
-from ..errors import ArgumentError
 from ..runtime.memory import DeviceBuffer
 from .adopted import adopt, param_info
 from .reconcile import check_declared, check_image, expanded, params_from_image
