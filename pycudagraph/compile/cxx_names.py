@@ -18,7 +18,8 @@ from .ptx import CompiledParam
 from .reconcile import reconcile
 from .signature import KernelSignature, Param, param_from_ctype
 
-__all__ = ["is_cxx_name", "bare_name", "template_args", "mangled_bare_name", "cxx_params"]
+__all__ = ["is_cxx_name", "bare_name", "template_args", "mangled_scope", "mangled_bare_name",
+           "cxx_params"]
 
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 
@@ -80,26 +81,34 @@ def _number(sym: str, i: int) -> tuple[int, int]:
     return int(sym[i:j]), j
 
 
-def mangled_bare_name(symbol: str) -> str | None:
-    """The function's own identifier in an Itanium-mangled name (``_ZN2ns4axpyIfEEv...``
-    -> ``"axpy"``), or None when it cannot be read simply (no ``_Z``, ``std::`` ...)."""
+def mangled_scope(symbol: str) -> list[str]:
+    """The qualified name of an Itanium-mangled function, as its parts
+    (``_ZN2ns4axpyIfEEv...`` -> ``["ns", "axpy"]``); empty when it cannot be read simply
+    (no ``_Z``, ``std::`` substitutions ...)."""
     if not symbol.startswith("_Z") or len(symbol) < 4:
-        return None
+        return []
     i, nested = 2, symbol[2] == "N"
     if nested:
         i += 1
         while i < len(symbol) and symbol[i] in "KVr":
             i += 1
-    last = None
+    parts = []
     while i < len(symbol) and symbol[i].isdigit():
         n, i = _number(symbol, i)
         if n <= 0 or i + n > len(symbol):
-            return None
-        last = symbol[i: i + n]
+            return []
+        parts.append(symbol[i: i + n])
         i += n
         if not nested:
             break
-    return last
+    return parts
+
+
+def mangled_bare_name(symbol: str) -> str | None:
+    """The function's own identifier in an Itanium-mangled name (``_ZN2ns4axpyIfEEv...``
+    -> ``"axpy"``), or None when it cannot be read simply."""
+    parts = mangled_scope(symbol)
+    return parts[-1] if parts else None
 
 
 def _substitute(sig: KernelSignature, args: list[str]) -> KernelSignature:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from .._cuda import call, context, dr, fast, rt, versions
 from .._cuda.context import seen
 from ..compile.args import ArgPack
+from ..compile.cxx_names import mangled_scope
 from ..compile.limits import require_kernel
 from ..errors import ArgumentError
 from . import attributes as _attrs
@@ -27,23 +28,7 @@ if fast.native is not None:
 
 def short_kernel_name(name: str) -> str:
     """A readable name for a C++-mangled kernel: ``_ZN2at6native6kernelI...`` -> ``at::native::kernel``."""
-    if not name.startswith("_Z"):
-        return name
-    i = 2
-    nested = name[i:i + 1] == "N"
-    i += 1 if nested else 0
-    while i < len(name) and name[i] in "KVr":
-        i += 1
-    parts = []
-    while i < len(name) and name[i].isdigit():
-        j = i
-        while j < len(name) and name[j].isdigit():
-            j += 1
-        n = int(name[i:j])
-        parts.append(name[j:j + n])
-        i = j + n
-        if not nested:
-            break
+    parts = mangled_scope(name)
     return "::".join(parts) if parts else name
 
 
@@ -158,7 +143,7 @@ class KernelNode(Node):
     @property
     def mangled_name(self) -> str:
         """The name in the kernel image. No CUDA call for a node built here."""
-        return self._pack.kernel.name
+        return self._pack.kernel.symbol
 
     @property
     def function(self) -> int:

@@ -94,7 +94,9 @@ def check_template():
     assert k.symbol.startswith("_ZN4demo5axpbyIfEE"), k.symbol
     x, y0 = rand(), rand()
     X = dev(x)
-    axpy_rounds(k, THREADS, lambda y, a: (y, a, X, 1.0, N), read_buffer, y0, x, "axpby<float>")
+    node, _ = axpy_rounds(k, THREADS, lambda y, a: (y, a, X, 1.0, N), read_buffer, y0, x,
+                          "axpby<float>")
+    assert node.kernel_name == "demo::axpby<float>" and node.mangled_name == k.symbol
     kd = mod.get_kernel("demo::axpby<double>")
     xd, yd = x.astype(np.float64), y0.astype(np.float64)
     Y, XD = dev(yd), dev(xd)
