@@ -83,9 +83,10 @@ class Layout:
             offsets.append(pos)
             pos += p.size
         self.offsets = tuple(offsets)  # argument i's slot (one per argument)
-        pointers = []  # what kernelParams points at: one per kernel parameter
+        pointers, sizes = [], []  # what kernelParams points at, and its size: per kernel parameter
         for p, off in zip(params, offsets):
             pointers.extend([off + o for o, _ in p.parts] if p.parts else [off])
+            sizes.extend([n for _, n in p.parts] if p.parts else [p.size])
         value_fmt, cursor = "", ptr_end
         for p, off in zip(params, offsets):
             value_fmt += f"{off - cursor}x" if off > cursor else ""
@@ -95,10 +96,12 @@ class Layout:
             align = 8 if size >= 8 else max(size, 1)
             pos = (pos + align - 1) // align * align
             pointers.append(pos)
+            sizes.append(size)
             value_fmt += f"{pos - cursor + size}x"
             cursor = pos = pos + size
         self.size = max(pos, ptr_end, HEADER_SIZE)
         self.pointer_offsets = tuple(pointers)
+        self.param_sizes = tuple(sizes)  # of each kernel parameter (as the image lists them)
         self.pointers_offset = HEADER_SIZE
         self.values_offset = ptr_end  # where the argument slots start
         self.full = struct.Struct(KERNEL_NODE_PARAMS_FORMAT + f"{n_ptr}Q" + value_fmt)

@@ -196,7 +196,7 @@ class _Saver:
                 same = [(p.ctype, p.kind) for p in parse_params(sig)] == [(p.ctype, p.kind) for p in params]
             except ValueError:
                 same = False
-            self.kernels.append({"name": kern.name, "module": self.module_entry(kern.module),
+            self.kernels.append({"name": kern.symbol, "module": self.module_entry(kern.module),
                                  "signature": sig if same else None, "sizes": sizes})
             ki = self._kernel_ids[id(kern)] = len(self.kernels) - 1
         return ki

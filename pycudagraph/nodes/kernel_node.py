@@ -158,12 +158,12 @@ class KernelNode(Node):
         where the driver cannot tell, the packing's own, which keeps the alignment)."""
         pack = self._pack
         layout, raw = pack.layout, pack.raw()
+        sizes = layout.param_sizes  # per kernel parameter: an argument may fill several, or none
         image = pack.kernel.image_params
-        if image is None or len(image) != len(layout.params):
-            base = layout.pointers_offset + 8 * len(layout.params)
-            image = [(o - base, p.size) for o, p in zip(layout.offsets, layout.params)]
-        return tuple((off, raw[o:o + p.size])
-                     for (off, _), o, p in zip(image, layout.offsets, layout.params))
+        if image is None or len(image) != len(sizes):
+            image = [(o - layout.values_offset, n) for o, n in zip(layout.pointer_offsets, sizes)]
+        return tuple((off, raw[o:o + n])
+                     for (off, _), o, n in zip(image, layout.pointer_offsets, sizes))
 
     @property
     def kernel(self):

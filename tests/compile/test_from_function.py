@@ -120,6 +120,7 @@ def test_triton_hidden_parameters_are_zero_and_pointed_at(triton_like):
     k = pcg.Kernel.from_function(_triton(triton_like))
     layout = Layout(k.name, k.params, k.origin.hidden)
     assert layout.native is None and len(layout.pointer_offsets) == 6
+    assert layout.param_sizes == (8, 8, 4, 4, 8, 8)
     pack = ArgPack(layout, k, (0x1000, 0x2000, 7, 1.5), 1, 128)
     raw = pack.raw()
     pointers = struct.unpack_from("<6Q", raw, 72)
@@ -258,6 +259,7 @@ def test_numba_arguments_fill_their_kernel_parameters():
         pos += size
     params = check_image("axpy", params, image)
     layout = Layout("axpy", params)
+    assert list(layout.param_sizes) == NUMBA_SIZES
     args = [Dev((10,), "<f4", 0x1000), 2.0, Dev((3, 4), "<f4", 0x2000, (32, 4)), 10, 1 + 2j,
             (3.0, 7), True]
     pack = ArgPack(layout, None, args, 1, 1)

@@ -284,6 +284,10 @@ def check_triton():
     C2 = pcg.DeviceBuffer(4 * size * size)
     node = g.add_kernel(km, (2, 2), km.block, (A, B, C2, size, size, size))
     assert node.params.block == (256, 1, 1) and node.params.shared_mem == shared, node.params
+    passed = node.arg_bytes  # one per kernel parameter: the six given, then the hidden zeros
+    assert [len(b) for _, b in passed[:6]] == [8, 8, 8, 4, 4, 4], passed
+    assert all(b == bytes(8) for _, b in passed[6:]) and len(passed) == 6 + len(km.origin.hidden)
+    assert [off for off, _ in passed] == [off for off, _ in km.image_params], passed
     exe = g.instantiate()
     exe.launch(s)
     s.synchronize()
@@ -365,6 +369,10 @@ def check_numba():
 
     axpy_rounds(k, THREADS, lambda y, a: (X, y, a, N), lambda d: d.copy_to_host(), y0, x,
                 "Numba axpy", new=cuda.to_device)
+    node = pcg.Graph().add_kernel(k, GRID, THREADS, (X, cuda.to_device(y0), 1.0, N))
+    passed = node.arg_bytes  # one per kernel parameter: an array fills seven
+    assert len(passed) == 16 and [off for off, _ in passed] == [o for o, _ in k.image_params]
+    assert int.from_bytes(passed[2][1], "little") == N  # x's nitems
     kf = pcg.Kernel.from_function(nb_fill)
     M = cuda.device_array((5, 7), np.float64)
     s = pcg.Stream()
