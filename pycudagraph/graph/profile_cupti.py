@@ -17,6 +17,7 @@ node for are counted as unattributed time, never dropped silently.
 from __future__ import annotations
 
 import threading
+import time
 
 from .profile_stamps import Samples
 
@@ -83,6 +84,17 @@ def _graph_data(cupti, cbdata):
     return cupti.GraphData.from_ptr(int(rd.resource_descriptor))
 
 
+def _subscribe(cupti, callback) -> int:
+    """``cuptiSubscribe_v2`` with a subscriber name where the binding has it (a refusal
+    then names the profiler already subscribed), else ``cuptiSubscribe``."""
+    if hasattr(cupti, "subscribe_v2") and hasattr(cupti, "SubscriberParams"):
+        params = cupti.SubscriberParams()
+        params.struct_size = cupti.SUBSCRIBER_PARAMS_SIZE
+        params.subscriber_name = "pycudagraph profile"
+        return cupti.subscribe_v2(callback, None, params.ptr)
+    return cupti.subscribe(callback, None)
+
+
 def _instantiate_mapped(cupti, graph) -> tuple:
     """(exec, {exec node id: graph node id}): ``graph.instantiate()`` while subscribed to
     ``CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED`` (``cuptiSubscribe``, ``cuptiEnableCallback``,
@@ -103,7 +115,7 @@ def _instantiate_mapped(cupti, graph) -> tuple:
             errors.append(exc)
 
     try:
-        sub = cupti.subscribe(callback, None)
+        sub = _subscribe(cupti, callback)
     except Exception as exc:  # noqa: BLE001 - another subscriber (a profiler) holds CUPTI
         raise CuptiUnusable(f"cuptiSubscribe failed ({exc}); is another profiler attached?") \
             from None
@@ -153,6 +165,11 @@ def _measure(cupti, graph, places, stream, repeats: int) -> Samples:
             for kind in _kinds(cupti):
                 cupti.activity_disable(kind)
             cupti.activity_flush_all(1)
+            for _ in range(20):  # in case the records come back on CUPTI's own thread
+                if records:
+                    break
+                time.sleep(0.05)
+                cupti.activity_flush_all(1)
             _state["records"] = None
     except CuptiUnusable:
         raise
@@ -202,7 +219,7 @@ def _samples(records, copied, ids, places) -> Samples:
                 spans[up] = (min(a, start), max(b, end))
                 up = parents.get(up)
         for node, (a, b) in spans.items():
-            times[node] = ((b - a) / 1000.0, 1)
+            times.setdefault(node, ((b - a) / 1000.0, 1))
         out.launches.append(times)
         out.unattributed.append(lost)
         out.seen.update(times)

@@ -375,19 +375,20 @@
   }
 
   // ---- interaction ----------------------------------------------------------------------
-  var drag = null;
+  var drag = null;   // a press on the canvas: pans while the button is down
   svg.addEventListener("pointerdown", function (ev) {
-    drag = {x: ev.clientX, y: ev.clientY, vx: view.x, vy: view.y, moved: false};
+    if (ev.button !== 0) return;
+    drag = {x: ev.clientX, y: ev.clientY, vx: view.x, vy: view.y, moved: false, down: true};
   });
   window.addEventListener("pointermove", function (ev) {
-    if (!drag) return;
+    if (!drag || !drag.down || !(ev.buttons & 1)) return;
     var dx = ev.clientX - drag.x, dy = ev.clientY - drag.y;
     if (Math.abs(dx) + Math.abs(dy) > 4) { drag.moved = true; svg.classList.add("dragging"); }
     if (drag.moved) { view.x = drag.vx + dx; view.y = drag.vy + dy; applyView(); }
   });
   window.addEventListener("pointerup", function () {
     svg.classList.remove("dragging");
-    setTimeout(function () { drag = null; }, 0);
+    if (drag) drag.down = false;
   });
   svg.addEventListener("wheel", function (ev) {
     ev.preventDefault();
@@ -399,7 +400,9 @@
     applyView();
   }, {passive: false});
   svg.addEventListener("click", function (ev) {
-    if (drag && drag.moved) return;
+    var dragged = drag && drag.moved;
+    drag = null;
+    if (dragged) return;   // the end of a pan, not a click
     var t = ev.target.closest("[data-toggle]");
     if (t) {
       var cid = t.getAttribute("data-toggle");

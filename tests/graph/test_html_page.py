@@ -15,8 +15,8 @@ from pycudagraph.cli.show_model import showcase_model
 from pycudagraph.graph import page_model
 from pycudagraph.graph.html import render_page
 
-from browser import Browser, chromium_path
-from page_models import FakeProfile, Finding, big_model, png_colours, sample_graph
+from tests.support.browser import Browser, chromium_path
+from tests.support.page_models import FakeProfile, Finding, big_model, png_colours, sample_graph
 
 
 @pytest.fixture
@@ -109,16 +109,25 @@ def browser():
     b.close()
 
 
-def _open(browser, tmp_path, model, name="page.html"):
-    path = tmp_path / name
-    path.write_text(render_page(model), encoding="utf-8")
-    return browser.open(path.as_uri())
+@pytest.fixture
+def open_page(browser, tmp_path):
+    """open_page(model) -> a tab showing the model's page (closed after the test)."""
+    tabs = []
+
+    def open_(model, name="page.html"):
+        path = tmp_path / name
+        path.write_text(render_page(model), encoding="utf-8")
+        tabs.append(browser.open(path.as_uri()))
+        return tabs[-1]
+    yield open_
+    for tab in tabs:
+        tab.close()
 
 
 @needs_chromium
-def test_the_page_draws_every_node(browser, tmp_path, fake_model):
+def test_the_page_draws_every_node(open_page, tmp_path, fake_model):
     model, _ = fake_model
-    tab = _open(browser, tmp_path, model)
+    tab = open_page(model)
     assert tab.eval("document.querySelectorAll('g.node').length") == len(model["nodes"])
     assert tab.eval("document.body.dataset.nodes") == str(len(model["nodes"]))
     assert "11 nodes" in tab.eval("document.getElementById('stats').textContent")
@@ -129,9 +138,9 @@ def test_the_page_draws_every_node(browser, tmp_path, fake_model):
 
 
 @needs_chromium
-def test_search_finds_a_kernel_and_a_click_shows_its_arguments(browser, tmp_path, fake_model):
+def test_search_finds_a_kernel_and_a_click_shows_its_arguments(open_page, tmp_path, fake_model):
     model, _ = fake_model
-    tab = _open(browser, tmp_path, model)
+    tab = open_page(model)
     box = tab.eval("(function(){var r=document.getElementById('search').getBoundingClientRect();"
                    "return [r.left + 5, r.top + 5];})()")
     tab.click(*box)
@@ -153,9 +162,9 @@ def test_search_finds_a_kernel_and_a_click_shows_its_arguments(browser, tmp_path
 
 
 @needs_chromium
-def test_bodies_collapse_and_open_again(browser, tmp_path, fake_model):
+def test_bodies_collapse_and_open_again(open_page, tmp_path, fake_model):
     model, _ = fake_model
-    tab = _open(browser, tmp_path, model)
+    tab = open_page(model)
     toggle = tab.eval("(function(){var r=document.querySelector('[data-toggle=\"4\"]')"
                       ".getBoundingClientRect(); return [r.left + r.width/2, r.top + r.height/2];})()")
     tab.click(*toggle)
@@ -167,17 +176,17 @@ def test_bodies_collapse_and_open_again(browser, tmp_path, fake_model):
 
 
 @needs_chromium
-def test_the_showcase_model_page(browser, tmp_path):
+def test_the_showcase_model_page(open_page, tmp_path):
     model = showcase_model()
-    tab = _open(browser, tmp_path, model)
+    tab = open_page(model)
     assert tab.eval("document.querySelectorAll('g.node').length") == len(model["nodes"]) == 15
 
 
 @needs_chromium
-def test_ten_thousand_nodes_open_in_a_few_seconds(browser, tmp_path):
+def test_ten_thousand_nodes_open_in_a_few_seconds(open_page, tmp_path):
     model = big_model(10_000)
     started = time.monotonic()
-    tab = _open(browser, tmp_path, model, "big.html")
+    tab = open_page(model, "big.html")
     took = time.monotonic() - started
     assert tab.eval("document.querySelectorAll('g.node').length") == 10_000
     assert took < 15.0, f"the 10,000-node page took {took:.1f} s to open"

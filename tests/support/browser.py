@@ -88,7 +88,7 @@ class Browser:
     def open(self, url: str, timeout: float = 60.0) -> "Tab":
         target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-        tab = Tab(self, session)
+        tab = Tab(self, session, target)
         w, h = self.size
         tab.send("Emulation.setDeviceMetricsOverride",
                  {"width": w, "height": h, "deviceScaleFactor": 1, "mobile": False})
@@ -116,9 +116,13 @@ class Browser:
 
 
 class Tab:
-    def __init__(self, browser: Browser, session: str):
+    def __init__(self, browser: Browser, session: str, target: str):
         self.browser = browser
         self.session = session
+        self.target = target
+
+    def close(self) -> None:
+        self.browser.send("Target.closeTarget", {"targetId": self.target})
 
     def send(self, method: str, params: dict | None = None, timeout: float = 60.0) -> dict:
         return self.browser.send(method, params, self.session, timeout)
