@@ -17,6 +17,7 @@ from .errors import (ArgumentError, CaptureError, ClosedError, CompileError, Cud
                      NotSupportedError, PyCudaGraphError)
 from .graph.graph import Graph
 from .graph.exec import GraphExec
+from .graph.profile import Profile
 from .runtime.graph_mem import graph_mem_info, graph_mem_reset_high, graph_mem_trim
 from .runtime.memory import DeviceBuffer, PinnedBuffer, device_pointer, host_pointer
 from .nodes import (AccessPolicyWindow, BatchMemOpNode, CapturedKernelNode, ChildGraphNode,
@@ -38,7 +39,7 @@ __all__ = [
     "Program", "Module", "Kernel",
     "Stream", "Event", "DeviceBuffer", "PinnedBuffer", "device_pointer", "host_pointer",
     "Device", "device", "device_count",
-    "Graph", "GraphExec", "capture", "capture_status",
+    "Graph", "GraphExec", "Profile", "capture", "capture_status",
     "graph_mem_info", "graph_mem_trim", "graph_mem_reset_high", "UserObject",
     "CaptureInfo", "capture_info", "capture_mode", "recapture", "update_capture_dependencies",
     "trace", "BucketedGraphs", "BucketStats",

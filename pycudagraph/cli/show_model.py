@@ -48,16 +48,16 @@ def _kernel(b: ModelBuilder, graph: str, name: str, grid, block, args, deps=()) 
 def showcase_model() -> dict:
     """The showcase graph as the page would see it on a GPU, without one."""
     b = ModelBuilder("pycudagraph showcase graph (model, drawn without a GPU)")
-    x, y = "DeviceBuffer 0x7f3a40000000 (262144 (256.0 KiB))", \
-        "DeviceBuffer 0x7f3a40040000 (262144 (256.0 KiB))"
-    out, counter = "DeviceBuffer 0x7f3a40080000 (4 B)", "DeviceBuffer 0x7f3a40080200 (4 B)"
+    x, y = "DeviceBuffer 0x7f3a40000000, 256.0 KiB (262144 B)", \
+        "DeviceBuffer 0x7f3a40040000, 256.0 KiB (262144 B)"
+    out, counter = "DeviceBuffer 0x7f3a40080000, 4 B", "DeviceBuffer 0x7f3a40080200, 4 B"
     grid, block = (N // 256, 1, 1), (256, 1, 1)
-    copy = [("dst", "0x7f3a40000000"), ("src", "0x7f3a60000000"), ("nbytes", "262144 (256.0 KiB)"),
+    copy = [("dst", "0x7f3a40000000"), ("src", "0x7f3a60000000"), ("nbytes", "256.0 KiB (262144 B)"),
             ("kind", "host->device"), ("height", "1"), ("depth", "1")]
     upload = b.node("root", "memcpy", "memcpy 262144 B host->device", details=copy)
     clear = b.node("root", "memset", "memset 65536 x 4 B", details=[
         ("dst", "0x7f3a40040000"), ("value", "0"), ("element_size", "4"), ("count", "65536"),
-        ("height", "1"), ("pitch", "0"), ("bytes", "262144 (256.0 KiB)")])
+        ("height", "1"), ("pitch", "0"), ("bytes", "256.0 KiB (262144 B)")])
     fill = _kernel(b, "root", "fill", grid, block, [("y", y), ("v", "1.0"), ("n", str(N))], [clear])
     axpy = _kernel(b, "root", "axpy", grid, block,
                    [("y", y), ("x", x), ("a", "2.0"), ("n", str(N))], [upload, fill])

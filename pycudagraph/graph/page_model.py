@@ -25,7 +25,7 @@ _ADDRESS_KEYS = {"dst", "src", "ptr", "address", "fn", "user_data"}
 def _fmt_bytes(n: int) -> str:
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= size:
-            return f"{n} ({n / size:.1f} {unit})"
+            return f"{n / size:.1f} {unit} ({n} B)"
     return f"{n} B"
 
 
@@ -45,7 +45,7 @@ def describe_value(value, key: str = "") -> str:
     nbytes = getattr(value, "nbytes", None)
     ptr = getattr(value, "ptr", None)
     if isinstance(ptr, int) and isinstance(nbytes, int):
-        return f"{type(value).__name__} 0x{ptr:x} ({_fmt_bytes(nbytes)})"
+        return f"{type(value).__name__} 0x{ptr:x}, {_fmt_bytes(nbytes)}"
     name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
     if callable(value) and name:
         return f"{name}()"

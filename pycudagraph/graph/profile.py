@@ -100,12 +100,12 @@ class Profile:
         return row
 
     def __getitem__(self, node) -> float:
-        """The median GPU time of ``node`` per launch, microseconds."""
+        """The median GPU time of ``node`` per launch, microseconds. No CUDA call."""
         return self._row(node).us
 
     def runs(self, node) -> float:
         """How many times ``node`` ran per launch (median): 1 for most nodes, a ``while``
-        body's iteration count, 0 for a body not taken."""
+        body's iteration count, 0 for a body not taken. No CUDA call."""
         return self._row(node).runs
 
     def __contains__(self, node) -> bool:
@@ -119,15 +119,15 @@ class Profile:
 
     @property
     def rows(self) -> list[NodeTime]:
-        """Every node's row, slowest first."""
+        """Every node's row, slowest first. No CUDA call."""
         return sorted(self._order, key=lambda r: -r.us)
 
     def share(self, node) -> float:
-        """``p[node] / p.total_us`` (0 when the total is 0)."""
+        """``p[node] / p.total_us`` (0 when the total is 0). No CUDA call."""
         return self._row(node).us / self.total_us if self.total_us > 0 else 0.0
 
     def as_dict(self) -> dict:
-        """``{node: microseconds}`` for every node."""
+        """``{node: microseconds}`` for every node. No CUDA call."""
         return {r.node: r.us for r in self._order}
 
     # The critical path ----------------------------------------------------------------
@@ -135,7 +135,8 @@ class Profile:
     @property
     def critical_path(self) -> list[Node]:
         """The chain of top-level nodes, first to last along the graph's edges, whose
-        times add up to the most (a container node counts with its whole span)."""
+        times add up to the most (a container node counts with its whole span). No CUDA
+        call."""
         if self._path is None:
             self._path = _longest_path([r.node for r in self._order if r.depth == 0],
                                        self._top_edges, self.__getitem__)
@@ -143,14 +144,14 @@ class Profile:
 
     @property
     def critical_path_us(self) -> float:
-        """The sum of the times along :attr:`critical_path`."""
+        """The sum of the times along :attr:`critical_path`. No CUDA call."""
         return sum(self[n] for n in self.critical_path)
 
     # Text -------------------------------------------------------------------------------
 
     def table(self, limit: int | None = None) -> str:
         """The table ``str(p)`` prints: one row per node, slowest first, with its share of
-        :attr:`total_us`, runs per launch and path; ``limit`` rows at most."""
+        :attr:`total_us`, runs per launch and path; ``limit`` rows at most. No CUDA call."""
         rows = self.rows if limit is None else self.rows[:limit]
         width = max([len("node")] + [len(_cut(r.label)) + 2 * r.depth for r in rows])
         lines = [f"Profile ({self.method}, median of {self.repeats} launches): "

@@ -48,10 +48,10 @@ def test_the_model_holds_every_node_with_its_parameters(fake_model):
     assert "24-byte struct" in gemm["args"][3][2]
     assert ["mangled name", "_ZN7cutlass7Kernel2I...E"] in gemm["details"]
     copy = dict(map(tuple, nodes["0"]["details"]))
-    assert copy["nbytes"] == "4096 (4.0 KiB)" and copy["kind"] == "host->device"
+    assert copy["nbytes"] == "4.0 KiB (4096 B)" and copy["kind"] == "host->device"
     assert copy["dst"] == "0x7f0000001000"
     memset = dict(map(tuple, nodes["5"]["details"]))
-    assert memset["bytes"] == "1024 (1.0 KiB)"
+    assert memset["bytes"] == "1.0 KiB (1024 B)"
 
 
 def test_the_model_carries_profile_times_and_findings(fake_model):
