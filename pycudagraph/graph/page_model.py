@@ -14,7 +14,6 @@ import dataclasses
 import struct
 
 from ..errors import ArgumentError, PyCudaGraphError
-from ..nodes.captured_kernel import arg_bytes
 from .tree import bodies_of, body_names, node_label
 
 __all__ = ["graph_model", "describe_value", "decode_bytes"]
@@ -96,16 +95,16 @@ def _params(node) -> list:
 
 
 def _args(node) -> list:
-    """``[[name, value, decoded]]``: by name for kernels built here, by index with their
-    bytes decoded for captured ones (``cuGraphKernelNodeGetParams``)."""
-    params = node.params
-    if params.args:
-        kernel = getattr(node, "kernel", None)  # the Kernel, for nodes built here
-        kinds = {p.name: p.kind for p in kernel.params} if kernel is not None else {}
-        return [[name, describe_value(v, "ptr" if kinds.get(name) == "pointer" or (
-            isinstance(v, int) and v > 0xFFFFFFFF) else ""), ""]
-            for name, v in params.args.items()]
-    return [[f"arg {i}", data.hex(), decode_bytes(data)] for i, data in enumerate(arg_bytes(node))]
+    """``[[name, value, decoded]]``: by name for kernels built here (``node.params.args``),
+    by index with their bytes decoded for captured ones (``node.arguments``:
+    ``cuGraphKernelNodeGetParams``, ``cuFuncGetParamInfo``)."""
+    kernel = node.kernel  # the Kernel for nodes built here, None for captured ones
+    if kernel is None:
+        return [[f"arg {i}", data.hex(), decode_bytes(data)]
+                for i, data in enumerate(node.arguments)]
+    kinds = {p.name: p.kind for p in kernel.params}
+    return [[name, describe_value(v, "ptr" if kinds.get(name) == "pointer" else ""), ""]
+            for name, v in node.params.args.items()]
 
 
 def _node_entry(node, path: str) -> dict:

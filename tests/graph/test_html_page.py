@@ -20,8 +20,7 @@ from tests.support.page_models import FakeProfile, Finding, big_model, png_colou
 
 
 @pytest.fixture
-def fake_model(monkeypatch):
-    monkeypatch.setattr(page_model, "arg_bytes", lambda node: node.raw_args)
+def fake_model():
     g, n = sample_graph()
     prof = FakeProfile({n["axpy"]: 12.5, n["gemm"]: 40.0, n["step"]: 3.0, n["loop"]: 9.0},
                        total_us=80.0, critical=[n["axpy"], n["gemm"]])
@@ -65,8 +64,7 @@ def test_the_model_carries_profile_times_and_findings(fake_model):
     assert model["findings"] == 1
 
 
-def test_findings_and_profiles_are_checked(monkeypatch):
-    monkeypatch.setattr(page_model, "arg_bytes", lambda node: node.raw_args)
+def test_findings_and_profiles_are_checked():
     g, n = sample_graph()
     with pytest.raises(pcg.ArgumentError, match=r"\.node, \.place, \.address and \.problem"):
         page_model.graph_model(g, findings=["freed"])

@@ -5,10 +5,19 @@ profile and findings, a 10,000-node model, and a PNG reader that counts colours.
 from __future__ import annotations
 
 import struct
+import types
 import zlib
 
 from pycudagraph.nodes.kernel_node import KernelParams
 from pycudagraph.nodes.memory_nodes import MemcpyParams, MemsetParams
+
+
+class FakeKernel:
+    """A kernel built here, as the page reads it: its parameters' names and kinds."""
+
+    def __init__(self, args: dict):
+        self.params = [types.SimpleNamespace(name=k, kind="pointer" if isinstance(v, int) and
+                                             v > 0xFFFFFFFF else "scalar") for k, v in args.items()]
 
 
 class FakeNode:
@@ -20,7 +29,8 @@ class FakeNode:
         self.kind = kind
         self.child = None
         self.bodies = ()
-        self.raw_args = []  # what arg_bytes returns for a captured kernel
+        self.kernel = None
+        self.arguments = []  # a captured kernel's argument bytes
 
     def describe(self) -> str:
         return self.kernel_name
@@ -68,8 +78,11 @@ class Finding:
 
 
 def kernel(name, args=None, grid=(4, 1, 1), mangled=None):
-    return FakeNode("kernel", name, KernelParams(name, grid, (256, 1, 1), 0, dict(args or {})),
+    """A kernel node built here (named arguments)."""
+    node = FakeNode("kernel", name, KernelParams(name, grid, (256, 1, 1), 0, dict(args or {})),
                     mangled)
+    node.kernel = FakeKernel(dict(args or {}))
+    return node
 
 
 def sample_graph():
@@ -81,9 +94,9 @@ def sample_graph():
                                  MemcpyParams(0x7F0000001000, 0x600000, 4096, "host->device")))
     n["axpy"] = g.add(kernel("axpy", {"y": 0x7F0000002000, "x": 0x7F0000001000, "a": 2.5,
                                       "n": 1024}), [n["upload"]])
-    gemm = kernel("cutlass::Kernel2", mangled="_ZN7cutlass7Kernel2I...E")
+    gemm = FakeNode("kernel", "cutlass::Kernel2", mangled="_ZN7cutlass7Kernel2I...E")
     gemm.params = KernelParams("cutlass::Kernel2", (8, 4, 1), (128, 1, 1), 1024, {})
-    gemm.raw_args = [struct.pack("<Q", 0x7F0000002000), struct.pack("<i", 1024),
+    gemm.arguments = [struct.pack("<Q", 0x7F0000002000), struct.pack("<i", 1024),
                      struct.pack("<f", 0.5), bytes(range(24))]
     n["gemm"] = g.add(gemm, [n["axpy"]], port="programmatic")
     child = FakeNode("child_graph", "child_graph (2 nodes)", {"graph": None})
