@@ -247,3 +247,131 @@ def test_the_cupti_method_maps_copies_made_at_instantiation(monkeypatch):
     assert not fake.enabled and Exec.launches == 3  # one warm-up, not recorded
     assert len(s.launches) == 2 and s.unattributed == [0.0, 0.0]
     assert s.launches[0] == {a: (10.0, 1), b: (20.0, 1), e: (1.0, 1)}
+
+
+# The stamps method against a stand-in graph: what it adds, where, and how it reads back.
+
+class SNode:
+    """A node of a stand-in graph: type, label, its graph, what it waits for."""
+
+    def __init__(self, graph, type_, label, deps=()):
+        self.graph, self.type, self.kernel_name = graph, type_, label
+        self.deps = list(deps)
+
+    @property
+    def dependencies(self):
+        return list(self.deps)
+
+    def describe(self):
+        return self.kernel_name
+
+
+class SGraph:
+    """Records the stamps added to it; its exec writes the stamp slots a launch would."""
+
+    def __init__(self, times, runs=None, clonable=True):
+        self.nodes, self.times, self.runs, self.clonable = [], times, runs or {}, clonable
+        self.added, self.removed, self.slot_of, self.closed = [], [], {}, False
+
+    def add(self, type_, label, deps=()):
+        node = SNode(self, type_, label, deps)
+        self.nodes.append(node)
+        return node
+
+    def clone(self):
+        if not self.clonable:
+            raise pcg.CudaError("cudaGraphClone", 1, "cudaErrorInvalidValue", "invalid argument")
+        twin = SGraph(self.times, self.runs)
+        copies = {}
+        for n in self.nodes:
+            copies[n] = twin.add(n.type, n.kernel_name, [copies[d] for d in n.deps])
+        twin.find = copies.__getitem__
+        return twin
+
+    def add_kernel(self, kernel, grid, block, args, deps=()):
+        node = SNode(self, "kernel", kernel, deps)
+        self.added.append(node)
+        if kernel == "end":  # slot i times what the end stamp waits for
+            self.slot_of[args[1]] = deps[0]
+        return node
+
+    def add_dependency(self, a, b):
+        b.deps.append(a)
+
+    def remove_node(self, node):
+        self.removed.append(node)
+
+    def instantiate(self):
+        return SExec(self)
+
+    def close(self):
+        self.closed = True
+
+
+class SExec:
+    slots = None
+
+    def __init__(self, graph):
+        self.graph = graph
+
+    def launch(self, stream):
+        g, mem = self.graph, SExec.slots.mem.reshape(-1, 3)
+        for i, node in g.slot_of.items():
+            label = "calibration" if node.kernel_name == "begin" else node.kernel_name
+            runs = g.runs.get(label, 1)
+            mem[i, 1] += int(1000 * g.times[label] * runs)
+            mem[i, 2] += runs
+
+    def synchronize(self):
+        pass
+
+    def close(self):
+        pass
+
+
+class SBuffer:
+    def __init__(self, nbytes):
+        import numpy as np
+        self.mem = np.zeros(nbytes // 8, np.uint64)
+        SExec.slots = self
+
+    def copy_from(self, arr):
+        self.mem[:] = arr
+
+    def copy_to(self, arr):
+        arr[:] = self.mem
+
+
+@pytest.fixture
+def stamped(monkeypatch):
+    monkeypatch.setattr(profile_stamps, "stamp_kernels", lambda: ("begin", "end"))
+    monkeypatch.setattr(profile_stamps, "DeviceBuffer", SBuffer)
+    monkeypatch.setattr(profile_stamps, "walk", lambda g: [Place(n, str(i), 0, None, None)
+                                                           for i, n in enumerate(g.nodes)])
+
+
+def _chain(graph):
+    a = graph.add("kernel", "a")
+    e = graph.add("empty", "join", [a])
+    b = graph.add("kernel", "b", [e])
+    return a, e, b
+
+
+@pytest.mark.parametrize("clonable", [True, False])
+def test_the_stamps_surround_each_node_and_come_off_again(stamped, clonable):
+    times = {"a": 12.0, "b": 30.0, "calibration": 2.0}
+    g = SGraph(times, runs={"b": 3}, clonable=clonable)
+    a, e, b = _chain(g)
+    places = [Place(n, str(i), 0, None, None) for i, n in enumerate(g.nodes)]
+    s = profile_stamps.measure(g, places, None, repeats=3)
+    assert s.method == "stamps" and len(s.launches) == 3 and s.seen == {a, b}
+    # each launch: the stamp hop (2 us) taken off every run
+    assert s.launches[0][a] == (10.0, 1) and s.launches[0][b] == (84.0, 3)
+    assert e not in s.launches[0]  # empty nodes are not stamped
+    if clonable:
+        assert not g.added and not g.removed  # the original graph was never touched
+        assert "a clone of the graph" in s.notes[0]
+    else:  # stamped in place, and every stamp removed again
+        assert len(g.added) == 2 * 2 + 2 and sorted(map(id, g.removed)) == sorted(map(id, g.added))
+        assert b.deps[-1] in g.added  # the begin stamp, wired before the node
+        assert "the graph itself" in s.notes[0]

@@ -205,8 +205,14 @@ print(p)
 kernels = [(r.label, r.us) for r in p.rows if r.type == "kernel"]
 view = pcg.Graph.wrap(int(cap.graph.handle), owner=cap.graph)  # adopted: knows nothing
 q = view.instantiate().profile(s, repeats=5, method=METHOD)
+import os, re, tempfile
+page = os.path.join(tempfile.mkdtemp(), "torch.html")
+cap.graph.to_html(page, profile=p)
+data = json.loads(re.search(r'id="pcg-data">(.*?)</script>', open(page).read(), re.S).group(1))
+args = [a for n in data["nodes"].values() if n["type"] == "kernel" for a in n["args"]]
 report(kernels=kernels, adopted=sorted(r.label for r in q.rows if r.type == "kernel"),
-       total=p.total_us)
+       total=p.total_us, args=args[:3],
+       timed=sum(n["time_us"] is not None for n in data["nodes"].values()))
 ''', timeout=400)
     kernels = r["kernels"]
     assert len(kernels) >= 3 and all(us > 0 for _, us in kernels), r["output"]
@@ -214,6 +220,9 @@ report(kernels=kernels, adopted=sorted(r.label for r in q.rows if r.type == "ker
     assert any("at::native" in k for k in names), r["output"]  # PyTorch's own (ReLU)
     assert any(not k.startswith("at::") for k in names), r["output"]  # cuBLAS's GEMMs
     assert r["adopted"] == sorted(names), r["output"]
+    # the page shows a captured kernel's arguments as decoded bytes, and the times
+    assert r["args"] and r["args"][0][0] == "arg 0" and r["args"][0][2], r["output"]
+    assert r["timed"] >= len(kernels), r["output"]
 
 
 def test_to_html_of_a_profiled_showcase_graph(tmp_path):
