@@ -185,6 +185,10 @@
     if (colourBox.value === "time" && data.profile) return heat(n.time_us);
     return TYPE_COLOURS[n.type] || "#f8f9fa";
   }
+  function dark(colour) {   // white text on fills darker than the middle of the ramp
+    var m = /^rgb\((\d+),(\d+),(\d+)\)$/.exec(colour);
+    return !!m && 0.299 * m[1] + 0.587 * m[2] + 0.114 * m[3] < 150;
+  }
   function subline(id) {
     var n = NODES[id];
     if (n.bodies.length && collapsed[id]) return n.type + " \u00b7 " + countInside(id) + " nodes inside";
@@ -212,11 +216,13 @@
     Object.keys(lay.pos).forEach(function (id) {
       var p = lay.pos[id], n = NODES[id], x = ox + p.x, y = oy + p.y;
       placed[id] = {x: x, y: y, w: p.w, h: p.h};
+      var colour = fill(id);
       var cls = "node" + (n.bodies.length ? " container" : "") + (critical[id] ? " critical" : "") +
+        (dark(colour) ? " dark" : "") +
         (n.findings.length ? " has-finding" : "") + (selected === id ? " selected" : "");
       out.push('<g class="' + cls + '" data-id="' + esc(id) + '" transform="translate(' + x + ',' + y + ')">');
       out.push('<title>' + esc(n.label + " [" + n.path + "]") + '</title>');
-      out.push('<rect class="box" width="' + p.w + '" height="' + p.h + '" fill="' + fill(id) + '"></rect>');
+      out.push('<rect class="box" width="' + p.w + '" height="' + p.h + '" fill="' + colour + '"></rect>');
       var tx = n.bodies.length ? 22 : 8;
       if (n.bodies.length) {
         out.push('<text class="toggle" x="6" y="17" data-toggle="' + esc(id) + '">' +
