@@ -139,22 +139,18 @@ def test_the_page_draws_every_node(open_page, tmp_path, fake_model):
 def test_search_finds_a_kernel_and_a_click_shows_its_arguments(open_page, tmp_path, fake_model):
     model, _ = fake_model
     tab = open_page(model)
-    box = tab.eval("(function(){var r=document.getElementById('search').getBoundingClientRect();"
-                   "return [r.left + 5, r.top + 5];})()")
-    tab.click(*box)
+    tab.click_on("#search")
     tab.type_text("axpy")
     assert tab.eval("document.getElementById('matches').textContent") == "1 match"
     assert tab.eval("[...document.querySelectorAll('g.node.match')].map(e => e.dataset.id)") == ["1"]
     tab.key("Enter", "Enter", 13)
     assert tab.eval("window.pcgPage.selected()") == "1"
     tab.eval("window.pcgPage.select(null); document.getElementById('panel').innerHTML = ''")
-    b = tab.eval("window.pcgPage.box('2')")
-    tab.click(b["x"] + b["w"] / 2, b["y"] + b["h"] / 2)  # a real click on the captured gemm
+    tab.click_on('g.node[data-id="2"] rect.box')  # a real click on the captured gemm
     text = tab.eval("document.getElementById('panel').innerText")
     assert "cutlass::Kernel2" in text and "arg 0" in text and "u64 0x7f0000002000" in text
     assert "40.000 us" in text and "50.0%" in text
-    b = tab.eval("window.pcgPage.box('1')")
-    tab.click(b["x"] + b["w"] / 2, b["y"] + b["h"] / 2)
+    tab.click_on('g.node[data-id="1"] rect.box')
     text = tab.eval("document.getElementById('panel').innerText")
     assert "0x7f0000002000" in text and "2.5" in text and "freed" in text
 
@@ -163,9 +159,7 @@ def test_search_finds_a_kernel_and_a_click_shows_its_arguments(open_page, tmp_pa
 def test_bodies_collapse_and_open_again(open_page, tmp_path, fake_model):
     model, _ = fake_model
     tab = open_page(model)
-    toggle = tab.eval("(function(){var r=document.querySelector('[data-toggle=\"4\"]')"
-                      ".getBoundingClientRect(); return [r.left + r.width/2, r.top + r.height/2];})()")
-    tab.click(*toggle)
+    tab.click_on('[data-toggle="4"]')
     assert tab.eval("document.querySelectorAll('g.node').length") == len(model["nodes"]) - 2
     assert "2 nodes inside" in tab.eval("document.querySelector('g.node[data-id=\"4\"]').textContent")
     tab.eval("window.pcgPage.search('relax')")

@@ -170,7 +170,7 @@ report(runs=p.runs(step), step=p[step], loop=p[loop], unattributed=p.unattribute
         pytest.xfail(f"CUPTI named no node of the while body (unattributed "
                      f"{r['unattributed']:.1f} us per launch):\n{r['output']}")
     assert r["runs"] == 5, r["output"]
-    assert abs(r["step"] - 25.0) <= 0.2 * 25.0, r["output"]  # 5 passes of 5 us
+    assert abs(r["step"] - 25.0) <= 0.3 * 25.0, r["output"]  # 5 passes of 5 us, 1 hop each
     assert r["loop"] >= r["step"], r["output"]
 
 

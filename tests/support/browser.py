@@ -151,6 +151,13 @@ class Tab:
             self.send("Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y,
                                                    "button": "left", "clickCount": 1})
 
+    def click_on(self, selector: str) -> None:
+        """A real click on the middle of the first element ``selector`` finds."""
+        x, y = self.eval(f"(function(){{var r=document.querySelector({selector!r})"
+                         ".getBoundingClientRect(); return [r.left + r.width / 2, "
+                         "r.top + r.height / 2];})()")
+        self.click(x, y)
+
     def type_text(self, text: str) -> None:
         self.send("Input.insertText", {"text": text})
 
