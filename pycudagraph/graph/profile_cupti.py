@@ -37,14 +37,19 @@ def _cupti():
 
 
 def unavailable() -> str | None:
-    """None when the ``cupti`` module imports; else why not, in one sentence."""
+    """None when the ``cupti`` module imports and its library answers
+    (``cuptiGetTimestamp``, which loads libcupti); else why not, in one sentence."""
     try:
-        _cupti()
+        cupti = _cupti()
     except ImportError as exc:
         return (f"the cupti-python package is not importable ({exc}); "
                 "pip install 'pycudagraph[profile]'")
     except Exception as exc:  # noqa: BLE001 - a broken install: say what it raised
         return f"importing cupti failed: {type(exc).__name__}: {exc}"
+    try:
+        cupti.get_timestamp()
+    except Exception as exc:  # noqa: BLE001 - libcupti missing or too old for the binding
+        return f"cupti-python imports but libcupti does not answer: {type(exc).__name__}: {exc}"
     return None
 
 

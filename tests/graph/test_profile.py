@@ -169,6 +169,9 @@ class FakeCupti:
         self.enabled = set()
         self.pending = []
 
+    def get_timestamp(self):
+        return 1
+
     def activity_register_callbacks(self, requested, completed):
         self.calls.append("register")
         assert requested() == (8 << 20, 0)
@@ -242,6 +245,7 @@ def test_the_cupti_method_maps_copies_made_at_instantiation(monkeypatch):
                 fake.callback(None, 3, 15, FakeCupti.ResourceData(new))
             return Exec()
 
+    assert profile_cupti.unavailable() is None
     s = profile_cupti.measure(Graph(), places, None, repeats=2)
     assert fake.calls == ["register", "subscribe", "unsubscribe", "flush", "close"]
     assert not fake.enabled and Exec.launches == 3  # one warm-up, not recorded
@@ -375,3 +379,13 @@ def test_the_stamps_surround_each_node_and_come_off_again(stamped, clonable):
         assert len(g.added) == 2 * 2 + 2 and sorted(map(id, g.removed)) == sorted(map(id, g.added))
         assert b.deps[-1] in g.added  # the begin stamp, wired before the node
         assert "the graph itself" in s.notes[0]
+
+
+def test_without_cupti_python_the_reason_names_the_extra(monkeypatch):
+    def missing():
+        raise ImportError("No module named 'cupti'")
+    monkeypatch.setattr(profile_cupti, "_cupti", missing)
+    assert "pip install 'pycudagraph[profile]'" in profile_cupti.unavailable()
+    broken = types.SimpleNamespace(get_timestamp=lambda: (_ for _ in ()).throw(OSError("no lib")))
+    monkeypatch.setattr(profile_cupti, "_cupti", lambda: broken)
+    assert "libcupti does not answer: OSError: no lib" in profile_cupti.unavailable()
