@@ -1,7 +1,7 @@
 """One self-contained interactive page of a graph: ``g.to_html(path, profile=None)``.
 
-The page is one HTML file: its script and styles (``html_assets/page.js``,
-``html_assets/page.css``, package data) and the graph's model
+The page is one HTML file: its scripts and styles (``html_assets/layout.js``,
+``html_assets/page.js``, ``html_assets/page.css``, package data) and the graph's model
 (:mod:`pycudagraph.graph.page_model`) are inline, so it opens anywhere, offline. Its own
 layered layout draws the graph as SVG: nodes in rows by dependency depth, child graphs and
 conditional bodies as boxes that collapse, edges with a non-default port dashed and
@@ -41,7 +41,8 @@ def render_page(model: dict) -> str:
     """The page's HTML for a model (:func:`pycudagraph.graph.page_model.graph_model`, or
     one made by hand: a test's, a saved graph's). No CUDA call."""
     values = {"TITLE": html.escape(str(model.get("title", "graph"))),
-              "CSS": asset_text("page.css"), "JS": asset_text("page.js"),
+              "CSS": asset_text("page.css"), "LAYOUT_JS": asset_text("layout.js"),
+              "JS": asset_text("page.js"),
               "DATA": _json_for_script(model)}
     return _SLOT.sub(lambda m: values[m.group(1) or m.group(2)], asset_text("page.html"))
 
