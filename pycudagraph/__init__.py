@@ -20,6 +20,7 @@ from .graph.graph import Graph
 from .graph.exec import GraphExec
 from .graph.file_load import load
 from .graph.host_registry import register_host_fn
+from .graph.profile import Profile
 from .runtime.graph_mem import graph_mem_info, graph_mem_reset_high, graph_mem_trim
 from .runtime.memory import DeviceBuffer, PinnedBuffer, device_pointer, host_pointer
 from .nodes import (AccessPolicyWindow, BatchMemOpNode, CapturedKernelNode, ChildGraphNode,
@@ -41,7 +42,7 @@ __all__ = [
     "Program", "Module", "Kernel",
     "Stream", "Event", "DeviceBuffer", "PinnedBuffer", "device_pointer", "host_pointer",
     "Device", "device", "device_count",
-    "Graph", "GraphExec", "capture", "capture_status",
+    "Graph", "GraphExec", "Profile", "capture", "capture_status",
     "graph_mem_info", "graph_mem_trim", "graph_mem_reset_high", "UserObject",
     "CaptureInfo", "capture_info", "capture_mode", "recapture", "update_capture_dependencies",
     "trace", "BucketedGraphs", "BucketStats", "load", "register_host_fn",

@@ -21,7 +21,7 @@ SECTIONS = (
     ("Streams, events, memory and devices",
      lambda n, o: n in ("Stream", "Event", "DeviceBuffer", "PinnedBuffer", "device_pointer",
                         "host_pointer", "Device", "device", "device_count")),
-    ("Graphs and executable graphs", lambda n, o: n in ("Graph", "GraphExec")),
+    ("Graphs and executable graphs", lambda n, o: n in ("Graph", "GraphExec", "Profile")),
     ("Nodes", lambda n, o: n.endswith("Node") or n in ("NodeType", "ConditionalHandle")),
     ("Graph files", lambda n, o: n in ("load", "register_host_fn")),
     ("Capture, trace and bucketed graphs",

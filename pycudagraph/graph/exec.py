@@ -26,6 +26,7 @@ from ..runtime.hostfn import hostcall_ids, pending as _pending, raise_pending
 from ..runtime.stream import Stream, stream_handle
 from .introspect import ExecIntrospection
 from .node_checks import check_changes
+from .profile import profile_exec
 from .update import ExecUpdate
 
 __all__ = ["GraphExec"]
@@ -205,6 +206,21 @@ class GraphExec(ExecUpdate, ExecIntrospection):
     def upload(self, stream=None) -> None:
         """Upload the exec's work descriptors ahead of the first launch (``cudaGraphUpload``)."""
         call(rt.cudaGraphUpload, self.handle, stream_handle(stream))
+
+    def profile(self, stream, repeats: int = 10, method: str = "auto"):
+        """Per-node GPU time: a :class:`~pycudagraph.graph.profile.Profile` (``p[node]``
+        median microseconds per launch, ``p.total_us``, ``p.critical_path``, ``str(p)``).
+
+        Instantiates a twin from :attr:`graph` (``cudaGraphInstantiate``) and launches it
+        ``repeats + 1`` times (``cudaGraphLaunch``), timing each node with CUPTI activity
+        records (``cuptiActivityEnable``, ``cuptiGetGraphNodeId``; ``method="cupti"``) or
+        with ``%globaltimer`` stamp kernels in a clone (``cudaGraphClone``,
+        ``cudaGraphAddKernelNode``, ``cudaGraphAddDependencies``; ``method="stamps"``);
+        ``"auto"`` takes CUPTI where it is installed. Then launches this exec ``repeats + 1``
+        times between events (``cudaEventRecord``, ``cudaEventElapsedTime``) for
+        ``total_us``. See :mod:`pycudagraph.graph.profile` for what each method sees.
+        """
+        return profile_exec(self, stream, repeats, method)
 
     def synchronize(self) -> None:
         """Wait for the last launch's stream (``cudaStreamSynchronize``; ``cudaDeviceSynchronize``

@@ -26,6 +26,7 @@ from .clone import GraphClone
 from .dot import GraphText
 from .exec import GraphExec
 from .foreign import wrap_graph
+from .html import write_page
 from .introspect import GraphIntrospection
 from .file_save import save_graph
 from .topology import GraphTopology
@@ -302,6 +303,15 @@ class Graph(GraphTopology, GraphClone, GraphText, GraphIntrospection, GraphUserO
         BatchMemOpNode
         """
         return BatchMemOpNode.build(self.table, deps, ops)
+
+    def to_html(self, path, profile=None, findings=None, title: str | None = None) -> str:
+        """Write one self-contained interactive page of the graph (:mod:`pycudagraph.graph.html`):
+        pan, zoom, search by kernel name, click a node for its parameters, collapsible
+        child graphs and bodies, coloured by ``profile`` (:meth:`GraphExec.profile`) and
+        marked with ``findings`` (objects with ``.node .place .address .problem``).
+        Reads ``cudaGraphGetNodes``, ``cudaGraphGetEdges`` and each node's
+        ``cudaGraph*NodeGetParams``; returns the path written."""
+        return write_page(self, path, profile, findings, title)
 
     # Instantiate -------------------------------------------------------------------
 
