@@ -78,6 +78,8 @@ def triton_kernel(cc):
 
 def numba_kernel():
     """``out = x + b`` compiled by Numba-CUDA, or the reason it cannot be."""
+    if not hasattr(np, "row_stack"):  # Numba before numpy 2.5 calls it; 2.5 removed the
+        np.row_stack = np.vstack      # alias of np.vstack (this does not affect pycudagraph)
     try:
         from numba import cuda
     except ImportError as exc:

@@ -337,8 +337,20 @@ def _check_triton_launch_result(triton, t_axpy):
             raise AssertionError("a misaligned pointer was accepted")
 
 
+def _numpy_for_old_numba() -> None:
+    """Numba releases older than numpy 2.5 call ``np.row_stack``, which numpy 2.5 removed
+    (it was an alias of ``np.vstack`` since numpy 2.0): give them the alias back in this
+    test process, so that Numba's compiler, not pycudagraph, is what such a numba lacks."""
+    import numpy
+    if not hasattr(numpy, "row_stack"):
+        numpy.row_stack = numpy.vstack
+
+
 def check_numba():
+    _numpy_for_old_numba()
     try:
+        import numba
+        print(f"numba {numba.__version__}")
         from numba import cuda
     except ImportError as exc:
         raise Skip(f"Numba-CUDA is not importable ({exc})")
