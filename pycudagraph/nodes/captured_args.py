@@ -20,8 +20,7 @@ import struct
 import numpy as np
 
 from .._cuda import call, context, dr
-from ..compile.args import dim3
-from ..compile.limits import shared_mem_arg
+from ..compile.args import dims3, shared_mem_arg
 from ..errors import ArgumentError, PyCudaGraphError
 from ..runtime.pointers import device_pointer
 from .exec_node import ExecNode
@@ -149,9 +148,9 @@ class CapturedArgs:
         """The node's ``CUDA_KERNEL_NODE_PARAMS`` with our buffers (and changed dims)."""
         p = self.params
         if grid is not None:
-            p.gridDimX, p.gridDimY, p.gridDimZ = dim3(grid, "grid")
+            p.gridDimX, p.gridDimY, p.gridDimZ = dims3(grid, "grid")
         if block is not None:
-            p.blockDimX, p.blockDimY, p.blockDimZ = dim3(block, "block")
+            p.blockDimX, p.blockDimY, p.blockDimZ = dims3(block, "block")
         if shared_mem is not None:
             p.sharedMemBytes = shared_mem_arg(shared_mem)
         p.kernelParams = ctypes.addressof(self.ptrs)
