@@ -232,8 +232,8 @@ def function_params(func: int, grid, block, shared_mem: int, args) -> tuple:
         raise ArgumentError(f"the function takes arguments of {sizes} bytes; {given} were given")
     bufs = [ctypes.create_string_buffer(bytes(a), len(a)) for a in args]
     ptrs = (_VP * max(len(bufs), 1))(*[ctypes.addressof(b) for b in bufs])
-    p.gridDimX, p.gridDimY, p.gridDimZ = dim3(grid, "grid")
-    p.blockDimX, p.blockDimY, p.blockDimZ = dim3(block, "block")
+    p.gridDimX, p.gridDimY, p.gridDimZ = dims3(grid, "grid")
+    p.blockDimX, p.blockDimY, p.blockDimZ = dims3(block, "block")
     p.sharedMemBytes = shared_mem_arg(shared_mem)
     p.kernelParams = ctypes.addressof(ptrs)
     return p, (bufs, ptrs)
