@@ -31,7 +31,7 @@ from ..runtime.values import int_arg, is_int, short_repr
 from .converters import converter
 from .signature import Param
 
-__all__ = ["Layout", "ArgPack", "dims3", "dim3", "shared_mem_arg", "HEADER_SIZE"]
+__all__ = ["Layout", "ArgPack", "dims3", "shared_mem_arg", "HEADER_SIZE"]
 
 _HEADER = struct.Struct(KERNEL_NODE_PARAMS_FORMAT)
 HEADER_SIZE = _HEADER.size  #: 72: the kernelParams array starts right after the header
@@ -74,9 +74,6 @@ def dims3(value, what: str) -> tuple[int, int, int]:
             raise ArgumentError(f"{what} {axis} must be a positive 32-bit int, got {v} "
                                 f"in {what}={short_repr(value)}")
     return items + (1,) * (3 - len(items))
-
-
-dim3 = dims3  # the name tests and older callers import
 
 
 def shared_mem_arg(value, name: str = "") -> int:
