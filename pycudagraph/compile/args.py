@@ -1,57 +1,86 @@
 """Kernel argument packing: Python values -> the bytes a kernel launch reads.
 
-One :class:`ArgPack` is one stable ctypes buffer laid out as::
+One :class:`ArgPack` is one stable buffer laid out as::
 
     [ CUDA_KERNEL_NODE_PARAMS_v2 (72 bytes) | void* kernelParams[n] | argument slots ]
 
 The header's ``kernelParams`` points at the pointer array and each pointer at its
 slot, so the buffer's address is directly what ``cuLaunchKernel``,
-``cuGraphAddKernelNode`` and ``cuGraphExecKernelNodeSetParams`` take. The whole pack is
-written by one ``struct.pack_into``; one argument is rewritten in place with the
-slot's own ``struct`` (no repacking of the others). The pack keeps a reference to
-every Python object its slots point into, for as long as the pack lives.
+``cuGraphAddKernelNode`` and ``cuGraphExecKernelNodeSetParams`` take. A whole pack is
+written by one ``struct.pack_into``; one argument by :meth:`ArgPack.write`, the one slot
+writer (its C twin is ``put`` in ``pycudagraph/_cuda/_native_convert.c``). The pack keeps a
+reference to every Python object its slots point into, for as long as the pack lives.
+
+:func:`dims3` is the one grid/block normaliser (its C twin: ``dims``), and
+:func:`shared_mem_arg` the one for dynamic shared memory.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import struct
 
 import numpy as np
 
 from .. import _lifetime
-
-from . import limits
 from .._cuda import fast
 from .._cuda.structs import DIMS_OFFSET, KERNEL_NODE_PARAMS_FORMAT, KERNEL_PARAMS_FIELD
 from ..errors import ArgumentError, ClosedError
+from ..runtime.values import int_arg, is_int, short_repr
 from .converters import converter
 from .signature import Param
 
-__all__ = ["Layout", "ArgPack", "dim3", "HEADER_SIZE"]
+__all__ = ["Layout", "ArgPack", "dims3", "shared_mem_arg", "HEADER_SIZE"]
 
 _HEADER = struct.Struct(KERNEL_NODE_PARAMS_FORMAT)
 HEADER_SIZE = _HEADER.size  #: 72: the kernelParams array starts right after the header
 _DIMS = struct.Struct("<7I")  # grid xyz, block xyz, shared memory
 _FUNC = struct.Struct("<Q")  # the header's first field: func
 _DIMS_OFFSET = DIMS_OFFSET
+_U32 = 1 << 32
 
 
-def dim3(value, what: str) -> tuple[int, int, int]:
-    """Normalise a grid or block given as an int or a tuple of up to 3 positive ints.
+def dims3(value, what: str) -> tuple[int, int, int]:
+    """A grid or block as 3 ints: an int, or a tuple or list of 1 to 3 ints, each in [1, 2**32).
 
-    The common cases (an int, a 3-tuple of ints) are checked here in a few compares;
-    everything else goes to :func:`pycudagraph.runtime.limits.dims`, which refuses strings,
-    floats and bools with an :class:`ArgumentError` naming ``what``.
+    Numpy integers count as ints; strings, floats and bools are refused (``"12"`` is not
+    (1, 2), 2.7 is not 2) with an :class:`ArgumentError` naming ``what``. The common cases
+    (an int, a 3-tuple of ints) cost a few compares.
     """
-    if type(value) is int and 0 < value < 4294967296:  # the common cases, checked cheaply
+    if type(value) is int and 0 < value < _U32:
         return (value, 1, 1)
     if type(value) is tuple and len(value) == 3:
         x, y, z = value
         if (type(x) is int and type(y) is int and type(z) is int
-                and 0 < x < 4294967296 and 0 < y < 4294967296 and 0 < z < 4294967296):
+                and 0 < x < _U32 and 0 < y < _U32 and 0 < z < _U32):
             return value
-    return limits.dims(value, what)
+    if is_int(value):
+        items = (int(value),)
+    elif isinstance(value, (tuple, list)):
+        items = tuple(value)
+        if not 1 <= len(items) <= 3:
+            raise ArgumentError(f"{what} must have 1 to 3 dimensions, got {value!r}")
+        for axis, v in zip("xyz", items):
+            if not is_int(v):
+                raise ArgumentError(f"{what} {axis} must be an int, got {short_repr(v)} "
+                                    f"({type(v).__name__}) in {what}={short_repr(value)}")
+        items = tuple(int(v) for v in items)
+    else:
+        raise ArgumentError(f"{what} must be an int or a tuple of up to 3 ints, got "
+                            f"{short_repr(value)} ({type(value).__name__})")
+    for axis, v in zip("xyz", items):
+        if not 0 < v < _U32:
+            raise ArgumentError(f"{what} {axis} must be a positive 32-bit int, got {v} "
+                                f"in {what}={short_repr(value)}")
+    return items + (1,) * (3 - len(items))
+
+
+def shared_mem_arg(value, name: str = "") -> int:
+    """Dynamic shared memory in bytes: an int in [0, 2**32)."""
+    if type(value) is int and 0 <= value < _U32:
+        return value
+    return int_arg(value, f"{name}: shared_mem" if name else "shared_mem", 0, _U32 - 1)
 
 
 class Layout:
@@ -109,23 +138,42 @@ class Layout:
         self.slots = tuple(struct.Struct("<" + p.fmt) for p in params)
         self.converters = tuple(converter(p) for p in params)
         self.convert_at = tuple(i for i, c in enumerate(self.converters) if c is not None)
+        #: per slot: its struct, start, end and converter (what ArgPack.write needs)
+        self.writers = tuple((st, off, off + st.size, conv) for st, off, conv
+                             in zip(self.slots, offsets, self.converters))
         self.fixup = struct.Struct(f"<{n_ptr}Q")
         self.buffer_type = ctypes.c_char * self.size
         self.index = {p.name: p.index for p in params}
-        #: The compiled path's copy of this layout (None without it: ctypes path). Its C
-        #: packing knows one parameter per argument and the usual conversions only.
-        plain = not self.hidden and not any(p.parts or p.convert for p in params)
-        self.native = (fast.native_layout(params, offsets, self.size, self.converters)
-                       if plain else None)
+        #: parameter name or position -> position: what ``set_arg`` resolves a key with
+        self.slot_of = {**self.index, **{i: i for i in range(n)}}
+        #: the compiled route's view: (its plan of these slots, the converters). Its C
+        #: packing knows one kernel parameter per argument and the usual conversions only.
+        self.hot = (fast.layout_plan(params, offsets, self.size, len(self.hidden)),
+                    self.converters)
+
+    def kernel_hot(self, func: int, limits=None) -> tuple:
+        """What the compiled route of ``fast.launch_kernel`` / ``fast.add_kernel`` takes for a
+        kernel with this layout: (its plan naming ``func`` and its
+        :class:`~pycudagraph.compile.limits.KernelLimits`, the converters, ArgPack.adopt)."""
+        lims = (limits.block1, limits.grid1, limits.smem) if limits is not None else ()
+        return (fast.kernel_plan(self.hot[0], func, *lims), self.converters,
+                functools.partial(ArgPack.adopt, self))
+
+    def sequence(self, args) -> tuple | list:
+        """``args`` as a tuple or list (an iterator is read once); a str, bytes, dict or
+        non-iterable raises :class:`ArgumentError`."""
+        if isinstance(args, (tuple, list)):
+            return args
+        if isinstance(args, (str, bytes, dict)) or not hasattr(args, "__iter__"):
+            raise ArgumentError(f"{self.kernel_name}(): args must be a sequence of "
+                                f"{len(self.params)} values, got {short_repr(args)} "
+                                f"({type(args).__name__})")
+        return tuple(args)
 
     def convert(self, args) -> list:
         """Values ready for the layout's formats; raises :class:`ArgumentError` when one is wrong."""
         n = len(self.params)
-        if not isinstance(args, (tuple, list)):
-            if isinstance(args, (str, bytes, dict)) or not hasattr(args, "__iter__"):
-                raise ArgumentError(f"{self.kernel_name}(): args must be a sequence of {n} "
-                                    f"values, got {_short_repr(args)} ({type(args).__name__})")
-            args = tuple(args)
+        args = self.sequence(args)
         if len(args) != n:
             sig = ", ".join(p.describe() for p in self.params)
             raise ArgumentError(f"{self.kernel_name}({sig}) takes {n} argument"
@@ -150,37 +198,33 @@ class Layout:
                                     f"it has {list(self.index)}") from None
         if isinstance(key, (bool, np.bool_)) or not hasattr(key, "__index__"):
             raise ArgumentError(f"{self.kernel_name}(): an argument index must be an int or a "
-                                f"parameter name, got {_short_repr(key)} ({type(key).__name__})")
+                                f"parameter name, got {short_repr(key)} ({type(key).__name__})")
         i = int(key)
         if not 0 <= i < len(self.params):
             raise ArgumentError(f"{self.kernel_name}() has {len(self.params)} parameters; "
                                 f"index {key} is out of range")
         return i
 
-    def check_one(self, i: int, value):
-        """Convert and pack one value into scratch space to find what is wrong with it."""
-        p = self.params[i]
+    def encode(self, i: int, value) -> bytes:
+        """Argument ``i``'s slot bytes for ``value``; raises :class:`ArgumentError` naming
+        kernel, parameter and value when it does not fit (:class:`ClosedError` for a freed
+        buffer)."""
+        conv = self.converters[i]
         try:
-            conv = self.converters[i]
-            packed = conv(value) if conv is not None else value
-            self.slots[i].pack(packed)
-            return packed
+            return self.slots[i].pack(conv(value) if conv is not None else value)
         except ClosedError:  # a freed buffer: say so, not "cannot take"
             raise
         except Exception as exc:
+            p = self.params[i]
             reason = str(exc) or type(exc).__name__
             raise ArgumentError(
                 f"{self.kernel_name}(): parameter {i} '{p.name}' ({p.ctype}) cannot take "
-                f"{_short_repr(value)} of type {type(value).__name__}: {reason}") from None
+                f"{short_repr(value)} of type {type(value).__name__}: {reason}") from None
 
     def diagnose(self, args) -> None:
+        """Raise the error of the first value of ``args`` that does not fit."""
         for i, value in enumerate(args):
-            self.check_one(i, value)
-
-
-def _short_repr(value) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+            self.encode(i, value)
 
 
 class ArgPack:
@@ -198,6 +242,8 @@ class ArgPack:
 
     def __init__(self, layout: Layout, kernel, args, grid, block, shared_mem: int = 0,
                  func: int = 0, kern: int = 0, ctx: int = 0):
+        if type(args) is not tuple and type(args) is not list:
+            args = layout.sequence(args)
         values = layout.convert(args)
         self.layout = layout
         self.kernel = kernel
@@ -206,49 +252,64 @@ class ArgPack:
         addr = ctypes.addressof(buf)
         self.buf = buf
         self.address = addr
-        g, b = dim3(grid, "grid"), dim3(block, "block")
+        g, b = dims3(grid, "grid"), dims3(block, "block")
         try:
             layout.full.pack_into(buf, 0, func, g[0], g[1], g[2], b[0], b[1], b[2],
                                   shared_mem if type(shared_mem) is int
-                                  else limits.shared_mem_arg(shared_mem),
+                                  else shared_mem_arg(shared_mem),
                                   addr + HEADER_SIZE, 0, kern, ctx,
                                   *[addr + o for o in layout.pointer_offsets], *values)
         except (struct.error, OverflowError, TypeError):
-            layout.diagnose(args)
+            for i, value in enumerate(args):  # the slot writer names the value that does not fit
+                self.write(i, value)
             raise
+
+    @classmethod
+    def adopt(cls, layout: Layout, kernel, args, buf, address: int) -> "ArgPack":
+        """The pack of a buffer the compiled route of :mod:`pycudagraph._cuda.fast` packed
+        (``buf``, at ``address``) from ``args``; nothing is converted or written here."""
+        self = cls.__new__(cls)
+        self.layout = layout
+        self.kernel = kernel
+        self.refs = list(args)
+        self.buf = buf
+        self.address = address
+        return self
+
+    def write(self, i: int, value) -> bytes | bytearray:
+        """Convert ``value`` for argument ``i`` and write it into its slot: the one slot
+        writer. Returns the bytes the slot held. A value that does not fit raises
+        :class:`ArgumentError` (:class:`ClosedError` for a freed buffer) and leaves the slot
+        unchanged. ``refs`` is not touched."""
+        slot, start, end, conv = self.layout.writers[i]
+        buf = self.buf
+        old = buf[start:end]  # bytes (a bytearray for a pack the compiled route made)
+        try:
+            slot.pack_into(buf, start, conv(value) if conv is not None else value)
+        except Exception:
+            buf[start:end] = old  # struct may have zeroed it before refusing
+            self.layout.encode(i, value)  # raises the error naming kernel, parameter and value
+            raise
+        return old
+
+    def restore(self, i: int, data: bytes | bytearray) -> None:
+        """Put back the bytes :meth:`write` returned (after a refused driver call)."""
+        start = self.layout.offsets[i]
+        self.buf[start:start + len(data)] = data
 
     def set(self, i: int, value) -> None:
         """Rewrite argument ``i`` in place (no other slot is touched)."""
-        layout = self.layout
-        conv = layout.converters[i]
-        try:
-            layout.slots[i].pack_into(self.buf, layout.offsets[i], conv(value) if conv else value)
-        except Exception:
-            self.restore(i)
-            layout.check_one(i, value)
-            raise
+        self.write(i, value)
         self.refs[i] = value
-
-    def restore(self, i: int) -> None:
-        """Write argument ``i`` back from its kept value (after a failed in-place write,
-        which ``struct.pack_into`` may have left zeroed)."""
-        layout = self.layout
-        conv = layout.converters[i]
-        old = self.refs[i]
-        try:
-            value = conv(old) if conv else old
-        except ClosedError:  # freed since, its cudaFree deferred: the address stays valid
-            value = old._addr
-        layout.slots[i].pack_into(self.buf, layout.offsets[i], value)
 
     def _dims_with(self, grid, block, shared_mem) -> list:
         cur = list(_DIMS.unpack_from(self.buf, _DIMS_OFFSET))
         if grid is not None:
-            cur[0:3] = dim3(grid, f"{self.layout.kernel_name}: grid")
+            cur[0:3] = dims3(grid, f"{self.layout.kernel_name}: grid")
         if block is not None:
-            cur[3:6] = dim3(block, f"{self.layout.kernel_name}: block")
+            cur[3:6] = dims3(block, f"{self.layout.kernel_name}: block")
         if shared_mem is not None:
-            cur[6] = limits.shared_mem_arg(shared_mem, self.layout.kernel_name)
+            cur[6] = shared_mem_arg(shared_mem, self.layout.kernel_name)
         return cur
 
     def set_dims(self, grid=None, block=None, shared_mem=None) -> None:
@@ -268,12 +329,19 @@ class ArgPack:
         old = list(self.refs)
         if isinstance(args, dict):
             items = [(layout.slot_index(k), v) for k, v in args.items()]
-            packed = [layout.check_one(i, v) for i, v in items]
-            for (i, value), p in zip(items, packed):
-                layout.slots[i].pack_into(self.buf, layout.offsets[i], p)
+            done = []
+            try:
+                for i, value in items:
+                    done.append((i, self.write(i, value)))
+            except Exception:
+                for i, data in reversed(done):  # nothing stays half-written
+                    self.restore(i, data)
+                raise
+            for i, value in items:
                 self.refs[i] = value
             old = [old[i] for i, _ in items]
         elif args is not None:
+            args = layout.sequence(args)  # an iterator is read once, for values and refs
             values = layout.convert(args)
             if values:
                 state = self.state()
@@ -341,5 +409,3 @@ class ArgPack:
 
 
 _lifetime.register_contents(ArgPack, lambda pack: pack.refs)
-if fast.native is not None:
-    fast.native.set_pack_type(ArgPack)  # the compiled kernel-node add makes packs of this class

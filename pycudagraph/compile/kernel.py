@@ -30,7 +30,6 @@ from ..runtime.stream import Stream, stream_handle
 __all__ = ["Kernel", "kernel_for_function"]
 
 _launch = fast.launch_kernel
-_native_launch = fast.native.launch_kernel if fast.native is not None else None
 
 
 #: CUfunction -> the Kernel that looked it up (a captured node of one of our kernels is
@@ -89,7 +88,7 @@ class Kernel:
         self._dev = -1  # the device it was first loaded on
         self._layout = None
         self._image_params: list[tuple[int, int]] | None = None
-        self._native = None  # the layout's compiled view, once the function is known
+        self._hot = self._hot_for = None  # the compiled route's view (Layout.kernel_hot), its key
         # Its limits go with it: a module loaded later may get the same CUfunction addresses.
         weakref.finalize(self, _forget_limits, self._funcs).atexit = False
 
@@ -217,9 +216,20 @@ class Kernel:
             if image is not None:
                 params = check_image(self.name, params, image, hidden)
             self._layout = Layout(self.name, params, hidden)
-            if self._func[0] and (origin is None or origin.free_launch):
-                self._native = self._layout.native
+            if self._func[0]:
+                self._refresh_hot()
         return self._layout
+
+    def _refresh_hot(self) -> None:
+        """The compiled route's view of the function looked up last and its limits, made
+        again when they changed (layout made, limits loaded, shared memory raised). None for
+        a kernel whose maker fixes its launch (a Triton block and shared memory)."""
+        func = self._func[0]
+        lim = KERNEL_LIMITS.get(func)
+        key = (func, lim, lim.smem if lim is not None else 0)
+        if (key != self._hot_for and not seen.multi and self._layout is not None and func
+                and (self.origin is None or self.origin.free_launch)):
+            self._hot, self._hot_for = self._layout.kernel_hot(func, lim), key
 
     @property
     def params(self) -> tuple[Param, ...]:
@@ -313,7 +323,9 @@ class Kernel:
         if self._fits(grid, block, shared_mem, func):
             return (grid, 1, 1), (block, 1, 1), shared_mem
         lim = KERNEL_LIMITS.get(func) or kernel_limits(self, func, dev)
-        return launch_config(lim, grid, block, shared_mem)
+        config = launch_config(lim, grid, block, shared_mem)
+        self._refresh_hot()  # limits loaded, or the shared memory ceiling raised, just now
+        return config
 
     def _pack_config(self, pack, grid, block, shared_mem) -> tuple:
         """:meth:`check_config` for the function ``pack``'s header names, on that function's
@@ -394,17 +406,13 @@ class Kernel:
         inside ``with pcg.device(...)`` of the stream's device no switch is made.
         """
         s = stream._h if type(stream) is Stream else stream_handle(stream)
-        nl = self._native  # the compiled path: one device in this process (its function)
-        # The driver judges the configuration, except while a capture is open: a refused
-        # launch there could invalidate the capture, so only a config known to fit goes.
-        if (nl is not None and not seen.multi
-                and (not _lifetime.capture_keeps or self._fits(grid, block, shared_mem))
-                and not _native_launch(nl, self._func[0], grid, block, args, s, shared_mem)):
-            if _lifetime.capture_keeps and args:  # captured: the graph keeps the arguments
-                _lifetime.keep_in_captures(tuple(args))
-            return  # launched by the compiled path
-        # The checked path: first launches, several devices, values the compiled path does
-        # not convert, and any failure (diagnosed here, with the error raised naming the call).
+        _launch(self._hot, grid, block, args, s, shared_mem, self, stream, _prepare_launch)
+        if _lifetime.capture_keeps and args:  # captured: the graph keeps the arguments
+            _lifetime.keep_in_captures(tuple(args))
+
+    def _prepare_launch(self, grid, block, args, stream, shared_mem) -> tuple:
+        """The checked packing of :meth:`launch` (``fast.launch_kernel``'s ctypes route runs it):
+        ``(func, grid3, block3, shared_mem, stream_h, device, pack)`` for the stream's device."""
         if type(stream) is Stream:
             s, dev = stream._h, stream._dev
             if s is None:  # a closed Stream
@@ -424,13 +432,9 @@ class Kernel:
             func = self._function(dev)
         g, b, smem = self._config(grid, block, shared_mem, func, dev)
         pack = ArgPack(self._layout or self.layout, self, args, g, b, smem, func=func)
-        if seen.multi and dev != thread_state.device:  # CUDA launches on the current device
-            with device._trusted(dev):
-                _launch(func, g, b, smem, s, pack, self)
-        else:
-            _launch(func, g, b, smem, s, pack, self)
         if _lifetime.capture_keeps:  # captured: the graph keeps the arguments alive
             _lifetime.keep_in_captures(pack)
+        return func, g, b, smem, s, dev, pack
 
     def __call__(self, grid, block, args=(), stream=None, shared_mem: int = 0) -> None:
         self.launch(grid, block, args, stream, shared_mem)
@@ -440,3 +444,5 @@ class Kernel:
         sig = "..." if params is None else ", ".join(p.describe() for p in params)
         return f"<pycudagraph.Kernel {self.name}({sig})>"
 
+
+_prepare_launch = Kernel._prepare_launch

@@ -20,7 +20,7 @@ from .._cuda import call, dr
 from .._cuda.context import current_device, thread_state
 from ..errors import ArgumentError, CudaError
 from ..runtime.device import device
-from .args import dim3
+from .args import dims3
 from .signature import Param, parse_params
 
 __all__ = ["Origin", "param_info", "raw_handle", "handle_name", "adopt_handle", "parse_signature",
@@ -123,7 +123,7 @@ class Origin:
         if self.block is not None:
             if block is None:
                 block = self.block
-            elif dim3(block, f"{name}: block") != self.block:
+            elif dims3(block, f"{name}: block") != self.block:
                 raise ArgumentError(
                     f"{name}: this {self.what} was compiled for blocks of {self.block} threads "
                     f"(num_warps); got block={block!r}: pass kernel.block (or None)")

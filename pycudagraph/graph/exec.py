@@ -38,8 +38,7 @@ _FLAGS = {"auto_free_on_launch": _F.cudaGraphInstantiateFlagAutoFreeOnLaunch,
 
 _NEVER = object()  # _last_stream before the first launch
 _RETIRE_CHECK = 256
-_graph_launch = fast.graph_launch
-_native_launch = fast.native.graph_launch if fast.native is not None else None
+_launch_graph = fast.launch_graph
 
 
 def _noop() -> None:
@@ -193,12 +192,9 @@ class GraphExec(ExecUpdate, ExecIntrospection):
         """
         h = self._h
         s = stream._h if type(stream) is Stream else stream_handle(stream)
-        if _native_launch is None or _native_launch(h, s):
-            # The checked path: a closed exec or stream, this thread's first call, a trace,
-            # a failed launch (the compiled call makes none of these).
-            if h is None or s is None:  # this exec or the stream was closed
-                self._refuse(stream)
-            _graph_launch(h, s, self)
+        if h is None or s is None:  # this exec or the stream was closed
+            self._refuse(stream)
+        _launch_graph(h, s, self)
         self._last_stream = stream
         if _pending:
             raise_pending(ids=self._hostcalls())

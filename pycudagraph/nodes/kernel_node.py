@@ -18,12 +18,30 @@ from .exec_node import ExecNode
 
 __all__ = ["KernelNode", "KernelParams", "short_kernel_name", "exec_set_arg"]
 
-_VP = ctypes.c_void_p
 _PLAIN = (int, float, bool)
-_native_add = fast.native.add_kernel if fast.native is not None else None
-_native_set_arg = fast.native.exec_set_arg if fast.native is not None else None
-if fast.native is not None:
-    fast.native.set_removed(REMOVED)  # a removed dependency goes to the Python path's error
+_add_kernel = fast.add_kernel
+_set_arg = fast.set_arg
+
+
+def _dep_handles(table, deps) -> tuple:
+    """The handles of ``deps`` (a tuple or list), checked as every builder's ``deps=``: nodes
+    of the table's graph, not removed, none twice. The common case is judged here; anything
+    else goes to ``table.dep_nodes``, which raises the error naming the node."""
+    graph = table.graph
+    hs = []
+    for d in deps:
+        if not isinstance(d, Node) or d.graph is not graph or d._raw is REMOVED:
+            break
+        hs.append(d._h)
+    else:
+        if len(hs) < 2 or len(set(hs)) == len(hs):
+            return tuple(hs)
+    return tuple([int(d) for d in table.dep_nodes(deps)])
+
+
+def _node_pack(kernel, args, grid, block, shared_mem):
+    """The checked packing of a kernel node (run by the ctypes route of ``fast.add_kernel``)."""
+    return require_kernel(kernel, "add_kernel").pack(args, grid, block, shared_mem)
 
 
 def short_kernel_name(name: str) -> str:
@@ -79,33 +97,14 @@ class KernelNode(Node):
         """
         todo = ([_attrs.prepare(k, v) for k, v in attributes.items() if v is not None]
                 if attributes else ())
-        nl = getattr(kernel, "_native", None)  # a Kernel's compiled layout, once loaded
-        if (nl is not None and not todo and not seen.multi and table.usable
-                and kernel._fits(grid, block, shared_mem)):  # the driver checks no limits here
-            r = _native_add(nl, kernel._layout, kernel, kernel._func[0], grid, block, args,
-                            shared_mem, table.graph, deps)
-            if type(r) is tuple:  # packed and added by the compiled path
-                return table.register(cls(table, r[0], r[1]), r[1])
-        # The checked path (and the diagnosis of anything the compiled path handed back).
-        pack = require_kernel(kernel, "add_kernel").pack(args, grid, block, shared_mem)
-        if isinstance(deps, Node):
-            deps = (deps,)
-        elif type(deps) is not tuple and type(deps) is not list:
-            deps = table.dep_nodes(deps)  # None, generators ...; checked
-        n = len(deps)
-        arr = None
-        if n == 0:
-            dep_addr = None
-        elif (n == 1 and type(deps[0]) is KernelNode and table.canonical(deps[0])
-              and not deps[0].removed and deps[0].cvp is not None):
-            dep_addr = ctypes.addressof(deps[0].cvp)
-        else:
-            table.dep_list(deps)
-            arr = (_VP * n)(*[int(d) for d in deps])
-            dep_addr = ctypes.addressof(arr)
-        out = _VP()
-        h = fast.add_kernel_node(out, table, dep_addr, n, pack, deps)
-        node = table.register(cls(table, h, pack, out), pack)
+        if type(deps) is not tuple and type(deps) is not list:
+            deps = table.dep_nodes(deps)  # None, one node, generators ...: checked
+        elif not table.usable:
+            table.refuse()
+        h, pack = _add_kernel(getattr(kernel, "_hot", None), grid, block, args, shared_mem,
+                              table.h, _dep_handles(table, deps) if deps else (), kernel,
+                              table.graph, deps, _node_pack)
+        node = table.register(cls(table, h, pack), pack)
         if todo:
             try:
                 for attr, value in todo:
@@ -316,33 +315,14 @@ def exec_set_arg(rec: ExecNode, index_or_name, value) -> None:
     if type(pack) is not ArgPack:  # bytes by index (read back from the driver)
         pack.exec_set_arg(rec, index_or_name, value)
         return
-    if seen.multi:  # the value's device against the node's: the checked path only
-        pack.kernel._check_pack_args(pack, {index_or_name: value}, "set_arg")
-    elif _native_set_arg is not None:
-        r = _native_set_arg(rec.exec_h, rec.node_h, pack, index_or_name, value)
-        if not r:
-            return  # done by the compiled path
-        if type(r) is tuple:  # done; r[0] is the object it replaced
-            rec.retire(r[0])
-            return
     layout = pack.layout
-    i = (index_or_name if type(index_or_name) is int and 0 <= index_or_name < layout.count
-         else layout.slot_index(index_or_name))
-    conv = layout.converters[i]
-    try:
-        layout.slots[i].pack_into(pack.buf, layout.offsets[i], conv(value) if conv else value)
-    except Exception:
-        i = layout.slot_index(i)
-        pack.restore(i)
-        layout.check_one(i, value)
-        raise
-    try:
-        fast.exec_kernel_node_set_params(rec.exec_raw, rec.node_h, pack, rec.node)
-    except Exception:
-        pack.restore(i)
-        raise
-    refs = pack.refs
-    old = refs[i]
-    refs[i] = value
-    if type(old) not in _PLAIN:
+    t = type(index_or_name)
+    i = layout.slot_of.get(index_or_name) if t is int or t is str else None
+    if i is None:  # numpy integers; anything else raises naming what is wrong
+        i = layout.slot_index(index_or_name)
+    if seen.multi:  # the value's device against the node's
+        pack.kernel._check_pack_args(pack, {i: value}, "set_arg")
+    old = _set_arg(rec.exec_h, rec.node_h, layout.hot, pack.address, pack.refs, i, value, pack,
+                   rec.exec_raw, rec.node)
+    if old is not None:  # a queued launch may still read it
         rec.retire(old)

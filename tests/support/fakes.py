@@ -75,6 +75,7 @@ def fake_kernel(sig: str = "float* y, float a, int n", name: str = "k",
     dev = validate.DeviceLimits(0, **H100)
     validate.KERNEL_LIMITS[func] = validate.KernelLimits(
         name, func, dev, kernel_threads, smem, static_smem)
+    k._refresh_hot()  # the compiled route's view, as loading the kernel makes it
     return k
 
 
