@@ -5,7 +5,7 @@ check                used by
 ==================== ==============================================================
 :func:`kernel_limits` :meth:`Kernel.launch`, ``Graph.add_kernel``, kernel ``set_params``
 :func:`launch_config` the same: block, grid and dynamic shared memory vs the device
-                     (grid and block normalised by :func:`pycudagraph.compile.args.dims3`)
+                     (grid and block normalised by :func:`pycudagraph.compile.dims.dims3`)
 ==================== ==============================================================
 
 Device limits are read once per device (``cudaDeviceGetAttribute``) and a kernel's own
@@ -27,7 +27,7 @@ from __future__ import annotations
 from .._cuda import call, dr, ensure_device, rt
 from ..errors import ArgumentError
 from ..runtime.values import short_repr
-from .args import dims3, shared_mem_arg
+from .dims import dims3, shared_mem_arg
 
 __all__ = ["DeviceLimits", "KernelLimits", "DEVICE_LIMITS", "KERNEL_LIMITS", "device_limits",
            "kernel_limits", "launch_config", "require_kernel"]

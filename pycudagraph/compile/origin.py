@@ -20,7 +20,7 @@ from .._cuda import call, dr
 from .._cuda.context import current_device, thread_state
 from ..errors import ArgumentError, CudaError
 from ..runtime.device import device
-from .args import dims3
+from .dims import dims3
 from .signature import Param, parse_params
 
 __all__ = ["Origin", "param_info", "raw_handle", "handle_name", "adopt_handle", "parse_signature",

@@ -20,7 +20,7 @@ import struct
 import numpy as np
 
 from .._cuda import call, context, dr
-from ..compile.args import dims3, shared_mem_arg
+from ..compile.dims import dims3, shared_mem_arg
 from ..errors import ArgumentError, PyCudaGraphError
 from ..runtime.pointers import device_pointer
 from .exec_node import ExecNode
