@@ -8,7 +8,8 @@ graph it was made from. Then, cheapest first:
 2. same topology, every change one an exec's per-node call can carry: one set-params call
    per changed node (``cuGraphExecKernelNodeSetParams`` with all its changed arguments
    and dimensions, ``cudaGraphExecMemcpyNodeSetParams1D`` ...), unless one
-   ``cuGraphExecUpdate`` is estimated cheaper (:data:`COSTS`, measured by :func:`calibrate`);
+   ``cuGraphExecUpdate`` is estimated cheaper (:data:`COSTS`, measured by
+   :func:`~pycudagraph.graph.apply_calibrate.calibrate`);
 3. otherwise ``cuGraphExecUpdate`` (a topology change, a kernel's function ...);
 4. when CUDA refuses: ``fallback="reinstantiate"`` instantiates ``new`` with the exec's
    flags (``cudaGraphExecGetFlags``, ``cudaGraphInstantiateWithFlags``) and swaps the
@@ -34,7 +35,7 @@ from ..nodes import HostNode, KernelNode, MemcpyNode
 from ..nodes.table import NodeTable
 from .diff import GraphDiff, KernelView, compare
 
-__all__ = ["apply", "ApplyReport", "ApplyCosts", "COSTS", "calibrate", "FALLBACKS", "STRATEGIES"]
+__all__ = ["apply", "ApplyReport", "ApplyCosts", "COSTS", "FALLBACKS", "STRATEGIES"]
 
 FALLBACKS = ("reinstantiate", "raise")
 #: ``"auto"``: per-node calls or one update, whichever :data:`COSTS` says is cheaper.
@@ -45,8 +46,9 @@ STRATEGIES = ("auto", "set_params", "update")
 class ApplyCosts:
     """What :func:`apply` expects each way to cost, in microseconds of host time.
 
-    The defaults are rough guesses; :func:`calibrate` measures them on this machine
-    (through pycudagraph, Python included) and stores them in :data:`COSTS`.
+    The defaults are rough guesses; :func:`pycudagraph.graph.apply_calibrate.calibrate`
+    measures them on this machine (through pycudagraph, Python included) and stores them
+    in :data:`COSTS`.
     """
 
     per_node_call_us: float = 6.0     # one exec set-params call
@@ -60,7 +62,7 @@ class ApplyCosts:
         return self.update_base_us + nodes * self.update_per_node_us
 
 
-#: The estimates :func:`apply` chooses by (:func:`calibrate` replaces them).
+#: The estimates :func:`apply` chooses by (``apply_calibrate.calibrate()`` replaces them).
 COSTS = ApplyCosts()
 
 
@@ -318,47 +320,3 @@ def _reinstantiate(exe, graph, adopt, report: ApplyReport) -> None:
     report.calls.append("cudaGraphInstantiateWithFlags")
     adopt(raw, graph)
     report.method = "reinstantiate"
-
-
-def calibrate(sizes=(16, 256), repeats: int = 20) -> ApplyCosts:
-    """Measure :data:`COSTS` on the current device and store them there.
-
-    Builds graphs of ``sizes`` independent kernel nodes, times one argument change of
-    an exec through pycudagraph (``cuGraphExecKernelNodeSetParams``) and the whole-graph
-    update (``cuGraphExecUpdate``) at each size; the update's cost per node and fixed
-    cost come from the two sizes. Compiles a one-line kernel (``nvrtcCompileProgram``)
-    and instantiates (``cuGraphInstantiateWithFlags``).
-
-    Returns
-    -------
-    ApplyCosts
-        :data:`COSTS`, updated.
-    """
-    from ..compile.program import Program
-    from .graph import Graph
-    k = Program('extern "C" __global__ void touch(int* p, int v) {}', name="touch.cu").compile()["touch"]
-    per_node, update = [], []
-    for n in sizes:
-        graphs = []
-        for g_i in range(2):
-            g = Graph()
-            for i in range(n):
-                g.add_kernel(k, 1, 1, (0, i + g_i))
-            graphs.append(g)
-        exe = graphs[0].instantiate()
-        node = graphs[0].nodes[0]
-        t0 = time.perf_counter()
-        for r in range(repeats):
-            exe.set_params(node, args={"v": r})
-        per_node.append((time.perf_counter() - t0) / repeats)
-        t0 = time.perf_counter()
-        for r in range(repeats):
-            exe.update(graphs[r % 2])
-        update.append((time.perf_counter() - t0) / repeats)
-        exe.close()
-    (n1, n2), (u1, u2) = sizes[:2], update[:2]
-    slope = max((u2 - u1) / (n2 - n1), 0.0)
-    COSTS.per_node_call_us = min(per_node) * 1e6
-    COSTS.update_per_node_us = slope * 1e6
-    COSTS.update_base_us = max(u1 - slope * n1, 0.0) * 1e6
-    return COSTS

@@ -93,14 +93,12 @@ class ExecUpdate:
         self._nodes.clear()
         old = self._pending
         if old is not None and old is not graph and old is not self.graph:
-            old._execs.discard(self)  # superseded before its nodes were paired
-            if old.table.closed:
-                old.close()
+            self._let_go(old)  # superseded before its nodes were paired
         extra = self._ledger.extra
         self._retire(tuple(extra[:2]))  # the graph copies; an adopted exec's owner stays
+        graph._execs.add(self)  # its raw graph stays while its nodes address ours
         if raw is None:
-            graph._execs.add(self)  # its raw graph stays until its nodes are paired with ours
-            self._pending = graph
+            self._pending = graph  # its nodes are paired with ours at the next per-node call
             kept = extra[2:]
         else:
             self._retire(tuple(extra[2:]))
@@ -108,11 +106,8 @@ class ExecUpdate:
             self._raw, self._h, self._addr = raw, int(raw), int(raw)
             self._fin = release(self, rt.cudaGraphExecDestroy, raw)
             previous, self.graph, self._pending = self.graph, graph, None
-            graph._execs.add(self)
             if previous is not None and previous is not graph:
-                previous._execs.discard(self)
-                if previous.table.closed:
-                    previous.close()
+                self._let_go(previous)
             kept = []
         self._taken = graph.table.snapshot()
         self._ledger.extra = [self._taken, graph.table.extras(), *kept]
@@ -130,9 +125,14 @@ class ExecUpdate:
             self._ledger.extra[0] = [tuple(e[1:] for e in d.values()) for d in self._taken]
             self._taken = []
         if graph is not self.graph:
-            graph._execs.discard(self)  # paired: its raw graph is no longer needed here
-            if graph.table.closed:
-                graph.close()
+            self._let_go(graph)  # paired: its raw graph is no longer needed here
+
+    def _let_go(self, graph) -> None:
+        """This exec no longer needs ``graph``'s raw graph: a closed graph is destroyed
+        now if no other exec needs it (``cudaGraphDestroy``)."""
+        graph._execs.discard(self)
+        if graph.table.closed:
+            graph.close()
 
     def _pair(self, old_graph, graph, taken) -> None:
         """Records for ``old_graph``'s nodes with ``graph``'s as twins, in creation order
