@@ -51,9 +51,9 @@ class ApplyCosts:
     in :data:`COSTS`.
     """
 
-    per_node_call_us: float = 6.0     # one exec set-params call
-    update_base_us: float = 15.0      # cuGraphExecUpdate of an empty graph
-    update_per_node_us: float = 0.5   # and per node of the graph
+    per_node_call_us: float = 8.0     # one exec set-params call
+    update_base_us: float = 20.0      # cuGraphExecUpdate of an empty graph
+    update_per_node_us: float = 2.0   # and per node (the driver, and pairing the records again)
 
     def set_params_us(self, calls: int) -> float:
         return calls * self.per_node_call_us

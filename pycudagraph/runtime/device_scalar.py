@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from .values import short_repr
+from .memory import DeviceBuffer
 from .pointers import device_pointer
 
 __all__ = ["DeviceScalar", "device_scalar", "DTYPE_CODES"]
@@ -76,7 +77,7 @@ def device_scalar(obj, dtype=None, where: str = "flag") -> DeviceScalar:
     elif isinstance(obj, np.ndarray) or isinstance(obj, (bool, float, np.generic)):
         raise ArgumentError(f"{where}: {short_repr(obj)} is a host value; give a device scalar "
                             "(a one-element PyTorch tensor or CuPy array, a DeviceBuffer, an address)")
-    elif getattr(obj, "__cuda_array_interface__", None) is not None:
+    elif not isinstance(obj, DeviceBuffer) and getattr(obj, "__cuda_array_interface__", None) is not None:
         cai = obj.__cuda_array_interface__
         count = int(np.prod(cai.get("shape", ()) or (1,)))
         if count != 1:

@@ -188,3 +188,11 @@ def test_refused_arguments(graphs):
     bare = pcg.GraphExec(rt.cudaGraphExec_t(0x7EF0_0000), None, owned=False)
     with pytest.raises(pcg.PyCudaGraphError, match="apply needs the exec's graph"):
         bare.apply(g2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["apply_built", "calibrate"])
+def test_gpu_check(name):
+    from tests.support.watchdog import run_snippet
+    out = run_snippet(f"from tests.support.flow_checks import run\nrun({name!r})", timeout=300)
+    assert out.kind == "ok" and f"PASSED {name}" in out.output, str(out)
