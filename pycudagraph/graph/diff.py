@@ -18,7 +18,8 @@ memset        dst, value, element_size, count, height, pitch
 host          the callable and its arguments (the raw function pointer otherwise)
 event         the event
 child graph   the child graph, compared the same way (its own :class:`GraphDiff`)
-conditional   its bodies, compared the same way, node by node
+conditional   its bodies, compared the same way, node by node (a kernel argument holding
+              the conditional handle of a node matches its pair's handle in the other graph)
 others        their parameters as read back (allocations, semaphores, batch ops)
 ============= ===================================================================
 
@@ -259,16 +260,22 @@ def compare(old, new, old_view=None) -> GraphDiff:
 
 
 class _Found:
-    __slots__ = ("topology", "changes", "count")
+    __slots__ = ("topology", "changes", "count", "handles")
 
     def __init__(self):
         self.topology: list = []
         self.changes: list = []
         self.count = 0
+        self.handles: dict = {}  # new graph's conditional handle -> the old graph's twin
 
 
 def _compare_graphs(old, new, old_view, suffix: str, acc: _Found) -> None:
     a, b = old.nodes, new.nodes
+    for x, y in zip(a, b):  # each graph has its own handles: a paired node's are the same one
+        if isinstance(x, ConditionalNode) and isinstance(y, ConditionalNode):
+            hx, hy = x.condition, y.condition
+            if hx is not None and hy is not None:
+                acc.handles[hy.value] = hx.value
     if len(a) != len(b):
         acc.topology.append(f"{'graph' if not suffix else 'body' + suffix}: "
                             f"{len(a)} nodes -> {len(b)} nodes")
@@ -321,7 +328,7 @@ def _compare_pair(x, y, where: str, old_view, acc: _Found) -> None:
 
     if isinstance(x, KernelNode):
         vx = src if isinstance(src, KernelView) else kernel_view(src)
-        _kernel_changes(vx, kernel_view(y), add)
+        _kernel_changes(vx, kernel_view(y), add, acc.handles)
     elif isinstance(x, ChildGraphNode):
         sub = compare(src.child, y.child)
         if sub:
@@ -333,7 +340,7 @@ def _compare_pair(x, y, where: str, old_view, acc: _Found) -> None:
                 add(k, fx.get(k), fy.get(k), settable=_settable(y, k, fx, fy))
 
 
-def _kernel_changes(vx: KernelView, vy: KernelView, add) -> None:
+def _kernel_changes(vx: KernelView, vy: KernelView, add, handles: dict) -> None:
     if vx.function != vy.function:
         add("function", vx.function, vy.function, settable=False)
     for name in ("grid", "block", "shared_mem"):
@@ -341,13 +348,13 @@ def _kernel_changes(vx: KernelView, vy: KernelView, add) -> None:
             add(name, getattr(vx, name), getattr(vy, name))
     if vx.names is not None and vx.names == vy.names:
         for name, a, b in zip(vx.names, vx.values, vy.values):
-            if not _same(a, b):
+            if not _same(a, b) and not (type(b) is int and handles.get(b) == a):
                 add(f"arg {name!r}", a, b, key=("args", name))
     elif len(vx.raw) != len(vy.raw):
         add("arguments", len(vx.raw), len(vy.raw), settable=False)
     else:
         for i, (a, b) in enumerate(zip(vx.raw, vy.raw)):
-            if a != b:
+            if a != b and not (len(b) == 8 and handles.get(_U64.unpack(b)[0]) == _U64.unpack(a)[0]):
                 add(f"arg {i}", a, b, key=("args", i))
 
 

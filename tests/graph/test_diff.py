@@ -203,3 +203,14 @@ def test_child_graph_changes_are_one_change(monkeypatch, kern):
 def test_refuses_what_is_not_a_graph(kern):
     with pytest.raises(pcg.ArgumentError, match="diff: new must be a pycudagraph.Graph"):
         pcg.diff(fake_graph(), object())
+
+
+def test_a_conditional_handle_argument_matches_its_pair(monkeypatch, kern):
+    g1, g2 = fake_graph(), fake_graph()
+    setters = knode(g1, kern, (0x51, 1)), knode(g2, kern, (0x52, 1))
+    i1, i2 = fake_if_node(g1), fake_if_node(g2)
+    i1._handle, i2._handle = pcg.ConditionalHandle(g1, 0x51), pcg.ConditionalHandle(g2, 0x52)
+    node_order(monkeypatch, g1, g2, i1.body, i2.body)
+    fake_edges(monkeypatch, (setters[0], i1), (setters[1], i2))
+    d = pcg.diff(g1, g2)
+    assert d.same_topology and not d.changes, str(d)
