@@ -83,16 +83,22 @@ def check_if_else_and_bool_flag() -> None:
         assert np.all(floats(y) == want), (value, floats(y)[:4])
 
 
-def check_while() -> None:
-    _, k = kernels()
-    s = pcg.Stream()
-    c, limit, flag = ints(0), ints(0), ints(0)
+def count_to(k, s, c, limit, flag):
+    """A captured loop: c = 0; while c < limit: c += 1."""
     with pcg.capture(s) as cap:
         k["set_int"].launch(1, 1, (c, 0), stream=s)
         k["below"].launch(1, 1, (c, limit, flag), stream=s)
         with cap.while_(flag):
             k["add_int"].launch(1, 1, (c, 1), stream=s)
             k["below"].launch(1, 1, (c, limit, flag), stream=s)
+    return cap
+
+
+def check_while() -> None:
+    _, k = kernels()
+    s = pcg.Stream()
+    c, limit, flag = ints(0), ints(0), ints(0)
+    cap = count_to(k, s, c, limit, flag)
     exe = cap.graph.instantiate()
     for n in (0, 1, 5, 37):
         put(limit, n)
@@ -219,15 +225,7 @@ def check_diff_and_apply_in_body() -> None:
     s = pcg.Stream()
     limit, flag = ints(3), ints(0)
     counters = [ints(0), ints(0)]
-    graphs = []
-    for c in counters:
-        with pcg.capture(s) as cap:
-            k["set_int"].launch(1, 1, (c, 0), stream=s)
-            k["below"].launch(1, 1, (c, limit, flag), stream=s)
-            with cap.while_(flag):
-                k["add_int"].launch(1, 1, (c, 1), stream=s)
-                k["below"].launch(1, 1, (c, limit, flag), stream=s)
-        graphs.append(cap.graph)
+    graphs = [count_to(k, s, c, limit, flag).graph for c in counters]
     d = pcg.diff(*graphs)
     assert d.same_topology, str(d)
     moved = {(c.where, c.field) for c in d.changes}
