@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from .. import _cuda
 from .._cuda import call, rt
+from ..compile.program import Module
 from ..errors import ArgumentError, CaptureError
 from ..runtime.device_scalar import device_scalar
 from .capture_control import CAPTURE_MODES, capture_info, capture_mode, update_capture_dependencies
@@ -56,7 +57,6 @@ def _setter():
     (``nvrtcCompileProgram`` once, ``cudaLibraryLoadData``, ``cuKernelGetFunction``)."""
     with capture_mode("relaxed"):
         if not _SETTER:
-            from ..compile.program import Module
             _SETTER.append(Module.from_file("graph_control.cu")["set_condition_of"])
         _SETTER[0].function()
     return _SETTER[0]
@@ -121,14 +121,18 @@ class Conditional:
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         if self.kind in ("if", "while"):
-            return self.branches[0].__exit__(exc_type, exc, tb)
+            handled = self.branches[0].__exit__(exc_type, exc, tb)
+        else:
+            handled = False
+            if exc is None:
+                for b in self.branches:
+                    if b.state == "open":
+                        raise CaptureError(f"{b!r} is still open at the end of cap.{self.kind}")
         if exc is None:
             for b in self.branches:
-                if b.state == "open":
-                    raise CaptureError(f"{b!r} is still open at the end of cap.{self.kind}")
-                if not len(b.graph):  # a body never entered: one empty node
+                if not len(b.graph):  # a body that captured nothing: one empty node
                     b.graph.add_empty()
-        return False
+        return handled
 
 
 class _Scope:
