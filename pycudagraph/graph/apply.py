@@ -33,7 +33,8 @@ from ..compile.args import ArgPack
 from ..errors import ArgumentError, CudaError, GraphExecUpdateError, PyCudaGraphError
 from ..nodes import HostNode, KernelNode, MemcpyNode
 from ..nodes.table import NodeTable
-from .diff import GraphDiff, KernelView, compare
+from .diff import GraphDiff, compare
+from .node_views import KernelView
 
 __all__ = ["apply", "ApplyReport", "ApplyCosts", "COSTS", "FALLBACKS", "STRATEGIES"]
 

@@ -32,88 +32,14 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from ..compile.args import ArgPack
 from ..errors import ArgumentError, NotSupportedError
-from ..nodes import (CapturedKernelNode, ChildGraphNode, ConditionalNode, EventRecordNode,
-                     EventWaitNode, HostNode, KernelNode, MemcpyNode, MemsetNode, Node)
-from ..nodes.captured_args import CapturedArgs
-from ..nodes.kernel_node import pack_arguments
+from ..nodes import ChildGraphNode, ConditionalNode, KernelNode, Node
 from ..nodes.table import NodeTable
+from .node_views import KernelView, kernel_view, node_fields, same, settable
 
-__all__ = ["diff", "compare", "GraphDiff", "Change", "KernelView", "kernel_view", "node_fields"]
+__all__ = ["diff", "compare", "GraphDiff", "Change"]
 
 _U64 = struct.Struct("<Q")
-_EVENT_NODES = (EventRecordNode, EventWaitNode)
-
-
-@dataclass(frozen=True)
-class KernelView:
-    """What a kernel node launches, read the same way for every kind of kernel node.
-
-    Attributes
-    ----------
-    function : int
-        The ``CUfunction`` (or ``CUkernel``) handle.
-    grid, block : tuple of 3 ints
-    shared_mem : int
-    raw : tuple of bytes
-        Each argument's bytes, by index.
-    names, values : tuple or None
-        Parameter names and the values as stored, for a kernel with a signature.
-    """
-
-    function: int
-    grid: tuple
-    block: tuple
-    shared_mem: int
-    raw: tuple
-    names: tuple | None = None
-    values: tuple | None = None
-
-    @classmethod
-    def of_pack(cls, pack: ArgPack) -> "KernelView":
-        """From a packed launch (a node built here, or an exec's copy of it). No CUDA call."""
-        grid, block, smem = pack.dims
-        return cls(pack.func, tuple(grid), tuple(block), int(smem), tuple(pack_arguments(pack)),
-                   tuple(p.name for p in pack.layout.params), tuple(pack.values()))
-
-    @classmethod
-    def of_captured(cls, args: CapturedArgs) -> "KernelView":
-        """From the argument bytes of a kernel node read back (No CUDA call here)."""
-        p = args.params
-        return cls(int(p.func) or int(p.kern), (p.gridDimX, p.gridDimY, p.gridDimZ),
-                   (p.blockDimX, p.blockDimY, p.blockDimZ), int(p.sharedMemBytes),
-                   tuple(args.get(i) for i in range(len(args.info))))
-
-
-def kernel_view(node: KernelNode) -> KernelView:
-    """The :class:`KernelView` of a kernel node: No CUDA call for a node built here;
-    ``cuGraphKernelNodeGetParams`` (and ``cuFuncGetParamInfo`` once per function) for a
-    node read back from the driver."""
-    if isinstance(node, CapturedKernelNode) or node.kernel is None:
-        return KernelView.of_captured(CapturedArgs.of(node))
-    p = node.params
-    return KernelView(node.function, tuple(p.grid), tuple(p.block), int(p.shared_mem),
-                      tuple(node.arguments), tuple(p.args), tuple(p.args.values()))
-
-
-def node_fields(node: Node) -> dict:
-    """The parameters :func:`diff` compares for a node that is not a kernel, conditional
-    or child graph node, by field name (each type's ``GetParams`` call, as ``node.params``)."""
-    if isinstance(node, MemcpyNode):
-        p = node.params
-        return {"dst": p.dst, "src": p.src, "nbytes": p.nbytes, "height": p.height,
-                "depth": p.depth, "kind": p.kind}
-    if isinstance(node, MemsetNode):
-        p = node.params
-        return {"dst": p.dst, "value": p.value, "element_size": p.element_size,
-                "count": p.count, "height": p.height, "pitch": p.pitch}
-    if isinstance(node, HostNode):
-        return dict(node.params)
-    if isinstance(node, _EVENT_NODES):
-        return {"event": node.event}
-    params = node.params
-    return {} if params is None else {"params": params}
 
 
 @dataclass(frozen=True)
@@ -336,8 +262,8 @@ def _compare_pair(x, y, where: str, old_view, acc: _Found) -> None:
     else:
         fx, fy = node_fields(src), node_fields(y)
         for k in list(fx) + [k for k in fy if k not in fx]:
-            if not _same(fx.get(k), fy.get(k)):
-                add(k, fx.get(k), fy.get(k), settable=_settable(y, k, fx, fy))
+            if not same(fx.get(k), fy.get(k)):
+                add(k, fx.get(k), fy.get(k), settable=settable(y, k, fx, fy))
 
 
 def _kernel_changes(vx: KernelView, vy: KernelView, add, handles: dict) -> None:
@@ -348,7 +274,7 @@ def _kernel_changes(vx: KernelView, vy: KernelView, add, handles: dict) -> None:
             add(name, getattr(vx, name), getattr(vy, name))
     if vx.names is not None and vx.names == vy.names:
         for name, a, b in zip(vx.names, vx.values, vy.values):
-            if not _same(a, b) and not (type(b) is int and handles.get(b) == a):
+            if not same(a, b) and not (type(b) is int and handles.get(b) == a):
                 add(f"arg {name!r}", a, b, key=("args", name))
     elif len(vx.raw) != len(vy.raw):
         add("arguments", len(vx.raw), len(vy.raw), settable=False)
@@ -356,40 +282,6 @@ def _kernel_changes(vx: KernelView, vy: KernelView, add, handles: dict) -> None:
         for i, (a, b) in enumerate(zip(vx.raw, vy.raw)):
             if a != b and not (len(b) == 8 and handles.get(_U64.unpack(b)[0]) == _U64.unpack(a)[0]):
                 add(f"arg {i}", a, b, key=("args", i))
-
-
-def _settable(node, key: str, fx: dict, fy: dict) -> bool:
-    """Whether an exec's per-node call of ``node``'s type carries a change of ``key``."""
-    if isinstance(node, MemcpyNode):  # 1D copies only (cudaGraphExecMemcpyNodeSetParams1D)
-        flat = all(f.get("height") == 1 and f.get("depth") == 1 for f in (fx, fy))
-        return flat and key in ("dst", "src", "nbytes")
-    if isinstance(node, MemsetNode):
-        return True
-    if isinstance(node, HostNode):
-        return key in ("fn", "args") and callable(fy.get("fn"))
-    if isinstance(node, _EVENT_NODES):
-        return hasattr(fy.get("event"), "record")  # an Event object, not a raw handle
-    return False
-
-
-def _same(a, b) -> bool:
-    if a is b:
-        return True
-    if isinstance(a, float) and isinstance(b, float):  # -0.0 and NaN: by their bytes
-        return struct.pack("<d", a) == struct.pack("<d", b)
-    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
-        return len(a) == len(b) and all(_same(p, q) for p, q in zip(a, b))
-    handle_a, handle_b = getattr(a, "handle", None), getattr(b, "handle", None)
-    if handle_a is not None and handle_b is not None:  # events, graphs: the same raw object
-        try:
-            return int(handle_a) == int(handle_b)
-        except (TypeError, ValueError):
-            pass
-    try:
-        same = a == b
-    except Exception:  # arrays and other objects whose == is not a bool
-        return False
-    return same if isinstance(same, bool) else False
 
 
 def _label(node) -> str:
