@@ -281,14 +281,22 @@ def check_apply_built() -> None:
     assert report.method == "reinstantiate" and "topology" in report.reason, str(report)
     assert exe.graph is g3 and result(exe) == 4.0
     assert exe.apply(g1).method == "reinstantiate" and result(exe) == 2.0
+    other = refused_apply(g1, g3)
+    assert other.graph is g1 and result(other) == 2.0
+    assert pcg.Graph().instantiate() is not None  # nothing sticky left behind
+
+
+def refused_apply(g1, g3):
+    """An exec of ``g1`` that ``apply(g3, fallback="raise")`` refuses (topology changed);
+    it must still be ``g1``'s."""
     other = g1.instantiate()
     try:
         other.apply(g3, fallback="raise")
         raise AssertionError("the refused update did not raise")
     except pcg.GraphExecUpdateError as exc:
         assert "topology" in exc.reason, exc
-    assert other.graph is g1 and result(other) == 2.0
-    assert pcg.Graph().instantiate() is not None  # nothing sticky left behind
+    assert other.graph is g1
+    return other
 
 
 def check_calibrate() -> None:
