@@ -7,6 +7,7 @@ names the raw call it makes. Importing the package makes no CUDA call.
 from .runtime import nvtx as _nvtx
 from .graph.bucketed import BucketedGraphs, BucketStats
 from .graph.capture import capture, capture_status, recapture
+from .graph.diff import diff
 from .graph.capture_control import CaptureInfo, capture_info, capture_mode, update_capture_dependencies
 from .runtime.device import Device, DeviceMismatchError, device, device_count
 from .compile.reconcile import SignatureWarning
@@ -45,7 +46,7 @@ __all__ = [
     "Graph", "GraphExec", "Profile", "capture", "capture_status",
     "graph_mem_info", "graph_mem_trim", "graph_mem_reset_high", "UserObject",
     "CaptureInfo", "capture_info", "capture_mode", "recapture", "update_capture_dependencies",
-    "trace", "BucketedGraphs", "BucketStats", "load", "register_host_fn",
+    "trace", "BucketedGraphs", "BucketStats", "load", "register_host_fn", "diff",
     "Node", "NodeType", "KernelNode", "CapturedKernelNode", "MemcpyNode", "MemsetNode", "HostNode",
     "ChildGraphNode", "EmptyNode", "EventRecordNode", "EventWaitNode", "MemAllocNode",
     "MemFreeNode", "ConditionalNode", "IfNode", "IfElseNode", "WhileNode", "SwitchNode",
