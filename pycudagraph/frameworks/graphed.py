@@ -157,7 +157,7 @@ class GraphedCallable:
             if changed:
                 args, kwargs, ptrs = self._unalias(entry, args, kwargs, infos, ptrs, changed)
                 if self.check and not entry.rebind_checked:
-                    reference = self._eager_reference(entry, args, kwargs, launch_on)
+                    reference = self._eager_reference(entry, args, kwargs)
                     entry.rebind_checked = True
                 st.set_params += entry.plan.apply(ptrs, changed)
                 st.rebound_inputs += len(changed)
@@ -257,10 +257,9 @@ class GraphedCallable:
         _, infos = flatten(args, kwargs)
         return args, kwargs, [info.ptr for info in infos]
 
-    def _eager_reference(self, entry, args, kwargs, launch_on):
-        """``fn`` run eagerly on copies of the inputs, on the launch stream."""
-        ptr = Stream.wrap(launch_on).ptr if launch_on is not None else 0
-        with framework_streams(ptr, entry.device):
+    def _eager_reference(self, entry, args, kwargs):
+        """``fn`` run eagerly on copies of the inputs, on the caller's current stream."""
+        with framework_streams(None, entry.device):
             a, k = substitute((args, kwargs), twin)
             return self.fn(*a, **k)
 

@@ -31,21 +31,23 @@ def current_stream(frameworks, device: int) -> int | None:
 
 
 @contextlib.contextmanager
-def framework_streams(stream_ptr: int, device: int):
-    """Make ``stream_ptr`` (on ``device``) the current stream of each imported framework,
-    and turn PyTorch's autograd off (graphed work is inference). No CUDA call of ours;
-    PyTorch only takes part once its CUDA state exists."""
+def framework_streams(stream_ptr: int | None, device: int):
+    """Make ``stream_ptr`` (on ``device``) the current stream of each imported framework
+    (``None``: keep their current streams), and turn PyTorch's autograd off (graphed work
+    is inference). No CUDA call of ours; PyTorch only takes part once its CUDA state exists."""
     with contextlib.ExitStack() as stack:
         torch = loaded.torch()
         if torch is not None and loaded.torch_cuda_ready(torch):
             stack.enter_context(torch.cuda.device(device))
-            stack.enter_context(torch.cuda.stream(torch.cuda.ExternalStream(stream_ptr,
-                                                                            device=device)))
+            if stream_ptr is not None:
+                stack.enter_context(torch.cuda.stream(
+                    torch.cuda.ExternalStream(stream_ptr, device=device)))
             stack.enter_context(torch.no_grad())
         cupy = loaded.cupy()
         if cupy is not None:
             stack.enter_context(cupy.cuda.Device(device))
-            stack.enter_context(cupy_stream(cupy, stream_ptr))
+            if stream_ptr is not None:
+                stack.enter_context(cupy_stream(cupy, stream_ptr))
         yield
 
 
