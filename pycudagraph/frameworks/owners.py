@@ -13,7 +13,7 @@ arrays and buffers, and PyTorch's allocator blocks (the audit's owner lookup).
 ``live``       inside a live tensor, array or buffer the graph does not keep
 ``allocator``  inside a block PyTorch's allocator holds in use with no tensor found
                (a library workspace, e.g. cuBLAS's)
-``freed``      inside a block PyTorch's allocator holds as free
+``freed``      inside a block PyTorch's allocator holds as free (or awaiting free)
 ``unknown``    no owner found: the object that owned it was freed (its memory went back
                to a pool), or a library allocated it for itself
 ============== ===============================================================
@@ -184,7 +184,7 @@ class OwnerIndex:
             self._blocks = _Ranges(_torch_blocks())
         state = self._blocks.find(address)
         if state is not None:
-            if state.startswith("active"):
+            if state == "active_allocated":
                 return Owner("allocator", "a block PyTorch's allocator holds in use, no "
                                           "tensor found (a library workspace)")
             return Owner("freed", "a free block of PyTorch's caching allocator")

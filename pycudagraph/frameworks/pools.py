@@ -42,6 +42,16 @@ _END = ("_cuda_endAllocateToPool", "_cuda_endAllocateCurrentStreamToPool")
 _RELEASE = ("_cuda_releasePool",)
 _RELAXED = rt.cudaStreamCaptureMode.cudaStreamCaptureModeRelaxed
 _warned: set = set()
+#: This thread's open activations (a capture into a body opened inside another capture
+#: routes to the pool already routed to, and shares it when it was given none).
+_active = threading.local()
+
+
+def _open_here() -> list:
+    stack = getattr(_active, "stack", None)
+    if stack is None:
+        stack = _active.stack = []
+    return stack
 
 
 class _PoolState:
@@ -174,7 +184,9 @@ class CapturePool:
 
     def activate(self, device: int, stream_ptr: int) -> "PoolActivation":
         """Route this thread's framework allocations to the pool until the activation's
-        :meth:`~PoolActivation.close` (see :class:`PoolActivation`)."""
+        :meth:`~PoolActivation.close` (see :class:`PoolActivation`; no CUDA call of
+        pycudagraph's own but ``cudaThreadExchangeStreamCaptureMode`` around CuPy's
+        allocations)."""
         return PoolActivation(self, self._state, device, stream_ptr)
 
     def __repr__(self) -> str:
@@ -194,16 +206,21 @@ class PoolActivation:
 
     def __init__(self, pool: CapturePool, state: _PoolState, device: int, stream_ptr: int):
         self.pool = pool
+        self.device = int(device)
         self._state = state
-        self._device = int(device)
         self._torch = None  # (end, release or None) while PyTorch routes to the pool
         self._cupy = None  # the using_allocator context while CuPy does
+        self._open = False
+        if any(a.pool is pool and a.device == self.device for a in _open_here()):
+            return  # nested in an activation of this pool: it routes here already
         self._begin_torch(stream_ptr)
         try:
             self._begin_cupy()
         except BaseException:
             self._end_torch()
             raise
+        _open_here().append(self)
+        self._open = True
 
     def _begin_torch(self, stream_ptr: int) -> None:
         torch = loaded.torch()
@@ -216,7 +233,7 @@ class PoolActivation:
             _warn_once("torch", f"PyTorch {torch.__version__} has no allocator pool entry "
                        "points: its allocations inside pcg.capture are not memory-safe")
             return
-        st, dev = self._state, self._device
+        st, dev = self._state, self.device
         with st.lock:
             if st.torch_id is None:
                 st.torch_id = tuple(torch.cuda.graph_pool_handle())
@@ -265,13 +282,18 @@ class PoolActivation:
             return
         end, free = self._torch
         self._torch = None
-        end(self._device, self._state.torch_id)
+        end(self.device, self._state.torch_id)
         if free is not None:
-            free(self._device, self._state.torch_id)
+            free(self.device, self._state.torch_id)
 
     def close(self) -> None:
         """Stop routing (each framework's end call); idempotent. Both frameworks are
         ended even when one fails; the first failure is raised after."""
+        if self._open:
+            self._open = False
+            stack = _open_here()
+            if self in stack:
+                stack.remove(self)
         first = None
         cm, self._cupy = self._cupy, None
         if cm is not None:
@@ -289,10 +311,14 @@ class PoolActivation:
 
 def framework_pools(pool, stream) -> PoolActivation | None:
     """The activation ``pcg.capture`` makes around its capture, or None when no framework
-    is imported and no ``pool=`` was given (then nothing changes). No CUDA call when None;
-    else ``cuStreamGetDevice`` for a wrapped stream's device."""
+    is imported and no ``pool=`` was given (then nothing changes). A capture opened while
+    another is open in this thread (into a conditional body, say) shares the outer pool
+    unless given one. No CUDA call when None; else ``cuStreamGetDevice`` for a wrapped
+    stream's device."""
     if pool is None and loaded.torch() is None and loaded.cupy() is None:
         return None
+    if pool is None and _open_here():  # a capture inside a capture: the outer one's pool
+        pool = _open_here()[-1].pool
     return CapturePool.coerce(pool).activate(int(stream.device), stream.ptr)
 
 

@@ -47,6 +47,9 @@ class _KernelSite:
         self.address = int(self.struct.getPtr())
         self.slots: list = []
 
+    def __repr__(self) -> str:  # how a trace shows the parameters passed
+        return "&CUDA_KERNEL_NODE_PARAMS{...}"
+
     def write(self, exec_raw, ptrs) -> None:
         for buf, k, i, delta in self.slots:
             _U64.pack_into(buf, k, ptrs[i] + delta)

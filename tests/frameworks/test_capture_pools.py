@@ -212,10 +212,12 @@ for m in model.modules():
         (o[0] if isinstance(o, tuple) else o).numel()))
 side = torch.cuda.Stream()
 x = torch.randn(2, T, D, device="cuda")
-with torch.no_grad(), torch.cuda.stream(side):
+with torch.no_grad():  # warm up on both streams: cuBLAS workspaces are made per stream
     for _ in range(3):
         model(x)
-side.synchronize()
+        with torch.cuda.stream(side):
+            model(x)
+torch.cuda.synchronize()
 gc.collect(); torch.cuda.empty_cache()
 r0 = torch.cuda.memory_reserved()
 with torch.no_grad(), torch.cuda.stream(side):
@@ -273,6 +275,7 @@ def f(x):
 with cs:
     want = f(x)
 s.synchronize()
+cp.get_default_memory_pool().free_all_blocks()
 free0 = cp.cuda.runtime.memGetInfo()[0]
 with pcg.capture(s, mode="thread_local") as cap:
     with cs:
@@ -293,6 +296,7 @@ pool_ref = weakref.ref(cap.pool)
 del later, cap, exe, y
 gc.collect()
 assert pool_ref() is None, "the pool outlived its graph and exec"
+cp.get_default_memory_pool().free_all_blocks()
 free2 = cp.cuda.runtime.memGetInfo()[0]
 print("free", free0, free2)
 assert free2 >= free0 - (2 << 20), (free0, free2)
@@ -353,3 +357,22 @@ def test_capture_signature_takes_pool():
     import inspect
     assert "pool" in inspect.signature(pcg.capture).parameters
     assert "pool" in inspect.signature(pcg.recapture).parameters
+
+
+def test_a_capture_inside_a_capture_shares_the_outer_pool(monkeypatch):
+    torch = install_torch(monkeypatch)
+    outer = framework_pools(None, STREAM)
+    inner = framework_pools(None, STREAM)  # a capture into a body, opened inside
+    assert inner.pool is outer.pool
+    assert [c[0] for c in torch.allocator.calls] == ["begin"]  # routed once: no double begin
+    inner.close()
+    assert [c[0] for c in torch.allocator.calls] == ["begin"]
+    own = framework_pools(CapturePool(), STREAM)  # one given its own pool routes there
+    assert own.pool is not outer.pool
+    own.close()
+    outer.close()
+    assert [c[0] for c in torch.allocator.calls] == ["begin", "begin", "end", "end"]
+    fresh = framework_pools(None, STREAM)
+    fresh.close()
+    assert fresh.pool is not outer.pool  # none open: a new pool
+    assert pools._open_here() == []
