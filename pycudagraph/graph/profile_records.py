@@ -170,7 +170,7 @@ def _unit_offsets(records, pending) -> dict:
 
 def _name(records, copied, ids, places) -> tuple:
     """(records as (node or None, corr, start, end, sig), how many streams were named by
-    signature)."""
+    signature, the (exec node id, signature) of those no node was found for)."""
     records = [tuple(r) + (None,) * (5 - len(r)) for r in records]
     direct = {}
     for nid, *_ in records:
@@ -186,7 +186,9 @@ def _name(records, copied, ids, places) -> tuple:
     found = _by_signature(units, free, places) if units else {}
     out = [(found.get((nid, sig)) if direct[nid] is None else direct[nid], corr, start, end, sig)
            for nid, corr, start, end, sig in records]
-    return out, len(found)
+    unnamed = sorted({(nid, sig) for nid, _, _, _, sig in records
+                      if direct[nid] is None and (nid, sig) not in found}, key=str)
+    return out, len(found), unnamed
 
 
 def _launches(named, optional: set) -> list:
@@ -215,7 +217,7 @@ def samples(records, copied: dict, ids: dict, places) -> Samples:
     node -> graph node ids ``copied`` and graph node id -> node ``ids``. Containers get the
     span of their inner nodes' records. No CUDA call but parameter reads where a record's
     node is found by its signature."""
-    named, by_sig = _name(records, copied, ids, places)
+    named, by_sig, unnamed = _name(records, copied, ids, places)
     optional = inside_conditionals(places)
     ours = _launches(named, optional)
     if records and not ours:
@@ -252,7 +254,7 @@ def samples(records, copied: dict, ids: dict, places) -> Samples:
         out.launches, out.unattributed = [{}], [0.0]
     _judge(out, places, optional, lost_kinds, by_sig)
     out.detail.update(records=len(records), copies=len(copied), by_signature=by_sig,
-                      unnamed=lost_kinds)
+                      unnamed=lost_kinds, unnamed_streams=unnamed[:20])
     return out
 
 
