@@ -12,7 +12,7 @@ from pycudagraph.graph import profile, profile_cupti, profile_records, profile_s
 from pycudagraph.graph.profile import NodeTime, Profile
 from pycudagraph.graph.tree import Place
 from tests.support.fakes import fake_graph, fake_node
-from tests.support.profile_fakes import FakeCupti, Handle, SBuffer, SGraph
+from tests.support.profile_fakes import FakeCupti, FakeExec, Handle, SBuffer, SGraph
 
 
 @pytest.fixture
@@ -151,21 +151,8 @@ def test_the_cupti_method_maps_copies_made_at_instantiation(monkeypatch):
     monkeypatch.setattr(profile_cupti, "_cupti", lambda: fake)
     monkeypatch.setattr(profile_cupti, "_state", {"registered": False, "records": None})
 
-    class Exec:
-        launches = 0
-
-        def launch(self, stream):
-            Exec.launches += 1
-            if fake.enabled:
-                k = Exec.launches
-                fake.pending += [(9001, k, 0, 10_000), (9002, k, 11_000, 31_000),
-                                 (9005, k, 1_000, 2_000)]
-
-        def synchronize(self):
-            pass
-
-        def close(self):
-            fake.calls.append("close")
+    twin = FakeExec(fake, lambda k: [(9001, k, 0, 10_000), (9002, k, 11_000, 31_000),
+                                     (9005, k, 1_000, 2_000)])
 
     class Graph:
         def instantiate(self):
@@ -173,12 +160,12 @@ def test_the_cupti_method_maps_copies_made_at_instantiation(monkeypatch):
             for new, old in ((0x1A, 0xA), (0x1B, 0xB), (0x1E, 0xE)):
                 FakeCupti.GraphData.table[new] = types.SimpleNamespace(node=new, original_node=old)
                 fake.callback(None, 3, 15, FakeCupti.ResourceData(new))
-            return Exec()
+            return twin
 
     assert profile_cupti.unavailable() is None
     s = profile_cupti.measure(Graph(), places, None, repeats=2)
     assert fake.calls == ["register", "subscribe", "unsubscribe", "flush", "close"]
-    assert not fake.enabled and Exec.launches == 3  # one warm-up, not recorded
+    assert not fake.enabled and twin.launches == 3  # one warm-up, not recorded
     assert len(s.launches) == 2 and s.unattributed == [0.0, 0.0]
     assert s.launches[0] == {a: (10.0, 1), b: (20.0, 1), e: (1.0, 1)}
 

@@ -11,7 +11,8 @@ import pycudagraph as pcg
 from pycudagraph.graph import profile, profile_cupti, profile_records, profile_stamps
 from pycudagraph.graph.tree import Place
 from tests.support.fakes import fake_graph, fake_node
-from tests.support.profile_fakes import REFUSED, FakeCupti, Handle, SBuffer, SGraph
+from tests.support.profile_fakes import (REFUSED, FakeCupti, FakeExec, Handle, SBuffer,
+                                         SGraph)
 
 KERNEL, MEMSET = FakeCupti.ActivityKind.CONCURRENT_KERNEL, FakeCupti.ActivityKind.MEMSET
 
@@ -84,34 +85,24 @@ def _cupti_setup(monkeypatch, refuse: bool):
     monkeypatch.setattr(profile_cupti, "_state", {"registered": False, "records": None,
                                                   "kinds": {}})
 
-    class Exec:
-        launches = 0
-
-        def launch(self, stream):
-            Exec.launches += 1
-            if fake.enabled:
-                n = Exec.launches
-                fake.pending += [(7001, n, 0, 1_000, MEMSET, 4),
-                                 (7002, n, 2_000, 52_000, KERNEL, "spin")]
-
-        def synchronize(self):
-            pass
-
-        def close(self):
-            fake.calls.append("close")
+    def records(n):
+        return [(7001, n, 0, 1_000, MEMSET, 4), (7002, n, 2_000, 52_000, KERNEL, "spin")]
 
     class Graph:
         def instantiate(self):
             if refuse:
                 raise pcg.CudaError(*REFUSED)
-            return Exec()
+            return FakeExec(fake, records)
 
-    return fake, Exec, Graph(), places, (ms, k)
+    def exec_():
+        return FakeExec(fake, records)
+
+    return fake, exec_, Graph(), places, (ms, k)
 
 
 def test_cupti_times_the_exec_itself_where_cuda_refuses_a_twin(monkeypatch):
-    fake, Exec, graph, places, (ms, k) = _cupti_setup(monkeypatch, refuse=True)
-    s = profile_cupti.measure(graph, places, None, repeats=2, exe=Exec())
+    fake, exec_, graph, places, (ms, k) = _cupti_setup(monkeypatch, refuse=True)
+    s = profile_cupti.measure(graph, places, None, repeats=2, exe=exec_())
     assert "close" not in fake.calls  # the exec being profiled is not closed
     assert s.detail["mode"] == "exec itself" and s.complete
     assert s.launches[0] == {ms: (1.0, 1), k: (50.0, 1)}
@@ -122,7 +113,7 @@ def test_cupti_times_the_exec_itself_where_cuda_refuses_a_twin(monkeypatch):
 
 
 def test_a_twin_cupti_could_not_name_is_incomplete(monkeypatch):
-    fake, Exec, graph, places, (ms, k) = _cupti_setup(monkeypatch, refuse=False)
+    fake, _, graph, places, (ms, k) = _cupti_setup(monkeypatch, refuse=False)
     fake.node_ids[0xA] = 555  # the kernel's record names a node nothing maps to ...
     places[1].node.kernel_name = places[1].node.mangled_name = "other"  # ... nor its name
     s = profile_cupti.measure(graph, places, None, repeats=2)

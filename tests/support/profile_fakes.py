@@ -74,6 +74,25 @@ class FakeCupti:
         self.pending = []
 
 
+class FakeExec:
+    """An exec whose launches, while ``fake`` (a :class:`FakeCupti`) records, hand it the
+    records ``make(n)`` of launch n (counted from 1, the warm-up included)."""
+
+    def __init__(self, fake, make):
+        self.fake, self.make, self.launches = fake, make, 0
+
+    def launch(self, stream):
+        self.launches += 1
+        if self.fake.enabled:
+            self.fake.pending += self.make(self.launches)
+
+    def synchronize(self):
+        pass
+
+    def close(self):
+        self.fake.calls.append("close")
+
+
 def _record(node_id, corr, start, end, kind=None, what=None):
     rec = types.SimpleNamespace(graph_node_id=node_id, correlation_id=corr, start=start, end=end)
     if kind is not None:
