@@ -14,7 +14,9 @@ showcase graph of ``python -m pycudagraph show``, it prints:
 - for CUPTI, with no exec and with the exec alive: how the twin or the exec was timed,
   which node ids CUPTI reported copies for, which records no node was found for;
 - the table ``exe.profile`` prints with each method, and whether the graph still computes
-  the right result afterwards.
+  the right result afterwards;
+- first of all, the same for the showcase's exec made before anything loaded CUPTI (as a
+  user's exec is): whether CUPTI records the work of an exec it did not see instantiated.
 
 An exception out of ``exe.profile`` prints a line starting ``PROFILE RAISED``; the last
 line is ``PROFILE CHECK DONE``. Each section catches its own errors, so one refusal does
@@ -171,12 +173,36 @@ def _while_graph(mod, counter):
     return g, lambda: int(counter.to_numpy(np.int32)[0]) == 5
 
 
+def _early(graph, exe, stream, check) -> None:
+    """The showcase's exec made before anything loaded CUPTI, as a user's would be:
+    does CUPTI record the work of an exec instantiated before it attached?"""
+    print("== the showcase graph, its exec made before CUPTI was loaded ==")
+    try:
+        if profile_cupti.unavailable() is None:
+            s = profile_cupti.measure(graph, walk(graph), stream, 3, exe)
+            print(f"  cupti on that exec: mode {s.detail.get('mode')}, complete "
+                  f"{s.complete}, {s.detail.get('records')} records, unnamed "
+                  f"{s.detail.get('unnamed')}")
+        p = exe.profile(stream, repeats=5)
+        print("\n".join("    " + line for line in str(p).splitlines()))
+        exe.launch(stream)
+        stream.synchronize()
+        print(f"  after profiling, one launch computes the right result: {check()}")
+    except Exception:  # noqa: BLE001 - the one thing this check must report
+        print("PROFILE RAISED for the exec made before CUPTI was loaded:")
+        traceback.print_exc()
+    finally:
+        exe.close()
+
+
 def main() -> None:
     from pycudagraph.cli.show import build_showcase
     stream = pcg.Stream()
+    showcase, check, keep = build_showcase()
+    early = showcase.instantiate()  # before anything below loads CUPTI
     mod = pcg.Program(SRC, name="profile_check.cu").compile()
     buf, counter = pcg.DeviceBuffer(4 * 1024), pcg.DeviceBuffer(4)
-    showcase, check, keep = build_showcase()
+    _early(showcase, early, stream, check)
     for name, (graph, ok) in (("a child graph", _child_graph(mod, buf)),
                               ("a while loop", _while_graph(mod, counter)),
                               ("the showcase graph", (showcase, check))):
