@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import _lifetime
 
-from . import limits
+from . import limits, small_floats
 from .._cuda import fast
 from .._cuda.structs import DIMS_OFFSET, KERNEL_NODE_PARAMS_FORMAT, KERNEL_PARAMS_FIELD
 from ..errors import ArgumentError, ClosedError
@@ -54,13 +54,6 @@ def dim3(value, what: str) -> tuple[int, int, int]:
     return limits.dims(value, what)
 
 
-def _bfloat16_bits(value) -> int:
-    bits = int(np.array(value, dtype=np.float32).view(np.uint32))
-    if (bits & 0x7F800000) == 0x7F800000 and bits & 0x7FFFFF:  # NaN stays NaN
-        return (bits >> 16) | 0x40
-    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF  # round to nearest even
-
-
 def _struct_bytes(param: Param, value) -> bytes:
     if isinstance(value, (bytes, bytearray, memoryview)):
         data = bytes(value)
@@ -77,13 +70,31 @@ def _struct_bytes(param: Param, value) -> bytes:
 
 
 def _vector_bytes(param: Param, value) -> bytes:
-    if isinstance(value, (np.void, np.ndarray, bytes)):
+    if isinstance(value, (np.void, bytes)):
         return _struct_bytes(param, value)
     fmt, count, _ = VECTOR_TYPES[param.ctype]
-    items = tuple(value)
-    if len(items) != count:
-        raise ValueError(f"{param.ctype} needs {count} values, got {len(items)}")
+    if isinstance(value, np.ndarray):
+        if value.dtype.names is not None:
+            return _struct_bytes(param, value)
+        if value.dtype.hasobject or value.dtype.kind not in "biuf":
+            raise TypeError(f"{param.ctype} takes {count} numbers, not an array of {value.dtype}")
+        value = value.reshape(-1).tolist()
+    if not isinstance(value, (tuple, list)):
+        raise TypeError(f"{param.ctype} takes a tuple or list of {count} numbers (or its "
+                        f"bytes), not {type(value).__name__}")
+    if len(value) != count:
+        raise ValueError(f"{param.ctype} needs {count} values, got {len(value)}")
+    if fmt in "fd":
+        items = [small_floats.real(v, param.ctype) for v in value]
+    else:
+        items = [v if type(v) is int else _vector_int(v, param.ctype) for v in value]
     return struct.pack("<" + fmt * count, *items).ljust(param.size, b"\0")
+
+
+def _vector_int(v, ctype: str) -> int:
+    if isinstance(v, (bool, np.bool_)) or not hasattr(v, "__index__"):
+        raise TypeError(f"{ctype} takes integers, not {type(v).__name__} ({v!r})")
+    return v.__index__()
 
 
 def _check_bool(value):
@@ -137,8 +148,13 @@ def _converter(param: Param):
         return _handle_converter(param)
     if kind == "bool":
         return _check_bool
+    if kind == "half":
+        return small_floats.half_value
     if kind == "bfloat16":
-        return _bfloat16_bits
+        return small_floats.bfloat16_bits
+    if kind == "fp8":
+        fmt = param.ctype.rsplit("_", 1)[-1]
+        return lambda v, f=fmt: small_floats.fp8_bits(v, f)
     if kind == "struct":
         return lambda v, p=param: _struct_bytes(p, v)
     if kind == "vector":

@@ -26,6 +26,7 @@ _COMPATIBLE = {
     "float": {"float", "unknown"},
     "half": {"bytes", "int", "float", "unknown"},
     "bfloat16": {"bytes", "int", "unknown"},
+    "fp8": {"bytes", "int", "unknown"},
     "vector": {"bytes", "unknown"},
     "struct": {"bytes", "int", "float", "pointer", "unknown"},
 }

@@ -27,6 +27,7 @@ _SCALARS: dict[str, tuple[str, int]] = {
     "float": ("f", 4), "double": ("d", 8),
     "half": ("e", 2), "__half": ("e", 2),
     "__nv_bfloat16": ("H", 2), "nv_bfloat16": ("H", 2),
+    "__nv_fp8_e4m3": ("B", 1), "__nv_fp8_e5m2": ("B", 1),
     "cudaTextureObject_t": ("Q", 8), "cudaSurfaceObject_t": ("Q", 8),
     "CUtexObject": ("Q", 8), "CUsurfObject": ("Q", 8),
 }
@@ -65,7 +66,7 @@ class Param:
         The C type as written, without qualifiers (``"float*"``, ``"int"``, ``"MyStruct"``).
     kind : str
         ``"pointer"``, ``"int"``, ``"float"``, ``"bool"``, ``"half"``, ``"bfloat16"``,
-        ``"vector"``, ``"handle"`` (:data:`HANDLE_TYPES`) or ``"struct"``.
+        ``"fp8"`` (``__nv_fp8_e4m3``, ``__nv_fp8_e5m2``), ``"vector"``, ``"handle"`` (:data:`HANDLE_TYPES`) or ``"struct"``.
     size : int or None
         Size in bytes (``None`` for a struct whose size is not known yet).
     align : int
@@ -140,6 +141,8 @@ def param_from_ctype(index: int, name: str, ctype: str) -> Param:
             kind = "half"
         elif "bfloat16" in ctype:
             kind = "bfloat16"
+        elif ctype.startswith("__nv_fp8_"):
+            kind = "fp8"
         else:
             kind = "int"
         return Param(index, name, ctype, kind, size, size, fmt)

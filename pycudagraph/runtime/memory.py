@@ -19,15 +19,25 @@ from .._cuda import call, rt
 from .._cuda.context import current_device, seen, thread_state
 from .._lifetime import release
 from .device import Device, device
-from ..errors import ClosedError
-from .pointers import device_pointer, host_pointer, nbytes_of, register_buffer
+from ..errors import ArgumentError, ClosedError
+from .pointers import (device_pointer, host_array_arg, host_pointer, nbytes_of,
+                       register_buffer)
 from .stream import stream_handle
+from .values import int_arg, short_repr
 
 __all__ = ["DeviceBuffer", "PinnedBuffer", "device_pointer", "host_pointer", "nbytes_of"]
 
 _LEGACY_STREAM = 1  # cudaStreamLegacy
 _H2D = rt.cudaMemcpyKind.cudaMemcpyHostToDevice
 _D2H = rt.cudaMemcpyKind.cudaMemcpyDeviceToHost
+
+
+def _size_arg(nbytes, cls: str) -> int:
+    """A buffer size: a positive int (a float, a bool or a string is refused, not truncated)."""
+    nbytes = int_arg(nbytes, f"{cls}: nbytes")
+    if nbytes <= 0:
+        raise ArgumentError(f"{cls} needs a positive size in bytes, got {nbytes}")
+    return nbytes
 
 
 class DeviceBuffer(_lifetime.Releasable):
@@ -50,9 +60,7 @@ class DeviceBuffer(_lifetime.Releasable):
     __slots__ = ("ptr", "nbytes", "_addr", "_fin", "_dev", "__weakref__")
 
     def __init__(self, nbytes: int):
-        nbytes = int(nbytes)
-        if nbytes <= 0:
-            raise ValueError(f"DeviceBuffer needs a positive size in bytes, got {nbytes}")
+        nbytes = _size_arg(nbytes, "DeviceBuffer")
         self._dev = current_device()
         raw = call(rt.cudaMalloc, nbytes)
         self.ptr: int = int(raw)
@@ -79,7 +87,11 @@ class DeviceBuffer(_lifetime.Releasable):
         stream : Stream or stream-like, optional
             Copy with ``cudaMemcpyAsync`` on it instead.
         """
-        arr = np.ascontiguousarray(array)
+        if isinstance(array, np.ndarray) and not array.flags.c_contiguous:
+            array = np.ascontiguousarray(array)
+        arr = host_array_arg(array, "DeviceBuffer.from_array")
+        if stream is not None:
+            stream_handle(stream)  # a wrong or closed stream is refused before cudaMalloc
         buf = cls(max(arr.nbytes, 1))
         buf.copy_from(arr, stream=stream)
         return buf
@@ -109,13 +121,12 @@ class DeviceBuffer(_lifetime.Releasable):
         return {"shape": (self.nbytes,), "typestr": "|u1", "data": (self._live(), False),
                 "version": 3, "strides": None}
 
-    def _check_host(self, array, what: str) -> np.ndarray:
+    def _check_host(self, array, what: str, write: bool = False) -> np.ndarray:
         self._live()
-        arr = np.asarray(array)
-        if not arr.flags.c_contiguous:
-            raise ValueError(f"{what} needs a C-contiguous host array")
+        arr = host_array_arg(array, f"DeviceBuffer.{what}", write)
         if arr.nbytes > self.nbytes:
-            raise ValueError(f"{what}: the array has {arr.nbytes} bytes but the buffer only {self.nbytes}")
+            raise ArgumentError(f"{what}: the array has {arr.nbytes} bytes but the buffer only "
+                                f"{self.nbytes}")
         return arr
 
     def copy_from(self, host_array, stream=None) -> None:
@@ -162,9 +173,7 @@ class DeviceBuffer(_lifetime.Releasable):
         """
         if host_array is None:
             host_array = np.empty(self.nbytes, dtype=np.uint8)
-        arr = self._check_host(host_array, "copy_to")
-        if not arr.flags.writeable:
-            raise ValueError("copy_to needs a writeable host array")
+        arr = self._check_host(host_array, "copy_to", write=True)
         if stream is None:
             with self._on_own_device():
                 call(rt.cudaMemcpy, arr.ctypes.data, self.ptr, arr.nbytes, _D2H)
@@ -183,11 +192,23 @@ class DeviceBuffer(_lifetime.Releasable):
         shape : tuple of int, optional
             Default: 1-D, as many elements as fit in :attr:`nbytes`.
         """
-        dtype = np.dtype(dtype)
+        try:
+            dtype = np.dtype(dtype)
+        except TypeError as exc:
+            raise ArgumentError(f"DeviceBuffer.to_numpy: dtype {short_repr(dtype)} is not a "
+                                f"numpy dtype ({exc})") from None
+        if dtype.hasobject or dtype.itemsize == 0:
+            raise ArgumentError(f"DeviceBuffer.to_numpy: dtype {dtype} cannot hold device bytes")
         count = self.nbytes // dtype.itemsize
         out = np.empty(count, dtype=dtype)
+        if shape is not None:
+            try:
+                out = out.reshape(shape)
+            except (TypeError, ValueError) as exc:
+                raise ArgumentError(f"DeviceBuffer.to_numpy: shape {short_repr(shape)} does not "
+                                    f"fit {count} elements of {dtype} ({exc})") from None
         self.copy_to(out)
-        return out.reshape(shape) if shape is not None else out
+        return out
 
     def zero(self, stream=None) -> None:
         """Set every byte to 0 (``cudaMemset`` then ``cudaStreamSynchronize(cudaStreamLegacy)``,
@@ -242,9 +263,7 @@ class PinnedBuffer(_lifetime.Releasable):
     __slots__ = ("ptr", "nbytes", "_addr", "_fin", "_views", "__weakref__")
 
     def __init__(self, nbytes: int):
-        nbytes = int(nbytes)
-        if nbytes <= 0:
-            raise ValueError(f"PinnedBuffer needs a positive size in bytes, got {nbytes}")
+        nbytes = _size_arg(nbytes, "PinnedBuffer")
         _cuda.ensure_device()
         self.ptr: int = int(call(rt.cudaMallocHost, nbytes))
         self._addr = self.ptr

@@ -13,7 +13,11 @@ import numpy as np
 from .._cuda import rt
 from ..errors import ArgumentError
 
-__all__ = ["int_arg", "is_int", "short_repr", "require_callable", "require_event", "raw_int"]
+__all__ = ["int_arg", "is_int", "bool_arg", "address_arg", "short_repr", "require_callable",
+           "require_event", "raw_int", "ADDRESS_MAX"]
+
+#: The largest 64-bit address.
+ADDRESS_MAX = (1 << 64) - 1
 
 
 def is_int(value) -> bool:
@@ -39,6 +43,34 @@ def int_arg(value, what: str, lo: int | None = None, hi: int | None = None) -> i
         raise ArgumentError(f"{what} must be <= {hi}, got {value}")
     return value
 
+
+def bool_arg(value, what: str) -> bool:
+    """``value`` as a bool: ``True``/``False``, numpy bools, or the ints 0 and 1.
+
+    Anything else (a string such as ``"no"``, ``None``, a float, 2) is refused with an
+    :class:`ArgumentError` naming ``what``: ``bool("no")`` is ``True``, which would turn a
+    flag on that the caller meant off.
+    """
+    if value is True or value is False:
+        return value
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if is_int(value) and value in (0, 1):
+        return bool(value)
+    raise ArgumentError(f"{what} must be True or False, got {short_repr(value)} "
+                        f"({type(value).__name__})")
+
+
+def address_arg(value, what: str) -> int:
+    """An integer address: a Python or numpy integer in 0 .. 2**64-1 (not a bool)."""
+    if type(value) is not int:
+        if isinstance(value, (bool, np.bool_)) or not hasattr(value, "__index__"):
+            raise ArgumentError(f"{what}: an address must be an int, got {short_repr(value)} "
+                                f"({type(value).__name__})")
+        value = operator.index(value)
+    if not 0 <= value <= ADDRESS_MAX:
+        raise ArgumentError(f"{what}: an address must be in 0 .. 2**64-1, got {value}")
+    return value
 
 
 def short_repr(value) -> str:
