@@ -26,7 +26,7 @@ from .._cuda import fast
 from .._cuda.structs import DIMS_OFFSET, KERNEL_NODE_PARAMS_FORMAT, KERNEL_PARAMS_FIELD
 from ..errors import ArgumentError, ClosedError
 from ..runtime.pointers import device_pointer
-from .signature import VECTOR_TYPES, Param
+from .signature import VECTOR_TYPES, Param, signature_text
 
 __all__ = ["Layout", "ArgPack", "dim3", "HEADER_SIZE"]
 
@@ -214,9 +214,8 @@ class Layout:
                                     f"values, got {_short_repr(args)} ({type(args).__name__})")
             args = tuple(args)
         if len(args) != n:
-            sig = ", ".join(p.describe() for p in self.params)
-            raise ArgumentError(f"{self.kernel_name}({sig}) takes {n} argument"
-                                f"{'s' if n != 1 else ''}, {len(args)} given")
+            raise ArgumentError(f"{self.kernel_name}({signature_text(self.params)}) takes {n} "
+                                f"argument{'s' if n != 1 else ''}, {len(args)} given")
         values = list(args)
         conv = self.converters
         try:
@@ -301,6 +300,7 @@ class ArgPack:
                                   addr + HEADER_SIZE, 0, kern, ctx,
                                   *[addr + o for o in layout.offsets], *values)
         except (struct.error, OverflowError, TypeError):
+            limits.shared_mem_arg(shared_mem, layout.kernel_name)  # out of range: say so
             layout.diagnose(args)
             raise
 

@@ -22,8 +22,9 @@ from ..runtime.device import Device, check_access, device
 from .limits import KERNEL_LIMITS, kernel_limits, launch_config
 from ..errors import ArgumentError, CudaError
 from ..runtime.memory import DeviceBuffer
-from .reconcile import check_declared
-from .signature import Param
+from .param_block import param_block
+from .reconcile import check_declared, check_image
+from .signature import Param, signature_text
 from ..runtime.stream import Stream, stream_handle
 
 __all__ = ["Kernel"]
@@ -165,33 +166,28 @@ class Kernel:
         (the module's PTX/CUBIN facts: no GPU needed), then against the loaded image
         (``cuKernelGetParamInfo``)."""
         if self._layout is None:
-            params = self._declared
-            compiled = getattr(self.module, "entries", {}).get(self.name)
-            if compiled is not None:
-                params = check_declared(self.name, params, compiled)
+            params = self._compiled_params()
             image = self.image_params
             if image is not None:
-                params = self._check_against_image(params, image)
+                params = check_image(self.name, params, image)
             self._layout = Layout(self.name, params)
             if self._func[0]:
                 self._native = self._layout.native
         return self._layout
 
-    def _check_against_image(self, params, image) -> tuple[Param, ...]:
-        if len(image) != len(params):
-            raise ArgumentError(
-                f"{self.name}: the signature has {len(params)} parameters but the compiled "
-                f"kernel has {len(image)}; fix the source parse or pass signature=")
-        out = []
-        for p, (_, size) in zip(params, image):
-            if p.size is None:
-                p = p.with_size(size)
-            elif p.size != size:
-                raise ArgumentError(
-                    f"{self.name}: parameter {p.index} '{p.name}' is {p.ctype} ({p.size} bytes) "
-                    f"in the signature but {size} bytes in the compiled kernel")
-            out.append(p)
-        return tuple(out)
+    def _compiled_params(self) -> tuple[Param, ...]:
+        """The declared parameters checked against the module's compiled facts. No CUDA call."""
+        compiled = getattr(self.module, "entries", {}).get(self.name)
+        return self._declared if compiled is None else check_declared(self.name, self._declared,
+                                                                      compiled)
+
+    def pack_args(self, args) -> bytes:
+        """The parameter block a launch hands the kernel for ``args``: each value checked as
+        :meth:`launch` checks it (:class:`ArgumentError` naming the parameter and the
+        value) and written at its parameter's offset. No CUDA call, no GPU needed for a
+        module compiled with ``arch=``: sizes and offsets come from its PTX or CUBIN."""
+        layout = self._layout or Layout(self.name, self._compiled_params())
+        return param_block(layout, args, getattr(self.module, "entries", {}).get(self.name))
 
     @property
     def params(self) -> tuple[Param, ...]:
@@ -402,5 +398,5 @@ class Kernel:
         self.launch(grid, block, args, stream, shared_mem)
 
     def __repr__(self) -> str:
-        sig = ", ".join(p.describe() for p in self._declared)
+        sig = signature_text(self._declared)
         return f"<pycudagraph.Kernel {self.name}({sig})>"

@@ -26,8 +26,9 @@ from .device_api import with_device_api
 from .headers import cuda_include_dir
 from .kernel import Kernel
 from .ptx import CompiledParam, cubin_entries, is_elf, ptx_entries
-from .reconcile import SignatureWarning, reconcile
+from .reconcile import SignatureWarning, from_unreadable, reconcile
 from .signature import KernelSignature, kernel_candidates, parse_params
+from ..runtime.values import path_arg, seq_arg, short_repr
 
 __all__ = ["Program", "Module", "device_arch", "kernels_dir", "nvrtc_version"]
 
@@ -81,7 +82,12 @@ def nvrtc_version() -> tuple[int, int]:
 
 def _check_arch(arch) -> str:
     if arch is None:
-        return device_arch()
+        try:
+            return device_arch()
+        except CudaNotAvailableError as exc:
+            raise exc.set_hint("compile() with no arch= asks the GPU for its architecture; "
+                               "compile(arch=\"sm_90\") works without one (the module loads "
+                               "on a GPU at first use)") from None
     if not isinstance(arch, str):
         raise ArgumentError(f"arch must be a str such as 'sm_90', got {arch!r} ({type(arch).__name__})")
     if arch.startswith("compute_"):
@@ -119,9 +125,14 @@ class Program:
             raise ArgumentError(f"Program name must be a non-empty str, got {name!r}")
         if isinstance(options, str):
             options = (options,)
+        options = seq_arg(options, "Program options")
+        for o in options:
+            if not isinstance(o, str):
+                raise ArgumentError(f"Program options must be str, got {short_repr(o)} "
+                                    f"({type(o).__name__}) in {short_repr(options)}")
         self.source = source
         self.name = name
-        self.options = tuple(str(o) for o in options)
+        self.options = options
 
     def compile(self, arch: str | None = None) -> "Module":
         """Compile to a CUBIN and return the :class:`Module`.
@@ -142,11 +153,16 @@ class Program:
         version = nvrtc_version()
         options = self.options + (f"--gpu-architecture={arch}",)
         headers = cuda_include_dir(version[0])
-        if headers:
-            options += (f"-I{headers}",)
+        added = (f"-I{headers}",) if headers else ()
+        options += added
         # declares cudaGraphSetConditional & co. when the source calls them (device_api)
         source = with_device_api(self.source, self.name, options)
-        entry = _cached_compile(source, self.name, options, version)
+        try:
+            entry = _cached_compile(source, self.name, options, version)
+        except CompileError as exc:  # the message shows the options given, not our -I
+            if not added:
+                raise
+            raise CompileError(exc.name, exc.log, options, added=added) from None
         return Module(entry.cubin, self.source, name=self.name, arch=arch, options=options,
                       ptx=entry.ptx)
 
@@ -154,8 +170,9 @@ class Program:
 def _cached_compile(source: str, name: str, options: tuple, version) -> compile_cache.CacheEntry:
     folder = compile_cache.cache_dir()
     path = None
-    if folder is not None:
-        path = folder / (compile_cache.cache_key(source, name, options, version) + ".cubin")
+    key = compile_cache.cache_key(source, name, options, version) if folder is not None else None
+    if key is not None:
+        path = folder / (key + ".cubin")
         hit = compile_cache.load(path)
         if hit is not None:
             return hit
@@ -239,7 +256,7 @@ class Module:
         Compiles as :meth:`Program.compile` does (``nvrtcCompileProgram``, unless the
         compile cache has the result).
         """
-        p = Path(path)
+        p = Path(path_arg(path, "Module.from_file: path"))
         if not p.exists():
             shipped = kernels_dir() / p.name
             if p.parent in (Path("."), Path("kernels")) and shipped.exists():
@@ -306,6 +323,9 @@ class Module:
         """
         if not isinstance(name, str):
             raise ArgumentError(f"kernel name must be a str, got {type(name).__name__}")
+        if signature is not None and not isinstance(signature, str):
+            raise ArgumentError(f"{name}: signature= must be a str such as \"float* y, int n\", "
+                                f"got {short_repr(signature)} ({type(signature).__name__})")
         key = (name, signature)
         kern = self._kernels.get(key)
         if kern is None:
@@ -317,7 +337,7 @@ class Module:
         compiled = self.entries.get(name)
         known = signature is not None or name in self.signatures
         if compiled is None and (self.entries or not known):
-            self._no_such_kernel(name)
+            self._no_such_kernel(name, signature)
         if signature is not None:
             try:
                 params = parse_params(signature)
@@ -333,16 +353,15 @@ class Module:
                                     f"{sig.error}; pass signature=")
             return sig.params
         candidates = self._candidates.get(name, [])
-        if candidates and all(c.error for c in candidates):
-            raise ArgumentError(f"{name}: cannot read its parameters from the source "
-                                f"({candidates[-1].error}); pass signature= (the compiled kernel "
-                                f"has {len(compiled)} parameters)")
-        params, notes = reconcile(name, candidates, compiled)
+        if candidates and all(c.error for c in candidates):  # sizes from the compiled kernel
+            params, notes = from_unreadable(name, candidates[-1], compiled)
+        else:
+            params, notes = reconcile(name, candidates, compiled)
         for note in notes:
             warnings.warn(note, SignatureWarning, stacklevel=4)
         return params
 
-    def _no_such_kernel(self, name: str):
+    def _no_such_kernel(self, name: str, signature: str | None = None):
         known = ", ".join(self.kernel_names()) or "none"
         mangled = [n for n in self.entries if n.startswith("_Z") and f"{len(name)}{name}" in n]
         sig = self.signatures.get(name)
@@ -354,6 +373,9 @@ class Module:
             raise ArgumentError(f"kernel {name!r} appears in the source of {self.name} but NVRTC "
                                 "did not compile it (an #if branch that is off?); compiled "
                                 f"extern \"C\" kernels: {known}")
+        if signature is not None or self.entries:
+            raise ArgumentError(f"no kernel named {name!r} in {self.name}: the compiled image "
+                                f"has none (extern \"C\" kernels: {known})")
         raise ArgumentError(f"no kernel named {name!r} in {self.name} (extern \"C\" kernels: "
                             f"{known}); give signature= for kernels not in the source")
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from ..errors import ArgumentError
 from .ptx import CompiledParam
-from .signature import KernelSignature, Param, param_from_ctype
+from .signature import KernelSignature, Param, param_from_ctype, signature_text
 
-__all__ = ["SignatureWarning", "param_from_compiled", "reconcile", "agrees", "check_declared"]
+__all__ = ["SignatureWarning", "param_from_compiled", "reconcile", "agrees", "check_declared",
+           "from_unreadable", "check_image"]
 
 _INT_TYPES = {1: "int8_t", 2: "int16_t", 4: "int", 8: "long long"}
 _FLOAT_TYPES = {4: "float", 8: "double"}
@@ -145,3 +146,42 @@ def reconcile(kernel: str, candidates: list[KernelSignature],
             notes.append(mismatch(kernel, p, c) + "; using the compiled type")
             params.append(param_from_compiled(p.index, p.name, c))
     return tuple(params), notes
+
+
+def from_unreadable(kernel: str, sig: KernelSignature, compiled: tuple[CompiledParam, ...]
+                    ) -> tuple[tuple[Param, ...], list[str]]:
+    """The parameters of a kernel whose source parameter list could not be read (``decltype``,
+    a macro, an expression in a type): the compiled kernel's, named from the source where
+    its parameters can still be told apart, with a note saying so."""
+    parts = sig.parts if len(sig.parts) == len(compiled) else ()
+    params = []
+    for i, c in enumerate(compiled):
+        name, p = parts[i] if parts else (f"arg{i}", None)
+        if p is not None and agrees(p, c):
+            params.append(_merge(p, c))
+        else:
+            params.append(param_from_compiled(i, name, c))
+    text = signature_text(params)
+    note = (f"{kernel}: cannot read its parameters from the source ({sig.error}); using the "
+            f"compiled kernel's {len(compiled)}: ({text}); pass signature= to name the types")
+    return tuple(params), [note]
+
+
+def check_image(kernel: str, params: tuple[Param, ...], image: list[tuple[int, int]]
+                ) -> tuple[Param, ...]:
+    """Parameters checked against the loaded kernel image's ``(offset, size)`` list
+    (``cuKernelGetParamInfo``); struct sizes filled in from it."""
+    if len(image) != len(params):
+        raise ArgumentError(
+            f"{kernel}: the signature has {len(params)} parameters but the compiled "
+            f"kernel has {len(image)}; fix the source parse or pass signature=")
+    out = []
+    for p, (_, size) in zip(params, image):
+        if p.size is None:
+            p = p.with_size(size)
+        elif p.size != size:
+            raise ArgumentError(
+                f"{kernel}: parameter {p.index} '{p.name}' is {p.ctype} ({p.size} bytes) "
+                f"in the signature but {size} bytes in the compiled kernel")
+        out.append(p)
+    return tuple(out)

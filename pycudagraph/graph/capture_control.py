@@ -22,6 +22,7 @@ from ..errors import ArgumentError
 from .graph import Graph
 from ..nodes import Node
 from ..runtime.stream import Stream
+from ..runtime.values import choice_arg
 
 __all__ = ["CaptureInfo", "capture_info", "update_capture_dependencies", "capture_mode",
            "CAPTURE_MODES", "RECAPTURE_VERSION"]
@@ -124,8 +125,7 @@ def update_capture_dependencies(stream, nodes, mode: str = "add", ports=None) ->
     ports : sequence of str, optional
         Edge data per node (``"programmatic"``, ...; CUDA 12.3+).
     """
-    if mode not in _FLAGS:
-        raise ArgumentError(f"update_capture_dependencies: mode must be 'add' or 'set', got {mode!r}")
+    choice_arg(mode, _FLAGS, "update_capture_dependencies: mode")
     nodes = [nodes] if isinstance(nodes, Node) else list(nodes)
     for n in nodes:
         if not isinstance(n, Node):
@@ -153,8 +153,7 @@ class capture_mode:
     """
 
     def __init__(self, mode: str):
-        if mode not in CAPTURE_MODES:
-            raise ArgumentError(f"capture_mode must be one of {sorted(CAPTURE_MODES)}, got {mode!r}")
+        choice_arg(mode, CAPTURE_MODES, "capture_mode")
         self.mode = mode
         self.previous: str | None = None
         self._old = None

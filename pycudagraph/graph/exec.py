@@ -24,6 +24,7 @@ from ..nodes.kernel_node import exec_set_arg
 from ..nodes.table import node_arg
 from ..runtime.hostfn import hostcall_ids, pending as _pending, raise_pending
 from ..runtime.stream import Stream, stream_handle
+from ..runtime.values import bool_arg
 from .introspect import ExecIntrospection
 from .node_checks import check_changes
 from .update import ExecUpdate
@@ -94,7 +95,7 @@ class GraphExec(ExecUpdate, ExecIntrospection):
         for name, on in (("auto_free_on_launch", auto_free_on_launch),
                          ("device_launch", device_launch),
                          ("use_node_priority", use_node_priority)):
-            if on:
+            if bool_arg(on, f"instantiate: {name}"):
                 flags |= int(_FLAGS[name])
         if upload_stream is not None:
             flags |= int(_F.cudaGraphInstantiateFlagUpload)

@@ -7,13 +7,16 @@ naming the parameter and the value instead of reaching CUDA as ``invalid argumen
 from __future__ import annotations
 
 import operator
+import os
 
 import numpy as np
 
 from .._cuda import rt
 from ..errors import ArgumentError
 
-__all__ = ["int_arg", "is_int", "bool_arg", "address_arg", "short_repr", "require_callable",
+__all__ = ["int_arg", "is_int", "bool_arg", "address_arg", "str_arg", "path_arg", "choice_arg", "seq_arg",
+           "short_repr",
+           "require_callable",
            "require_event", "raw_int", "ADDRESS_MAX"]
 
 #: The largest 64-bit address.
@@ -71,6 +74,41 @@ def address_arg(value, what: str) -> int:
     if not 0 <= value <= ADDRESS_MAX:
         raise ArgumentError(f"{what}: an address must be in 0 .. 2**64-1, got {value}")
     return value
+
+
+def str_arg(value, what: str, empty: bool = True) -> str:
+    """``value`` if it is a ``str`` (non-empty unless ``empty``); else an :class:`ArgumentError`."""
+    if not isinstance(value, str):
+        raise ArgumentError(f"{what} must be a str, got {short_repr(value)} "
+                            f"({type(value).__name__})")
+    if not empty and not value:
+        raise ArgumentError(f"{what} must not be empty")
+    return value
+
+
+def path_arg(value, what: str) -> str:
+    """A file path: a non-empty ``str`` or ``os.PathLike`` (returned as a str)."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str) or not value:
+        raise ArgumentError(f"{what} must be a file path (str or os.PathLike), got "
+                            f"{short_repr(value)} ({type(value).__name__})")
+    return value
+
+
+def choice_arg(value, choices, what: str) -> str:
+    """``value`` if it is one of the names ``choices`` (a dict or a collection of str)."""
+    if not isinstance(value, str) or value not in choices:
+        raise ArgumentError(f"{what} must be one of {sorted(choices)}, got {short_repr(value)}")
+    return value
+
+
+def seq_arg(value, what: str) -> tuple:
+    """``value`` (a list, tuple or other iterable, not a str, bytes or dict) as a tuple."""
+    if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__"):
+        raise ArgumentError(f"{what} must be a sequence, got {short_repr(value)} "
+                            f"({type(value).__name__})")
+    return tuple(value)
 
 
 def short_repr(value) -> str:
