@@ -71,7 +71,7 @@ def report_uncaught() -> None:
     on stderr (what is missing, and what to do) instead of a traceback; other exceptions
     go to the hook that was there before. Idempotent."""
     previous = sys.excepthook
-    if getattr(previous, "_pycudagraph", False):
+    if previous in _HOOKS:
         return
 
     def hook(kind, exc, tb):
@@ -81,5 +81,8 @@ def report_uncaught() -> None:
             return
         previous(kind, exc, tb)
 
-    hook._pycudagraph = True
+    _HOOKS.append(hook)
     sys.excepthook = hook
+
+
+_HOOKS: list = []  # the hooks installed here (a second install finds its own and stops)

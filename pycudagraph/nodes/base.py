@@ -19,7 +19,7 @@ import enum
 
 from .._cuda import call, rt, versions
 from .edges import port_name
-from ..errors import ClosedError
+from ..errors import ArgumentError, ClosedError
 from .exec_node import ExecNode
 from .generic import set_node_params as _set_node_params
 
@@ -238,8 +238,8 @@ class Node:
     def exec_set(self, rec: ExecNode, **changes) -> None:
         """Change this node's parameters in the exec of ``rec``: each node type makes its
         ``cudaGraphExec*NodeSetParams`` call (``cudaGraphExecKernelNodeSetParams`` ...); this
-        base refuses with :class:`TypeError`. No CUDA call here."""
-        raise TypeError(f"set_params does not support {self.type} nodes")
+        base refuses with :class:`~pycudagraph.errors.ArgumentError`. No CUDA call here."""
+        raise ArgumentError(f"set_params does not support {self.type} nodes")
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Node) and other._h == self._h

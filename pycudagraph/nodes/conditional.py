@@ -208,7 +208,7 @@ class ConditionalNode(Node):
 
     def exec_set(self, rec, **changes) -> None:
         """Refused with :class:`TypeError`: nothing to change in an exec. No CUDA call."""
-        raise TypeError("a conditional node has nothing to change in an exec; change the nodes "
+        raise ArgumentError("a conditional node has nothing to change in an exec; change the nodes "
                         "of its body graphs with exe.set_params / exe.set_arg")
 
     def describe(self) -> str:
