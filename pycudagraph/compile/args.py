@@ -92,7 +92,7 @@ def _vector_bytes(param: Param, value) -> bytes:
 
 
 def _vector_int(v, ctype: str) -> int:
-    if isinstance(v, (bool, np.bool_)) or not hasattr(v, "__index__"):
+    if not hasattr(v, "__index__"):  # as an int parameter: ints, numpy ints, bools
         raise TypeError(f"{ctype} takes integers, not {type(v).__name__} ({v!r})")
     return v.__index__()
 

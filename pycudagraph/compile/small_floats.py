@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 import struct
 
+import numpy as np
+
 __all__ = ["real", "half_value", "bfloat16_bits", "fp8_bits", "FP8_FORMATS"]
 
 _F32 = struct.Struct("<f")
@@ -25,7 +27,7 @@ FP8_FORMATS = {"e4m3": (4, 3, 0x7E, False), "e5m2": (5, 2, 0x7B, True)}
 
 def real(value, type_name: str) -> float:
     """``value`` as a Python float, or a ``TypeError`` saying what ``type_name`` takes."""
-    if isinstance(value, (str, bytes, bytearray, complex)) or value is None:
+    if isinstance(value, (str, bytes, bytearray, complex, np.complexfloating)) or value is None:
         raise TypeError(f"a {type_name} parameter takes a real number, not "
                         f"{type(value).__name__}")
     if not (hasattr(value, "__float__") or hasattr(value, "__index__")):
