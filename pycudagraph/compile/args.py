@@ -237,7 +237,11 @@ class Layout:
         if isinstance(key, (bool, np.bool_)) or not hasattr(key, "__index__"):
             raise ArgumentError(f"{self.kernel_name}(): an argument index must be an int or a "
                                 f"parameter name, got {_short_repr(key)} ({type(key).__name__})")
-        i = int(key)
+        try:
+            i = int(key)
+        except (TypeError, ValueError):  # a numpy array, say
+            raise ArgumentError(f"{self.kernel_name}(): an argument index must be an int or a "
+                                f"parameter name, got {_short_repr(key)}") from None
         if not 0 <= i < len(self.params):
             raise ArgumentError(f"{self.kernel_name}() has {len(self.params)} parameters; "
                                 f"index {key} is out of range")

@@ -25,6 +25,7 @@ from ..runtime.memory import DeviceBuffer
 from .param_block import param_block
 from .reconcile import check_declared, check_image
 from .signature import Param, signature_text
+from ..runtime.values import seq_arg, str_arg
 from ..runtime.stream import Stream, stream_handle
 
 __all__ = ["Kernel"]
@@ -50,8 +51,11 @@ class Kernel:
 
     def __init__(self, module, name: str, params: tuple[Param, ...]):
         self.module = module
-        self.name = name
-        self._declared = tuple(params)
+        self.name = str_arg(name, "Kernel: name", empty=False)
+        self._declared = seq_arg(params, "Kernel: params")
+        if not all(isinstance(p, Param) for p in self._declared):
+            raise ArgumentError("Kernel: params must be Param objects (Module.get_kernel makes "
+                                "them from the source or signature=)")
         self._handle = None
         self._handle_int = 0
         self._funcs: dict[int, int] = {}  # device ordinal -> CUfunction

@@ -28,7 +28,7 @@ from .kernel import Kernel
 from .ptx import CompiledParam, cubin_entries, is_elf, ptx_entries
 from .reconcile import SignatureWarning, from_unreadable, reconcile
 from .signature import KernelSignature, kernel_candidates, parse_params
-from ..runtime.values import path_arg, seq_arg, short_repr
+from ..runtime.values import path_arg, seq_arg, short_repr, str_arg
 
 __all__ = ["Program", "Module", "device_arch", "kernels_dir", "nvrtc_version"]
 
@@ -234,11 +234,16 @@ class Module:
 
     def __init__(self, cubin: bytes, source: str = "", name: str = "kernel.cu",
                  arch: str = "", options: tuple = (), ptx: str = ""):
+        if not isinstance(cubin, (bytes, bytearray, memoryview)):
+            raise ArgumentError(f"Module: cubin must be bytes (a CUBIN, PTX or fatbin image), "
+                                f"got {short_repr(cubin)} ({type(cubin).__name__})")
+        for what, value in (("source", source), ("name", name), ("arch", arch), ("ptx", ptx)):
+            str_arg(value, f"Module: {what}")
         self.cubin = bytes(cubin)
         self.source = source
         self.name = name
         self.arch = arch
-        self.options = tuple(options)
+        self.options = seq_arg(options, "Module: options")
         self._candidates = kernel_candidates(source) if source else {}
         self.signatures: dict[str, KernelSignature] = {n: c[-1] for n, c in self._candidates.items()}
         self.entries: dict[str, tuple[CompiledParam, ...]] = (

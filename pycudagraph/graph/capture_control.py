@@ -22,7 +22,7 @@ from ..errors import ArgumentError
 from .graph import Graph
 from ..nodes import Node
 from ..runtime.stream import Stream
-from ..runtime.values import choice_arg
+from ..runtime.values import choice_arg, seq_arg
 
 __all__ = ["CaptureInfo", "capture_info", "update_capture_dependencies", "capture_mode",
            "CAPTURE_MODES", "RECAPTURE_VERSION"]
@@ -100,7 +100,7 @@ def capture_info(stream, graph: Graph | None = None) -> CaptureInfo:
 def _edge_list(ports, n: int):
     if ports is None:
         return None
-    ports = list(ports)
+    ports = list(seq_arg(ports, "update_capture_dependencies: ports"))
     if len(ports) != n:
         raise ArgumentError(f"update_capture_dependencies: {len(ports)} ports for {n} nodes")
     lists = [edge_data(p) for p in ports]
@@ -126,7 +126,8 @@ def update_capture_dependencies(stream, nodes, mode: str = "add", ports=None) ->
         Edge data per node (``"programmatic"``, ...; CUDA 12.3+).
     """
     choice_arg(mode, _FLAGS, "update_capture_dependencies: mode")
-    nodes = [nodes] if isinstance(nodes, Node) else list(nodes)
+    nodes = ([nodes] if isinstance(nodes, Node)
+             else list(seq_arg(nodes, "update_capture_dependencies: nodes")))
     for n in nodes:
         if not isinstance(n, Node):
             raise ArgumentError(f"update_capture_dependencies: expected Nodes, got "

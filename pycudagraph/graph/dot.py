@@ -140,7 +140,7 @@ def dot_flag_bits(names) -> int:
     known = debug_dot_flags()
     bits = 0
     for name in names:
-        if name not in known:
+        if not isinstance(name, str) or name not in known:
             raise ArgumentError(f"debug_dot_print: no flag {name!r}; the flags are {sorted(known)}")
         bits |= known[name]
     return bits

@@ -19,7 +19,7 @@ import enum
 
 from .._cuda import call, rt, versions
 from .edges import port_name
-from ..errors import ArgumentError, ClosedError
+from ..errors import ArgumentError, ClosedError, PyCudaGraphError
 from .exec_node import ExecNode
 from .generic import set_node_params as _set_node_params
 
@@ -250,4 +250,8 @@ class Node:
     def __repr__(self) -> str:
         if self._raw is REMOVED or self._table.dead:
             return f"<{type(self).__name__} 0x{self._h:x} removed>"
-        return f"<{type(self).__name__} 0x{self._h:x} {self.describe()}>"
+        try:
+            what = self.describe()
+        except PyCudaGraphError as exc:  # a repr never raises: say why the node is unread
+            what = f"(parameters not readable: {type(exc).__name__})"
+        return f"<{type(self).__name__} 0x{self._h:x} {what}>"

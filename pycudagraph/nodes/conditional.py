@@ -32,6 +32,7 @@ from .._cuda import rt, versions
 from ..runtime.device import _ordinal
 from ..errors import ArgumentError, NotSupportedError
 from .base import Node, NodeType
+from ..runtime.values import address_arg
 
 __all__ = ["ConditionalHandle", "ConditionalNode", "ConditionalParams", "IfNode", "IfElseNode",
            "WhileNode", "SwitchNode", "KINDS"]
@@ -50,7 +51,10 @@ class ConditionalHandle:
     __slots__ = ("_h", "_graph", "default")
 
     def __init__(self, graph, h: int, default: int | None = None):
-        self._h = int(h)
+        if getattr(graph, "table", None) is None or isinstance(graph, type):  # not a Graph
+            raise ArgumentError(f"ConditionalHandle: graph must be a pycudagraph.Graph, got "
+                                f"{type(graph).__name__}")
+        self._h = address_arg(h, "ConditionalHandle: h")
         self._graph = weakref.ref(graph)
         self.default = default
 

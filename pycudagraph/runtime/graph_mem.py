@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from .._cuda import call, dr, ensure_device, rt
 from .device import _ordinal
+from .values import bool_arg
 
 __all__ = ["graph_mem_info", "graph_mem_trim", "graph_mem_reset_high"]
 
@@ -75,5 +76,5 @@ def graph_mem_reset_high(device=None, used: bool = True, reserved: bool = True) 
     """
     dev = _device(device)
     for name, on in (("used_high", used), ("reserved_high", reserved)):
-        if on:
+        if bool_arg(on, f"graph_mem_reset_high: {name.split('_')[0]}"):
             call(rt.cudaDeviceSetGraphMemAttribute, dev, _ATTRS[name], dr.cuuint64_t(0))

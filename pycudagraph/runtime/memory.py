@@ -37,7 +37,21 @@ def _size_arg(nbytes, cls: str) -> int:
     nbytes = int_arg(nbytes, f"{cls}: nbytes")
     if nbytes <= 0:
         raise ArgumentError(f"{cls} needs a positive size in bytes, got {nbytes}")
+    if nbytes >= 1 << 64:
+        raise ArgumentError(f"{cls}: nbytes is a 64-bit size, got {nbytes}")
     return nbytes
+
+
+def _dtype_arg(dtype, where: str) -> np.dtype:
+    """A numpy dtype that can view raw memory (not object, not empty)."""
+    try:
+        dtype = np.dtype(dtype)
+    except (TypeError, ValueError, KeyError, SyntaxError) as exc:
+        raise ArgumentError(f"{where}: dtype {short_repr(dtype)} is not a numpy dtype "
+                            f"({type(exc).__name__}: {exc})") from None
+    if dtype.hasobject or dtype.itemsize == 0:
+        raise ArgumentError(f"{where}: dtype {dtype} cannot view raw memory")
+    return dtype
 
 
 class DeviceBuffer(_lifetime.Releasable):
@@ -192,13 +206,7 @@ class DeviceBuffer(_lifetime.Releasable):
         shape : tuple of int, optional
             Default: 1-D, as many elements as fit in :attr:`nbytes`.
         """
-        try:
-            dtype = np.dtype(dtype)
-        except TypeError as exc:
-            raise ArgumentError(f"DeviceBuffer.to_numpy: dtype {short_repr(dtype)} is not a "
-                                f"numpy dtype ({exc})") from None
-        if dtype.hasobject or dtype.itemsize == 0:
-            raise ArgumentError(f"DeviceBuffer.to_numpy: dtype {dtype} cannot hold device bytes")
+        dtype = _dtype_arg(dtype, "DeviceBuffer.to_numpy")
         count = self.nbytes // dtype.itemsize
         out = np.empty(count, dtype=dtype)
         if shape is not None:
@@ -292,10 +300,15 @@ class PinnedBuffer(_lifetime.Releasable):
         """A numpy view of the pinned memory; it keeps this buffer alive, and a
         :meth:`free` waits until the last view is gone. No CUDA call."""
         self._live()
-        dtype = np.dtype(dtype)
+        dtype = _dtype_arg(dtype, "PinnedBuffer.array")
         raw = (ctypes.c_char * self.nbytes).from_address(self.ptr)
         arr = np.frombuffer(raw, dtype=np.uint8)[: self.nbytes - self.nbytes % dtype.itemsize].view(dtype)
-        arr = arr.reshape(shape) if shape is not None else arr
+        if shape is not None:
+            try:
+                arr = arr.reshape(shape)
+            except (TypeError, ValueError) as exc:
+                raise ArgumentError(f"PinnedBuffer.array: shape {short_repr(shape)} does not fit "
+                                    f"{arr.size} elements of {dtype} ({exc})") from None
         _keep = _ViewOwner(self)
         raw._pycudagraph_owner = _keep  # the ctypes object holds the buffer alive
         self._views = [r for r in self._views if r() is not None]

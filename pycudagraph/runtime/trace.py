@@ -126,7 +126,7 @@ class trace:
         if h is None:
             try:
                 h = int(obj)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 return repr(obj)
         if prefix is None:
             return hex(h)

@@ -39,7 +39,11 @@ def int_arg(value, what: str, lo: int | None = None, hi: int | None = None) -> i
         if isinstance(value, (bool, np.bool_)) or not hasattr(value, "__index__"):
             raise ArgumentError(f"{what} must be an int, got {short_repr(value)} "
                                 f"({type(value).__name__})")
-        value = operator.index(value)
+        try:
+            value = operator.index(value)
+        except TypeError:  # a numpy array of several numbers, say
+            raise ArgumentError(f"{what} must be an int, got {short_repr(value)} "
+                                f"({type(value).__name__})") from None
     if lo is not None and value < lo:
         raise ArgumentError(f"{what} must be >= {lo}, got {value}")
     if hi is not None and value > hi:
@@ -70,7 +74,11 @@ def address_arg(value, what: str) -> int:
         if isinstance(value, (bool, np.bool_)) or not hasattr(value, "__index__"):
             raise ArgumentError(f"{what}: an address must be an int, got {short_repr(value)} "
                                 f"({type(value).__name__})")
-        value = operator.index(value)
+        try:
+            value = operator.index(value)
+        except TypeError:  # a numpy array of several numbers, say
+            raise ArgumentError(f"{what}: an address must be an int, got {short_repr(value)} "
+                                f"({type(value).__name__})") from None
     if not 0 <= value <= ADDRESS_MAX:
         raise ArgumentError(f"{what}: an address must be in 0 .. 2**64-1, got {value}")
     return value
@@ -137,11 +145,16 @@ def raw_int(handle, what: str) -> int:
     ``CUgraph``, ...) or anything with ``__int__``; a null handle raises."""
     if isinstance(handle, bool):
         raise ArgumentError(f"{what}: expected a {what} handle, got {handle!r}")
+    if isinstance(handle, (float, str, bytes, complex, np.bool_)):
+        raise ArgumentError(f"{what}: expected an int or a cuda.bindings handle, got "
+                            f"{short_repr(handle)} ({type(handle).__name__})")
     try:
         h = int(handle)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ArgumentError(f"{what}: expected an int or a cuda.bindings handle, got "
                             f"{type(handle).__name__}") from None
     if h <= 0:
         raise ArgumentError(f"{what}: the handle is null ({h})")
+    if h > ADDRESS_MAX:
+        raise ArgumentError(f"{what}: a handle is 64-bit, got {h}")
     return h

@@ -235,7 +235,7 @@ def test_from_array_refuses_a_wrong_stream_before_allocating():
 
 @pytest.mark.parametrize("kwargs, words", [
     (dict(dtype="no-such-type"), "not a numpy dtype"),
-    (dict(dtype=object), "cannot hold device bytes"),
+    (dict(dtype=object), "cannot view raw memory"),
     (dict(dtype=np.float32, shape=(3, 3)), "does not fit 4 elements"),
     (dict(dtype=np.float32, shape="4"), "shape"),
 ])
