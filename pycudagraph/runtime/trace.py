@@ -19,6 +19,8 @@ import threading
 from dataclasses import dataclass
 
 from .. import _cuda
+from ..errors import ArgumentError
+from .values import bool_arg, short_repr
 
 __all__ = ["trace", "TracedCall", "runtime_twin"]
 
@@ -88,7 +90,10 @@ class trace:
     _lock = threading.Lock()
 
     def __init__(self, echo: bool = False, file=None):
-        self.echo = echo
+        self.echo = bool_arg(echo, "trace: echo")
+        if file is not None and not callable(getattr(file, "write", None)):
+            raise ArgumentError(f"trace: file must have a write() method (a text file), got "
+                                f"{short_repr(file)} ({type(file).__name__})")
         self.file = file
         self.records: list[TracedCall] = []
         self._names: dict[int, str] = {}

@@ -42,3 +42,12 @@ def test_a_traced_driver_call_shows_both_names():
 def test_traced_call_without_twin_reads_as_before():
     rec = TracedCall("cudaGraphCreate", "cudaGraphCreate(&g0, 0)", "cudaSuccess", "x.py:1")
     assert str(rec) == "cudaGraphCreate(&g0, 0)  -> cudaSuccess    # x.py:1"
+
+
+@pytest.mark.parametrize("kwargs, words", [(dict(echo="yes"), "trace: echo must be True or False"),
+                                           (dict(echo=None), "trace: echo must be True or False"),
+                                           (dict(file="out.txt"), "trace: file must have a write"),
+                                           (dict(file=5), "trace: file must have a write")])
+def test_trace_options_are_checked(kwargs, words):
+    with pytest.raises(pcg.ArgumentError, match=words):
+        pcg.trace(**kwargs)
