@@ -176,18 +176,16 @@ def host_array_arg(obj, what: str, write: bool = False) -> np.ndarray:
     """A C-contiguous numpy view of host memory for ``DeviceBuffer.copy_from`` / ``copy_to``.
 
     For reading (``write=False``) anything numpy reads as numbers or bytes will do (a list,
-    a scalar, a buffer); for writing only memory that is there to write: a writeable
-    numpy array or buffer (a list would be converted into a copy that nobody sees).
+    a scalar, a buffer); for writing only memory that is there to write: a writeable numpy
+    array, buffer or array-like that shares its memory (a PyTorch CPU tensor); a list, a
+    tuple, a scalar or ``bytes`` would be converted into a copy that nobody sees.
     """
-    if write and not isinstance(obj, np.ndarray):
-        try:
-            view = memoryview(obj)
-        except TypeError:
-            raise ArgumentError(f"{what} needs a numpy array (or a writeable buffer) to write "
-                                f"into, got {short_repr(obj)} ({type(obj).__name__})") from None
-        if view.readonly:
-            raise ArgumentError(f"{what} needs writeable memory; {type(obj).__name__} is "
-                                "read-only")
+    if write and (isinstance(obj, _COPIED) or not (
+            isinstance(obj, np.ndarray) or hasattr(obj, "__array_interface__")
+            or hasattr(obj, "__array__") or hasattr(obj, "__buffer__")
+            or isinstance(obj, (bytearray, memoryview)))):
+        raise ArgumentError(f"{what} needs a numpy array (or a writeable buffer) to write "
+                            f"into, got {short_repr(obj)} ({type(obj).__name__})")
     if obj is None or isinstance(obj, (str, dict, set)):
         raise ArgumentError(f"{what} needs a host array, got {short_repr(obj)} "
                             f"({type(obj).__name__})")
@@ -204,6 +202,10 @@ def host_array_arg(obj, what: str, write: bool = False) -> np.ndarray:
     if write and not arr.flags.writeable:
         raise ArgumentError(f"{what} needs a writeable host array; this one is read-only")
     return arr
+
+
+#: Values numpy copies into a new array: nothing written there reaches the caller.
+_COPIED = (list, tuple, int, float, complex, bool, str, bytes, dict, set, np.generic)
 
 
 def nbytes_of(obj) -> int | None:

@@ -193,7 +193,8 @@ def _readonly(n=16):
 
 @pytest.mark.parametrize("dst, words", [
     (_readonly(), "read-only"),
-    (b"\x00" * 16, "read-only"),
+    (b"\x00" * 16, "needs a numpy array"),
+    (memoryview(b"\x00" * 16), "read-only"),
     ([0] * 16, "needs a numpy array"),
     ((0,) * 16, "needs a numpy array"),
     ("x" * 16, "needs a numpy array"),
