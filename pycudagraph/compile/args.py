@@ -15,6 +15,7 @@ every Python object its slots point into, for as long as the pack lives.
 from __future__ import annotations
 
 import ctypes
+import operator
 import struct
 
 import numpy as np
@@ -84,17 +85,9 @@ def _vector_bytes(param: Param, value) -> bytes:
                         f"bytes), not {type(value).__name__}")
     if len(value) != count:
         raise ValueError(f"{param.ctype} needs {count} values, got {len(value)}")
-    if fmt in "fd":
-        items = [small_floats.real(v, param.ctype) for v in value]
-    else:
-        items = [v if type(v) is int else _vector_int(v, param.ctype) for v in value]
+    items = ([small_floats.real(v, param.ctype) for v in value] if fmt in "fd"
+             else [operator.index(v) for v in value])  # as an int parameter: no floats
     return struct.pack("<" + fmt * count, *items).ljust(param.size, b"\0")
-
-
-def _vector_int(v, ctype: str) -> int:
-    if not hasattr(v, "__index__"):  # as an int parameter: ints, numpy ints, bools
-        raise TypeError(f"{ctype} takes integers, not {type(v).__name__} ({v!r})")
-    return v.__index__()
 
 
 def _check_bool(value):

@@ -42,6 +42,17 @@ def _size_arg(nbytes, cls: str) -> int:
     return nbytes
 
 
+def _reshaped(arr: np.ndarray, shape, where: str) -> np.ndarray:
+    """``arr`` viewed with ``shape`` (``None``: as it is); a shape that does not fit is refused."""
+    if shape is None:
+        return arr
+    try:
+        return arr.reshape(shape)
+    except (TypeError, ValueError) as exc:
+        raise ArgumentError(f"{where}: shape {short_repr(shape)} does not fit {arr.size} "
+                            f"elements of {arr.dtype} ({exc})") from None
+
+
 def _dtype_arg(dtype, where: str) -> np.dtype:
     """A numpy dtype that can view raw memory (not object, not empty)."""
     try:
@@ -208,13 +219,7 @@ class DeviceBuffer(_lifetime.Releasable):
         """
         dtype = _dtype_arg(dtype, "DeviceBuffer.to_numpy")
         count = self.nbytes // dtype.itemsize
-        out = np.empty(count, dtype=dtype)
-        if shape is not None:
-            try:
-                out = out.reshape(shape)
-            except (TypeError, ValueError) as exc:
-                raise ArgumentError(f"DeviceBuffer.to_numpy: shape {short_repr(shape)} does not "
-                                    f"fit {count} elements of {dtype} ({exc})") from None
+        out = _reshaped(np.empty(count, dtype=dtype), shape, "DeviceBuffer.to_numpy")
         self.copy_to(out)
         return out
 
@@ -303,12 +308,7 @@ class PinnedBuffer(_lifetime.Releasable):
         dtype = _dtype_arg(dtype, "PinnedBuffer.array")
         raw = (ctypes.c_char * self.nbytes).from_address(self.ptr)
         arr = np.frombuffer(raw, dtype=np.uint8)[: self.nbytes - self.nbytes % dtype.itemsize].view(dtype)
-        if shape is not None:
-            try:
-                arr = arr.reshape(shape)
-            except (TypeError, ValueError) as exc:
-                raise ArgumentError(f"PinnedBuffer.array: shape {short_repr(shape)} does not fit "
-                                    f"{arr.size} elements of {dtype} ({exc})") from None
+        arr = _reshaped(arr, shape, "PinnedBuffer.array")
         _keep = _ViewOwner(self)
         raw._pycudagraph_owner = _keep  # the ctypes object holds the buffer alive
         self._views = [r for r in self._views if r() is not None]

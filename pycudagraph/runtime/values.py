@@ -36,19 +36,23 @@ def int_arg(value, what: str, lo: int | None = None, hi: int | None = None) -> i
     inclusively (a ``ValueError`` naming ``what`` and the bound).
     """
     if type(value) is not int:
-        if isinstance(value, (bool, np.bool_)) or not hasattr(value, "__index__"):
-            raise ArgumentError(f"{what} must be an int, got {short_repr(value)} "
-                                f"({type(value).__name__})")
-        try:
-            value = operator.index(value)
-        except TypeError:  # a numpy array of several numbers, say
-            raise ArgumentError(f"{what} must be an int, got {short_repr(value)} "
-                                f"({type(value).__name__})") from None
+        value = _index(value, f"{what} must be an int")
     if lo is not None and value < lo:
         raise ArgumentError(f"{what} must be >= {lo}, got {value}")
     if hi is not None and value > hi:
         raise ArgumentError(f"{what} must be <= {hi}, got {value}")
     return value
+
+
+def _index(value, refusal: str) -> int:
+    """``operator.index(value)`` for integer-like objects (numpy integers); bools, floats,
+    strings, arrays ... raise ``ArgumentError(refusal + ", got ...")``."""
+    if not isinstance(value, (bool, np.bool_)) and hasattr(value, "__index__"):
+        try:
+            return operator.index(value)
+        except TypeError:  # a numpy array of several numbers, say
+            pass
+    raise ArgumentError(f"{refusal}, got {short_repr(value)} ({type(value).__name__})")
 
 
 def bool_arg(value, what: str) -> bool:
@@ -71,14 +75,7 @@ def bool_arg(value, what: str) -> bool:
 def address_arg(value, what: str) -> int:
     """An integer address: a Python or numpy integer in 0 .. 2**64-1 (not a bool)."""
     if type(value) is not int:
-        if isinstance(value, (bool, np.bool_)) or not hasattr(value, "__index__"):
-            raise ArgumentError(f"{what}: an address must be an int, got {short_repr(value)} "
-                                f"({type(value).__name__})")
-        try:
-            value = operator.index(value)
-        except TypeError:  # a numpy array of several numbers, say
-            raise ArgumentError(f"{what}: an address must be an int, got {short_repr(value)} "
-                                f"({type(value).__name__})") from None
+        value = _index(value, f"{what}: an address must be an int")
     if not 0 <= value <= ADDRESS_MAX:
         raise ArgumentError(f"{what}: an address must be in 0 .. 2**64-1, got {value}")
     return value
