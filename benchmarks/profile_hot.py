@@ -151,20 +151,20 @@ def chain_ctypes():
     for i in range(N):
         node = VP(); ok(cuGraphAdd(ctypes.byref(node), g, ctypes.byref(prev) if i else None, 1 if i else 0, pk.address), "add"); prev = node
     dt = (time.perf_counter() - t0) * 1e6 / N; cuGraphDestroy(g); return dt
-def chain_native():
-    g = pcg.Graph(); nl, lay = k3._native, k3._layout
-    if nl is None: return float("nan")
+def chain_fast():
+    """fast.add_kernel alone (compiled route when built): no node objects."""
+    g = pcg.Graph(); hot, gh = k3._hot, g.table.h
     prev = None; t0 = time.perf_counter()
     for _ in range(N):
-        r = fast.native.add_kernel(nl, lay, k3, k3._func_int, 1, 1, (buf.ptr, 1.0, 3), 0, g, (prev,) if prev is not None else ())
-        prev = pcg.nodes.KernelNode(g, r[0], r[1]); g._nodes[r[0]] = prev
+        prev, _ = fast.add_kernel(hot, 1, 1, (buf.ptr, 1.0, 3), 0, gh,
+                                  (prev,) if prev is not None else (), k3, g, (), None)
     return (time.perf_counter() - t0) * 1e6 / N
 def chain_pcg():
     g = pcg.Graph(); prev = None; add = g.add_kernel; t0 = time.perf_counter()
     for _ in range(N):
         prev = add(k3, 1, 1, (buf.ptr, 1.0, 3), deps=(prev,) if prev is not None else ())
     return (time.perf_counter() - t0) * 1e6 / N
-for name, f in (("ctypes driver call, prepacked", chain_ctypes), ("native.add_kernel direct", chain_native), ("g.add_kernel", chain_pcg)):
+for name, f in (("ctypes driver call, prepacked", chain_ctypes), ("fast.add_kernel direct", chain_fast), ("g.add_kernel", chain_pcg)):
     try:
         print(f"{name:32s} {med([f() for _ in range(7)][1:]):.3f}", flush=True)
     except Exception:
@@ -172,16 +172,17 @@ for name, f in (("ctypes driver call, prepacked", chain_ctypes), ("native.add_ke
 
 print("\n== one-argument exec update (us) ==")
 for n in (1, N):
-    gg = pcg_build(1.0, n); nodes = list(gg._nodes.values()); node = nodes[len(nodes) // 2]
+    gg = pcg_build(1.0, n); nodes = list(gg.table.nodes.values()); node = nodes[len(nodes) // 2]
     exe = gg.instantiate()
     exe.set_arg(node, 1, 2.0)
-    pack, h = exe._packs[node._h]
+    rec = exe.exec_node(node)
+    pack, h = rec.args, rec.node_h
     f = fast._f.exec_set; eh, addr = exe._h, pack.address
     vals = [float(i % 997) for i in range(2000)]
     print(f"graph of {n}: ctypes prepacked {per_call(lambda: f(eh, h, addr)):.3f}", end="")
-    if fast.native is not None:
-        ns = fast.native.exec_set_arg
-        print(f"  native direct {per_call(lambda: ns(eh, h, pack, 1, 2.5)):.3f}", end="")
+    fs, hot, refs = fast.set_arg, pack.layout.hot, pack.refs
+    print(f"  fast.set_arg direct {per_call(lambda: fs(eh, h, hot, addr, refs, 1, 2.5, pack, exe, node)):.3f}",
+          end="")
     sa = exe.set_arg
     print(f"  exe.set_arg {per_call(lambda: sa(node, 1, 2.5)):.3f}", flush=True)
 
@@ -189,25 +190,23 @@ print("\n== launch / eager (us) ==")
 ke = mod["empty"]
 g = pcg.Graph(); g.add_kernel(ke, 1, 1, ()); exe = g.instantiate(); exe.launch(s); s.synchronize()
 print("exe.launch (1 node)      ", per_call(lambda: exe.launch(s), 300)); s.synchronize()
-if fast.native is not None:
-    nlaunch, eh, sh = fast.native.graph_launch, exe._h, s.ptr
-    print("native.graph_launch      ", per_call(lambda: nlaunch(eh, sh), 300)); s.synchronize()
+flaunch, eh, sh = fast.launch_graph, exe._h, s.ptr
+print("fast.launch_graph        ", per_call(lambda: flaunch(eh, sh, exe), 300)); s.synchronize()
 fl = fast._f.launch
 print("ctypes cuGraphLaunch     ", per_call(lambda: fl(eh, sh), 300)); s.synchronize()
 print("eager launch empty       ", per_call(lambda: ke.launch(1, 1, (), stream=s), 300)); s.synchronize()
 
-print("\n== does each hot call take the compiled path? (fallbacks to the ctypes path counted) ==")
-import pycudagraph.graph.exec as _ge, pycudagraph.compile.kernel as _kn
+print("\n== does each hot call take the compiled path? (calls made by the ctypes route counted) ==")
 counts = {"exe.launch": 0, "kernel.launch": 0, "add_kernel": 0}
 def counting(name, fn):
     def wrapped(*a, **k):
         counts[name] += 1
         return fn(*a, **k)
     return wrapped
-orig = (_ge._graph_launch, _kn._launch, fast.add_kernel_node)
-_ge._graph_launch = counting("exe.launch", orig[0])
-_kn._launch = counting("kernel.launch", orig[1])
-fast.add_kernel_node = counting("add_kernel", orig[2])
+orig = (fast._f.launch, fast._f.launch_kernel, fast._f.add_kernel)
+fast._f.launch = counting("exe.launch", orig[0])
+fast._f.launch_kernel = counting("kernel.launch", orig[1])
+fast._f.add_kernel = counting("add_kernel", orig[2])
 try:
     for _ in range(1000):
         exe.launch(s)
@@ -216,4 +215,4 @@ try:
     chain_pcg()
     print(f"hot path {fast.native_status()}; of 1000 calls each, fell back to ctypes: {counts}")
 finally:
-    _ge._graph_launch, _kn._launch, fast.add_kernel_node = orig
+    fast._f.launch, fast._f.launch_kernel, fast._f.add_kernel = orig

@@ -82,7 +82,6 @@ except Exception:  # noqa: BLE001
     traceback.print_exc()
 
 print("\n== 2. held launch (us per call, median; the suite's harness) ==")
-native = fast.native
 
 
 def run(label, fn, args, k):
@@ -97,8 +96,8 @@ for k in (1, 100):
         exe.launch(s)
     s.synchronize()
     run("pcg-built graph, exe.launch(stream)", exe.launch, (s,), k)
-    if native is not None:
-        run("pcg-built graph, native.graph_launch(h, s)", native.graph_launch, (exe._h, int(s.ptr)), k)
+    run("pcg-built graph, fast.launch_graph(h, s, exe)", fast.launch_graph,
+        (exe._h, int(s.ptr), exe), k)
     run("pcg-built graph, ctypes cuGraphLaunch", fast._f.launch, (exe._h, int(s.ptr)), k)
     run("pcg-built graph, rt.cudaGraphLaunch", rt.cudaGraphLaunch,
         (rt.cudaGraphExec_t(exe._h), rt.cudaStream_t(int(s.ptr))), k)
@@ -111,9 +110,8 @@ for k in (1, 100):
         err, raw = rt.cudaGraphInstantiate(rt.cudaGraph_t(int(gdef.handle)), 0)
         rt.cudaGraphUpload(raw, rt.cudaStream_t(int(s.ptr)))
         s.synchronize()
-        if native is not None:
-            run("cuda.core-built graph, native.graph_launch", native.graph_launch,
-                (int(raw), int(s.ptr)), k)
+        run("cuda.core-built graph, fast.launch_graph", fast.launch_graph,
+            (int(raw), int(s.ptr), None), k)
     except Exception:  # noqa: BLE001
         traceback.print_exc()
     try:

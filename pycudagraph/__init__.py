@@ -7,16 +7,21 @@ names the raw call it makes. Importing the package makes no CUDA call.
 from .runtime import nvtx as _nvtx
 from .graph.bucketed import BucketedGraphs, BucketStats
 from .graph.capture import capture, capture_status, recapture
+from .graph.diff import diff
 from .graph.capture_control import CaptureInfo, capture_info, capture_mode, update_capture_dependencies
 from .runtime.device import Device, DeviceMismatchError, device, device_count
 from .compile.reconcile import SignatureWarning
 from .compile.kernel import Kernel
 from .compile.program import Module, Program
 from .errors import (ArgumentError, CaptureError, ClosedError, CompileError, CudaError,
-                     CudaNotAvailableError, GraphExecUpdateError, HostCallbackError,
+                     CudaNotAvailableError, GraphExecUpdateError, GraphFileError,
+                     HostCallbackError,
                      NotSupportedError, PyCudaGraphError)
 from .graph.graph import Graph
 from .graph.exec import GraphExec
+from .graph.file_load import load
+from .graph.host_registry import register_host_fn
+from .graph.profile import Profile
 from .runtime.graph_mem import graph_mem_info, graph_mem_reset_high, graph_mem_trim
 from .runtime.memory import DeviceBuffer, PinnedBuffer, device_pointer, host_pointer
 from .nodes import (AccessPolicyWindow, BatchMemOpNode, CapturedKernelNode, ChildGraphNode,
@@ -38,10 +43,10 @@ __all__ = [
     "Program", "Module", "Kernel",
     "Stream", "Event", "DeviceBuffer", "PinnedBuffer", "device_pointer", "host_pointer",
     "Device", "device", "device_count",
-    "Graph", "GraphExec", "capture", "capture_status",
+    "Graph", "GraphExec", "Profile", "capture", "capture_status",
     "graph_mem_info", "graph_mem_trim", "graph_mem_reset_high", "UserObject",
     "CaptureInfo", "capture_info", "capture_mode", "recapture", "update_capture_dependencies",
-    "trace", "BucketedGraphs", "BucketStats",
+    "trace", "BucketedGraphs", "BucketStats", "load", "register_host_fn", "diff",
     "Node", "NodeType", "KernelNode", "CapturedKernelNode", "MemcpyNode", "MemsetNode", "HostNode",
     "ChildGraphNode", "EmptyNode", "EventRecordNode", "EventWaitNode", "MemAllocNode",
     "MemFreeNode", "ConditionalNode", "IfNode", "IfElseNode", "WhileNode", "SwitchNode",
@@ -50,5 +55,5 @@ __all__ = [
     "flush_remote_writes", "memory_barrier",
     "PyCudaGraphError", "CudaError", "CudaNotAvailableError", "NotSupportedError",
     "CompileError", "ArgumentError", "CaptureError", "GraphExecUpdateError", "HostCallbackError",
-    "ClosedError", "DeviceMismatchError", "SignatureWarning",
+    "ClosedError", "DeviceMismatchError", "SignatureWarning", "GraphFileError",
 ]

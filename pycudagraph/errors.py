@@ -23,6 +23,8 @@ __all__ = [
     "GraphExecUpdateError",
     "HostCallbackError",
     "ClosedError",
+    "GraphFileError",
+    "GraphFileWarning",
 ]
 
 
@@ -194,3 +196,18 @@ class ClosedError(PyCudaGraphError, ValueError):
 
     def __reduce__(self):
         return (type(self), (self.obj, self.what, self.hint))
+
+
+class GraphFileError(PyCudaGraphError, ValueError):
+    """A graph file cannot be saved or loaded (:func:`pycudagraph.load`, ``Graph.save``).
+
+    The message says what is wrong: a truncated, corrupted, foreign or newer-version file
+    (and where), a manifest field out of range, an address that belongs to no slot, a
+    kernel image this GPU cannot run, a missing slot, resolver or host function. It is a
+    ``ValueError`` too, so generic handlers catch it.
+    """
+
+
+class GraphFileWarning(UserWarning):
+    """A graph was saved, but loading it will need something from the loading process
+    (a resolver for kernels pycudagraph did not compile)."""

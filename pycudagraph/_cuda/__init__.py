@@ -5,7 +5,7 @@ layer, which calls ``cuda.bindings`` (cold paths) or libcuda through ctypes (hot
 
 Naming rule: a raw call keeps its CUDA name. ``call(rt.cudaGraphCreate, 0)`` runs
 ``cudaGraphCreate`` and returns its values or raises :class:`~pycudagraph.errors.CudaError`
-naming ``cudaGraphCreate``; ``fast.graph_launch`` runs ``cuGraphLaunch`` (the driver twin of
+naming ``cudaGraphCreate``; ``fast.launch_graph`` runs ``cuGraphLaunch`` (the driver twin of
 ``cudaGraphLaunch``) and reports to the same check and trace.
 
 Modules:
@@ -14,7 +14,7 @@ Modules:
 check       ``call``, ``error_for`` (sticky-error clearing), the trace hook
 versions    bindings/driver versions, ``require(feature, version)``, 12.x/13.x shims
 context     the current device's context, per thread (``ensure_device``)
-fast        the hot calls (compiled ``_native`` or ctypes), checked and traced
+fast        the four hot calls (compiled ``_native`` route, then ctypes), checked and traced
 structs     byte layouts of the structs the hot calls take
 =========== ===================================================================
 

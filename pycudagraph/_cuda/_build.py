@@ -1,8 +1,9 @@
 """Build the compiled hot path in place without setuptools: ``python pycudagraph/_cuda/_build.py``.
 
-``python setup.py build_ext --inplace`` does the same where setuptools is installed. This
-script only needs a C compiler and the Python headers (``sysconfig``), so it also works on a
-machine with no network and no setuptools. It runs nothing from pycudagraph itself.
+``python setup.py build_ext --inplace`` does the same where setuptools is installed (it
+takes its file list from :func:`sources` and :func:`headers`). This script only needs a C
+compiler and the Python headers (``sysconfig``), so it also works on a machine with no
+network and no setuptools. It runs nothing from pycudagraph itself.
 """
 
 from __future__ import annotations
@@ -14,7 +15,24 @@ import sys
 import sysconfig
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCE = os.path.join(HERE, "_native.c")
+ROOT = os.path.dirname(os.path.dirname(HERE))
+#: The extension's C files (one module, ``_native_module.c`` defines it) and its header.
+SOURCES = ("_native_module.c", "_native_calls.c", "_native_convert.c")
+HEADERS = ("_native.h",)
+
+
+def _paths(names, relative: bool) -> list[str]:
+    full = [os.path.join(HERE, n) for n in names]
+    return [os.path.relpath(p, ROOT).replace(os.sep, "/") for p in full] if relative else full
+
+
+def sources(relative: bool = False) -> list[str]:
+    """The C files, absolute or relative to the repository root (what setup.py takes)."""
+    return _paths(SOURCES, relative)
+
+
+def headers(relative: bool = False) -> list[str]:
+    return _paths(HEADERS, relative)
 
 
 def target() -> str:
@@ -25,8 +43,8 @@ def target() -> str:
 def command() -> list[str]:
     cc = shlex.split(sysconfig.get_config_var("CC") or "cc")
     include = sysconfig.get_paths()["include"]
-    return [*cc, "-shared", "-fPIC", "-O2", "-std=c11", "-Wall", f"-I{include}",
-            SOURCE, "-o", target()]
+    return [*cc, "-shared", "-fPIC", "-O2", "-std=c11", "-Wall", f"-I{include}", *sources(),
+            "-o", target()]
 
 
 def main() -> int:

@@ -14,15 +14,19 @@ from cuda.bindings import runtime as rt
 from ..errors import CudaError, CudaNotAvailableError
 from .no_gpu import unavailable
 
-__all__ = ["call", "error_for", "report", "capture_watchers", "set_tracer", "tracer",
+__all__ = ["call", "error_for", "report", "capture_watchers", "set_tracer", "tracer", "tracer_hooks",
            "runtime_name_text", "decode"]
 
 #: One list per active ``capture`` block; every failed raw call is appended to each.
 capture_watchers: list[list] = []
 
-#: Set by :mod:`pycudagraph.runtime.trace` while a trace is recording; ``None`` otherwise.
-#: Called as ``tracer(api, args, result)``.
+#: Set by :mod:`pycudagraph.runtime.trace` (through :func:`set_tracer`) while a trace is
+#: recording; ``None`` otherwise. Called as ``tracer(api, args, result)``.
 tracer = None
+
+#: Called with no argument after :func:`set_tracer` changed the tracer (the compiled hot
+#: calls of :mod:`.fast` hand every call to the traced route while one records).
+tracer_hooks: list = []
 
 # Codes that mean "there is no usable CUDA here" rather than "this call was wrong".
 _NOT_AVAILABLE = {
@@ -40,6 +44,8 @@ def set_tracer(fn) -> object:
     """Install ``fn`` as the tracer (``None`` to stop); returns the previous one."""
     global tracer
     previous, tracer = tracer, fn
+    for hook in tracer_hooks:
+        hook()
     return previous
 
 
@@ -128,9 +134,13 @@ def call(fn, *args):
     return res[1:]
 
 
-def report(api: str, rc: int, args: tuple) -> None:
-    """Trace and check a raw call made through ctypes (:mod:`.fast`); ``rc`` is a ``CUresult``."""
+def report(api: str, rc: int, args: tuple, twin: str = "") -> None:
+    """Trace and check a raw call made through ctypes (:mod:`.fast`); ``rc`` is a ``CUresult``.
+
+    ``twin`` is the runtime function a driver call stands for: the error names both,
+    ``cuGraphLaunch (cudaGraphLaunch) failed: ...``; the trace records ``api``.
+    """
     if tracer is not None:
         tracer(api, args, (rc,))
     if rc:
-        raise error_for(api, rc)
+        raise error_for(f"{api} ({twin})" if twin else api, rc)

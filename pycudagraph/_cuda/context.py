@@ -23,7 +23,7 @@ from .no_gpu import WITHOUT_GPU, unavailable
 
 __all__ = ["ensure_device", "set_device", "switch_device", "current_device", "stream_device",
            "cuda_available",
-           "thread_state", "on_first_use", "seen"]
+           "thread_state", "on_first_use", "seen", "multi_hooks"]
 
 
 class _ThreadState(threading.local):
@@ -35,11 +35,20 @@ thread_state = _ThreadState()
 
 
 class _Seen:
-    """The device ordinals made current in this process; ``multi`` once there are two."""
+    """The device ordinals made current in this process; ``multi`` once there are two.
+
+    Setting ``multi`` runs :data:`multi_hooks` (the compiled hot calls of :mod:`.fast`
+    follow it)."""
 
     def __init__(self):
         self.ordinals: set[int] = set()
         self.multi = False
+
+    def __setattr__(self, name: str, value) -> None:
+        object.__setattr__(self, name, value)
+        if name == "multi":
+            for hook in multi_hooks:
+                hook()
 
     def note(self, ordinal: int) -> None:
         if ordinal not in self.ordinals:
@@ -47,6 +56,8 @@ class _Seen:
             self.multi = len(self.ordinals) > 1
 
 
+#: Called with no argument after ``seen.multi`` is set.
+multi_hooks: list = []
 seen = _Seen()
 _lock = threading.Lock()
 _process: dict = {"checked": False}

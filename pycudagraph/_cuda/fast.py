@@ -1,24 +1,31 @@
-"""The hot calls: graph launch, eager kernel launch, kernel-node add and set, exec update.
+"""The hot calls: graph launch, eager kernel launch, kernel-node add, one-argument exec update.
 
-They go to libcuda through ctypes with plain integers, skipping the Python wrapper objects
-of ``cuda.bindings``. Each is checked and traced like every other call (:func:`.check.report`,
-whether it failed or not) and works from any thread: the first call in a thread makes the
-current device's context current there (:func:`.device.ensure_device`).
+Four plain functions, each the one way its call is made (the callers have no other):
 
-Driver names are used because these are the driver twins of the runtime calls a reader
-looks up: ``cuGraphLaunch`` is ``cudaGraphLaunch``, ``cuGraphAddKernelNode`` is
-``cudaGraphAddKernelNode``, ``cuGraphExecKernelNodeSetParams`` is
-``cudaGraphExecKernelNodeSetParams``, ``cuGraphExecUpdate`` is ``cudaGraphExecUpdate``,
-``cuLaunchKernel`` is ``cudaLaunchKernel``.
+===================== ================================== ===================================
+function              driver call made                   runtime twin a reader looks up
+===================== ================================== ===================================
+:func:`launch_graph`  ``cuGraphLaunch``                  ``cudaGraphLaunch``
+:func:`launch_kernel` ``cuLaunchKernel``                 ``cudaLaunchKernel``
+:func:`add_kernel`    ``cuGraphAddKernelNode``           ``cudaGraphAddKernelNode``
+:func:`set_arg`       ``cuGraphExecKernelNodeSetParams`` ``cudaGraphExecKernelNodeSetParams``
+===================== ================================== ===================================
 
-Two paths make these calls. The compiled one (:mod:`._native`, a plain C extension with
-no CUDA header: it receives the driver entry points from :func:`_load`) converts the
-common argument kinds and makes the driver call in one step; it hands back anything it
-does not handle (a value it does not convert, a thread whose context is not ensured yet,
-a trace being recorded) or a failed call, and the callers then run the functions below,
-which ensure the context, diagnose, trace and raise. ``PYCUDAGRAPH_NO_NATIVE=1`` turns the
-compiled path off; :func:`native_status` says which path is active (``pycudagraph info``).
-See ``docs/HOT_PATH.md``.
+Each has two routes, both here. The compiled one (the C extension ``_native``, built from
+``_native*.c``; this is the only module that knows it) packs the common argument kinds and
+makes the driver call in one step; it takes ints, bytes and sequences only. When it cannot
+(a value it does not convert, a thread whose context is not current yet, a trace being
+recorded, several devices in use, a failed driver call) it calls the ctypes route below with
+the same arguments, which converts with the full diagnosis through the caller's checked
+packing, makes the call through ctypes, traces it (:func:`.check.report`) and raises the
+:class:`~pycudagraph.errors.CudaError` naming the call and its twin, e.g. ``cuGraphLaunch
+(cudaGraphLaunch) failed: ...``. ``PYCUDAGRAPH_NO_NATIVE=1`` (read at import) leaves only
+the ctypes route; :func:`native_status` says which is active (``pycudagraph info``).
+
+The compiled route reads argument layouts from a *plan*: bytes made by :func:`layout_plan`
+(slot offsets and kinds) and :func:`kernel_plan` (plus the function and its 1-D limits).
+The other ctypes calls (exec update, instantiate, kernel-node set) are here too. See
+``docs/HOT_PATH.md``.
 """
 
 from __future__ import annotations
@@ -26,18 +33,20 @@ from __future__ import annotations
 import ctypes
 import importlib
 import os
+import struct
 import sys
 
 from ..errors import CudaNotAvailableError
 from . import check
-from .context import ensure_device, on_first_use, thread_state
+from .context import (current_device, ensure_device, multi_hooks, on_first_use, seen,
+                      switch_device, thread_state)
 from .structs import KERNEL_NODE_PARAMS_SIZE
 
-__all__ = ["graph_launch", "launch_kernel", "add_kernel_node", "kernel_node_set_params",
-           "exec_kernel_node_set_params", "exec_update", "native", "native_status",
-           "native_layout", "NATIVE_ENV", "graph_instantiate"]
+__all__ = ["launch_graph", "launch_kernel", "add_kernel", "set_arg", "kernel_node_set_params",
+           "exec_kernel_node_set_params", "exec_update", "graph_instantiate", "native_status",
+           "layout_plan", "kernel_plan", "use_driver_library", "NATIVE_ENV"]
 
-#: Set to 1 to use the ctypes path even where the compiled one is built.
+#: Set to 1 to use the ctypes route even where the compiled one is built.
 NATIVE_ENV = "PYCUDAGRAPH_NO_NATIVE"
 
 
@@ -51,11 +60,12 @@ def _import_native():
     return mod, ""
 
 
-#: The compiled hot calls (``pycudagraph._cuda._native``), or None: then the ctypes path.
-native, _native_reason = _import_native()
+_native, _native_reason = _import_native()
 
 _VP = ctypes.c_void_p
 _U = ctypes.c_uint
+_PLAIN = (int, float, bool)
+_Q = struct.Struct("<Q")
 # libcuda symbol -> (our name, argument types)
 _SYMBOLS = {
     "cuGraphLaunch": ("launch", [_VP, _VP]),
@@ -68,7 +78,6 @@ _SYMBOLS = {
 }
 
 
-
 class _Table:
     """The ctypes functions, set by :func:`_load` before the first device use."""
 
@@ -78,8 +87,10 @@ class _Table:
 _f = _Table()
 
 
-def _load() -> None:
-    name = "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"
+def _load(name: str | None = None) -> None:
+    """Open libcuda (or ``name``) and hand its entry points to both routes."""
+    if name is None:
+        name = "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"
     try:
         lib = ctypes.CDLL(name)
     except OSError as exc:
@@ -93,104 +104,187 @@ def _load() -> None:
         fn.argtypes = argtypes
         setattr(_f, attr, fn)
         table[sym] = ctypes.cast(fn, _VP).value
-    if native is not None:
-        native.init(table, vars(check))
+    if _native is not None:
+        _native.set_driver(table)
+
+
+def use_driver_library(path: str) -> None:
+    """Test hook: make both routes call the entry points of the library at ``path`` (a
+    stand-in for libcuda such as ``tests/support/driver_stub.c``) from now on, in this process."""
+    _load(path)
 
 
 def _ensure() -> None:
-    """The context is current in this thread; the compiled path may run here from now on."""
+    """The context is current in this thread; the compiled route may run here from now on."""
     if thread_state.device is None:
         ensure_device()
-    if native is not None:
-        native.mark_thread()
+    if _native is not None:
+        _native.mark_thread()
 
 
 def native_status() -> str:
-    """Which path the hot calls take: ``"compiled (...)"`` or ``"ctypes (why)"``."""
-    if native is not None:
-        return f"compiled ({native.__name__}, {os.path.basename(native.__file__)})"
+    """Which route the hot calls take: ``"compiled (...)"`` or ``"ctypes (why)"``."""
+    if _native is not None:
+        return f"compiled ({_native.__name__}, {os.path.basename(_native.__file__)})"
     return f"ctypes ({_native_reason})"
-
-
-# Argument kinds of the compiled path (its K_* codes); others are packed in Python.
-_INT_KINDS = {"b": 0, "B": 1, "h": 2, "H": 3, "i": 4, "I": 5, "q": 6, "Q": 7}
-
-
-def native_layout(params, offsets, size: int, converters):
-    """The compiled path's view of a :class:`~pycudagraph.compile.args.Layout`, or None without it.
-
-    Kinds it packs itself: integers, ``float``/``double``, ``bool`` and pointers (through
-    the slot's converter); half, bfloat16, vector and struct parameters make the whole
-    call go through the Python packing.
-    """
-    if native is None:
-        return None
-    kinds = bytearray()
-    for p in params:
-        if p.kind == "pointer":
-            kinds.append(native.K_PTR)
-        elif p.kind == "bool":
-            kinds.append(native.K_BOOL)
-        elif p.kind == "float":
-            kinds.append(native.K_F32 if p.fmt == "f" else native.K_F64)
-        elif p.kind == "int" and p.fmt in _INT_KINDS:
-            kinds.append(_INT_KINDS[p.fmt])
-        else:
-            kinds.append(native.K_OTHER)
-    return native.Layout(bytes(kinds), tuple(offsets), size, tuple(converters))
 
 
 on_first_use.append(_load)
 
+# ----------------------------------------------------------------------------------
+# Plans: what the compiled route reads about a kernel's arguments
 
-def graph_launch(exec_h: int, stream_h: int, exe) -> None:
-    """``cuGraphLaunch(exec, stream)``; ``exe`` names the exec in the trace."""
+#: func, block1, grid1, smem (limits; 0: not known), n, size, simple
+PLAN_HEAD = struct.Struct("<Q6I")
+#: per parameter: offset of its slot, kind (K_*)
+PLAN_SLOT = struct.Struct("<2I")
+# Kinds the compiled route packs (the K_* codes of _native.h); others go to the ctypes route.
+K_I8, K_U8, K_I16, K_U16, K_I32, K_U32, K_I64, K_U64, K_F32, K_F64, K_BOOL, K_PTR, K_OTHER = range(13)
+_INT_KINDS = {"b": K_I8, "B": K_U8, "h": K_I16, "H": K_U16, "i": K_I32, "I": K_U32,
+              "q": K_I64, "Q": K_U64}
+
+
+def _kind(p) -> int:
+    if p.parts or p.convert is not None:  # several kernel parameters, or a converter of its own
+        return K_OTHER
+    if p.kind == "pointer":
+        return K_PTR
+    if p.kind == "bool":
+        return K_BOOL
+    if p.kind == "float":
+        return K_F32 if p.fmt == "f" else K_F64
+    if p.kind == "int":
+        return _INT_KINDS.get(p.fmt, K_OTHER)
+    return K_OTHER  # half, bfloat16, vectors, structs, handles: packed in Python
+
+
+def layout_plan(params, offsets, size: int, hidden: int = 0) -> bytes:
+    """The plan of a :class:`~pycudagraph.compile.args.Layout`: its slots, no function. With
+    ``hidden`` kernel parameters no argument fills, whole packs are made in Python only."""
+    kinds = [_kind(p) for p in params]
+    head = PLAN_HEAD.pack(0, 0, 0, 0, len(kinds), size, K_OTHER not in kinds and not hidden)
+    return head + b"".join(PLAN_SLOT.pack(off, k) for off, k in zip(offsets, kinds))
+
+
+def kernel_plan(plan: bytes, func: int, block1: int = 0, grid1: int = 0, smem: int = 0) -> bytes:
+    """A layout's plan naming the ``CUfunction`` ``func`` and its 1-D limits (0: not known)."""
+    return struct.pack("<Q3I", func, block1, grid1, smem) + plan[20:]
+
+
+# ----------------------------------------------------------------------------------
+# The ctypes routes (the compiled functions call them when they hand a call on)
+
+def _launch_graph(exec_h: int, stream_h: int, exe) -> None:
     _ensure()
     rc = _f.launch(exec_h, stream_h)
     if rc or check.tracer is not None:
-        check.report("cuGraphLaunch", rc, (exe, stream_h))
+        check.report("cuGraphLaunch", rc, (exe, stream_h), "cudaGraphLaunch")
 
 
-def launch_kernel(func: int, g, b, shared_mem: int, stream_h: int, pack, kernel) -> None:
-    """``cuLaunchKernel`` of a packed launch (:class:`~pycudagraph.compile.args.ArgPack`)."""
+def _launch_kernel(hot, grid, block, args, stream_h: int, shared_mem, kernel, stream,
+                   prepare) -> None:
+    func, g, b, smem, s, dev, pack = prepare(kernel, grid, block, args, stream, shared_mem)
+    back = None
+    if seen.multi and dev != thread_state.device:  # CUDA launches on the current device
+        back = current_device()
+        switch_device(dev)
+    try:
+        _ensure()
+        rc = _f.launch_kernel(func, g[0], g[1], g[2], b[0], b[1], b[2], smem, s,
+                              pack.address + KERNEL_NODE_PARAMS_SIZE, None)
+        if rc or check.tracer is not None:
+            check.report("cuLaunchKernel", rc, (kernel, pack, s), "cudaLaunchKernel")
+    finally:
+        if back is not None:
+            switch_device(back)
+
+
+def _add_kernel(hot, grid, block, args, shared_mem, graph_h: int, deps_h: tuple, kernel, graph,
+                deps, prepare) -> tuple:
+    pack = prepare(kernel, args, grid, block, shared_mem)
     _ensure()
-    rc = _f.launch_kernel(func, g[0], g[1], g[2], b[0], b[1], b[2], shared_mem, stream_h,
-                          pack.address + KERNEL_NODE_PARAMS_SIZE, None)
+    n = len(deps_h)
+    out = _VP()
+    deps_arg = None if not n else _Q.pack(*deps_h) if n == 1 else struct.pack(f"<{n}Q", *deps_h)
+    rc = _f.add_kernel(ctypes.addressof(out), graph_h, deps_arg, n, pack.address)
     if rc or check.tracer is not None:
-        check.report("cuLaunchKernel", rc, (kernel, pack, stream_h))
+        check.report("cuGraphAddKernelNode", rc, (out, graph, list(deps), pack),
+                     "cudaGraphAddKernelNode")
+    return out.value, pack
 
 
-def add_kernel_node(out, table, deps_addr, n: int, pack, deps) -> int:
-    """``cuGraphAddKernelNode(&out, graph, deps, n, params)``; returns the node handle.
-
-    ``out`` is a ``ctypes.c_void_p`` that receives the handle (the node keeps it, so one
-    node can serve as a one-element dependency array); ``table`` is the graph's
-    :class:`~pycudagraph.nodes.table.NodeTable`: a closed or destroyed graph raises its
-    ``ClosedError`` before the call.
-    """
+def _set_arg(exec_h: int, node_h: int, hot, address: int, refs: list, index: int, value, pack,
+             exe, node):
+    saved = pack.write(index, value)  # the slot writer: raises for a value that does not fit
     _ensure()
-    graph_h = int(table.raw)
-    rc = _f.add_kernel(ctypes.addressof(out), graph_h, deps_addr, n, pack.address)
+    rc = _f.exec_set(exec_h, node_h, address)
     if rc or check.tracer is not None:
-        check.report("cuGraphAddKernelNode", rc, (out, table.graph, list(deps), pack))
-    return out.value
+        if rc:
+            pack.restore(index, saved)  # refused: the exec's pack is as it was
+        check.report("cuGraphExecKernelNodeSetParams", rc, (exe, node, pack),
+                     "cudaGraphExecKernelNodeSetParams")
+    old = refs[index]
+    refs[index] = value
+    return None if old is value or type(old) in _PLAIN else old
 
+
+# ----------------------------------------------------------------------------------
+# The four hot calls
+
+if _native is not None:
+    _native.set_routes((_launch_graph, _launch_kernel, _add_kernel, _set_arg),
+                       check.capture_watchers)
+
+    def _follow_flags() -> None:
+        _native.set_flags(check.tracer is not None, seen.multi)
+
+    check.tracer_hooks.append(_follow_flags)
+    multi_hooks.append(_follow_flags)
+    _follow_flags()
+
+#: ``launch_graph(exec_h, stream_h, exe)``: ``cuGraphLaunch`` (``cudaGraphLaunch``) of an
+#: exec (``exe`` names it in the trace) on a stream.
+launch_graph = _native.launch_graph if _native is not None else _launch_graph
+#: ``launch_kernel(hot, grid, block, args, stream_h, shared_mem, kernel, stream, prepare)``:
+#: ``cuLaunchKernel`` (``cudaLaunchKernel``). ``hot`` is the kernel's
+#: ``(kernel_plan, converters)`` or None; ``prepare(kernel, grid, block, args, stream,
+#: shared_mem)`` is the checked packing, run by the ctypes route: it returns ``(func, grid3,
+#: block3, shared_mem, stream_h, device, pack)``.
+launch_kernel = _native.launch_kernel if _native is not None else _launch_kernel
+#: ``add_kernel(hot, grid, block, args, shared_mem, graph_h, deps_h, kernel, graph, deps,
+#: prepare) -> (node_h, pack)``: ``cuGraphAddKernelNode`` (``cudaGraphAddKernelNode``).
+#: ``hot`` is ``(kernel_plan, converters, adopt)`` or None, ``adopt(kernel, args, buf,
+#: address)`` makes the pack of a buffer the compiled route packed; ``deps_h`` the tuple of
+#: the dependencies' handles (checked by the caller), ``graph`` and ``deps`` name them in the
+#: trace; ``prepare(kernel, args, grid, block, shared_mem)`` is the checked packing.
+add_kernel = _native.add_kernel if _native is not None else _add_kernel
+#: ``set_arg(exec_h, node_h, hot, address, refs, index, value, pack, exe, node)``:
+#: ``cuGraphExecKernelNodeSetParams`` (``cudaGraphExecKernelNodeSetParams``) after argument
+#: ``index`` of the exec's pack (at ``address``; ``hot`` is its layout's) is rewritten; the
+#: pack's ``refs`` take ``value``. Returns the object replaced (for the exec to retire) or
+#: None for a plain int / float / bool. A refused value or call leaves the pack unchanged.
+set_arg = _native.set_arg if _native is not None else _set_arg
+
+
+# ----------------------------------------------------------------------------------
+# Other calls, through ctypes
 
 def kernel_node_set_params(node, pack) -> None:
-    """``cuGraphKernelNodeSetParams(node, params)``."""
+    """``cuGraphKernelNodeSetParams(node, params)`` (``cudaGraphKernelNodeSetParams``)."""
     _ensure()
     rc = _f.node_set(int(node), pack.address)
     if rc or check.tracer is not None:
-        check.report("cuGraphKernelNodeSetParams", rc, (node, pack))
+        check.report("cuGraphKernelNodeSetParams", rc, (node, pack), "cudaGraphKernelNodeSetParams")
 
 
 def exec_kernel_node_set_params(exe, node_h: int, pack, node) -> None:
-    """``cuGraphExecKernelNodeSetParams(exec, node, params)``; ``exe`` is the raw exec
-    handle (an int or a ``cudaGraphExec_t``)."""
+    """``cuGraphExecKernelNodeSetParams(exec, node, params)`` (``cudaGraphExecKernelNodeSetParams``);
+    ``exe`` is the raw exec handle (an int or a ``cudaGraphExec_t``)."""
     _ensure()
     rc = _f.exec_set(int(exe), node_h, pack.address)
     if rc or check.tracer is not None:
-        check.report("cuGraphExecKernelNodeSetParams", rc, (exe, node, pack))
+        check.report("cuGraphExecKernelNodeSetParams", rc, (exe, node, pack),
+                     "cudaGraphExecKernelNodeSetParams")
 
 
 def exec_update(exe, graph, info) -> int:

@@ -1,7 +1,9 @@
-"""``python -m pycudagraph {info, demo, bench}`` (also the ``pycudagraph`` script).
+"""``python -m pycudagraph {info, demo, show, bench}`` (also the ``pycudagraph`` script).
 
 ``info``   versions, devices and the graph features this driver supports
 ``demo``   the guided demo (:mod:`pycudagraph.cli.demo`); options after ``demo`` go to it
+``show``   the interactive page of a graph (:mod:`pycudagraph.cli.show`); options after
+           ``show`` go to it (``show --model`` works without a GPU)
 ``bench``  the benchmark suite in the source repository's ``benchmarks/`` folder;
            options after ``bench`` go to it, as with ``python -m benchmarks``
 """
@@ -60,6 +62,16 @@ def _demo(rest: list[str]) -> int:
         return _no_gpu("demo", exc)
 
 
+def _show(rest: list[str]) -> int:
+    from . import show
+    try:
+        return int(show.main(rest) or 0)
+    except SystemExit as exc:  # argparse's --help and usage errors
+        return exc.code if isinstance(exc.code, int) else 2
+    except CudaNotAvailableError as exc:
+        return _no_gpu("show", exc)
+
+
 def _benchmarks_main():
     """``benchmarks.__main__.main`` from the repository root, or None when it is not there."""
     if not (_REPO_ROOT / "benchmarks" / "__main__.py").is_file():
@@ -87,9 +99,9 @@ def _bench(rest: list[str]) -> int:
         return _no_gpu("bench", exc)
 
 
-_COMMANDS = {"info": _info, "demo": _demo, "bench": _bench}
+_COMMANDS = {"info": _info, "demo": _demo, "show": _show, "bench": _bench}
 #: Commands whose remaining arguments are handed over untouched.
-_PASS_THROUGH = ("demo", "bench")
+_PASS_THROUGH = ("demo", "show", "bench")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -98,9 +110,11 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m pycudagraph",
         description="pycudagraph: a Python binding to the CUDA Graph runtime API.")
     parser.add_argument("--version", action="version", version=f"pycudagraph {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{info,demo,bench}")
+    sub = parser.add_subparsers(dest="command", metavar="{info,demo,show,bench}")
     sub.add_parser("info", help="versions, devices and the graph features this driver supports")
     for name, text in (("demo", "run the guided demo; options after 'demo' go to it"),
+                       ("show", "write the interactive page of a graph; options after 'show' "
+                                "go to it"),
                        ("bench", "run the benchmark suite (source checkout only); "
                                  "options after 'bench' go to it")):
         p = sub.add_parser(name, help=text, add_help=False)

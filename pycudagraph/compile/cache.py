@@ -8,6 +8,8 @@ macro that cannot be resolved here is not cached. An entry is::
 
     MAGIC | sha256(body) | body = u32 header length | JSON header | CUBIN | PTX
 
+(the JSON header holds the sizes and the lowered names of C++ name expressions)
+
 and is used only when the magic, the checksum, the lengths and the CUBIN's ELF magic
 all hold; a corrupt, truncated or empty file is ignored (and replaced by the next
 compile). Folder: ``$PYCUDAGRAPH_CACHE_DIR`` (default ``~/.cache/pycudagraph``;
@@ -21,7 +23,7 @@ import json
 import os
 import struct
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .headers import UNKNOWN, file_digest, include_files
@@ -35,10 +37,12 @@ _LEN = struct.Struct("<I")
 
 @dataclass(frozen=True)
 class CacheEntry:
-    """A compiled program: its CUBIN and the PTX NVRTC produced on the way."""
+    """A compiled program: its CUBIN, the PTX NVRTC produced on the way, and the lowered
+    (mangled) name of each C++ name expression asked for (``nvrtcGetLoweredName``)."""
 
     cubin: bytes
     ptx: str
+    lowered: dict = field(default_factory=dict)
 
 
 def cache_dir() -> Path | None:
@@ -54,13 +58,17 @@ def cache_dir() -> Path | None:
     return Path(os.path.expandvars(os.path.expanduser(value)))
 
 
-def cache_key(source: str, name: str, options: tuple, nvrtc_version: tuple[int, int]) -> str | None:
-    """The hex key of one compile (see the module docstring for what goes in), or ``None``
-    when the files it reads cannot all be known (``#include`` of a macro that does not
-    name a file here): such a compile is not cached, so no stale CUBIN is served."""
+def cache_key(source: str, name: str, options: tuple, nvrtc_version: tuple[int, int],
+              name_expressions: tuple = ()) -> str | None:
+    """The hex key of one compile (see the module docstring for what goes in; C++ name
+    expressions too, as they instantiate templates), or ``None`` when the files it reads
+    cannot all be known (``#include`` of a macro that does not name a file here): such a
+    compile is not cached, so no stale CUBIN is served."""
     h = hashlib.sha256()
     parts = [MAGIC.decode(), source, name, "\0".join(options),
              f"nvrtc{nvrtc_version[0]}.{nvrtc_version[1]}"]
+    if name_expressions:
+        parts.append("names\0" + "\0".join(name_expressions))
     for inc, path in include_files(source, name, options):
         if path is UNKNOWN:
             return None
@@ -90,9 +98,11 @@ def _decode(data: bytes) -> CacheEntry | None:
         ptx = body[start + meta["cubin"]: start + meta["cubin"] + meta["ptx"]]
     except (ValueError, KeyError, TypeError):
         return None
-    if len(cubin) != meta["cubin"] or len(ptx) != meta["ptx"] or not is_elf(cubin):
+    lowered = meta.get("lowered", {})
+    if (len(cubin) != meta["cubin"] or len(ptx) != meta["ptx"] or not is_elf(cubin)
+            or not isinstance(lowered, dict)):
         return None
-    return CacheEntry(bytes(cubin), ptx.decode(errors="replace"))
+    return CacheEntry(bytes(cubin), ptx.decode(errors="replace"), lowered)
 
 
 def load(path: Path) -> CacheEntry | None:
@@ -107,7 +117,8 @@ def load(path: Path) -> CacheEntry | None:
 def store(path: Path, entry: CacheEntry) -> None:
     """Write an entry atomically (temporary file, then rename); errors only cost speed."""
     ptx = entry.ptx.encode()
-    meta = json.dumps({"cubin": len(entry.cubin), "ptx": len(ptx)}).encode()
+    meta = json.dumps({"cubin": len(entry.cubin), "ptx": len(ptx),
+                       "lowered": entry.lowered}).encode()
     body = _LEN.pack(len(meta)) + meta + entry.cubin + ptx
     data = MAGIC + hashlib.sha256(body).digest() + body
     try:

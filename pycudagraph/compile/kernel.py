@@ -1,8 +1,9 @@
 """A loaded kernel: its parameter layout, argument packing and eager launch.
 
 A :class:`Kernel` comes from :meth:`Module.get_kernel <pycudagraph.compile.program.Module.get_kernel>`
-(``cudaLibraryGetKernel``); its signature is checked against the kernel image
-(``cuKernelGetParamInfo``) before the first pack.
+(``cudaLibraryGetKernel``), or from a kernel made elsewhere with :meth:`Kernel.from_function`
+(a raw ``CUfunction`` / ``CUkernel``, CuPy, Triton, Numba-CUDA: :mod:`.adopted`); its
+signature is checked against the kernel image (``cuKernelGetParamInfo``) before the first pack.
 
 A ``cudaKernel_t`` belongs to no device; what launches and kernel nodes name is its
 ``CUfunction`` in one device's context (``cuKernelGetFunction``), which a :class:`Kernel`
@@ -14,24 +15,35 @@ from __future__ import annotations
 
 import weakref
 
-from .. import _cuda, _lifetime
-from .._cuda import call, dr, fast, rt
+from .. import _lifetime
+from .._cuda import call, dr, fast
 from .._cuda.context import current_device, ensure_device, seen, stream_device, thread_state
 from .args import ArgPack, Layout
-from ..runtime.device import Device, check_access, device
-from .limits import KERNEL_LIMITS, kernel_limits, launch_config
-from ..errors import ArgumentError, CudaError
-from ..runtime.memory import DeviceBuffer
+from ..runtime.device import Device, device
+from .kernel_checks import KernelChecks
+from .limits import KERNEL_LIMITS
+from .adopted import adopt, param_info
+from .reconcile import check_declared, check_image, expanded, params_from_image
 from .param_block import param_block
-from .reconcile import check_declared, check_image
 from .signature import Param, signature_text
+from ..errors import ArgumentError
 from ..runtime.values import seq_arg, str_arg
 from ..runtime.stream import Stream, stream_handle
 
-__all__ = ["Kernel"]
+__all__ = ["Kernel", "kernel_for_function"]
 
 _launch = fast.launch_kernel
-_native_launch = fast.native.launch_kernel if fast.native is not None else None
+
+
+#: CUfunction -> the Kernel that looked it up (a captured node of one of our kernels is
+#: told by its function: kernel_for_function)
+_BY_FUNCTION: "weakref.WeakValueDictionary[int, Kernel]" = weakref.WeakValueDictionary()
+
+
+def kernel_for_function(func: int) -> "Kernel | None":
+    """The live :class:`Kernel` whose ``CUfunction`` (on any device) ``func`` is, or ``None``.
+    No CUDA call."""
+    return _BY_FUNCTION.get(int(func))
 
 
 def _forget_limits(funcs: dict) -> None:
@@ -39,23 +51,47 @@ def _forget_limits(funcs: dict) -> None:
         KERNEL_LIMITS.pop(func, None)
 
 
-class Kernel:
+class Kernel(KernelChecks):
     """One kernel of a :class:`Module` (``cudaKernel_t``), with its parameter layout.
 
     Attributes
     ----------
     name : str
+        As asked for (an ``extern "C"`` name, a C++ name expression, a mangled name).
+    symbol : str
+        Its name in the image (mangled for C++ kernels).
     params : list of Param
         C type, size and (our packing) offsets of each parameter.
+    origin : Origin or None
+        For a kernel made elsewhere (:meth:`from_function`): what it came from
+        (``origin.obj``, kept alive as long as this kernel) and what its maker fixed.
+    block : tuple or None
+        The block its maker fixed (a Triton kernel: ``32 * num_warps`` threads); pass
+        it, or None, as ``block``. None for other kernels.
+    shared_mem : int
+        Dynamic shared memory its maker fixed (a Triton kernel's ``shared``): every
+        launch and node gets at least this much. 0 for other kernels.
     """
 
-    def __init__(self, module, name: str, params: tuple[Param, ...]):
+    def __init__(self, module, name: str, params: tuple[Param, ...] | None,
+                 symbol: str | None = None, origin=None):
         self.module = module
         self.name = str_arg(name, "Kernel: name", empty=False)
-        self._declared = seq_arg(params, "Kernel: params")
-        if not all(isinstance(p, Param) for p in self._declared):
-            raise ArgumentError("Kernel: params must be Param objects (Module.get_kernel makes "
-                                "them from the source or signature=)")
+        if params is not None:
+            params = seq_arg(params, "Kernel: params")
+            if not all(isinstance(p, Param) for p in params):
+                raise ArgumentError("Kernel: params must be Param objects (Module.get_kernel "
+                                    "makes them from the source or signature=)")
+        if symbol is not None:
+            str_arg(symbol, "Kernel: symbol")
+        if origin is not None and not hasattr(origin, "hidden"):
+            raise ArgumentError(f"Kernel: origin must be an Origin (Kernel.from_function makes "
+                                f"it), got {type(origin).__name__}")
+        self.symbol = symbol or name
+        self.origin = origin
+        self.block = origin.block if origin is not None else None
+        self.shared_mem = origin.shared_mem if origin is not None else 0
+        self._declared = None if params is None else tuple(params)  # None: from the image
         self._handle = None
         self._handle_int = 0
         self._funcs: dict[int, int] = {}  # device ordinal -> CUfunction
@@ -65,23 +101,37 @@ class Kernel:
         self._dev = -1  # the device it was first loaded on
         self._layout = None
         self._image_params: list[tuple[int, int]] | None = None
-        self._native = None  # the layout's compiled view, once the function is known
+        self._hot = self._hot_for = None  # the compiled route's view (Layout.kernel_hot), its key
         # Its limits go with it: a module loaded later may get the same CUfunction addresses.
         weakref.finalize(self, _forget_limits, self._funcs).atexit = False
+
+    @classmethod
+    def from_function(cls, obj, signature: str | None = None) -> "Kernel":
+        """A kernel made elsewhere as a :class:`Kernel` (recipes: ``docs/own_kernels.md``).
+
+        ``obj``: a ``CUfunction`` / ``CUkernel`` / ``cudaKernel_t`` (an int is taken as a
+        ``CUfunction``), a CuPy ``RawKernel``, a Triton compiled kernel, or a Numba-CUDA
+        kernel compiled for one set of types; ``signature`` (``"float* y, int n"``) names
+        and types what ``obj`` does not tell, checked against the image. The kernel keeps
+        ``obj`` alive (``kernel.origin.obj``). Calls ``cuFuncGetName`` / ``cuKernelGetName``
+        for a raw handle's name; a Triton CUBIN loads at first use (``cudaLibraryLoadData``).
+        Raises :class:`ArgumentError` for an unknown object or a launch this cannot make.
+        """
+        return adopt(cls, obj, signature)
 
     # Loading -----------------------------------------------------------------------
 
     @property
     def handle(self):
-        """The raw ``cudaKernel_t`` (``cudaLibraryGetKernel``)."""
+        """The raw ``cudaKernel_t`` (``cudaLibraryGetKernel``), or for a kernel made
+        elsewhere the handle it came with (a ``CUfunction`` or ``CUkernel``)."""
         if self._handle is None:
-            try:
-                handle = call(rt.cudaLibraryGetKernel, self.module.handle, self.name.encode())
-            except CudaError as exc:
-                raise self.module._with_arch_hint(exc)
+            origin = self.origin
+            handle = origin.load() if origin is not None else self.module.kernel_handle(self.symbol)
             self._handle_int = int(handle)
             self._handle = handle
-            self._function(ensure_device())
+            bound = origin is not None and origin.device >= 0
+            self._function(origin.device if bound else ensure_device())
         return self._handle
 
     @property
@@ -117,13 +167,15 @@ class Kernel:
             if self._handle is None:
                 self.handle  # noqa: B018 - the cudaKernel_t first
                 return self._function(ordinal)
-            kern = dr.CUkernel(self._handle_int)
-            if thread_state.device == ordinal:
-                func = int(call(dr.cuKernelGetFunction, kern))
+            if self.origin is not None and self.origin.device >= 0:  # a CUfunction: its context's
+                func = self.origin.function_on(ordinal, self.name)
+            elif thread_state.device == ordinal:
+                func = int(call(dr.cuKernelGetFunction, dr.CUkernel(self._handle_int)))
             else:
                 with device._trusted(ordinal):
-                    func = int(call(dr.cuKernelGetFunction, kern))
+                    func = int(call(dr.cuKernelGetFunction, dr.CUkernel(self._handle_int)))
             self._funcs[ordinal] = func
+            _BY_FUNCTION[func] = self
             if self._dev < 0:
                 self._dev = ordinal
         self._func = (func, ordinal)
@@ -144,23 +196,16 @@ class Kernel:
 
     @property
     def image_params(self) -> list[tuple[int, int]] | None:
-        """(offset, size) of each parameter in the kernel image (``cuKernelGetParamInfo``),
-        or ``None`` when the driver cannot tell (older than CUDA 12.4)."""
+        """(offset, size) of each parameter in the kernel image (``cuKernelGetParamInfo``;
+        ``cuFuncGetParamInfo`` for a ``CUfunction`` made elsewhere), or ``None`` when the
+        driver cannot tell (older than CUDA 12.4)."""
         if self._image_params is None:
-            kern = dr.CUkernel(int(self.handle))
-            info = []
-            while True:
-                try:
-                    err, offset, size = dr.cuKernelGetParamInfo(kern, len(info))
-                except (AttributeError, RuntimeError):
-                    return None
-                if err == dr.CUresult.CUDA_ERROR_INVALID_VALUE:
-                    break
-                if err == dr.CUresult.CUDA_ERROR_NOT_SUPPORTED:
-                    return None
-                if err:
-                    raise _cuda.error_for("cuKernelGetParamInfo", err)
-                info.append((int(offset), int(size)))
+            self.handle  # noqa: B018 - loaded first
+            origin = self.origin
+            info = (origin.param_info() if origin is not None and origin.device >= 0
+                    else param_info(dr.cuKernelGetParamInfo, dr.CUkernel(self._handle_int)))
+            if info is None:
+                return None
             self._image_params = info
         return self._image_params
 
@@ -168,35 +213,67 @@ class Kernel:
     def layout(self) -> Layout:
         """Packing layout; on first use checks the signature against the compiled kernel
         (the module's PTX/CUBIN facts: no GPU needed), then against the loaded image
-        (``cuKernelGetParamInfo``)."""
+        (``cuKernelGetParamInfo``), which alone gives the parameters of a kernel known by
+        its image only."""
         if self._layout is None:
-            params = self._compiled_params()
+            hidden = self.origin.hidden if self.origin is not None else ()
+            params = self._declared
+            if params is None:
+                params = params_from_image(self.name, self.image_params, hidden)
+            params = self._compiled_params(params, hidden)
             image = self.image_params
             if image is not None:
-                params = check_image(self.name, params, image)
-            self._layout = Layout(self.name, params)
+                params = check_image(self.name, params, image, hidden)
+            self._layout = Layout(self.name, params, hidden)
             if self._func[0]:
-                self._native = self._layout.native
+                self._refresh_hot()
         return self._layout
 
-    def _compiled_params(self) -> tuple[Param, ...]:
-        """The declared parameters checked against the module's compiled facts. No CUDA call."""
-        compiled = getattr(self.module, "entries", {}).get(self.name)
-        return self._declared if compiled is None else check_declared(self.name, self._declared,
-                                                                      compiled)
+    def _compiled(self):
+        """The compiled facts of this kernel (:class:`~.ptx.CompiledParam` tuple) or None."""
+        origin = self.origin
+        entries = origin.entries if origin is not None else getattr(self.module, "entries", {})
+        return entries.get(self.symbol)
+
+    def _compiled_params(self, params, hidden=()) -> tuple[Param, ...]:
+        """``params`` checked against the compiled facts (no GPU needed). No CUDA call."""
+        compiled = self._compiled()
+        if compiled is not None and len(expanded(params)) == len(params):
+            params = check_declared(self.name, params, compiled[:len(compiled) - len(hidden)])
+        return params
 
     def pack_args(self, args) -> bytes:
         """The parameter block a launch hands the kernel for ``args``: each value checked as
         :meth:`launch` checks it (:class:`ArgumentError` naming the parameter and the
         value) and written at its parameter's offset. No CUDA call, no GPU needed for a
         module compiled with ``arch=``: sizes and offsets come from its PTX or CUBIN."""
-        layout = self._layout or Layout(self.name, self._compiled_params())
-        return param_block(layout, args, getattr(self.module, "entries", {}).get(self.name))
+        layout = self._layout
+        if layout is None:
+            if self._declared is None:
+                raise ArgumentError(f"{self.name}: its parameters are known from the loaded "
+                                    "image only: pass signature=, or load it on a GPU")
+            hidden = self.origin.hidden if self.origin is not None else ()
+            layout = Layout(self.name, self._compiled_params(self._declared, hidden), hidden)
+        return param_block(layout, args, self._compiled())
+
+    def _refresh_hot(self) -> None:
+        """The compiled route's view of the function looked up last and its limits, made
+        again when they changed (layout made, limits loaded, shared memory raised). None for
+        a kernel whose maker fixes its launch (a Triton block and shared memory)."""
+        func = self._func[0]
+        lim = KERNEL_LIMITS.get(func)
+        key = (func, lim, lim.smem if lim is not None else 0)
+        if (key != self._hot_for and not seen.multi and self._layout is not None and func
+                and (self.origin is None or self.origin.free_launch)):
+            self._hot, self._hot_for = self._layout.kernel_hot(func, lim), key
 
     @property
     def params(self) -> tuple[Param, ...]:
-        """The parameters: name, C type, kind, size, alignment. No CUDA call."""
-        return self._layout.params if self._layout is not None else self._declared
+        """The parameters: name, C type, kind, size, alignment. No CUDA call, except for
+        a kernel known by its image only (its layout, from ``cuKernelGetParamInfo``)."""
+        if self._layout is not None:
+            return self._layout.params
+        return self._declared if self._declared is not None else self.layout.params
 
     def pack(self, args, grid=1, block=1, shared_mem: int = 0) -> ArgPack:
         """Pack arguments and launch dimensions into a stable :class:`ArgPack`.
@@ -232,96 +309,6 @@ class Kernel:
             func = self._function(dev)
         g, b, smem = self._config(grid, block, shared_mem, func, dev)
         return ArgPack(self._layout or self.layout, self, args, g, b, smem, func=func)
-
-    def _check_args(self, args, dev: int, what: str):
-        """Every DeviceBuffer argument usable from ``dev`` (same device or peer access);
-        returns ``args`` (an iterator read into a tuple, to be packed next)."""
-        if not isinstance(args, (tuple, list)):
-            if isinstance(args, (str, bytes, dict)) or not hasattr(args, "__iter__"):
-                return args  # the packing names what is wrong with it
-            args = tuple(args)
-        for i, a in enumerate(args):
-            if type(a) is DeviceBuffer and a._dev != dev:
-                name = self._declared[i].name if i < len(self._declared) else "?"
-                check_access(f"{self.name}() ({what})", dev, a._dev,
-                             f"argument {i} '{name}' (a DeviceBuffer)")
-        return args
-
-    def _check_pack_args(self, pack, args, what: str):
-        """Every DeviceBuffer of ``args`` (a sequence, or a dict ``{index or name: value}``)
-        usable from the device of the function ``pack`` names (a node's device); returns
-        ``args``. Called while several devices are in use (``seen.multi``). No CUDA call."""
-        dev = self._device_of(pack.func)
-        if dev < 0:  # not one of this kernel's functions: nothing to judge it by
-            return args
-        if not isinstance(args, dict):
-            return self._check_args(args, dev, what)
-        layout = pack.layout
-        for key, a in args.items():
-            if type(a) is DeviceBuffer and a._dev != dev:
-                i = layout.slot_index(key)
-                check_access(f"{self.name}() ({what})", dev, a._dev,
-                             f"argument {i} '{layout.params[i].name}' (a DeviceBuffer)")
-        return args
-
-    def _config(self, grid, block, shared_mem, func: int = 0, dev: int = -1) -> tuple:
-        """``(grid3, block3, shared_mem)`` checked against the device's and the kernel's
-        limits (:func:`pycudagraph.compile.limits.launch_config`); loads the kernel first.
-
-        ``func`` (on device ``dev``) is the ``CUfunction`` the launch or node names; by
-        default the one looked up last. The common case (1-D int grid and block within
-        the limits, shared memory within the kernel's current ceiling) costs a few compares.
-        """
-        if self._handle is None:
-            self.handle  # noqa: B018 - load the module, get the function
-        if not func:
-            func, dev = self._func
-        if self._fits(grid, block, shared_mem, func):
-            return (grid, 1, 1), (block, 1, 1), shared_mem
-        lim = KERNEL_LIMITS.get(func) or kernel_limits(self, func, dev)
-        return launch_config(lim, grid, block, shared_mem)
-
-    def _pack_config(self, pack, grid, block, shared_mem) -> tuple:
-        """:meth:`check_config` for the function ``pack``'s header names, on that function's
-        device (a node's own, whichever device this kernel was looked up on last).
-        ``cuFuncGetAttribute`` / ``cuFuncSetAttribute`` as :meth:`check_config`."""
-        func = pack.func
-        return self._config(grid, block, shared_mem, func, self._device_of(func))
-
-    def _fits(self, grid, block, shared_mem, func: int = 0) -> bool:
-        """The common configuration (1-D int grid and block within the limits, shared memory
-        within the kernel's current ceiling), judged with a few compares; False when unsure."""
-        lim = KERNEL_LIMITS.get(func or self._func[0])
-        return (lim is not None and type(block) is int and type(grid) is int
-                and type(shared_mem) is int and 0 < block <= lim.block1
-                and 0 < grid <= lim.grid1 and 0 <= shared_mem <= lim.smem)
-
-    def check_config(self, grid, block, shared_mem: int = 0) -> tuple:
-        """Check a launch configuration against the device's and this kernel's limits.
-
-        Returns ``(grid, block, shared_mem)`` normalised to 3-tuples; raises
-        :class:`ArgumentError` naming the field and the limit. Reads
-        ``cudaDeviceGetAttribute`` and ``cuFuncGetAttribute`` once; may call
-        ``cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)`` when
-        ``shared_mem`` needs more than 48 KiB (see :mod:`pycudagraph.compile.limits`).
-
-        Parameters
-        ----------
-        grid, block : int or tuple of up to 3 ints
-        shared_mem : int
-            Dynamic shared memory in bytes.
-
-        Notes
-        -----
-        The limits are those of this kernel's function on the current device.
-        """
-        dev = thread_state.device
-        if dev is None:
-            dev = ensure_device()
-        func, fdev = self._func
-        if fdev != dev or not func:
-            func = self._function(dev)
-        return self._config(grid, block, shared_mem, func, dev)
 
     # Launch ------------------------------------------------------------------------
 
@@ -360,17 +347,13 @@ class Kernel:
         inside ``with pcg.device(...)`` of the stream's device no switch is made.
         """
         s = stream._h if type(stream) is Stream else stream_handle(stream)
-        nl = self._native  # the compiled path: one device in this process (its function)
-        # The driver judges the configuration, except while a capture is open: a refused
-        # launch there could invalidate the capture, so only a config known to fit goes.
-        if (nl is not None and not seen.multi
-                and (not _lifetime.capture_keeps or self._fits(grid, block, shared_mem))
-                and not _native_launch(nl, self._func[0], grid, block, args, s, shared_mem)):
-            if _lifetime.capture_keeps and args:  # captured: the graph keeps the arguments
-                _lifetime.keep_in_captures(tuple(args))
-            return  # launched by the compiled path
-        # The checked path: first launches, several devices, values the compiled path does
-        # not convert, and any failure (diagnosed here, with the error raised naming the call).
+        _launch(self._hot, grid, block, args, s, shared_mem, self, stream, _prepare_launch)
+        if _lifetime.capture_keeps and args:  # captured: the graph keeps the arguments
+            _lifetime.keep_in_captures(tuple(args))
+
+    def _prepare_launch(self, grid, block, args, stream, shared_mem) -> tuple:
+        """The checked packing of :meth:`launch` (``fast.launch_kernel``'s ctypes route runs it):
+        ``(func, grid3, block3, shared_mem, stream_h, device, pack)`` for the stream's device."""
         if type(stream) is Stream:
             s, dev = stream._h, stream._dev
             if s is None:  # a closed Stream
@@ -390,17 +373,17 @@ class Kernel:
             func = self._function(dev)
         g, b, smem = self._config(grid, block, shared_mem, func, dev)
         pack = ArgPack(self._layout or self.layout, self, args, g, b, smem, func=func)
-        if seen.multi and dev != thread_state.device:  # CUDA launches on the current device
-            with device._trusted(dev):
-                _launch(func, g, b, smem, s, pack, self)
-        else:
-            _launch(func, g, b, smem, s, pack, self)
         if _lifetime.capture_keeps:  # captured: the graph keeps the arguments alive
             _lifetime.keep_in_captures(pack)
+        return func, g, b, smem, s, dev, pack
 
     def __call__(self, grid, block, args=(), stream=None, shared_mem: int = 0) -> None:
         self.launch(grid, block, args, stream, shared_mem)
 
     def __repr__(self) -> str:
-        sig = signature_text(self._declared)
+        params = self._layout.params if self._layout is not None else self._declared
+        sig = "..." if params is None else signature_text(params)
         return f"<pycudagraph.Kernel {self.name}({sig})>"
+
+
+_prepare_launch = Kernel._prepare_launch

@@ -3,9 +3,9 @@
 ==================== ==============================================================
 check                used by
 ==================== ==============================================================
-:func:`dims`         grid / block everywhere (through :func:`pycudagraph.compile.args.dim3`)
 :func:`kernel_limits` :meth:`Kernel.launch`, ``Graph.add_kernel``, kernel ``set_params``
 :func:`launch_config` the same: block, grid and dynamic shared memory vs the device
+                     (grid and block normalised by :func:`pycudagraph.compile.dims.dims3`)
 ==================== ==============================================================
 
 Device limits are read once per device (``cudaDeviceGetAttribute``) and a kernel's own
@@ -26,44 +26,11 @@ from __future__ import annotations
 
 from .._cuda import call, dr, ensure_device, rt
 from ..errors import ArgumentError
-from ..runtime.values import int_arg, is_int, short_repr
+from ..runtime.values import short_repr
+from .dims import dims3, shared_mem_arg
 
 __all__ = ["DeviceLimits", "KernelLimits", "DEVICE_LIMITS", "KERNEL_LIMITS", "device_limits",
-           "kernel_limits", "launch_config", "dims", "shared_mem_arg", "require_kernel"]
-
-_U32 = 1 << 32
-
-
-def dims(value, what: str) -> tuple[int, int, int]:
-    """A grid or block: an int, or a tuple/list of 1 to 3 ints, each in [1, 2**32).
-
-    Strings, floats and bools are refused (``"12"`` is not (1, 2), 2.7 is not 2).
-    """
-    if is_int(value):
-        items = (int(value),)
-    elif isinstance(value, (tuple, list)):
-        items = tuple(value)
-        if not 1 <= len(items) <= 3:
-            raise ArgumentError(f"{what} must have 1 to 3 dimensions, got {value!r}")
-        for axis, v in zip("xyz", items):
-            if not is_int(v):
-                raise ArgumentError(f"{what} {axis} must be an int, got {short_repr(v)} "
-                                    f"({type(v).__name__}) in {what}={short_repr(value)}")
-        items = tuple(int(v) for v in items)
-    else:
-        raise ArgumentError(f"{what} must be an int or a tuple of up to 3 ints, got "
-                            f"{short_repr(value)} ({type(value).__name__})")
-    for axis, v in zip("xyz", items):
-        if not 0 < v < _U32:
-            raise ArgumentError(f"{what} {axis} must be a positive 32-bit int, got {v} "
-                                f"in {what}={short_repr(value)}")
-    return items + (1,) * (3 - len(items))
-
-
-def shared_mem_arg(value, name: str = "") -> int:
-    """Dynamic shared memory in bytes: an int in [0, 2**32)."""
-    what = f"{name}: shared_mem" if name else "shared_mem"
-    return int_arg(value, what, 0, _U32 - 1)
+           "kernel_limits", "launch_config", "require_kernel"]
 
 
 # ----------------------------------------------------------------------------------
@@ -162,36 +129,13 @@ def raise_dynamic_smem(lim: KernelLimits, nbytes: int) -> None:
     lim.smem = int(nbytes)
 
 
-def _quick_dims(v):
-    """The common grid/block forms (an int, a tuple of 1 to 3 ints in range), or None."""
-    t = type(v)
-    if t is int:
-        return (v, 1, 1) if 0 < v < _U32 else None
-    if t is not tuple:
-        return None
-    n = len(v)
-    if n == 3:
-        x, y, z = v
-    elif n == 2:
-        (x, y), z = v, 1
-    elif n == 1:
-        x, y, z = v[0], 1, 1
-    else:
-        return None
-    if (type(x) is int and type(y) is int and type(z) is int
-            and 0 < x < _U32 and 0 < y < _U32 and 0 < z < _U32):
-        return (x, y, z)
-    return None
-
-
 def launch_config(lim: KernelLimits, grid, block, shared_mem) -> tuple:
     """``(grid3, block3, shared_mem)`` checked against ``lim``; raises :class:`ArgumentError`
     naming the kernel, the field and the limit. Raises the kernel's dynamic shared memory
     attribute when the request needs it and the device allows it."""
-    g = _quick_dims(grid) or dims(grid, f"{lim.name}: grid")
-    b = _quick_dims(block) or dims(block, f"{lim.name}: block")
-    smem = (shared_mem if type(shared_mem) is int and 0 <= shared_mem < _U32
-            else shared_mem_arg(shared_mem, lim.name))
+    g = dims3(grid, f"{lim.name}: grid")
+    b = dims3(block, f"{lim.name}: block")
+    smem = shared_mem_arg(shared_mem, lim.name)
     bl, gl = lim.block, lim.grid
     if (b[0] * b[1] * b[2] <= lim.threads and b[0] <= bl[0] and b[1] <= bl[1]
             and b[2] <= bl[2] and g[0] <= gl[0] and g[1] <= gl[1] and g[2] <= gl[2]

@@ -108,12 +108,12 @@ def _log(nv, handle, which: str) -> str:
         return ""
 
 
-def _image(item) -> tuple[bytes, str, str]:
-    """(bytes, name, source) of one input: a Module or CUBIN bytes."""
+def _image(item) -> tuple[bytes, str, str, str]:
+    """(bytes, name, source, kind) of one input: a Module (CUBIN, PTX or fatbin) or CUBIN bytes."""
     if isinstance(item, Module):
-        return item.cubin, item.name, item.source
+        return item.cubin, item.name, item.source, item.kind
     if isinstance(item, (bytes, bytearray, memoryview)):
-        return bytes(item), "image.cubin", ""
+        return bytes(item), "image.cubin", "", "cubin"
     raise TypeError(f"link takes Modules (compiled with -rdc=true) or CUBIN bytes, got {type(item).__name__}")
 
 
@@ -125,7 +125,8 @@ def link(*modules, arch: str | None = None, device_runtime: bool = True,
     ----------
     *modules : Module or bytes
         Modules compiled with ``-rdc=true`` (their kernels are found by name in the
-        result), or relocatable CUBIN bytes.
+        result), modules of relocatable PTX or fatbin images (``Module.from_file``), or
+        relocatable CUBIN bytes.
     arch : str, optional
         ``"sm_90"`` etc.; defaults to the first module's, else the current device's.
     device_runtime : bool
@@ -154,16 +155,17 @@ def link(*modules, arch: str | None = None, device_runtime: bool = True,
     _trace("nvJitLinkCreate", (len(opts), opts))
     try:
         try:
-            for data, item_name, _ in images:
-                nv.add_data(handle, nv.InputType.CUBIN, data, len(data), item_name)
-                _trace("nvJitLinkAddData", (handle, "NVJITLINK_INPUT_CUBIN", len(data), item_name))
+            for data, item_name, _, kind in images:
+                nv.add_data(handle, getattr(nv.InputType, kind.upper()), data, len(data), item_name)
+                _trace("nvJitLinkAddData", (handle, f"NVJITLINK_INPUT_{kind.upper()}", len(data),
+                                            item_name))
             if library is not None:
                 nv.add_file(handle, nv.InputType.LIBRARY, library)
                 _trace("nvJitLinkAddFile", (handle, "NVJITLINK_INPUT_LIBRARY", library))
             nv.complete(handle)
             _trace("nvJitLinkComplete", (handle,))
         except nv.nvJitLinkError as exc:
-            raise LinkError(f"nvJitLink could not link {[n for _, n, _ in images]} for {arch} "
+            raise LinkError(f"nvJitLink could not link {[n for _, n, _, _ in images]} for {arch} "
                             f"({exc})", _log(nv, handle, "error")) from None
         size = nv.get_linked_cubin_size(handle)
         cubin = bytearray(size)
@@ -171,5 +173,5 @@ def link(*modules, arch: str | None = None, device_runtime: bool = True,
         _trace("nvJitLinkGetLinkedCubin", (handle, size))
     finally:
         nv.destroy(handle)
-    source = "\n".join(src for _, _, src in images if src)
+    source = "\n".join(src for _, _, src, _ in images if src)
     return Module(bytes(cubin), source, name=name, arch=arch, options=tuple(opts))

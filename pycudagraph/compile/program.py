@@ -1,13 +1,15 @@
-"""NVRTC compilation and module loading: :class:`Program` -> :class:`Module` (kernels in :mod:`.kernel`).
+"""Device code in: :class:`Program` (CUDA C++ for NVRTC) -> :class:`Module` (an image) -> kernels.
 
 ``Program.compile()`` asks NVRTC for a CUBIN (machine code for one architecture, not
 PTX: PTX from a newer NVRTC does not load on an older driver) and keeps the PTX NVRTC
 made on the way: its ``.entry`` lines are the compiled truth about which kernels exist
 and what their parameters are (:mod:`.ptx`, :mod:`.reconcile`). Both are cached on
-disk (:mod:`.compile_cache`). The folder of the pip-installed CUDA headers is added as
-the last ``-I`` so ``#include <cuda_fp16.h>`` works (:mod:`.headers`). A
-:class:`Module` is loaded onto the device at first use with ``cudaLibraryLoadData``;
-kernels come from ``cudaLibraryGetKernel``.
+disk (:mod:`.cache`). The folder of the pip-installed CUDA headers is added as the last
+``-I`` so ``#include <cuda_fp16.h>`` works (:mod:`.headers`). A :class:`Module` also
+comes from an image made elsewhere (``.cubin``, ``.ptx``, ``.fatbin``: :mod:`.images`);
+it is loaded onto the device at first use with ``cudaLibraryLoadData`` (:mod:`.library`);
+kernels come from ``cudaLibraryGetKernel``, by ``extern "C"`` name, C++ name expression
+(``"ns::axpy<float>"``, :mod:`.cxx_names`) or mangled name.
 """
 
 from __future__ import annotations
@@ -16,87 +18,22 @@ import threading
 import warnings
 from pathlib import Path
 
-from .. import _cuda
-
-from . import cache as compile_cache
-from .._cuda import call, nvrtc, rt
-from .._lifetime import release
-from ..errors import ArgumentError, CompileError, CudaError, CudaNotAvailableError
+from ..errors import ArgumentError, CompileError
+from .cxx_names import bare_name, cxx_params, is_cxx_name, mangled_bare_name
 from .device_api import with_device_api
 from .headers import cuda_include_dir
+from .images import image_arch, image_entries, image_kind, ptx_image, read_image
 from .kernel import Kernel
-from .ptx import CompiledParam, cubin_entries, is_elf, ptx_entries
+from .library import Library
+from .nvrtc_compile import cached_compile, check_arch, device_arch, kernels_dir, nvrtc_version
+from .ptx import CompiledParam, ptx_entries
 from .reconcile import SignatureWarning, from_unreadable, reconcile
-from .signature import KernelSignature, kernel_candidates, parse_params
+from .signature import KernelSignature, kernel_candidates, parse_params, template_kernels
 from ..runtime.values import path_arg, seq_arg, short_repr, str_arg
 
 __all__ = ["Program", "Module", "device_arch", "kernels_dir", "nvrtc_version"]
 
-
-def kernels_dir() -> Path:
-    """The folder of ``.cu`` files shipped with pycudagraph.
-
-    Inside an installed wheel it is ``pycudagraph/kernels``; in a source checkout
-    (editable install or ``PYTHONPATH``) the repository's ``kernels/``.
-    """
-    package = Path(__file__).resolve().parent.parent
-    for candidate in (package / "kernels", package.parent / "kernels"):
-        if candidate.is_dir():
-            return candidate
-    return package / "kernels"
-
-
-def device_arch(device: int | None = None) -> str:
-    """``"sm_XY"`` of a device (``cudaDeviceGetAttribute`` for the compute capability)."""
-    dev = _cuda.ensure_device() if device is None else device
-    major = call(rt.cudaDeviceGetAttribute, rt.cudaDeviceAttr.cudaDevAttrComputeCapabilityMajor, dev)
-    minor = call(rt.cudaDeviceGetAttribute, rt.cudaDeviceAttr.cudaDevAttrComputeCapabilityMinor, dev)
-    return f"sm_{major}{minor}"
-
-
-_NVRTC_PACKAGES = {12: 'nvidia-cuda-nvrtc-cu12 (or: pip install "pycudagraph[cu12]")',
-                   13: 'nvidia-cuda-nvrtc (or: pip install "cuda-toolkit[nvrtc]==13.*")'}
-
-
-def nvrtc_version() -> tuple[int, int]:
-    """NVRTC's (major, minor) (``nvrtcVersion``).
-
-    Raises
-    ------
-    CudaNotAvailableError
-        When the NVRTC library cannot be loaded; the message names the pip package
-        that provides it for the installed cuda-bindings.
-    """
-    try:
-        return _cuda.nvrtc_version()
-    except CudaError:
-        raise
-    except Exception as exc:  # cuda-bindings could not load libnvrtc
-        major = _cuda.BINDINGS_MAJOR
-        package = _NVRTC_PACKAGES.get(major, f"the NVRTC {major}.x package")
-        raise CudaNotAvailableError(
-            "nvrtcVersion", 0, "NVRTC_LIBRARY_NOT_FOUND",
-            f"cuda-bindings {major}.x could not load the NVRTC library ({exc})",
-            f"install NVRTC {major}.x: pip install {package}") from exc
-
-
-def _check_arch(arch) -> str:
-    if arch is None:
-        try:
-            return device_arch()
-        except CudaNotAvailableError as exc:
-            raise exc.set_hint("compile() with no arch= asks the GPU for its architecture; "
-                               "compile(arch=\"sm_90\") works without one (the module loads "
-                               "on a GPU at first use)") from None
-    if not isinstance(arch, str):
-        raise ArgumentError(f"arch must be a str such as 'sm_90', got {arch!r} ({type(arch).__name__})")
-    if arch.startswith("compute_"):
-        raise ArgumentError(f"arch {arch!r}: pycudagraph compiles CUBIN; give a real "
-                            "architecture such as 'sm_90'")
-    digits = arch[3:].rstrip("afAF")
-    if not arch.startswith("sm_") or not digits.isdigit() or len(digits) < 2:
-        raise ArgumentError(f"arch must look like 'sm_90' (or 'sm_90a'), got {arch!r}")
-    return arch
+_IMAGE_SUFFIXES = (".cubin", ".ptx", ".fatbin", ".fatbinary")
 
 
 class Program:
@@ -105,26 +42,35 @@ class Program:
     Parameters
     ----------
     source : str
-        The CUDA C++ source. Kernels meant to be found by name are ``extern "C"``.
+        The CUDA C++ source. Kernels are found by ``extern "C"`` name, or by C++ name
+        (``"ns::axpy<float>"``) through NVRTC name expressions.
     name : str
         File name NVRTC reports in its log; quoted includes resolve from its folder.
     options : sequence of str
         NVRTC options, e.g. ``("-std=c++17", "--use_fast_math", "-Iinclude")``. The
         architecture is added by :meth:`compile`, and the folder of the pip-installed
         CUDA headers (``cuda_fp16.h``, ``cuda_bf16.h``) as the last ``-I``.
+    name_expressions : sequence of str
+        C++ names of kernels to instantiate and look up (``"axpy<float>"``,
+        ``"ns::scale"``); :meth:`Module.get_kernel` also takes ones not listed here.
 
     Notes
     -----
     No CUDA call until :meth:`compile` (``nvrtcCompileProgram``).
     """
 
-    def __init__(self, source: str, name: str = "kernel.cu", options=()):
+    def __init__(self, source: str, name: str = "kernel.cu", options=(), name_expressions=()):
         if not isinstance(source, str):
             raise ArgumentError(f"Program source must be a str, got {type(source).__name__}")
         if not isinstance(name, str) or not name:
             raise ArgumentError(f"Program name must be a non-empty str, got {name!r}")
         if isinstance(options, str):
             options = (options,)
+        if isinstance(name_expressions, str):
+            name_expressions = (name_expressions,)
+        for expr in seq_arg(name_expressions, "Program name_expressions"):
+            if not isinstance(expr, str) or not expr.strip():
+                raise ArgumentError(f"a name expression must be a non-empty str, got {expr!r}")
         options = seq_arg(options, "Program options")
         for o in options:
             if not isinstance(o, str):
@@ -133,6 +79,12 @@ class Program:
         self.source = source
         self.name = name
         self.options = options
+        self.name_expressions = tuple(dict.fromkeys(name_expressions))
+
+    def with_name_expressions(self, names) -> "Program":
+        """This program with more C++ name expressions to instantiate and look up. No CUDA call."""
+        names = (names,) if isinstance(names, str) else seq_arg(names, "with_name_expressions")
+        return Program(self.source, self.name, self.options, self.name_expressions + names)
 
     def compile(self, arch: str | None = None) -> "Module":
         """Compile to a CUBIN and return the :class:`Module`.
@@ -145,11 +97,12 @@ class Program:
 
         Notes
         -----
-        Calls ``nvrtcCreateProgram``, ``nvrtcCompileProgram``, ``nvrtcGetCUBIN``,
-        ``nvrtcGetPTX`` and ``nvrtcDestroyProgram`` (nothing on a cache hit);
+        Calls ``nvrtcCreateProgram``, ``nvrtcAddNameExpression`` (per name expression),
+        ``nvrtcCompileProgram``, ``nvrtcGetCUBIN``, ``nvrtcGetPTX``,
+        ``nvrtcGetLoweredName`` and ``nvrtcDestroyProgram`` (nothing on a cache hit);
         :class:`CompileError` carries the NVRTC log.
         """
-        arch = _check_arch(arch)
+        arch = check_arch(arch)
         version = nvrtc_version()
         options = self.options + (f"--gpu-architecture={arch}",)
         headers = cuda_include_dir(version[0])
@@ -158,108 +111,93 @@ class Program:
         # declares cudaGraphSetConditional & co. when the source calls them (device_api)
         source = with_device_api(self.source, self.name, options)
         try:
-            entry = _cached_compile(source, self.name, options, version)
+            entry = cached_compile(source, self.name, options, version, self.name_expressions)
         except CompileError as exc:  # the message shows the options given, not our -I
             if not added:
                 raise
             raise CompileError(exc.name, exc.log, options, added=added) from None
         return Module(entry.cubin, self.source, name=self.name, arch=arch, options=options,
-                      ptx=entry.ptx)
-
-
-def _cached_compile(source: str, name: str, options: tuple, version) -> compile_cache.CacheEntry:
-    folder = compile_cache.cache_dir()
-    path = None
-    key = compile_cache.cache_key(source, name, options, version) if folder is not None else None
-    if key is not None:
-        path = folder / (key + ".cubin")
-        hit = compile_cache.load(path)
-        if hit is not None:
-            return hit
-    entry = _nvrtc_compile(source, name, options)
-    if path is not None:
-        compile_cache.store(path, entry)
-    return entry
-
-
-def _nvrtc_compile(source: str, name: str, options: tuple) -> compile_cache.CacheEntry:
-    prog = call(nvrtc.nvrtcCreateProgram, source.encode(), name.encode(), 0, [], [])
-    try:
-        err = nvrtc.nvrtcCompileProgram(prog, len(options), [o.encode() for o in options])[0]
-        if _cuda.check.tracer is not None:
-            _cuda.check.tracer("nvrtcCompileProgram", (prog, len(options), list(options)), (err,))
-        if err:
-            log = _program_log(prog)
-            if err == nvrtc.nvrtcResult.NVRTC_ERROR_COMPILATION or log.strip():
-                raise CompileError(name, log, options)
-            raise _cuda.error_for("nvrtcCompileProgram", err)
-        size = call(nvrtc.nvrtcGetCUBINSize, prog)
-        cubin = b" " * size
-        call(nvrtc.nvrtcGetCUBIN, prog, cubin)
-        ptx = ""
-        err, size = nvrtc.nvrtcGetPTXSize(prog)
-        if not err and size > 1:  # some option sets (-dlto) leave no PTX: the CUBIN is read instead
-            data = b" " * size
-            call(nvrtc.nvrtcGetPTX, prog, data)
-            ptx = data.rstrip(b"\0").decode(errors="replace")
-        return compile_cache.CacheEntry(cubin, ptx)
-    finally:
-        nvrtc.nvrtcDestroyProgram(prog)
-
-
-def _program_log(prog) -> str:
-    size = call(nvrtc.nvrtcGetProgramLogSize, prog)
-    log = b" " * size
-    call(nvrtc.nvrtcGetProgramLog, prog, log)
-    return log.rstrip(b"\0 ").decode(errors="replace")
+                      ptx=entry.ptx, lowered=entry.lowered, program=self)
 
 
 class Module:
-    """Compiled device code: a CUBIN, the kernels it holds and their signatures.
+    """Device code: an image (CUBIN, PTX or fatbin), the kernels it holds and their signatures.
 
-    The kernel list and the parameter sizes come from what NVRTC compiled (the PTX
-    ``.entry`` lines, or the CUBIN's parameter records); the source gives parameter
-    names and pointer-or-integer intent where it agrees with them.
-    The CUBIN is loaded with ``cudaLibraryLoadData`` at first use (:attr:`handle`)
-    and unloaded with ``cudaLibraryUnload`` when the module and all its kernels are gone.
+    The kernel list and the parameter sizes come from the compiled code (PTX ``.entry``
+    lines, a CUBIN's parameter records, the readable members of a fatbin); the source,
+    when there is one, gives parameter names and pointer-or-integer intent where it
+    agrees with them. The image is loaded with ``cudaLibraryLoadData`` at first use
+    (:attr:`handle`) and unloaded with ``cudaLibraryUnload`` when the module and all its
+    kernels are gone.
+
+    Parameters
+    ----------
+    cubin : bytes
+        The image: CUBIN, PTX text or fatbin (told apart by their first bytes).
 
     Attributes
     ----------
+    kind : str
+        ``"cubin"``, ``"ptx"`` or ``"fatbin"``.
     entries : dict
         Compiled kernel name (mangled for non-``extern "C"`` kernels) -> its
         :class:`~pycudagraph.compile.ptx.CompiledParam` tuple; empty when unknown.
+    image_note : str
+        What could not be read from the image here (compressed fatbin members), or "".
+    lowered : dict
+        C++ name expression -> mangled name, for those looked up so far.
     signatures : dict
         What the source parse read, by kernel name.
+    ptx : str
+        The PTX NVRTC made on the way to the CUBIN ("" when not known): kept so a saved
+        graph can carry it (``Graph.save``) for GPUs the CUBIN does not fit.
     """
 
     def __init__(self, cubin: bytes, source: str = "", name: str = "kernel.cu",
-                 arch: str = "", options: tuple = (), ptx: str = ""):
+                 arch: str = "", options: tuple = (), ptx: str = "", lowered=None,
+                 program: Program | None = None):
         if not isinstance(cubin, (bytes, bytearray, memoryview)):
             raise ArgumentError(f"Module: cubin must be bytes (a CUBIN, PTX or fatbin image), "
                                 f"got {short_repr(cubin)} ({type(cubin).__name__})")
         for what, value in (("source", source), ("name", name), ("arch", arch), ("ptx", ptx)):
             str_arg(value, f"Module: {what}")
-        self.cubin = bytes(cubin)
+        options = seq_arg(options, "Module: options")
+        image = bytes(cubin)
+        try:
+            self.kind = image_kind(image)
+            entries, note = (ptx_entries(ptx), "") if ptx else image_entries(image, self.kind)
+        except ValueError as exc:
+            raise ArgumentError(f"Module {name}: {exc}") from None
+        self.cubin = ptx_image(image) if self.kind == "ptx" else image  # the image, whatever its kind
+        self.ptx = ptx or (self.cubin[:-1].decode(errors="replace") if self.kind == "ptx" else "")
         self.source = source
         self.name = name
-        self.arch = arch
-        self.options = seq_arg(options, "Module: options")
+        self.arch = arch or image_arch(self.cubin, self.kind)
+        self.options = tuple(options)
+        self.program = program
+        self.lowered: dict[str, str] = dict(lowered or {})
         self._candidates = kernel_candidates(source) if source else {}
+        self._templates = None
         self.signatures: dict[str, KernelSignature] = {n: c[-1] for n, c in self._candidates.items()}
-        self.entries: dict[str, tuple[CompiledParam, ...]] = (
-            ptx_entries(ptx) if ptx else cubin_entries(self.cubin) if is_elf(self.cubin) else {})
-        self._library = None
-        self._kernels: dict[str, Kernel] = {}
+        self.entries: dict[str, tuple[CompiledParam, ...]] = entries
+        self.image_note = note
+        advice = ("compile with arch=None for the current device" if program is not None
+                  else "build it for the current device's architecture")
+        self._library = Library(self.cubin, name, self.arch, advice)
+        self._kernels: dict[tuple, Kernel] = {}
+        self._instances: dict[str, Module] = {}  # name expressions compiled in another module
         self._lock = threading.Lock()
-        self._fin = None
 
     @classmethod
     def from_file(cls, path, options=(), arch: str | None = None) -> "Module":
-        """Compile a ``.cu`` file; a bare name is looked up in the package's ``kernels/``.
+        """A module from a file: ``.cu`` source is compiled, ``.ptx`` / ``.cubin`` /
+        ``.fatbin`` images are read as they are. A bare name is looked up in the
+        package's ``kernels/``.
 
         The file's path is the program name, so quoted includes resolve next to it.
-        Compiles as :meth:`Program.compile` does (``nvrtcCompileProgram``, unless the
-        compile cache has the result).
+        Source compiles as :meth:`Program.compile` does (``nvrtcCompileProgram``, unless
+        the compile cache has the result); an image is loaded at first use
+        (``cudaLibraryLoadData``).
         """
         p = Path(path_arg(path, "Module.from_file: path"))
         if not p.exists():
@@ -267,35 +205,39 @@ class Module:
             if p.parent in (Path("."), Path("kernels")) and shipped.exists():
                 p = shipped
             else:
-                raise FileNotFoundError(f"no CUDA source at {path!s} (nor {p.name} in {kernels_dir()})")
+                raise FileNotFoundError(f"no CUDA source or image at {path!s} (nor {p.name} in "
+                                        f"{kernels_dir()})")
+        if p.suffix.lower() in _IMAGE_SUFFIXES:
+            if options or arch is not None:
+                raise ArgumentError(f"{p}: options= and arch= apply to source; an image is "
+                                    "loaded as it was built")
+            try:
+                data, _ = read_image(p)
+            except ValueError as exc:
+                raise ArgumentError(str(exc)) from None
+            return cls(data, name=str(p))
         return Program(p.read_text(), name=str(p), options=options).compile(arch)
+
+    @classmethod
+    def from_ptx(cls, text: str, name: str = "module.ptx") -> "Module":
+        """A module from PTX text; the driver compiles it for the device when it is
+        loaded (``cudaLibraryLoadData``). The PTX ISA version must be one the driver knows."""
+        if not isinstance(text, (str, bytes)):
+            raise ArgumentError(f"from_ptx takes PTX text (str), got {type(text).__name__}")
+        return cls(ptx_image(text), name=name)
 
     @property
     def handle(self):
-        """The raw ``cudaLibrary_t``, loading the CUBIN on first use (``cudaLibraryLoadData``)."""
-        if self._library is None:
-            with self._lock:
-                if self._library is None:
-                    _cuda.ensure_device()
-                    try:
-                        lib = call(rt.cudaLibraryLoadData, self.cubin, None, None, 0, None, None, 0)
-                    except CudaError as exc:
-                        raise self._with_arch_hint(exc)
-                    self._fin = release(self, rt.cudaLibraryUnload, lib)
-                    self._library = lib
-        return self._library
+        """The raw ``cudaLibrary_t``, loading the image on first use (``cudaLibraryLoadData``)."""
+        return self._library.handle
 
-    def _with_arch_hint(self, exc: CudaError) -> CudaError:
-        """Say which architecture the CUBIN is for when the device cannot run it."""
-        if exc.name in ("cudaErrorNoKernelImageForDevice", "cudaErrorInvalidSource",
-                        "cudaErrorInvalidKernelImage"):
-            exc.hint = (f"the module was compiled for {self.arch or 'an unknown arch'}; this "
-                        f"device is {device_arch()}: compile with arch=None for the current device")
-            exc.args = (exc._text(),)
-        return exc
+    def kernel_handle(self, symbol: str):
+        """The ``cudaKernel_t`` of the compiled kernel ``symbol`` (``cudaLibraryGetKernel``),
+        loading the image first; a device that cannot run the image gets a hint saying so."""
+        return self._library.kernel(symbol)
 
     def kernel_names(self) -> list[str]:
-        """Names of the ``extern "C"`` kernels NVRTC compiled (the source's when unknown).
+        """Names of the ``extern "C"`` kernels compiled (the source's when unknown).
         No CUDA call."""
         if self.entries:
             return [n for n in self.entries if not n.startswith("_Z")]
@@ -307,18 +249,22 @@ class Module:
         Parameters
         ----------
         name : str
-            An ``extern "C"`` kernel name.
+            An ``extern "C"`` kernel name; a C++ name expression (``"ns::axpy<float>"``,
+            ``"::scale"``) for a module compiled here (NVRTC instantiates and looks it up
+            with ``nvrtcAddNameExpression`` / ``nvrtcGetLoweredName``, compiling again
+            if this module does not hold that instance); or a mangled name
+            (``"_ZN2ns4axpyIfEEvPT_S1_i"``), for any image.
         signature : str, optional
             Its parameter list (``"float*, float, int"``) when the source does not give
-            it (a module from a CUBIN alone, a kernel made by a macro) or to override
-            the parsed one; checked against the compiled parameters by
+            it (an image alone, a kernel made by a macro) or to override the parsed one;
+            checked against the compiled parameters by
             :attr:`Kernel.layout <pycudagraph.compile.kernel.Kernel.layout>` (no GPU needed).
 
         Raises
         ------
         ArgumentError
-            No such compiled kernel, a C++-mangled one, or a source parameter list that
-            cannot be read.
+            No such compiled kernel, a C++-mangled one asked by its bare name, a name
+            expression NVRTC cannot resolve, or a parameter list that cannot be read.
 
         Warns
         -----
@@ -326,29 +272,90 @@ class Module:
             When the source parse disagrees with the compiled kernel (the compiled
             types are used).
         """
-        if not isinstance(name, str):
-            raise ArgumentError(f"kernel name must be a str, got {type(name).__name__}")
+        if not isinstance(name, str) or not name:
+            raise ArgumentError(f"kernel name must be a non-empty str, got {name!r}")
         if signature is not None and not isinstance(signature, str):
             raise ArgumentError(f"{name}: signature= must be a str such as \"float* y, int n\", "
                                 f"got {short_repr(signature)} ({type(signature).__name__})")
         key = (name, signature)
         kern = self._kernels.get(key)
         if kern is None:
-            kern = Kernel(self, name, self._params(name, signature))
+            if is_cxx_name(name):
+                owner, symbol = self._lower(name)
+                if owner is not self:
+                    return owner.get_kernel(name, signature)
+                kern = Kernel(self, name, self._cxx_params(name, symbol, signature), symbol=symbol)
+            else:
+                kern = Kernel(self, name, self._params(name, signature))
             self._kernels[key] = kern
         return kern
 
+    __getitem__ = get_kernel
+
+    def _lower(self, expr: str) -> tuple["Module", str]:
+        """(the module holding the instance, its mangled name) of a C++ name expression."""
+        symbol = self.lowered.get(expr)
+        if symbol is not None:
+            return self, symbol
+        if self.program is None:
+            raise ArgumentError(
+                f"{expr!r} is a C++ name: only a module compiled here from source can look one "
+                f"up (nvrtcGetLoweredName); in the image {self.name} ask for the mangled name "
+                f"({', '.join(self._mangled(bare_name(expr))) or 'see Module.entries'})")
+        with self._lock:
+            other = self._instances.get(expr)
+            if other is None:
+                try:
+                    other = self.program.with_name_expressions((expr,)).compile(self.arch)
+                except CompileError as exc:
+                    first = next((ln for ln in exc.log.splitlines() if "error" in ln), exc.log)
+                    raise ArgumentError(f"{self.name}: NVRTC cannot resolve the C++ name {expr!r}: "
+                                        f"{first.strip()}") from exc
+                self._instances[expr] = other
+        symbol = other.lowered[expr]
+        if symbol not in self.entries:
+            return other, symbol  # an instance this module does not hold
+        self.lowered[expr] = symbol
+        return self, symbol
+
+    def _mangled(self, bare: str) -> list[str]:
+        return [n for n in self.entries if n.startswith("_Z") and mangled_bare_name(n) == bare]
+
+    def _cpp_candidates(self, bare: str) -> list[KernelSignature]:
+        """The source's C++ (not ``extern "C"``) kernels called ``bare``, templates too."""
+        if self._templates is None:
+            self._templates = template_kernels(self.source) if self.source else {}
+        plain = [c for c in self._candidates.get(bare, []) if not c.extern_c]
+        return plain + self._templates.get(bare, [])
+
+    def _cxx_params(self, expr: str, symbol: str, signature: str | None):
+        """Parameters of a kernel found by C++ or mangled name (None: from the loaded image)."""
+        compiled = self.entries.get(symbol)
+        if compiled is None and (self.entries or not self.image_note):
+            self._no_such_kernel(symbol)
+        if signature is not None:
+            return _parse_signature(expr, signature)
+        if compiled is None:
+            return None  # an image not readable here: the loaded kernel's sizes (cuKernelGetParamInfo)
+        bare = bare_name(expr) if is_cxx_name(expr) else mangled_bare_name(symbol)
+        params, notes = cxx_params(expr, self._cpp_candidates(bare or ""), compiled,
+                                   expr if is_cxx_name(expr) else None)
+        for note in notes:
+            warnings.warn(note, SignatureWarning, stacklevel=4)
+        return params
+
     def _params(self, name: str, signature: str | None):
+        if name.startswith("_Z"):
+            return self._cxx_params(name, name, signature)
         compiled = self.entries.get(name)
         known = signature is not None or name in self.signatures
+        if compiled is None and not self.entries and self.image_note and name not in self.signatures:
+            # the image's kernels could not be read here: trust the name, read the sizes when loaded
+            return _parse_signature(name, signature) if signature is not None else None
         if compiled is None and (self.entries or not known):
             self._no_such_kernel(name, signature)
         if signature is not None:
-            try:
-                params = parse_params(signature)
-            except ValueError as exc:
-                raise ArgumentError(f"{name}: signature={signature!r}: {exc}") from None
-            return params  # checked against the compiled kernel by Kernel.layout
+            return _parse_signature(name, signature)  # checked against the compiled kernel by Kernel.layout
         sig = self.signatures.get(name)
         if compiled is None:  # no compiled facts (a CUBIN we cannot read): the source alone
             if not sig.extern_c:
@@ -368,12 +375,15 @@ class Module:
 
     def _no_such_kernel(self, name: str, signature: str | None = None):
         known = ", ".join(self.kernel_names()) or "none"
-        mangled = [n for n in self.entries if n.startswith("_Z") and f"{len(name)}{name}" in n]
+        mangled = self._mangled(name) or [n for n in self.entries
+                                          if n.startswith("_Z") and f"{len(name)}{name}" in n]
         sig = self.signatures.get(name)
         if mangled or (sig is not None and not sig.extern_c):
+            how = (f"by its C++ name (get_kernel('::{name}'), or '{name}<float>' for a template "
+                   "instance) or " if self.program is not None else "")
             raise ArgumentError(f"kernel {name!r} is not extern \"C\": its compiled name is "
                                 f"mangled ({', '.join(mangled) or 'C++'}); declare it extern \"C\" "
-                                "to get it by name")
+                                f"to get it by name, or ask for it {how}by the mangled name")
         if sig is not None:
             raise ArgumentError(f"kernel {name!r} appears in the source of {self.name} but NVRTC "
                                 "did not compile it (an #if branch that is off?); compiled "
@@ -384,7 +394,13 @@ class Module:
         raise ArgumentError(f"no kernel named {name!r} in {self.name} (extern \"C\" kernels: "
                             f"{known}); give signature= for kernels not in the source")
 
-    __getitem__ = get_kernel
-
     def __repr__(self) -> str:
-        return f"<pycudagraph.Module {self.name} arch={self.arch} kernels={self.kernel_names()}>"
+        return (f"<pycudagraph.Module {self.name} {self.kind} arch={self.arch} "
+                f"kernels={self.kernel_names()}>")
+
+
+def _parse_signature(name: str, signature: str):
+    try:
+        return parse_params(signature)
+    except ValueError as exc:
+        raise ArgumentError(f"{name}: signature={signature!r}: {exc}") from None

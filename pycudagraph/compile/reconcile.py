@@ -14,7 +14,7 @@ from .ptx import CompiledParam
 from .signature import KernelSignature, Param, param_from_ctype, signature_text
 
 __all__ = ["SignatureWarning", "param_from_compiled", "reconcile", "agrees", "check_declared",
-           "from_unreadable", "check_image"]
+           "expanded", "check_image", "params_from_image", "from_unreadable"]
 
 _INT_TYPES = {1: "int8_t", 2: "int16_t", 4: "int", 8: "long long"}
 _FLOAT_TYPES = {4: "float", 8: "double"}
@@ -40,12 +40,14 @@ class SignatureWarning(UserWarning):
 def param_from_compiled(index: int, name: str, c: CompiledParam, ctype: str | None = None) -> Param:
     """A :class:`Param` from compiled facts alone.
 
-    An 8-byte integer with no source to say otherwise is taken as a pointer (which
-    also accepts a plain ``int``); other integers are signed.
+    An 8-byte integer (or 8-byte parameter of unknown type, from a CUBIN) with no source
+    to say otherwise is taken as a pointer (which also accepts a plain ``int``); other
+    integers are signed; other parameters of unknown type are raw bytes of their size
+    (which take a numpy scalar of that size, ``np.float32(2.0)``).
     """
     if c.cls == "float" and c.size in _FLOAT_TYPES:
         p = param_from_ctype(index, name, _FLOAT_TYPES[c.size])
-    elif c.cls == "pointer" or (c.cls == "int" and c.size == 8 and ctype is None):
+    elif c.cls == "pointer" or (c.cls in ("int", "unknown") and c.size == 8 and ctype is None):
         p = param_from_ctype(index, name, "void*")
     elif c.cls == "int" and c.size in _INT_TYPES:
         p = param_from_ctype(index, name, _INT_TYPES[c.size])
@@ -148,6 +150,66 @@ def reconcile(kernel: str, candidates: list[KernelSignature],
     return tuple(params), notes
 
 
+def expanded(params: tuple[Param, ...]) -> list[int | None]:
+    """The size of each kernel parameter the arguments fill, in order (an argument with
+    ``parts`` fills several)."""
+    out: list[int | None] = []
+    for p in params:
+        out.extend([size for _, size in p.parts] if p.parts else [p.size])
+    return out
+
+
+def check_image(kernel: str, params: tuple[Param, ...], image: list[tuple[int, int]],
+                hidden: tuple[int, ...] = ()) -> tuple[Param, ...]:
+    """Parameters checked against the loaded kernel's (offset, size) list
+    (``cuKernelGetParamInfo``): same count, same sizes; struct sizes filled in.
+
+    ``hidden`` are the sizes of trailing parameters no argument fills (Triton's scratch
+    pointers). Raises :class:`ArgumentError` naming the kernel and the first mismatch.
+    """
+    sizes = expanded(params)
+    if len(image) != len(sizes) + len(hidden):
+        extra = f" (and {len(hidden)} hidden)" if hidden else ""
+        raise ArgumentError(
+            f"{kernel}: the signature has {len(params)} parameters{extra} filling "
+            f"{len(sizes) + len(hidden)} kernel parameters, but the compiled kernel has "
+            f"{len(image)}; fix the source parse or pass signature=")
+    for j, (size, (_, got)) in enumerate(zip(hidden, image[len(sizes):])):
+        if size != got:
+            raise ArgumentError(f"{kernel}: hidden parameter {len(sizes) + j} is {size} bytes "
+                                f"here but {got} bytes in the compiled kernel")
+    out, k = [], 0
+    for p in params:
+        n = len(p.parts) or 1
+        got = [size for _, size in image[k: k + n]]
+        k += n
+        want = [size for _, size in p.parts] if p.parts else [p.size]
+        if want == [None]:
+            p = p.with_size(got[0])
+        elif want != got:
+            what = "+".join(str(s) for s in got)
+            raise ArgumentError(
+                f"{kernel}: parameter {p.index} '{p.name}' is {p.ctype} ({p.size} bytes) "
+                f"in the signature but {what} bytes in the compiled kernel")
+        out.append(p)
+    return tuple(out)
+
+
+def params_from_image(kernel: str, image: list[tuple[int, int]] | None,
+                      hidden: tuple[int, ...] = ()) -> tuple[Param, ...]:
+    """Parameters of a kernel known by its loaded image only: ``arg0``, ``arg1``, ...,
+    typed as :func:`param_from_compiled` types parameters of unknown type.
+
+    Raises :class:`ArgumentError` when the driver cannot report the parameters.
+    """
+    if image is None:
+        raise ArgumentError(f"{kernel}: the driver cannot report this kernel's parameters "
+                            "(cuKernelGetParamInfo needs CUDA 12.4); pass signature=")
+    image = image[:len(image) - len(hidden)] if hidden else image
+    return tuple(param_from_compiled(i, f"arg{i}", CompiledParam(size, size, "unknown", "image"))
+                 for i, (_, size) in enumerate(image))
+
+
 def from_unreadable(kernel: str, sig: KernelSignature, compiled: tuple[CompiledParam, ...]
                     ) -> tuple[tuple[Param, ...], list[str]]:
     """The parameters of a kernel whose source parameter list could not be read (``decltype``,
@@ -165,23 +227,3 @@ def from_unreadable(kernel: str, sig: KernelSignature, compiled: tuple[CompiledP
     note = (f"{kernel}: cannot read its parameters from the source ({sig.error}); using the "
             f"compiled kernel's {len(compiled)}: ({text}); pass signature= to name the types")
     return tuple(params), [note]
-
-
-def check_image(kernel: str, params: tuple[Param, ...], image: list[tuple[int, int]]
-                ) -> tuple[Param, ...]:
-    """Parameters checked against the loaded kernel image's ``(offset, size)`` list
-    (``cuKernelGetParamInfo``); struct sizes filled in from it."""
-    if len(image) != len(params):
-        raise ArgumentError(
-            f"{kernel}: the signature has {len(params)} parameters but the compiled "
-            f"kernel has {len(image)}; fix the source parse or pass signature=")
-    out = []
-    for p, (_, size) in zip(params, image):
-        if p.size is None:
-            p = p.with_size(size)
-        elif p.size != size:
-            raise ArgumentError(
-                f"{kernel}: parameter {p.index} '{p.name}' is {p.ctype} ({p.size} bytes) "
-                f"in the signature but {size} bytes in the compiled kernel")
-        out.append(p)
-    return tuple(out)

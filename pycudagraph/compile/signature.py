@@ -9,10 +9,11 @@ parameter list such as ``"float* y, float a, int n"`` (the ``signature=`` argume
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Callable
 
 __all__ = ["Param", "KernelSignature", "parse_kernels", "parse_params", "param_from_ctype",
-           "lenient_params", "signature_text", "HANDLE_TYPES"]
+           "lenient_params", "signature_text", "template_kernels", "HANDLE_TYPES"]
 
 # C type -> (struct format, size). Alignment equals size for these.
 _SCALARS: dict[str, tuple[str, int]] = {
@@ -73,6 +74,14 @@ class Param:
         Alignment in bytes.
     fmt : str
         ``struct`` format of one value (``"Ns"`` raw bytes for structs and vectors).
+    parts : tuple of (offset, size)
+        For one argument that fills several kernel parameters (a Numba array is five
+        integers and its shape and strides): where each parameter lies in the value's
+        bytes. Empty for the usual one argument, one parameter.
+    convert : callable, optional
+        Turns the Python value into what ``fmt`` packs, instead of the converter of
+        ``kind`` (kernels made elsewhere: a Numba array's fields, a Triton pointer that
+        must stay 16-byte aligned).
     """
 
     index: int
@@ -82,6 +91,8 @@ class Param:
     size: int | None
     align: int
     fmt: str
+    parts: tuple[tuple[int, int], ...] = ()
+    convert: Callable | None = field(default=None, compare=False, repr=False)
 
     def with_size(self, size: int) -> "Param":
         """This struct parameter with its size known (from the kernel image or a value)."""
@@ -106,7 +117,8 @@ class KernelSignature:
     params: tuple[Param, ...]
     extern_c: bool
     error: str | None = None
-    parts: tuple[tuple[str, Param | None], ...] = ()
+    template: tuple[str, ...] | None = None  # a template's parameter names (typename T, int N)
+    parts: tuple[tuple[str, Param | None], ...] = ()  # per parameter, where the list is unreadable
 
     def text(self) -> str:
         return f"{self.name}({signature_text(self.params)})"
@@ -365,8 +377,35 @@ def kernel_candidates(source: str) -> dict[str, list[KernelSignature]]:
     A name may have several candidates (``#if`` branches); the compiled facts decide
     between them (:mod:`.reconcile`). A parameter list that cannot be read gives a
     :class:`KernelSignature` with ``error`` set instead of failing the whole source.
-    Templates are skipped (their compiled names are mangled).
+    Templates are skipped (their compiled names are mangled; see :func:`template_kernels`).
     """
+    return _scan(source, templates=False)
+
+
+def template_kernels(source: str) -> dict[str, list[KernelSignature]]:
+    """Every ``template <...> __global__ void`` kernel in ``source``, by its bare name.
+
+    Their ``template`` holds the template parameter names, so a parameter written ``T``
+    can be read once an instantiation (``axpy<float>``) says what ``T`` is.
+    """
+    return _scan(source, templates=True)
+
+
+_TEMPLATE_HEAD = re.compile(r"\btemplate\s*<(.*)>", re.S)
+
+
+def _template_names(prefix: str) -> tuple[str, ...]:
+    m = _TEMPLATE_HEAD.search(prefix)
+    if not m:
+        return ()
+    names = []
+    for part in _split_params(m.group(1)):
+        words = re.findall(r"[A-Za-z_]\w*", part.split("=")[0])
+        names.append(words[-1] if words else "")
+    return tuple(names)
+
+
+def _scan(source: str, templates: bool) -> dict[str, list[KernelSignature]]:
     aliases = source_aliases(source)
     clean = _DIRECTIVE.sub(lambda m: " " * len(m.group(0)), _strip_comments(source))
     blocks = _extern_c_ranges(clean)
@@ -377,13 +416,16 @@ def kernel_candidates(source: str) -> dict[str, list[KernelSignature]]:
             continue
         name, text = hit
         prefix = clean[max(clean.rfind(c, 0, m.start()) for c in ";{}") + 1: m.start()]
-        if re.search(r"\btemplate\b", prefix):
+        template = _template_names(prefix) if re.search(r"\btemplate\b", prefix) else None
+        if (template is not None) != templates:
             continue
         extern_c = bool(_EXTERN_C.search(prefix)) or any(a <= m.start() < b for a, b in blocks)
         try:
-            sig = KernelSignature(name, parse_params(text, aliases, defaults=True), extern_c)
+            sig = KernelSignature(name, parse_params(text, aliases, defaults=True), extern_c,
+                                  template=template)
         except ValueError as exc:
-            sig = KernelSignature(name, (), extern_c, str(exc), lenient_params(text, aliases))
+            sig = KernelSignature(name, (), extern_c, str(exc), template=template,
+                                  parts=lenient_params(text, aliases))
         found.setdefault(name, []).append(sig)
     return found
 

@@ -19,6 +19,7 @@ from ..errors import ArgumentError, CaptureError, CudaError
 from .._lifetime import flush_deferred
 from .capture_control import (_STATUS, CAPTURE_MODES, RECAPTURE_VERSION, capture_info,
                               update_capture_dependencies)
+from .capture_flow import CaptureFlow
 from .graph import Graph
 from ..runtime.stream import Stream
 from ..runtime.values import choice_arg, seq_arg
@@ -45,7 +46,7 @@ def capture_status(stream) -> str:
     return _STATUS.get(int(call(rt.cudaStreamIsCapturing, s.ptr)), "unknown")
 
 
-class capture:
+class capture(CaptureFlow):
     """Capture the work issued on ``stream`` into a graph.
 
     Parameters
@@ -148,6 +149,7 @@ class capture:
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         s = self.stream
+        unjoined = self._flow_close()  # forked streams with work not joined, in words
         status, err, raw = self._end()
         if _cuda.check.tracer is not None:
             _cuda.check.tracer("cudaStreamEndCapture", (s,), (err, raw))
@@ -180,6 +182,8 @@ class capture:
             parts.append(f"; cudaStreamEndCapture returned {_cuda.check.runtime_name_text(err)[0]}")
         if status == "invalidated":
             parts.append("; the capture had been invalidated")
+        if unjoined:
+            parts.append("; " + unjoined)
         message = "".join(parts) + ". " + _CAUSES
         raise CaptureError(message, failed_call=first.split(" ")[0] if first else None) from exc
 

@@ -27,6 +27,7 @@ from ..runtime.stream import Stream, stream_handle
 from ..runtime.values import bool_arg, raw_int
 from .introspect import ExecIntrospection
 from .node_checks import check_changes
+from .profile import profile_exec
 from .update import ExecUpdate
 
 __all__ = ["GraphExec"]
@@ -38,8 +39,7 @@ _FLAGS = {"auto_free_on_launch": _F.cudaGraphInstantiateFlagAutoFreeOnLaunch,
 
 _NEVER = object()  # _last_stream before the first launch
 _RETIRE_CHECK = 256
-_graph_launch = fast.graph_launch
-_native_launch = fast.native.graph_launch if fast.native is not None else None
+_launch_graph = fast.launch_graph
 
 
 def _noop() -> None:
@@ -85,7 +85,7 @@ class GraphExec(ExecUpdate, ExecIntrospection):
         self._host_ids = None  # ids of the host callables this exec can run, found on need
         self._last_stream = _NEVER  # the stream object of the last launch (kept alive)
         if graph is not None:
-            graph._execs.add(self)
+            graph.table.execs.add(self)
         self._fin = release(self, rt.cudaGraphExecDestroy, raw) if owned else _noop
 
     @classmethod
@@ -199,12 +199,9 @@ class GraphExec(ExecUpdate, ExecIntrospection):
         """
         h = self._h
         s = stream._h if type(stream) is Stream else stream_handle(stream)
-        if _native_launch is None or _native_launch(h, s):
-            # The checked path: a closed exec or stream, this thread's first call, a trace,
-            # a failed launch (the compiled call makes none of these).
-            if h is None or s is None:  # this exec or the stream was closed
-                self._refuse(stream)
-            _graph_launch(h, s, self)
+        if h is None or s is None:  # this exec or the stream was closed
+            self._refuse(stream)
+        _launch_graph(h, s, self)
         self._last_stream = stream
         if _pending:
             raise_pending(ids=self._hostcalls())
@@ -212,6 +209,21 @@ class GraphExec(ExecUpdate, ExecIntrospection):
     def upload(self, stream=None) -> None:
         """Upload the exec's work descriptors ahead of the first launch (``cudaGraphUpload``)."""
         call(rt.cudaGraphUpload, self.handle, stream_handle(stream))
+
+    def profile(self, stream, repeats: int = 10, method: str = "auto"):
+        """Per-node GPU time: a :class:`~pycudagraph.graph.profile.Profile` (``p[node]``
+        median microseconds per launch, ``p.total_us``, ``p.critical_path``, ``str(p)``).
+
+        Instantiates a twin from :attr:`graph` (``cudaGraphInstantiate``) and launches it
+        ``repeats + 1`` times (``cudaGraphLaunch``), timing each node with CUPTI activity
+        records (``cuptiActivityEnable``, ``cuptiGetGraphNodeId``; ``method="cupti"``) or
+        with ``%globaltimer`` stamp kernels in a clone (``cudaGraphClone``,
+        ``cudaGraphAddKernelNode``, ``cudaGraphAddDependencies``; ``method="stamps"``);
+        ``"auto"`` takes CUPTI where it is installed. Then launches this exec ``repeats + 1``
+        times between events (``cudaEventRecord``, ``cudaEventElapsedTime``) for
+        ``total_us``. See :mod:`pycudagraph.graph.profile` for what each method sees.
+        """
+        return profile_exec(self, stream, repeats, method)
 
     def synchronize(self) -> None:
         """Wait for the last launch's stream (``cudaStreamSynchronize``; ``cudaDeviceSynchronize``
@@ -247,7 +259,12 @@ class GraphExec(ExecUpdate, ExecIntrospection):
             self._refuse()
         node.check_live()
         if self._pending is not None:  # pair the last update's nodes first
-            self._pair_update()
+            closing = self._pair_update()
+            rec = self._nodes.get(id(node))
+            if closing is not None:  # an update graph closed while it waited: destroyed now
+                closing.close()
+            if rec is not None and rec.stands_for(node):
+                return rec
             return self.exec_node(node)
         source = self._source(node)
         if source is None:
@@ -388,7 +405,7 @@ class GraphExec(ExecUpdate, ExecIntrospection):
         self._nodes = ExecNodes()  # so a per-node call finds none and refuses
         for graph in (self.graph, self._pending):
             if graph is not None:
-                graph._execs.discard(self)
+                graph.table.execs.discard(self)
                 if graph.table.closed:
                     graph.close()
         self._pending = None

@@ -12,8 +12,6 @@ graph's table (:mod:`pycudagraph.nodes`). Topology (edges, listing, removal) is 
 
 from __future__ import annotations
 
-import weakref
-
 from .._cuda import call, context, rt
 from .._lifetime import release
 from ..errors import ArgumentError
@@ -29,7 +27,9 @@ from .clone import GraphClone
 from .dot import GraphText
 from .exec import GraphExec
 from .foreign import wrap_graph
+from .html import write_page
 from .introspect import GraphIntrospection
+from .file_save import save_graph
 from .topology import GraphTopology
 
 __all__ = ["Graph"]
@@ -58,7 +58,6 @@ class Graph(GraphTopology, GraphClone, GraphText, GraphIntrospection, GraphUserO
         self.table = NodeTable(self, raw, owner, _inner_graph)
         self._h = self.table.h
         self._fin = None
-        self._execs = weakref.WeakSet()
         self._origin = None  # the graph this one is a clone of
 
     @classmethod
@@ -105,7 +104,7 @@ class Graph(GraphTopology, GraphClone, GraphText, GraphIntrospection, GraphUserO
     def execs(self) -> list:
         """The live execs made from this graph, or updated with it and not yet paired.
         No CUDA call."""
-        return list(self._execs)
+        return list(self.table.execs)
 
     def keepalive(self) -> tuple:
         """Everything this graph's nodes point at, bodies of conditional nodes and child
@@ -310,6 +309,15 @@ class Graph(GraphTopology, GraphClone, GraphText, GraphIntrospection, GraphUserO
         """
         return BatchMemOpNode.build(self.table, deps, ops)
 
+    def to_html(self, path, profile=None, findings=None, title: str | None = None) -> str:
+        """Write one self-contained interactive page of the graph (:mod:`pycudagraph.graph.html`):
+        pan, zoom, search by kernel name, click a node for its parameters, collapsible
+        child graphs and bodies, coloured by ``profile`` (:meth:`GraphExec.profile`) and
+        marked with ``findings`` (objects with ``.node .place .address .problem``).
+        Reads ``cudaGraphGetNodes``, ``cudaGraphGetEdges`` and each node's
+        ``cudaGraph*NodeGetParams``; returns the path written."""
+        return write_page(self, path, profile, findings, title)
+
     # Instantiate -------------------------------------------------------------------
 
     def instantiate(self, upload_stream=None, auto_free_on_launch: bool = False,
@@ -337,6 +345,12 @@ class Graph(GraphTopology, GraphClone, GraphText, GraphIntrospection, GraphUserO
         return GraphExec.instantiate(self, upload_stream, auto_free_on_launch, device_launch,
                                      use_node_priority)
 
+    def save(self, path, slots: dict | None = None) -> None:
+        """Save to a file :func:`pycudagraph.load` rebuilds elsewhere (:mod:`.file_save`); every
+        address must lie in a ``slots={name: buffer}`` buffer. Reads nodes with their ``GetParams``
+        calls (``cudaGraphGetNodes``, ``cuGraphKernelNodeGetParams`` ...)."""
+        return save_graph(self, path, slots)
+
     def close(self) -> None:
         """Destroy the graph (``cudaGraphDestroy``) once no exec needs its nodes; idempotent.
 
@@ -350,7 +364,7 @@ class Graph(GraphTopology, GraphClone, GraphText, GraphIntrospection, GraphUserO
         table.closed = True
         for child in list(table.children):
             child.close()
-        if self._fin is not None and not table.dead and not len(self._execs):
+        if self._fin is not None and not table.dead and not len(table.execs):
             self._fin()
             table.kill("was closed")
 

@@ -75,7 +75,7 @@ def _plan(exe, node, a: int, b: int, new) -> list[tuple]:
                     continue
             else:
                 continue
-            layout.check_one(i, value)  # a value the slot refuses is refused before any change
+            layout.encode(i, value)  # a value the slot refuses is refused before any change
             before = args.refs[i]
             steps.append(("arg", node, i, value, (before, v), n))
         return steps

@@ -9,8 +9,11 @@ either node; the new graph's node is a weak twin, so its key dies with it.
 
 from __future__ import annotations
 
-from .._cuda import error_for, fast, structs, versions
+from .._cuda import error_for, fast, rt, structs, versions
+from .._lifetime import release
 from ..errors import ArgumentError, GraphExecUpdateError
+from ..nodes import KernelNode
+from ..nodes.captured_args import CapturedArgs
 
 __all__ = ["ExecUpdate", "UPDATE_REASONS"]
 
@@ -61,36 +64,76 @@ class ExecUpdate:
             exc.reason, exc.node = reason, node
             raise exc
         del exec_raw
-        graph._execs.add(self)  # its raw graph stays until its nodes are paired with ours
+        self._adopt(None, graph)
+
+    def apply(self, graph, fallback: str = "reinstantiate", strategy: str = "auto"):
+        """Make the exec run ``graph``'s work with the fewest calls: per-node set-params
+        calls (``cuGraphExecKernelNodeSetParams``, ``cudaGraphExecMemcpyNodeSetParams1D`` ...)
+        for what changed, or one ``cuGraphExecUpdate`` when that is cheaper; when CUDA
+        refuses, ``cudaGraphInstantiateWithFlags`` and the handle is swapped in place. See
+        :func:`pycudagraph.graph.apply.apply`; returns its
+        :class:`~pycudagraph.graph.apply.ApplyReport`."""
+        from .apply import apply
+        return apply(self, graph, fallback, strategy, self._adopt)
+
+    def _adopt(self, raw, graph) -> None:
+        """The exec now runs ``graph``'s work: the bookkeeping of :meth:`update` and :meth:`apply`.
+
+        ``raw`` None: the same handle, its parameters taken from ``graph`` (by
+        ``cuGraphExecUpdate`` or per-node calls); ``graph``'s nodes are paired with the
+        exec's at the next per-node call. ``raw`` a ``cudaGraphExec_t`` instantiated from
+        ``graph``: it replaces the exec's handle (the old one is destroyed,
+        ``cudaGraphExecDestroy``, if the exec owned it; a launch in flight finishes) and
+        ``graph`` becomes :attr:`graph`. Either way the exec's records are dropped and
+        what its old parameters kept is retired (kept until a synchronize: a launch in
+        flight may still read it); what ``graph`` keeps is kept.
+        """
         for rec in set(self._nodes.values()):  # the exec's copies now come from ``graph``
             self._retire((rec.args, rec.keep))
         self._nodes.clear()
         old = self._pending
         if old is not None and old is not graph and old is not self.graph:
-            old._execs.discard(self)  # superseded before its nodes were paired
-            if old.table.closed:
-                old.close()
-        self._pending = graph  # nodes are paired on the next per-node update
-        self._retire(tuple(self._ledger.extra))
+            self._let_go(old)  # superseded before its nodes were paired
+        extra = self._ledger.extra
+        self._retire(tuple(extra[:2]))  # the graph copies; an adopted exec's owner stays
+        graph.table.execs.add(self)  # its raw graph stays while its nodes address ours
+        if raw is None:
+            self._pending = graph  # its nodes are paired with ours at the next per-node call
+            kept = extra[2:]
+        else:
+            self._retire(tuple(extra[2:]))
+            self._fin()
+            self._raw, self._h, self._addr = raw, int(raw), int(raw)
+            self._fin = release(self, rt.cudaGraphExecDestroy, raw)
+            previous, self.graph, self._pending = self.graph, graph, None
+            if previous is not None and previous is not graph:
+                self._let_go(previous)
+            kept = []
         self._taken = graph.table.snapshot()
-        self._ledger.extra = [self._taken, graph.table.extras()]
+        self._ledger.extra = [self._taken, graph.table.extras(), *kept]
         self._host_ids = None
 
-    def _pair_update(self) -> None:
+    def _pair_update(self):
         """Pair the last update's nodes with the exec's (creation order, as CUDA pairs
-        them): each pair gets one record, reached by either node. An update graph closed
-        while it waited is destroyed once paired (its nodes then refuse)."""
+        them): each pair gets one record, reached by either node. Returns the update graph
+        when it was closed while it waited (the caller destroys it once it has the record it
+        came for: its nodes then refuse), else None."""
         graph, self._pending = self._pending, None
         if graph is None:
-            return
+            return None
         self._pair(self.graph, graph, self._taken)
         if graph is not self.graph:  # keep what its nodes point at, not its node objects
             self._ledger.extra[0] = [tuple(e[1:] for e in d.values()) for d in self._taken]
             self._taken = []
         if graph is not self.graph:
-            graph._execs.discard(self)  # paired: its raw graph is no longer needed here
-            if graph.table.closed:
-                graph.close()
+            self._let_go(graph)  # paired: its raw graph is no longer needed here
+
+    def _let_go(self, graph) -> None:
+        """This exec no longer needs ``graph``'s raw graph: a closed graph is destroyed
+        now if no other exec needs it (``cudaGraphDestroy``)."""
+        graph.table.execs.discard(self)
+        if graph.table.closed:
+            graph.close()
 
     def _pair(self, old_graph, graph, taken) -> None:
         """Records for ``old_graph``'s nodes with ``graph``'s as twins, in creation order
@@ -105,6 +148,8 @@ class ExecUpdate:
             rec = old.exec_record(self._raw, source, self._retire)
             self._nodes[id(old)] = rec
             if new is not old:
+                if isinstance(new, KernelNode) and type(rec.args) is CapturedArgs:
+                    rec.args = CapturedArgs.of(new)  # the bytes the update took, not the old ones
                 rec.pair(new, self._nodes)
             for old_body, body in zip(old.inner_graphs(), new.inner_graphs()):
                 self._pair(old_body, body, taken)

@@ -20,13 +20,12 @@ import struct
 import numpy as np
 
 from .._cuda import call, context, dr
-from ..compile.args import dim3
-from ..compile.limits import shared_mem_arg
+from ..compile.dims import dims3, shared_mem_arg
 from ..errors import ArgumentError, PyCudaGraphError
 from ..runtime.pointers import device_pointer
 from .exec_node import ExecNode
 
-__all__ = ["param_info", "encode", "CapturedArgs", "patch_slots"]
+__all__ = ["param_info", "encode", "CapturedArgs", "patch_slots", "function_params"]
 
 _VP = ctypes.c_void_p
 _U64 = struct.Struct("<Q")
@@ -149,9 +148,9 @@ class CapturedArgs:
         """The node's ``CUDA_KERNEL_NODE_PARAMS`` with our buffers (and changed dims)."""
         p = self.params
         if grid is not None:
-            p.gridDimX, p.gridDimY, p.gridDimZ = dim3(grid, "grid")
+            p.gridDimX, p.gridDimY, p.gridDimZ = dims3(grid, "grid")
         if block is not None:
-            p.blockDimX, p.blockDimY, p.blockDimZ = dim3(block, "block")
+            p.blockDimX, p.blockDimY, p.blockDimZ = dims3(block, "block")
         if shared_mem is not None:
             p.sharedMemBytes = shared_mem_arg(shared_mem)
         p.kernelParams = ctypes.addressof(self.ptrs)
@@ -218,3 +217,23 @@ def patch_slots(data: bytes, offset: int, old: int, new: int) -> tuple[bytes, in
             _U64.pack_into(out, k, new)
             n += 1
     return bytes(out), n
+
+
+def function_params(func: int, grid, block, shared_mem: int, args) -> tuple:
+    """A ``CUDA_KERNEL_NODE_PARAMS`` launching the ``CUfunction`` ``func`` with ``args`` (each
+    exactly its argument's bytes, checked against ``cuFuncGetParamInfo``), and the buffers
+    its ``kernelParams`` points at (keep them until the add call returns)."""
+    p = dr.CUDA_KERNEL_NODE_PARAMS()
+    p.func = dr.CUfunction(int(func))
+    context.ensure_device()
+    sizes = [size for _, size in param_info(p)]
+    given = [len(a) for a in args]
+    if sizes != given:
+        raise ArgumentError(f"the function takes arguments of {sizes} bytes; {given} were given")
+    bufs = [ctypes.create_string_buffer(bytes(a), len(a)) for a in args]
+    ptrs = (_VP * max(len(bufs), 1))(*[ctypes.addressof(b) for b in bufs])
+    p.gridDimX, p.gridDimY, p.gridDimZ = dims3(grid, "grid")
+    p.blockDimX, p.blockDimY, p.blockDimZ = dims3(block, "block")
+    p.sharedMemBytes = shared_mem_arg(shared_mem)
+    p.kernelParams = ctypes.addressof(ptrs)
+    return p, (bufs, ptrs)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._cuda import call, check, context, dr
-from .captured_args import CapturedArgs
+from .captured_args import CapturedArgs, function_params
 from .exec_node import ExecNode
 from .kernel_node import KernelNode, KernelParams, short_kernel_name
 
@@ -26,6 +26,19 @@ class CapturedKernelNode(KernelNode):
     @classmethod
     def read(cls, table, h: int) -> "CapturedKernelNode":
         return cls(table, h)
+
+    @classmethod
+    def build_function(cls, table, deps, func: int, grid, block, shared_mem: int, args,
+                       keep=()) -> "CapturedKernelNode":
+        """A node launching the ``CUfunction`` ``func`` (a library's kernel, found by name)
+        with argument bytes ``args``, the sizes checked with ``cuFuncGetParamInfo``:
+        ``cuGraphAddKernelNode`` (the driver twin of ``cudaGraphAddKernelNode``). Its
+        arguments are addressed by index, as a captured node's; ``keep`` is held alive."""
+        p, _bufs = function_params(func, grid, block, shared_mem, args)
+        raw_deps, n = table.dep_list(deps)
+        h = call(dr.cuGraphAddKernelNode, dr.CUgraph(int(table.raw)),
+                 [dr.CUgraphNode(int(d)) for d in raw_deps], n, p)
+        return table.register(cls(table, int(h)), *keep)
 
     @property
     def kernel_name(self) -> str:
@@ -50,10 +63,19 @@ class CapturedKernelNode(KernelNode):
 
     @property
     def function(self) -> int:
-        """The ``CUfunction`` (or ``CUkernel``) handle the node launches
-        (``cuGraphKernelNodeGetParams``)."""
+        """The ``CUfunction`` the node launches, as an int (``cuGraphKernelNodeGetParams``;
+        ``cuKernelGetFunction`` in the current context when the node names a ``CUkernel``)."""
         p = self._driver_params()
-        return int(p.func) or int(p.kern)
+        if int(p.func):
+            return int(p.func)
+        return int(call(dr.cuKernelGetFunction, p.kern))
+
+    @property
+    def arg_bytes(self) -> tuple:
+        """``(offset, bytes)`` of each argument as the graph holds it, ``offset`` being its
+        place in the parameter space (``cuGraphKernelNodeGetParams``, ``cuFuncGetParamInfo``)."""
+        args = CapturedArgs.of(self)
+        return tuple((off, args.get(i)) for i, (off, _) in enumerate(args.info))
 
     @property
     def params(self) -> KernelParams:

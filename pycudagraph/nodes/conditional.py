@@ -51,11 +51,12 @@ class ConditionalHandle:
     __slots__ = ("_h", "_graph", "default")
 
     def __init__(self, graph, h: int, default: int | None = None):
-        if getattr(graph, "table", None) is None or isinstance(graph, type):  # not a Graph
-            raise ArgumentError(f"ConditionalHandle: graph must be a pycudagraph.Graph, got "
-                                f"{type(graph).__name__}")
         self._h = address_arg(h, "ConditionalHandle: h")
-        self._graph = weakref.ref(graph)
+        try:
+            self._graph = weakref.ref(graph)
+        except TypeError:  # None, an int ...: not a graph
+            raise ArgumentError(f"ConditionalHandle: graph must be a pycudagraph.Graph, got "
+                                f"{type(graph).__name__}") from None
         self.default = default
 
     @classmethod

@@ -14,6 +14,7 @@ Sizes are checked against both sides before CUDA sees them (:func:`copy3d_params
 from __future__ import annotations
 
 import struct
+import weakref
 
 import numpy as np
 
@@ -58,7 +59,24 @@ def locate(obj, what: str = "buffer", write: bool = False) -> tuple[int, bool, i
         raise ArgumentError(f"{what}: {exc}") from None
 
 
+#: Graph allocations (``MemAllocNode``) by address: their memory is only mapped while a
+#: graph runs, so ``cudaPointerGetAttributes`` cannot place an address inside one; a copy
+#: or memset node of the same graph may still name it. Weak: gone with the node object.
+GRAPH_ALLOCATIONS: "weakref.WeakValueDictionary[int, object]" = weakref.WeakValueDictionary()
+
+
+def graph_allocation(ptr: int):
+    """(start, nbytes) of the graph allocation holding ``ptr``, or None."""
+    for start, node in list(GRAPH_ALLOCATIONS.items()):
+        nbytes = node.nbytes_at_build
+        if start <= ptr < start + nbytes:
+            return start, nbytes
+    return None
+
+
 def _locate(obj, write: bool = False) -> tuple[int, bool, int | None]:
+    if getattr(obj, "type", None) == "mem_alloc" and hasattr(obj, "nbytes_at_build"):
+        return obj.ptr, True, obj.nbytes_at_build  # a MemAllocNode: graph memory
     if isinstance(obj, DeviceBuffer):
         return obj._live(), True, obj.nbytes  # a freed buffer raises ClosedError
     if isinstance(obj, PinnedBuffer):
@@ -67,6 +85,9 @@ def _locate(obj, write: bool = False) -> tuple[int, bool, int | None]:
         return host_pointer(obj, writable=write), False, obj.nbytes
     if isinstance(obj, (int, np.integer)) and not isinstance(obj, bool):
         ptr = int(obj)
+        inside = graph_allocation(ptr)
+        if inside is not None:  # graph memory: mapped only while the graph runs
+            return ptr, True, inside[0] + inside[1] - ptr
         attrs = call(rt.cudaPointerGetAttributes, ptr)
         on_device = int(attrs.type) in (int(rt.cudaMemoryType.cudaMemoryTypeDevice),
                                         int(rt.cudaMemoryType.cudaMemoryTypeManaged))

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from .._cuda import call, context, dr, fast, rt, versions
 from .._cuda.context import seen
 from ..compile.args import ArgPack
+from ..compile.cxx_names import mangled_scope
 from ..compile.limits import require_kernel
 from ..errors import ArgumentError
 from . import attributes as _attrs
@@ -15,35 +16,37 @@ from .base import REMOVED, Node, NodeType
 from .captured_args import CapturedArgs
 from .exec_node import ExecNode
 
-__all__ = ["KernelNode", "KernelParams", "short_kernel_name", "exec_set_arg"]
+__all__ = ["KernelNode", "KernelParams", "short_kernel_name", "exec_set_arg", "pack_arguments"]
 
-_VP = ctypes.c_void_p
 _PLAIN = (int, float, bool)
-_native_add = fast.native.add_kernel if fast.native is not None else None
-_native_set_arg = fast.native.exec_set_arg if fast.native is not None else None
-if fast.native is not None:
-    fast.native.set_removed(REMOVED)  # a removed dependency goes to the Python path's error
+_add_kernel = fast.add_kernel
+_set_arg = fast.set_arg
+
+
+def _dep_handles(table, deps) -> tuple:
+    """The handles of ``deps`` (a tuple or list), checked as every builder's ``deps=``: nodes
+    of the table's graph, not removed, none twice. The common case is judged here; anything
+    else goes to ``table.dep_nodes``, which raises the error naming the node."""
+    graph = table.graph
+    hs = []
+    for d in deps:
+        if not isinstance(d, Node) or d.graph is not graph or d._raw is REMOVED:
+            break
+        hs.append(d._h)
+    else:
+        if len(hs) < 2 or len(set(hs)) == len(hs):
+            return tuple(hs)
+    return tuple([int(d) for d in table.dep_nodes(deps)])
+
+
+def _node_pack(kernel, args, grid, block, shared_mem):
+    """The checked packing of a kernel node (run by the ctypes route of ``fast.add_kernel``)."""
+    return require_kernel(kernel, "add_kernel").pack(args, grid, block, shared_mem)
 
 
 def short_kernel_name(name: str) -> str:
     """A readable name for a C++-mangled kernel: ``_ZN2at6native6kernelI...`` -> ``at::native::kernel``."""
-    if not name.startswith("_Z"):
-        return name
-    i = 2
-    nested = name[i:i + 1] == "N"
-    i += 1 if nested else 0
-    while i < len(name) and name[i] in "KVr":
-        i += 1
-    parts = []
-    while i < len(name) and name[i].isdigit():
-        j = i
-        while j < len(name) and name[j].isdigit():
-            j += 1
-        n = int(name[i:j])
-        parts.append(name[j:j + n])
-        i = j + n
-        if not nested:
-            break
+    parts = mangled_scope(name)
     return "::".join(parts) if parts else name
 
 
@@ -56,6 +59,12 @@ class KernelParams:
     block: tuple
     shared_mem: int
     args: dict = field(default_factory=dict)
+
+
+def pack_arguments(pack: ArgPack) -> list[bytes]:
+    """Each argument's bytes as ``pack`` (a packed launch) holds them, in parameter order."""
+    layout = pack.layout
+    return [bytes(pack.buf[o:o + p.size]) for o, p in zip(layout.offsets, layout.params)]
 
 
 def _dim(d) -> str:
@@ -94,33 +103,14 @@ class KernelNode(Node):
         """
         todo = ([_attrs.prepare(k, v) for k, v in attributes.items() if v is not None]
                 if attributes else ())
-        nl = getattr(kernel, "_native", None)  # a Kernel's compiled layout, once loaded
-        if (nl is not None and not todo and not seen.multi and table.usable
-                and kernel._fits(grid, block, shared_mem)):  # the driver checks no limits here
-            r = _native_add(nl, kernel._layout, kernel, kernel._func[0], grid, block, args,
-                            shared_mem, table.graph, deps)
-            if type(r) is tuple:  # packed and added by the compiled path
-                return table.register(cls(table, r[0], r[1]), r[1])
-        # The checked path (and the diagnosis of anything the compiled path handed back).
-        pack = require_kernel(kernel, "add_kernel").pack(args, grid, block, shared_mem)
-        if isinstance(deps, Node):
-            deps = (deps,)
-        elif type(deps) is not tuple and type(deps) is not list:
-            deps = table.dep_nodes(deps)  # None, generators ...; checked
-        n = len(deps)
-        arr = None
-        if n == 0:
-            dep_addr = None
-        elif (n == 1 and type(deps[0]) is KernelNode and table.canonical(deps[0])
-              and not deps[0].removed and deps[0].cvp is not None):
-            dep_addr = ctypes.addressof(deps[0].cvp)
-        else:
-            table.dep_list(deps)
-            arr = (_VP * n)(*[int(d) for d in deps])
-            dep_addr = ctypes.addressof(arr)
-        out = _VP()
-        h = fast.add_kernel_node(out, table, dep_addr, n, pack, deps)
-        node = table.register(cls(table, h, pack, out), pack)
+        if type(deps) is not tuple and type(deps) is not list:
+            deps = table.dep_nodes(deps)  # None, one node, generators ...: checked
+        elif not table.usable:
+            table.refuse()
+        h, pack = _add_kernel(getattr(kernel, "_hot", None), grid, block, args, shared_mem,
+                              table.h, _dep_handles(table, deps) if deps else (), kernel,
+                              table.graph, deps, _node_pack)
+        node = table.register(cls(table, h, pack), pack)
         if todo:
             try:
                 for attr, value in todo:
@@ -158,13 +148,27 @@ class KernelNode(Node):
     @property
     def mangled_name(self) -> str:
         """The name in the kernel image. No CUDA call for a node built here."""
-        return self._pack.kernel.name
+        return self._pack.kernel.symbol
 
     @property
     def function(self) -> int:
         """The ``CUfunction`` (or ``CUkernel``) handle the node launches, as an int. No CUDA
         call for a node built here (its packed header names it)."""
         return self._pack.func
+
+    @property
+    def arg_bytes(self) -> tuple:
+        """``(offset, bytes)`` of each argument as the node passes it, ``offset`` being its
+        place in the kernel's parameter space (``cuKernelGetParamInfo``, once per kernel;
+        where the driver cannot tell, the packing's own, which keeps the alignment)."""
+        pack = self._pack
+        layout, raw = pack.layout, pack.raw()
+        sizes = layout.param_sizes  # per kernel parameter: an argument may fill several, or none
+        image = pack.kernel.image_params
+        if image is None or len(image) != len(sizes):
+            image = [(o - layout.values_offset, n) for o, n in zip(layout.pointer_offsets, sizes)]
+        return tuple((off, raw[o:o + n])
+                     for (off, _), o, n in zip(image, layout.pointer_offsets, sizes))
 
     @property
     def kernel(self):
@@ -180,6 +184,13 @@ class KernelNode(Node):
         names = [p.name for p in self._pack.layout.params]
         return KernelParams(self.kernel_name, grid, block, smem,
                             dict(zip(names, self._pack.values())))
+
+    @property
+    def arguments(self) -> list[bytes]:
+        """Each argument's bytes as the graph holds them, by index (as
+        :attr:`CapturedKernelNode.arguments <pycudagraph.CapturedKernelNode.arguments>` reads
+        them for a kernel node read back). No CUDA call for a node built here."""
+        return pack_arguments(self._pack)
 
     def set_params(self, args=None, grid=None, block=None, shared_mem=None) -> None:
         """Change the node in its graph (``cuGraphKernelNodeSetParams``).
@@ -317,33 +328,14 @@ def exec_set_arg(rec: ExecNode, index_or_name, value) -> None:
     if type(pack) is not ArgPack:  # bytes by index (read back from the driver)
         pack.exec_set_arg(rec, index_or_name, value)
         return
-    if seen.multi:  # the value's device against the node's: the checked path only
-        pack.kernel._check_pack_args(pack, {index_or_name: value}, "set_arg")
-    elif _native_set_arg is not None:
-        r = _native_set_arg(rec.exec_h, rec.node_h, pack, index_or_name, value)
-        if not r:
-            return  # done by the compiled path
-        if type(r) is tuple:  # done; r[0] is the object it replaced
-            rec.retire(r[0])
-            return
     layout = pack.layout
-    i = (index_or_name if type(index_or_name) is int and 0 <= index_or_name < layout.count
-         else layout.slot_index(index_or_name))
-    conv = layout.converters[i]
-    try:
-        layout.slots[i].pack_into(pack.buf, layout.offsets[i], conv(value) if conv else value)
-    except Exception:
-        i = layout.slot_index(i)
-        pack.restore(i)
-        layout.check_one(i, value)
-        raise
-    try:
-        fast.exec_kernel_node_set_params(rec.exec_raw, rec.node_h, pack, rec.node)
-    except Exception:
-        pack.restore(i)
-        raise
-    refs = pack.refs
-    old = refs[i]
-    refs[i] = value
-    if type(old) not in _PLAIN:
+    t = type(index_or_name)
+    i = layout.slot_of.get(index_or_name) if t is int or t is str else None
+    if i is None:  # numpy integers; anything else raises naming what is wrong
+        i = layout.slot_index(index_or_name)
+    if seen.multi:  # the value's device against the node's
+        pack.kernel._check_pack_args(pack, {i: value}, "set_arg")
+    old = _set_arg(rec.exec_h, rec.node_h, layout.hot, pack.address, pack.refs, i, value, pack,
+                   rec.exec_raw, rec.node)
+    if old is not None:  # a queued launch may still read it
         rec.retire(old)

@@ -9,7 +9,7 @@ from ..errors import ArgumentError
 from ..runtime.pointers import device_pointer
 from ..runtime.values import int_arg
 from .base import Node, NodeType
-from .copy_params import copy3d_params, memcpy_args, memset_params
+from .copy_params import GRAPH_ALLOCATIONS, copy3d_params, memcpy_args, memset_params
 
 __all__ = ["MemcpyNode", "MemcpyParams", "MemsetNode", "MemsetParams", "MemAllocNode",
            "MemFreeNode"]
@@ -191,7 +191,7 @@ class MemAllocNode(Node):
     """
 
     type = NodeType.MEM_ALLOC
-    __slots__ = ()
+    __slots__ = ("nbytes_at_build",)
 
     @classmethod
     def build(cls, table, deps, nbytes: int) -> "MemAllocNode":
@@ -206,7 +206,10 @@ class MemAllocNode(Node):
         p.poolProps.location.id = context.ensure_device()
         p.bytesize = int(nbytes)
         raw = call(rt.cudaGraphAddMemAllocNode, table.raw, raw_deps, nd, p)
-        return table.register(cls(table, int(raw)))
+        node = cls(table, int(raw))
+        node.nbytes_at_build = int(nbytes)
+        GRAPH_ALLOCATIONS[int(p.dptr)] = node  # copies and memsets may name its memory
+        return table.register(node)
 
     @property
     def params(self) -> dict:

@@ -36,6 +36,9 @@ class NodeTable:
         The raw graph handle as an int.
     nodes : dict
         Node handle -> node object, one object per node (read back on first use).
+    execs : WeakSet
+        The execs that need this raw graph: made from it, or updated with it and not yet
+        paired. ``Graph.close`` destroys the raw graph after the last one.
     owner : object or None
         What keeps a graph pycudagraph does not own valid (the node owning a body graph, an
         adopted graph's maker).
@@ -44,7 +47,7 @@ class NodeTable:
     """
 
     __slots__ = ("graph", "h", "raw_handle", "nodes", "ledger", "children", "owner", "closed",
-                 "dead", "make_child", "__weakref__")
+                 "dead", "make_child", "execs", "__weakref__")
 
     def __init__(self, graph, raw, owner, make_child):
         self.graph = graph
@@ -57,6 +60,8 @@ class NodeTable:
         self.closed = False
         self.dead = ""
         self.make_child = make_child  # (raw, owner node) -> the Graph wrapper of an inner graph
+        self.execs = weakref.WeakSet()  # execs that need the raw graph (made from it, or
+        # updated with it and not yet paired): close() destroys it after the last one
 
     # The raw graph ---------------------------------------------------------------------
 

@@ -14,11 +14,11 @@ import warnings
 
 __all__ = ["install", "enabled"]
 
-_RANGES = (("graph_exec", "GraphExec", "launch", "cudaGraphLaunch"),
-           ("graph_exec", "GraphExec", "upload", "cudaGraphUpload"),
-           ("graph", "Graph", "instantiate", "cudaGraphInstantiate"),
-           ("capture", "capture", "__enter__", "capture begin"),
-           ("capture", "capture", "__exit__", "capture end"))
+_RANGES = (("graph.exec", "GraphExec", "launch", "cudaGraphLaunch"),
+           ("graph.exec", "GraphExec", "upload", "cudaGraphUpload"),
+           ("graph.graph", "Graph", "instantiate", "cudaGraphInstantiate"),
+           ("graph.capture", "capture", "__enter__", "capture begin"),
+           ("graph.capture", "capture", "__exit__", "capture end"))
 
 enabled = False
 
@@ -69,7 +69,7 @@ def install(force: bool = False) -> bool:
         return False
     import importlib
     for module, cls, method, label in _RANGES:
-        owner = getattr(importlib.import_module(f"{__package__}.{module}"), cls)
+        owner = getattr(importlib.import_module(f"pycudagraph.{module}"), cls)
         fn = getattr(owner, method)
         if not getattr(fn, "_pycudagraph_nvtx", False):
             setattr(owner, method, _wrap(fn, label, *funcs))

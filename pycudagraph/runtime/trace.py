@@ -22,14 +22,14 @@ from .. import _cuda
 from ..errors import ArgumentError
 from .values import bool_arg, short_repr
 
-__all__ = ["trace", "TracedCall", "runtime_twin"]
+__all__ = ["trace", "TracedCall", "runtime_twin", "call_site"]
 
 _PREFIX = {"cudaGraph_t": "g", "CUgraph": "g", "cudaGraphNode_t": "n", "CUgraphNode": "n",
            "cudaGraphExec_t": "exec", "CUgraphExec": "exec", "cudaStream_t": "stream",
            "CUstream": "stream", "cudaEvent_t": "ev", "CUevent": "ev", "cudaLibrary_t": "lib",
            "cudaKernel_t": "kern", "nvrtcProgram": "prog", "Graph": "g", "GraphExec": "exec",
            "Stream": "stream", "Event": "ev", "KernelNode": "n", "Node": "n"}
-_PKG = __name__.rsplit(".", 1)[0]
+_PKG = __name__.split(".")[0]  # frames inside the package are not "the caller"
 
 
 #: Driver calls whose runtime twin is not ``cuda`` + the rest of the name (``None``: the
@@ -172,8 +172,8 @@ class trace:
                 f"block=({b[0]},{b[1]},{b[2]}), shared={smem}, args=({args})}}")
 
     def _record(self, api: str, args, result) -> None:
-        where = _caller()
-        if api in ("cuGraphAddKernelNode",):
+        where = call_site()
+        if api == "cuGraphAddKernelNode" and type(args[0]).__name__ == "c_void_p":
             out, graph, deps, pack = args
             text = (f"{api}(&{self.name_of(_Named('n', out.value))}, {self.name_of(graph)}, "
                     f"{self._fmt(deps)}, {len(deps)}, {self._fmt_pack(pack)})")
@@ -208,8 +208,10 @@ def _arg_text(param, value) -> str:
     return repr(value)
 
 
-def _caller() -> str:
-    frame = sys._getframe(2)
+def call_site(depth: int = 2) -> str:
+    """``file.py:line`` of the first caller outside pycudagraph, ``depth`` frames up at
+    least (what the trace and the capture's fork records show). No CUDA call."""
+    frame = sys._getframe(depth)
     while frame is not None and frame.f_globals.get("__name__", "").startswith(_PKG):
         frame = frame.f_back
     if frame is None:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import pycudagraph as pcg
-from pycudagraph.compile.args import ArgPack, Layout, dim3
+from pycudagraph.compile.args import ArgPack, Layout, dims3
 from pycudagraph.compile.signature import parse_params
 
 
@@ -152,10 +152,10 @@ def test_objects_kept_alive():
 
 @pytest.mark.parametrize("value, out", [(5, (5, 1, 1)), ((2, 3), (2, 3, 1)), ([1, 2, 3], (1, 2, 3))])
 def test_dim3(value, out):
-    assert dim3(value, "grid") == out
+    assert dims3(value, "grid") == out
 
 
 @pytest.mark.parametrize("bad", [0, (1, 2, 3, 4), (0, 1), "x", -1])
 def test_dim3_errors(bad):
     with pytest.raises(ValueError, match="grid"):
-        dim3(bad, "grid")
+        dims3(bad, "grid")

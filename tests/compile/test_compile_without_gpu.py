@@ -80,7 +80,7 @@ def test_a_name_not_in_the_image_is_not_told_to_give_signature(odd):
 
 @pytest.mark.parametrize("name", [5, None, b"paren"], ids=repr)
 def test_kernel_name_must_be_a_str(odd, name):
-    with pytest.raises(pcg.ArgumentError, match="kernel name must be a str"):
+    with pytest.raises(pcg.ArgumentError, match="kernel name must be a non-empty str"):
         odd.get_kernel(name)
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import pycudagraph as pcg
-from pycudagraph.compile.args import ArgPack, Layout, dim3
+from pycudagraph.compile.args import ArgPack, Layout, dims3
 from pycudagraph.compile.signature import parse_params
 
 
@@ -48,7 +48,7 @@ BAD_DIMS = [
 @pytest.mark.parametrize("value, words", BAD_DIMS, ids=[repr(v) for v, _ in BAD_DIMS])
 def test_bad_dims_refused(value, words):
     with pytest.raises(pcg.ArgumentError, match=words):
-        dim3(value, "grid")
+        dims3(value, "grid")
 
 
 @pytest.mark.parametrize("value, expected", [
@@ -57,14 +57,14 @@ def test_bad_dims_refused(value, words):
     (2**32 - 1, (2**32 - 1, 1, 1)),
 ])
 def test_good_dims_accepted(value, expected):
-    assert dim3(value, "grid") == expected
+    assert dims3(value, "grid") == expected
 
 
 def test_dims_error_names_the_field():
     with pytest.raises(pcg.ArgumentError, match="block"):
-        dim3("32", "block")
+        dims3("32", "block")
     with pytest.raises(ValueError):  # ArgumentError is a ValueError (and a TypeError)
-        dim3((2.5,), "grid")
+        dims3((2.5,), "grid")
 
 
 BAD_ARGS = [

@@ -30,7 +30,7 @@ MAPPED = set(re.findall(r"^\| `(\w+)` \|",
                         (Path(__file__).resolve().parents[2] / "docs" / "API_MAP.md").read_text(),
                         re.M))
 
-CLASSES = [pcg.Graph, pcg.GraphExec, pcg.Stream, pcg.Event, pcg.DeviceBuffer, pcg.PinnedBuffer,
+CLASSES = [pcg.Graph, pcg.GraphExec, pcg.Profile, pcg.Stream, pcg.Event, pcg.DeviceBuffer, pcg.PinnedBuffer,
            pcg.Program, pcg.Module, pcg.Kernel, pcg.Device, pcg.capture, pcg.trace,
            pcg.Node, pcg.KernelNode, pcg.MemcpyNode, pcg.MemsetNode, pcg.HostNode,
            pcg.ChildGraphNode, pcg.EmptyNode, pcg.EventRecordNode, pcg.EventWaitNode,

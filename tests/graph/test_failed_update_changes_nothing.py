@@ -60,8 +60,13 @@ def driver(monkeypatch, cpu_device):
         if d.fail:
             raise d.error("cuGraphExecKernelNodeSetParams")
 
+    def ctypes_exec_set(exec_h, node_h, address):  # set_arg's ctypes route
+        d.calls.append(("cuGraphExecKernelNodeSetParams", node_h))
+        return 1 if d.fail else 0  # CUDA_ERROR_INVALID_VALUE
+
     monkeypatch.setattr(fast, "exec_kernel_node_set_params", exec_set)
-    monkeypatch.setattr(kernel_node, "_native_set_arg", None)  # the Python path, recorded
+    monkeypatch.setattr(kernel_node, "_set_arg", fast._set_arg)  # the Python route, recorded
+    monkeypatch.setattr(fast._f, "exec_set", ctypes_exec_set)
     for mod in (memory_nodes, host_node, event_nodes, structure):
         monkeypatch.setattr(mod, "call", d.call)
     monkeypatch.setattr(captured_args, "_exec_call",
@@ -217,17 +222,16 @@ def test_rebind_puts_back_the_nodes_it_patched_when_a_later_one_fails(driver, mo
     before = [exe.exec_node(n).args.raw() for n in nodes]
     calls = []
 
-    def exec_set(exe_h, node_h, pack, node):
+    def exec_set(exec_h, node_h, address):
         calls.append(node_h)
-        if len(calls) == 3:  # the third node's call fails
-            raise driver.error("cuGraphExecKernelNodeSetParams")
+        return 1 if len(calls) == 3 else 0  # the third node's call fails
 
-    monkeypatch.setattr(fast, "exec_kernel_node_set_params", exec_set)
+    monkeypatch.setattr(fast._f, "exec_set", exec_set)
     with pytest.raises(pcg.CudaError):
         exe.rebind(OLD, NEW)
     assert [exe.exec_node(n).args.raw() for n in nodes] == before
     assert len(calls) == 5  # three tries, then the first two put back
-    monkeypatch.setattr(fast, "exec_kernel_node_set_params", lambda *a: None)
+    monkeypatch.setattr(fast._f, "exec_set", lambda *a: 0)
     assert exe.rebind(OLD, NEW) == 3
 
 

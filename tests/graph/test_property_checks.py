@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 import pycudagraph as pcg
 from pycudagraph.graph import topology as topology_mod
-from pycudagraph.compile.args import dim3
+from pycudagraph.compile.args import dims3
 
 from tests.support.fakes import Edges, fake_graph, fake_node
 
@@ -31,11 +31,11 @@ def test_dim3_matches_model(value):
     ok = (items is not None and 1 <= len(items) <= 3
           and all(type(v) is int for v in items) and all(0 < v < U32 for v in items))
     if ok:
-        assert dim3(value, "grid") == items + (1,) * (3 - len(items))
-        assert dim3(tuple(np.int64(v) for v in items), "grid") == items + (1,) * (3 - len(items))
+        assert dims3(value, "grid") == items + (1,) * (3 - len(items))
+        assert dims3(tuple(np.int64(v) for v in items), "grid") == items + (1,) * (3 - len(items))
     else:
         with pytest.raises(pcg.ArgumentError, match="grid"):
-            dim3(value, "grid")
+            dims3(value, "grid")
 
 
 def _reaches(out, src, dst) -> bool:

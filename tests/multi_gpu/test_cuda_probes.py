@@ -45,17 +45,26 @@ def probe_event_record_across_devices() -> dict:
     return {"call": "cudaEventRecord", "result": _err_name(err)}
 
 
+def _raw_launch(func: int, pack, s: int, k) -> None:
+    """cuLaunchKernel of ``func`` with ``pack`` on stream ``s``, as given: fast.launch_kernel
+    with no compiled view and a prepare that makes no choice of function or device."""
+    from pycudagraph._cuda import fast
+    from pycudagraph._cuda.context import thread_state
+    fast.launch_kernel(None, 1, 32, (), s, 0, k, None, lambda *a: (
+        func, (1, 1, 1), (32, 1, 1), 0, s, thread_state.device, pack))
+
+
 def probe_launch_function_of_other_device() -> dict:
     """cuLaunchKernel of device 0's CUfunction on a device-1 stream (our choice bypassed)."""
     import pycudagraph as pcg
-    from pycudagraph._cuda import fast, rt
+    from pycudagraph._cuda import rt
     k = pcg.Program(_SRC, name="probe.cu").compile()["fill"]
     f0 = k.function(0)
     with pcg.device(1):
         s1, buf = pcg.Stream(), pcg.DeviceBuffer(4 * N)
         pack = k.pack((buf, 1.0, N), 1, 32)
         try:
-            fast.launch_kernel(f0, (1, 1, 1), (32, 1, 1), 0, s1.ptr, pack, k)
+            _raw_launch(f0, pack, s1.ptr, k)
             result = "success"
         except pcg.CudaError as exc:
             result = exc.name
@@ -67,7 +76,7 @@ def probe_launch_on_a_stream_of_the_non_current_device() -> dict:
     """cuLaunchKernel of device 1's CUfunction on a device-1 stream while device 0 is
     current (the device switch Kernel.launch makes bypassed)."""
     import pycudagraph as pcg
-    from pycudagraph._cuda import fast, rt
+    from pycudagraph._cuda import rt
     k = pcg.Program(_SRC, name="probe.cu").compile()["fill"]
     with pcg.device(1):
         s1, buf = pcg.Stream(), pcg.DeviceBuffer(4 * N)
@@ -75,7 +84,7 @@ def probe_launch_on_a_stream_of_the_non_current_device() -> dict:
     f1 = k.function(1)
     current = int(rt.cudaGetDevice()[1])
     try:
-        fast.launch_kernel(f1, (1, 1, 1), (32, 1, 1), 0, s1.ptr, pack, k)
+        _raw_launch(f1, pack, s1.ptr, k)
         result = "success"
     except pcg.CudaError as exc:
         result = exc.name

@@ -11,6 +11,7 @@ import pytest
 import pycudagraph as pcg
 from pycudagraph.compile import limits as validate
 from pycudagraph._cuda import context as cdev, fast
+from pycudagraph.nodes import kernel_node as kernel_node_mod
 from tests.support.fakes import H100, _ids, fake_buffer, fake_exec, fake_graph, fake_kernel
 
 
@@ -36,6 +37,12 @@ def setup(monkeypatch):
     monkeypatch.setattr(fast, "kernel_node_set_params", lambda n, p: sent.append(("node", p)))
     monkeypatch.setattr(fast, "exec_kernel_node_set_params",
                         lambda e, h, p, n: sent.append(("exec", p)))
+
+    def set_arg(exec_h, h, hot, address, refs, i, value, pack, exe, node):
+        pack.set(i, value)
+        sent.append(("exec", pack))
+
+    monkeypatch.setattr(kernel_node_mod, "_set_arg", set_arg)
     monkeypatch.setattr(validate, "raise_dynamic_smem",
                         lambda lim, n: raised.append((lim.func, n)))
     yield k, f1, node, exe, sent, raised

@@ -287,7 +287,7 @@ def test_update_source_graph_closed_before_pairing(helpers):
     with pytest.raises(pcg.ClosedError, match="Graph .* was closed"):
         exe.update(g2)
     exe.set_arg(k2, "v", 3.0)  # pairs the nodes now; g2 is destroyed afterwards
-    assert g2._dead == "was closed"
+    assert g2.table.dead == "was closed"
     exe.launch(s)
     s.synchronize()
     assert (b.to_numpy(np.float32) == 3.0).all()

@@ -164,7 +164,7 @@ def test_device_zero_describes_itself():
     assert d.handle == d.ordinal == int(d) == 0
     assert isinstance(d.name, str) and d.name and "\0" not in d.name
     major, minor = d.compute_capability
-    assert d.arch == f"sm_{major}{minor}" == pcg.program.device_arch(0)
+    assert d.arch == f"sm_{major}{minor}" == pcg.compile.program.device_arch(0)
     assert d.total_memory > 1 << 30
     assert d == pcg.Device(0) and hash(d) == hash(pcg.Device(0)) and d != 0
     assert d.can_access_peer(0)

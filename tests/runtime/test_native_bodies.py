@@ -1,8 +1,8 @@
-"""Per-node exec updates of nodes in conditional bodies after a removal (CPU, fake driver):
-the compiled and the checked set_arg refuse a removed node, or one of a destroyed body,
+"""Per-node exec updates of nodes in conditional bodies after a removal (CPU, driver stub):
+set_arg, compiled or through ctypes, refuses a removed node, or one of a destroyed body,
 with ClosedError instead of handing the driver a destroyed node handle."""
 
-from tests.support.native_driver import INTEGRATED, needs_native, run_fake
+from tests.support.native_driver import both, run
 
 SETUP = '''
 import textwrap
@@ -21,41 +21,42 @@ body, inner_owner = cond._bodies[0], None
 a = body.add_kernel(k, 1, 32, (buffer(), 1.0, 4))
 b = cond._bodies[1].add_kernel(k, 1, 32, (buffer(), 1.0, 4))
 exe = exec_of(g, [a, b])
+made = stub.calls("cuGraphExecKernelNodeSetParams")
 exe.set_arg(a, 1, 2.0)
 exe.set_arg(b, 1, 2.0)  # both have exec packs now
-assert [c[0] for c in CALLS[-2:]] == ["exec_set", "exec_set"]
+assert stub.calls("cuGraphExecKernelNodeSetParams") == made + 2
 '''
 
 
-@needs_native
-def test_set_arg_on_a_node_removed_from_a_body():
-    run_fake(INTEGRATED + SETUP + '''
+@both
+def test_set_arg_on_a_node_removed_from_a_body(native):
+    run(SETUP + '''
 body.remove_node(a)
 refused(lambda: exe.set_arg(a, 1, 3.0), pcg.ClosedError, "was removed from its graph")
 exe.set_arg(b, 1, 3.0)  # the other body's node is still updated
-assert CALLS[-1][0] == "exec_set"
-''')
+assert stub.last() == "cuGraphExecKernelNodeSetParams" and stub.ints(2)[1] == int(b)
+''', native)
 
 
-@needs_native
-def test_set_arg_on_a_node_of_a_body_destroyed_with_its_owner():
-    run_fake(INTEGRATED + SETUP + '''
+@both
+def test_set_arg_on_a_node_of_a_body_destroyed_with_its_owner(native):
+    run(SETUP + '''
 g.remove_node(cond)
 refused(lambda: exe.set_arg(a, 1, 3.0), pcg.ClosedError, "belongs to Graph")
 refused(lambda: exe.set_arg(b, 1, 3.0), pcg.ClosedError, "belongs to Graph")
-''')
+''', native)
 
 
-@needs_native
-def test_set_arg_finds_the_packs_in_the_table_copies_taken_at_instantiation():
+@both
+def test_set_arg_finds_the_packs_in_the_table_copies_taken_at_instantiation(native):
     """An exec copies the node tables (root and bodies) instead of walking the nodes;
     set_arg finds each kernel node's ArgPack there on first use, in the node's record."""
-    run_fake(INTEGRATED + SETUP + '''
+    run(SETUP + '''
 root = g.add_kernel(k, 1, 32, (buffer(), 1.0, 4))
 exe2 = exec_of(g, [])
 assert len(exe2._taken) == 3  # the root graph's table and both bodies'
 for node in (root, a, b):
     exe2.set_arg(node, 1, 5.0)
-    assert CALLS[-1][0] == "exec_set" and CALLS[-1][1][1] == int(node)
+    assert stub.last() == "cuGraphExecKernelNodeSetParams" and stub.ints(2)[1] == int(node)
     assert exe2.exec_node(node).source == node.graph.table.kept(node)  # found in the copies
-''')
+''', native)

@@ -1,20 +1,18 @@
-"""The compiled paths as the API calls them (Graph.add_kernel, Kernel.launch,
-GraphExec.set_arg), with the fake driver behind both paths (CPU): what the checked path
-refuses never reaches the driver, and what it keeps alive is kept."""
+"""The hot calls as the API makes them (Graph.add_kernel, Kernel.launch, GraphExec.set_arg),
+with the driver stub behind both routes (CPU): what the checked packing refuses never
+reaches the driver, and what it keeps alive is kept."""
 
-import textwrap
-
-from tests.support.native_driver import INTEGRATED, needs_native, run_fake
+from tests.support.native_driver import both, run
 
 
-@needs_native
-def test_compiled_add_keeps_the_checked_paths_guarantees():
-    run_fake(INTEGRATED + textwrap.dedent('''
+@both
+def test_add_keeps_the_checked_paths_guarantees(native):
+    run('''
         g = fake_graph()
         a = fake_node(g)
         buf = buffer()
         node = g.add_kernel(k, 1, 32, (buf, 1.0, 4), deps=[a])
-        assert CALLS[-1][0] == "add" and CALLS[-1][1][1] == [a._h]  # the compiled add
+        assert stub.last() == "cuGraphAddKernelNode" and stub.deps(1) == [a._h]
         assert node._pack.refs[0] is buf and _lifetime.holders_of(buf)  # the ledger sees it
         refused(lambda: g.add_kernel(k, 1, 32, (buf, 1.0, 4), deps=[a, a]),
                 pcg.ArgumentError, "twice")
@@ -34,7 +32,7 @@ def test_compiled_add_keeps_the_checked_paths_guarantees():
         with pcg.trace() as t:
             g.add_kernel(k, 1, 32, (buf, 1.0, 4))
         assert [r.api for r in t.records] == ["cuGraphAddKernelNode"]
-    '''))
+    ''', native)
 
 
 def test_fits_is_false_for_limits_never_loaded():
@@ -46,15 +44,16 @@ def test_fits_is_false_for_limits_never_loaded():
     assert not k._fits(1, 32, 0)  # unknown limits: the checked path loads them
 
 
-@needs_native
-def test_compiled_set_arg_retires_and_refuses_as_the_checked_path():
-    run_fake(INTEGRATED + textwrap.dedent('''
+@both
+def test_set_arg_retires_and_refuses_as_the_checked_path(native):
+    run('''
         g = fake_graph()
         one, two, three = buffer(), buffer(), buffer()
         node = g.add_kernel(k, 1, 32, (one, 1.0, 4))
         exe = fake_exec(g)
         exe.set_arg(node, 0, two)
-        assert CALLS[-1][0] == "exec_set" and CALLS[-1][1][2][0] == two.ptr
+        assert stub.last() == "cuGraphExecKernelNodeSetParams"
+        assert stub.values(k.params)[0] == two.ptr
         exe.set_arg(node, 0, three)  # `two` may still be read by a queued launch
         assert any(r is two for r in exe._ledger.retired)
         two.free()
@@ -68,21 +67,23 @@ def test_compiled_set_arg_retires_and_refuses_as_the_checked_path():
         refused(lambda: exe.set_arg(node, "zz", 1.0), pcg.ArgumentError, "no parameter named")
         exe.close()
         refused(lambda: exe.set_arg(node, 1, 2.0), pcg.ClosedError, "closed")
-    '''))
+    ''', native)
 
 
-@needs_native
-def test_compiled_eager_launch_refuses_freed_buffers_and_feeds_captures():
-    run_fake(INTEGRATED + textwrap.dedent('''
+@both
+def test_eager_launch_refuses_freed_buffers_and_feeds_captures(native):
+    run('''
         buf = buffer()
         k.launch(1, 32, (buf, 1.0, 4))
-        assert CALLS[-1][0] == "launch_kernel" and CALLS[-1][1][5][0] == buf.ptr
+        assert stub.last() == "cuLaunchKernel" and stub.values(k.params)[0] == buf.ptr
         kept = []
+        check.capture_watchers.append([])  # a capture is open
         _lifetime.capture_keeps.append(kept)
         k.launch(1, 32, [buf, 2.0, 4])
         # under capture a configuration is checked before the driver sees it
         refused(lambda: k.launch(1, 2048, (buf, 1.0, 4)), pcg.ArgumentError, "threads per block")
         _lifetime.capture_keeps.remove(kept)
+        check.capture_watchers.pop()
         assert any(buf in x for x in kept if isinstance(x, tuple)), kept
         gone = buffer()
         gone.free()
@@ -90,15 +91,14 @@ def test_compiled_eager_launch_refuses_freed_buffers_and_feeds_captures():
         s = pcg.Stream.__new__(pcg.Stream)
         s._h, s._dev, s._addr = None, 0, 0x5000
         refused(lambda: k.launch(1, 32, (buf, 1.0, 4), stream=s), pcg.ClosedError, "")
-    '''))
+    ''', native)
 
 
-@needs_native
-def test_compiled_set_arg_hands_back_while_several_devices_are_in_use():
-    """With two devices seen the compiled set_arg does not run: the checked path judges the
-    buffer's device against the node's (a node of device 0 here)."""
-    run_fake(INTEGRATED + textwrap.dedent('''
-        from pycudagraph._cuda.context import seen
+@both
+def test_set_arg_checks_the_device_while_several_devices_are_in_use(native):
+    """With two devices seen the buffer's device is judged against the node's (a node of
+    device 0 here) before any route runs."""
+    run('''
         g = fake_graph()
         node = g.add_kernel(k, 1, 32, (buffer(), 1.0, 4))
         exe = fake_exec(g)
@@ -108,8 +108,9 @@ def test_compiled_set_arg_hands_back_while_several_devices_are_in_use():
         refused(lambda: exe.set_arg(node, 0, other), pcg.DeviceMismatchError,
                 "runs on device 0 but argument 0 'y' (a DeviceBuffer) is memory of device 1")
         mine = buffer()
-        with pcg.trace() as t:  # the checked path's call (the compiled one is not traced)
-            exe.set_arg(node, 0, mine)
+        assert route(lambda: exe.set_arg(node, 0, mine)) == C
+        assert stub.values(k.params)[0] == mine.ptr
+        with pcg.trace() as t:
+            exe.set_arg(node, 0, buffer())
         assert [r.api for r in t.records] == ["cuGraphExecKernelNodeSetParams"]
-        assert CALLS[-1][0] == "exec_set" and CALLS[-1][1][2][0] == mine.ptr
-    '''))
+    ''', native)

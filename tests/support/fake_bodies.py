@@ -29,7 +29,12 @@ def driver(monkeypatch):
     """Records the exec's kernel-node updates; cudaGraphDestroyNode does nothing;
     cuGraphExecUpdate succeeds."""
     sent = []
-    monkeypatch.setattr(kernel_node_mod, "_native_set_arg", None)
+
+    def set_arg(exec_h, h, hot, address, refs, i, value, pack, exe, node):
+        pack.set(i, value)
+        sent.append((h, list(pack.values())))
+
+    monkeypatch.setattr(kernel_node_mod, "_set_arg", set_arg)
     monkeypatch.setattr(fast, "exec_kernel_node_set_params",
                         lambda exe, h, pack, node: sent.append((h, list(pack.values()))))
     monkeypatch.setattr(fast, "exec_update", lambda exe, graph, info: 0)

@@ -61,6 +61,14 @@ class Step:
         return n
 
 
+#: A module's image: PTX text with one kernel k(float* y, int n) (read here, never loaded).
+PTX = """.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 k_param_0, .param .u32 k_param_1) { ret; }
+"""
+
+
 def zoo() -> dict:
     """One fresh object of each public class, on fakes (no CUDA call)."""
     g = fake_graph()
@@ -70,7 +78,7 @@ def zoo() -> dict:
         "graph": g, "graph2": fake_graph(), "exec": fake_exec(g), "kernel": kernel,
         "stream": pcg.Stream.wrap(0x5000), "event": fake_event(), "buffer": fake_buffer(64),
         "pinned": fake_pinned(64), "kernel_node": node,
-        "module": pcg.Module(b"", 'extern "C" __global__ void k(float* y, int n) {}'),
+        "module": pcg.Module.from_ptx(PTX, name="k.ptx"),
         "program": pcg.Program('extern "C" __global__ void k() {}'),
         "trace": pcg.trace(),
         "bucketed": BucketedGraphs([8, 16], lambda n: Step(), stream=pcg.Stream.wrap(0x5000)),
@@ -95,10 +103,12 @@ FUZZED = ["graph", "exec", "kernel", "stream", "event", "buffer", "pinned", "ker
 #: Methods left out: those that take nothing to fuzz and end the object (close, free), and
 #: the node-class protocol the graph and exec layers call with their own internal objects
 #: (a NodeTable, an ExecNode record), which no user passes.
-SKIP = {"close", "free", "synchronize", "build", "build_3d", "read", "exec_record", "exec_set",
-        "exec_set_3d", "copy_for"}
-#: Public names that are not entry points to fuzz: enums (Python's own lookups).
-NOT_CALLED = {"NodeType"}
+SKIP = {"close", "free", "synchronize", "build", "build_3d", "build_function", "read",
+        "exec_record", "exec_set", "exec_set_3d", "copy_for"}
+#: Public names that are not entry points to fuzz: enums (Python's own lookups) and the
+#: records results come in (made by pycudagraph, read by the user).
+NOT_CALLED = {"NodeType", "Profile", "ApplyReport", "GraphDiff", "NodeChange", "Finding",
+              "CaptureInfo", "BucketStats", "KernelParams"}
 
 
 def _zoo_types() -> dict:

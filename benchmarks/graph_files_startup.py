@@ -1,0 +1,215 @@
+"""Start-up from graph files (not part of the suite). Run from the repository root on a GPU::
+
+    python benchmarks/graph_files_startup.py [--repeat 5] [--nodes 1000] [--buckets 20]
+
+Two graph sets, each timed from "nothing built in this process" to "instantiated, ready
+to launch", median of ``--repeat`` runs after one warm-up run:
+
+* a straight chain of 1,000 kernel nodes (four kernels in turn);
+* 20 bucket graphs (50 kernel nodes each, the element count of each bucket its own), all
+  sharing the same buffers and module, as an inference server keeps one graph per batch size.
+
+Rows:
+
+* ``load + instantiate``: ``pcg.load`` of the saved file(s) with the buffers bound, then
+  ``instantiate``; no compile, no capture (modules from the stored CUBIN; files that share
+  a module load it once);
+* ``rebuild, compile cache cold``: ``Program.compile`` (NVRTC, an empty cache folder), the
+  ``add_kernel`` calls, ``instantiate``;
+* ``rebuild, compile cache warm``: the same with the CUBIN read from the on-disk cache;
+* ``capture, compile cache warm``: the module from the cache, the launches captured with
+  ``pcg.capture``, ``instantiate``.
+
+Every row loads its module afresh (``cudaLibraryLoadData``). The results of the loaded and
+the rebuilt 1,000-node graph are compared before timing. Prints one table (milliseconds),
+then the file sizes and save times.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import pycudagraph as pcg  # noqa: E402
+from pycudagraph.graph import file_load  # noqa: E402
+
+SRC = r'''
+extern "C" __global__ void axpy(float* y, const float* x, float a, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] += a * x[i];
+}
+extern "C" __global__ void scale(float* y, float a, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] *= a;
+}
+extern "C" __global__ void add3(float* out, const float* a, const float* b, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = a[i] + b[i];
+}
+extern "C" __global__ void relu(float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n && y[i] < 0.0f) y[i] = 0.0f;
+}
+'''
+NMAX = 1 << 16
+BLOCK = 256
+
+
+def kernels():
+    mod = pcg.Program(SRC, name="startup.cu").compile()
+    return [mod[k] for k in ("axpy", "scale", "add3", "relu")]
+
+
+def launch_args(ks, bufs, i, n):
+    x, y, z = bufs["x"], bufs["y"], bufs["z"]
+    return [(ks[0], (y, x, 0.5, n)), (ks[1], (y, 0.99, n)), (ks[2], (z, y, x, n)),
+            (ks[3], (z, n))][i % 4]
+
+
+def build(ks, bufs, nodes, n):
+    g = pcg.Graph()
+    prev = ()
+    grid = (n + BLOCK - 1) // BLOCK
+    for i in range(nodes):
+        k, args = launch_args(ks, bufs, i, n)
+        prev = (g.add_kernel(k, grid, BLOCK, args, deps=prev),)
+    return g
+
+
+def capture(ks, bufs, nodes, n, stream):
+    grid = (n + BLOCK - 1) // BLOCK
+    with pcg.capture(stream) as cap:
+        for i in range(nodes):
+            k, args = launch_args(ks, bufs, i, n)
+            k.launch(grid, BLOCK, args, stream=stream)
+    return cap.graph
+
+
+def sizes(nodes, buckets):
+    """(graph name, nodes, element count) of every graph of each set."""
+    return {"1000-node graph": [("chain", nodes, NMAX)],
+            f"{buckets} bucket graphs": [(f"bucket{b}", 50, NMAX * (b + 1) // buckets)
+                                         for b in range(buckets)]}
+
+
+def timed(fn, repeat: int) -> float:
+    """Median milliseconds of ``repeat`` runs after one warm-up; ``fn`` returns what to drop
+    after the clock stops (execs, graphs)."""
+    times = []
+    for r in range(repeat + 1):
+        gc.collect()
+        gc.disable()
+        t0 = time.perf_counter()
+        keep = fn()
+        t1 = time.perf_counter()
+        gc.enable()
+        for exe in keep:
+            exe.close()
+        del keep
+        if r:
+            times.append((t1 - t0) * 1e3)
+    return statistics.median(times)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--nodes", type=int, default=1000)
+    ap.add_argument("--buckets", type=int, default=20)
+    opts = ap.parse_args()
+    try:
+        pcg.device_count()
+    except pcg.CudaError as exc:
+        print(f"no usable GPU: {exc}")
+        return 1
+    stream = pcg.Stream()
+    bufs = {name: pcg.DeviceBuffer(4 * NMAX) for name in ("x", "y", "z")}
+    sets = sizes(opts.nodes, opts.buckets)
+    work = Path(tempfile.mkdtemp(prefix="pcg_startup_"))
+    cold_dirs = iter(range(10 ** 6))
+
+    def cache(folder: str) -> None:
+        os.environ["PYCUDAGRAPH_CACHE_DIR"] = str(work / folder)
+
+    cache("warm")
+    ks = kernels()
+    files, saved = {}, {}
+    for title, graphs in sets.items():
+        t0 = time.perf_counter()
+        files[title] = []
+        for name, nodes, n in graphs:
+            path = work / f"{name}.pcgraph"
+            build(ks, bufs, nodes, n).save(path, slots=bufs)
+            files[title].append(path)
+        saved[title] = ((time.perf_counter() - t0) * 1e3, sum(p.stat().st_size for p in files[title]))
+
+    # the loaded graph computes what the rebuilt one does
+    results = []
+    for make in (lambda: build(kernels(), bufs, opts.nodes, NMAX),
+                 lambda: pcg.load(files["1000-node graph"][0], bind=bufs)):
+        for name in ("x", "y", "z"):
+            bufs[name].copy_from(np.linspace(-1, 1, NMAX, dtype=np.float32))
+        make().instantiate().launch(stream)
+        stream.synchronize()
+        results.append(bufs["z"].to_numpy(np.float32))
+    assert np.array_equal(results[0], results[1]), "the loaded graph computes something else"
+
+    def load_set(title):
+        def run():
+            file_load._MODULES.clear()  # a fresh process has loaded no module yet
+            return [pcg.load(p, bind=bufs).instantiate() for p in files[title]]
+        return run
+
+    def rebuild_set(title, cold: bool):
+        def run():
+            if cold:
+                cache(f"cold{next(cold_dirs)}")  # an empty cache folder: NVRTC compiles
+            ks = kernels()
+            return [build(ks, bufs, nodes, n).instantiate() for _, nodes, n in sets[title]]
+        return run
+
+    def capture_set(title):
+        def run():
+            ks = kernels()
+            return [capture(ks, bufs, nodes, n, stream).instantiate() for _, nodes, n in sets[title]]
+        return run
+
+    rows = []
+    for label, make in (("load + instantiate", load_set),
+                        ("rebuild, compile cache cold", lambda t: rebuild_set(t, True)),
+                        ("rebuild, compile cache warm", lambda t: rebuild_set(t, False)),
+                        ("capture, compile cache warm", capture_set)):
+        cells = []
+        for title in sets:
+            cache("warm")
+            cells.append(timed(make(title), opts.repeat))
+        rows.append((label, cells))
+        print(f"  measured: {label}", file=sys.stderr)
+
+    gpu = pcg.Device(0)
+    print(f"\nStart-up to instantiated graphs, ms (median of {opts.repeat}); "
+          f"{getattr(gpu, 'name', 'GPU 0')}, pycudagraph {pcg.__version__}")
+    titles = list(sets)
+    width = max(len(r[0]) for r in rows) + 2
+    print("".ljust(width) + "".join(t.rjust(22) for t in titles))
+    for label, cells in rows:
+        print(label.ljust(width) + "".join(f"{c:22.2f}" for c in cells))
+    base = rows[0][1]
+    for label, cells in rows[1:]:
+        print(f"{label} / load:".ljust(width) + "".join(f"{c / b:21.1f}x" for c, b in zip(cells, base)))
+    for title in titles:
+        ms, nbytes = saved[title]
+        print(f"{title}: {len(files[title])} file(s), {nbytes / 1024:.0f} KiB, saved in {ms:.1f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

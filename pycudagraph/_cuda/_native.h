@@ -1,0 +1,110 @@
+/* pycudagraph._cuda._native: the compiled route of the hot calls in pycudagraph/_cuda/fast.py.
+ *
+ * A plain CPython extension with no CUDA header and no link to libcuda: fast.py hands over
+ * the driver entry points (cuGraphLaunch, cuLaunchKernel, cuGraphAddKernelNode_v2,
+ * cuGraphExecKernelNodeSetParams_v2) as addresses it read from libcuda, so one build serves
+ * CUDA 12.x and 13.x drivers and both cuda-bindings majors.
+ *
+ * The code takes ints, bytes and sequences only: a plan (bytes fast.py builds: where each
+ * argument goes and what C type it has), the converters tuple, argument values, handles.
+ * It reads no attribute of any object and constructs no pycudagraph object.
+ *
+ * Each call (launch_graph, launch_kernel, add_kernel, set_arg) makes the driver call itself
+ * when it can; otherwise (a value it does not convert, a thread whose context fast.py has
+ * not made current yet, a trace being recorded, several devices in use, a failed driver
+ * call) it calls fast.py's ctypes route for the same call with the same arguments and
+ * returns what that returns. That route checks, traces and raises the clear error.
+ *
+ * Files: _native_convert.c (values -> bytes, grid/block, plans), _native_calls.c (the four
+ * calls), _native_module.c (state, set-up, the module).
+ */
+#ifndef PCG_NATIVE_H
+#define PCG_NATIVE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+typedef int CUresult;
+typedef CUresult (*graph_launch_fn)(void *exec, void *stream);
+typedef CUresult (*launch_kernel_fn)(void *f, unsigned gx, unsigned gy, unsigned gz,
+                                     unsigned bx, unsigned by, unsigned bz, unsigned shm,
+                                     void *stream, void **params, void **extra);
+typedef CUresult (*add_kernel_fn)(void **node, void *graph, void *const *deps, size_t n,
+                                  const void *params);
+typedef CUresult (*exec_set_fn)(void *exec, void *node, const void *params);
+
+/* CUDA_KERNEL_NODE_PARAMS_v2, as pycudagraph/_cuda/structs.py names it. */
+typedef struct {
+    uint64_t func;
+    uint32_t grid[3];
+    uint32_t block[3];
+    uint32_t shared_mem;
+    uint32_t pad;
+    uint64_t kernel_params;
+    uint64_t extra;
+    uint64_t kern;
+    uint64_t ctx;
+} kparams;
+
+#define HEADER 72
+#define STACK_PACK 4096
+#define STACK_DEPS 64
+
+/* A plan (fast.py's PLAN_HEAD + one PLAN_SLOT per parameter). */
+typedef struct {
+    uint64_t func;      /* the CUfunction launches and nodes name; 0 in a layout's plan */
+    uint32_t block1;    /* the function's 1-D limits (0: not known): a node add, or a   */
+    uint32_t grid1;     /* launch while a capture is open, goes only within them        */
+    uint32_t smem;
+    uint32_t n;         /* parameters */
+    uint32_t size;      /* the whole pack: header, pointer array, argument slots */
+    uint32_t simple;    /* every kind is one this code converts */
+} plan_head;
+
+typedef struct {
+    uint32_t offset;    /* from the start of the pack */
+    uint32_t kind;      /* K_* */
+} plan_slot;
+
+/* Parameter kinds (fast.py names the same codes). */
+enum { K_I8, K_U8, K_I16, K_U16, K_I32, K_U32, K_I64, K_U64, K_F32, K_F64, K_BOOL, K_PTR,
+       K_OTHER };
+extern const int KIND_SIZE[K_OTHER + 1];
+
+/* Which Python route each call falls back to (fast.py's order). */
+enum { R_LAUNCH_GRAPH, R_LAUNCH_KERNEL, R_ADD_KERNEL, R_SET_ARG, R_COUNT };
+
+/* What fast.py set: entry points, routes, and the state the calls depend on. */
+typedef struct {
+    graph_launch_fn graph_launch;
+    launch_kernel_fn launch_kernel;
+    add_kernel_fn add_kernel;
+    exec_set_fn exec_set;
+    PyObject *route[R_COUNT];   /* fast.py's ctypes route of each call */
+    PyObject *captures;         /* a list that is not empty while a capture is open */
+    int tracing;                /* a trace records: every call takes the ctypes route */
+    int multi;                  /* several devices in use: launches and adds take it too */
+} native_state;
+
+extern native_state S;
+extern _Thread_local int thread_ready;
+
+/* _native_convert.c: 0 done, -1 not converted here (no Python error set). */
+int as_u32(PyObject *o, uint32_t *out);
+int as_ptr(PyObject *o, void **out);
+int put(int kind, char *dst, PyObject *v, PyObject *converter);
+int dims(PyObject *o, uint32_t out[3]);
+const plan_head *plan_of(PyObject *plan);
+int fits(const plan_head *p, PyObject *grid, PyObject *block, PyObject *shm);
+int fill(const plan_head *p, PyObject *converters, char *buf, PyObject *grid, PyObject *block,
+         PyObject *shm, PyObject *args);
+int handles(PyObject *seq, void **stack, void ***out, Py_ssize_t *n);
+
+/* _native_calls.c */
+PyObject *launch_graph(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
+PyObject *launch_kernel(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
+PyObject *add_kernel(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
+PyObject *set_arg(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
+
+#endif

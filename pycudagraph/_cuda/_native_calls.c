@@ -1,0 +1,214 @@
+/* The four hot calls. Each makes the driver call when it can and returns what fast.py's
+ * route for it would return; otherwise it returns what that route returns, called with
+ * the same arguments (see _native.h). Their signatures are fast.py's. */
+#include "_native.h"
+
+#include <string.h>
+
+#define NARGS(want)                                                                    \
+    if (nargs != (want)) {                                                             \
+        PyErr_Format(PyExc_TypeError, "%s takes %d arguments", __func__, (want));      \
+        return NULL;                                                                   \
+    }
+
+/* Ready for a compiled call: this thread's context is current, no trace records. */
+static int ready(void)
+{
+    return thread_ready && !S.tracing;
+}
+
+static int capturing(void)
+{
+    return S.captures != NULL && PyList_GET_SIZE(S.captures) > 0;
+}
+
+/* fast.py's ctypes route of call r, with the same arguments. */
+static PyObject *route(int r, PyObject *const *a, Py_ssize_t nargs)
+{
+    if (!S.route[r]) {
+        PyErr_SetString(PyExc_RuntimeError, "pycudagraph._cuda._native has no routes: "
+                        "pycudagraph._cuda.fast sets them when it is imported");
+        return NULL;
+    }
+    return PyObject_Vectorcall(S.route[r], a, nargs, NULL);
+}
+
+/* (plan, converters, ...) with at least `items` items: the plan, or NULL. */
+static const plan_head *hot_plan(PyObject *hot, Py_ssize_t items)
+{
+    if (!PyTuple_CheckExact(hot) || PyTuple_GET_SIZE(hot) < items)
+        return NULL;
+    return plan_of(PyTuple_GET_ITEM(hot, 0));
+}
+
+/* launch_graph(exec_h, stream_h, exe) -> None: cuGraphLaunch. */
+PyObject *launch_graph(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
+{
+    NARGS(3);
+    void *e, *s;
+    if (S.graph_launch && ready() && !as_ptr(a[0], &e) && !as_ptr(a[1], &s)) {
+        CUresult rc;
+        Py_BEGIN_ALLOW_THREADS
+        rc = S.graph_launch(e, s);
+        Py_END_ALLOW_THREADS
+        if (!rc)
+            Py_RETURN_NONE;
+    }
+    return route(R_LAUNCH_GRAPH, a, nargs);
+}
+
+/* launch_kernel(hot, grid, block, args, stream_h, shared_mem, kernel, stream, prepare)
+ *   -> None: cuLaunchKernel with the arguments packed on the C stack. While a capture is
+ * open only a configuration within the function's known limits goes (a refused launch
+ * could invalidate the capture). */
+PyObject *launch_kernel(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
+{
+    NARGS(9);
+    const plan_head *p;
+    void *s;
+    if (S.launch_kernel && ready() && !S.multi && (p = hot_plan(a[0], 2)) != NULL &&
+        p->size <= STACK_PACK && !as_ptr(a[4], &s) &&
+        (!capturing() || fits(p, a[1], a[2], a[5]))) {
+        _Alignas(16) char buf[STACK_PACK];
+        if (!fill(p, PyTuple_GET_ITEM(a[0], 1), buf, a[1], a[2], a[5], a[3])) {
+            kparams *h = (kparams *)buf;
+            CUresult rc;
+            Py_BEGIN_ALLOW_THREADS
+            rc = S.launch_kernel((void *)(uintptr_t)h->func, h->grid[0], h->grid[1],
+                                 h->grid[2], h->block[0], h->block[1], h->block[2],
+                                 h->shared_mem, s, (void **)(buf + HEADER), NULL);
+            Py_END_ALLOW_THREADS
+            if (!rc)
+                Py_RETURN_NONE;
+        }
+    }
+    return route(R_LAUNCH_KERNEL, a, nargs);
+}
+
+/* The add itself: the new (node_h, pack), or NULL with *declined (nothing added, no error
+ * set: the route runs) or with an error set. */
+static PyObject *add_here(PyObject *const *a, int *declined)
+{
+    PyObject *hot = a[0], *args = a[3], *buf = NULL, *pack = NULL, *out = NULL;
+    const plan_head *p = plan_of(PyTuple_GET_ITEM(hot, 0));
+    void *graph_h, *stack[STACK_DEPS], **deps = NULL;
+    Py_ssize_t nd;
+    *declined = 1;
+    /* the driver checks no launch limits when a node is added: they are checked here */
+    if (!p || !fits(p, a[1], a[2], a[4]) || as_ptr(a[5], &graph_h) || !graph_h ||
+        handles(a[6], stack, &deps, &nd))
+        return NULL;
+    buf = PyByteArray_FromStringAndSize(NULL, p->size);
+    if (!buf) {
+        *declined = 0;
+        goto done;
+    }
+    char *mem = PyByteArray_AS_STRING(buf);
+    memset(mem, 0, p->size);
+    if (fill(p, PyTuple_GET_ITEM(hot, 1), mem, a[1], a[2], a[4], args))
+        goto done;
+    /* The pack is made before the node exists: nothing but the result can fail after. */
+    PyObject *addr = PyLong_FromVoidPtr(mem);
+    if (!addr) {
+        *declined = 0;
+        goto done;
+    }
+    PyObject *adopt_args[] = {a[7], args, buf, addr};
+    pack = PyObject_Vectorcall(PyTuple_GET_ITEM(hot, 2), adopt_args, 4, NULL);
+    Py_DECREF(addr);
+    if (!pack) {
+        *declined = 0;
+        goto done;
+    }
+    void *node = NULL;
+    CUresult rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = S.add_kernel(&node, graph_h, deps, (size_t)nd, mem);
+    Py_END_ALLOW_THREADS
+    if (rc)
+        goto done;   /* the route repeats it and raises the CudaError naming it */
+    *declined = 0;
+    PyObject *h = PyLong_FromVoidPtr(node);
+    if (h) {
+        out = PyTuple_Pack(2, h, pack);
+        Py_DECREF(h);
+    }
+done:
+    Py_XDECREF(pack);
+    Py_XDECREF(buf);
+    if (deps != stack && deps != NULL)
+        PyMem_Free(deps);
+    return out;
+}
+
+/* add_kernel(hot, grid, block, args, shared_mem, graph_h, deps_h, kernel, graph, deps,
+ *            prepare) -> (node_h, pack): cuGraphAddKernelNode with the launch packed into a
+ * new buffer, which hot's adopt (ArgPack.adopt) makes the node's pack. deps_h: a tuple of
+ * the dependencies' handles, checked in Python. */
+PyObject *add_kernel(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
+{
+    NARGS(11);
+    if (S.add_kernel && ready() && !S.multi && hot_plan(a[0], 3) != NULL) {
+        int declined;
+        PyObject *out = add_here(a, &declined);
+        if (out || !declined)
+            return out;
+    }
+    return route(R_ADD_KERNEL, a, nargs);
+}
+
+/* The object a set_arg replaced, for the caller to retire, or None when nothing needs
+ * keeping (the same object, or a plain int / float / bool). Steals old. */
+static PyObject *replaced(PyObject *old, PyObject *value)
+{
+    PyTypeObject *t = Py_TYPE(old);
+    if (old == value || t == &PyLong_Type || t == &PyFloat_Type || t == &PyBool_Type) {
+        Py_DECREF(old);
+        Py_RETURN_NONE;
+    }
+    return old;
+}
+
+/* set_arg(exec_h, node_h, hot, address, refs, index, value, pack, exe, node) -> the replaced
+ * object or None: one argument of a kernel node of an exec, written into the exec's pack at
+ * address, then cuGraphExecKernelNodeSetParams. A failed call leaves the slot unchanged. */
+PyObject *set_arg(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
+{
+    NARGS(10);
+    const plan_head *p;
+    void *e, *node, *base;
+    PyObject *refs = a[4], *value = a[6];
+    if (!S.exec_set || !ready() || (p = hot_plan(a[2], 2)) == NULL || as_ptr(a[0], &e) ||
+        as_ptr(a[1], &node) || as_ptr(a[3], &base) || !base || !PyList_CheckExact(refs) ||
+        !PyLong_CheckExact(a[5]))
+        return route(R_SET_ARG, a, nargs);
+    Py_ssize_t i = PyLong_AsSsize_t(a[5]), n = p->n;
+    PyObject *conv = PyTuple_GET_ITEM(a[2], 1);
+    if (i == -1 && PyErr_Occurred())
+        PyErr_Clear();
+    if (i < 0 || i >= n || !PyTuple_CheckExact(conv) || PyTuple_GET_SIZE(conv) != n ||
+        PyList_GET_SIZE(refs) != n)
+        return route(R_SET_ARG, a, nargs);
+    const plan_slot *s = (const plan_slot *)(p + 1) + i;
+    if (s->kind >= K_OTHER || s->offset < HEADER + 8 * n ||
+        s->offset + KIND_SIZE[s->kind] > p->size)
+        return route(R_SET_ARG, a, nargs);
+    int size = KIND_SIZE[s->kind];
+    char saved[8], *slot = (char *)base + s->offset;
+    memcpy(saved, slot, size);
+    if (put(s->kind, slot, value, PyTuple_GET_ITEM(conv, i)))
+        return route(R_SET_ARG, a, nargs);
+    CUresult rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = S.exec_set(e, node, base);
+    Py_END_ALLOW_THREADS
+    if (rc) {
+        memcpy(slot, saved, size);
+        return route(R_SET_ARG, a, nargs);
+    }
+    if (PyList_GET_SIZE(refs) <= i)   /* a converter shrank it meanwhile */
+        Py_RETURN_NONE;
+    PyObject *old = PyList_GET_ITEM(refs, i);
+    PyList_SET_ITEM(refs, i, Py_NewRef(value));
+    return replaced(old, value);
+}

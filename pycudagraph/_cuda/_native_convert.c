@@ -1,0 +1,279 @@
+/* Values -> bytes: the C twin of the Python slot writer (ArgPack.put in compile/args.py),
+ * of the grid/block normaliser (dims3 there) and of whole-pack filling.
+ *
+ * Every function returns 0, or -1 with no Python error set: the value is not converted
+ * here, and the caller takes fast.py's ctypes route, whose Python packing converts it or
+ * raises the ArgumentError naming kernel, parameter and value. A value is converted here
+ * only when the result is exactly what the Python packing writes.
+ */
+#include "_native.h"
+
+#include <math.h>
+#include <string.h>
+
+const int KIND_SIZE[K_OTHER + 1] = {1, 1, 2, 2, 4, 4, 8, 8, 4, 8, 1, 8, 0};
+
+static int fail(void)
+{
+    PyErr_Clear();
+    return -1;
+}
+
+static int as_u64(PyObject *v, uint64_t *out)
+{
+    if (!PyLong_Check(v))
+        return -1;
+    unsigned long long x = PyLong_AsUnsignedLongLong(v);
+    if (x == (unsigned long long)-1 && PyErr_Occurred())
+        return fail();
+    *out = x;
+    return 0;
+}
+
+int as_u32(PyObject *o, uint32_t *out)
+{
+    uint64_t x;
+    if (!PyLong_CheckExact(o) || as_u64(o, &x) || x > UINT32_MAX)
+        return -1;
+    *out = (uint32_t)x;
+    return 0;
+}
+
+int as_ptr(PyObject *o, void **out)
+{
+    uint64_t x;
+    if (!PyLong_CheckExact(o) || as_u64(o, &x))
+        return -1;
+    *out = (void *)(uintptr_t)x;
+    return 0;
+}
+
+static int in_range(int kind, long long x)
+{
+    switch (kind) {
+    case K_I8:  return x >= INT8_MIN && x <= INT8_MAX;
+    case K_U8:  return x >= 0 && x <= UINT8_MAX;
+    case K_I16: return x >= INT16_MIN && x <= INT16_MAX;
+    case K_U16: return x >= 0 && x <= UINT16_MAX;
+    case K_I32: return x >= INT32_MIN && x <= INT32_MAX;
+    case K_U32: return x >= 0 && x <= UINT32_MAX;
+    case K_I64: return 1;
+    default:    return 0;
+    }
+}
+
+static void store_int(int kind, char *dst, long long x)
+{
+    switch (kind) {
+    case K_I8:  { int8_t y = (int8_t)x; memcpy(dst, &y, 1); break; }
+    case K_U8:  { uint8_t y = (uint8_t)x; memcpy(dst, &y, 1); break; }
+    case K_I16: { int16_t y = (int16_t)x; memcpy(dst, &y, 2); break; }
+    case K_U16: { uint16_t y = (uint16_t)x; memcpy(dst, &y, 2); break; }
+    case K_I32: { int32_t y = (int32_t)x; memcpy(dst, &y, 4); break; }
+    case K_U32: { uint32_t y = (uint32_t)x; memcpy(dst, &y, 4); break; }
+    default:    memcpy(dst, &x, 8);
+    }
+}
+
+/* An integer of kind K_I8..K_U64, as struct packs it (numpy integers through __index__). */
+static int put_int(int kind, char *dst, PyObject *v)
+{
+    PyObject *idx = NULL;
+    if (!PyLong_Check(v)) {
+        if (PyFloat_Check(v) || !PyIndex_Check(v))
+            return -1;
+        idx = PyNumber_Index(v);
+        if (!idx)
+            return fail();
+        v = idx;
+    }
+    int rc = -1;
+    if (kind == K_U64) {
+        uint64_t x;
+        if (!as_u64(v, &x)) {
+            memcpy(dst, &x, 8);
+            rc = 0;
+        }
+    } else {
+        int overflow;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (x == -1 && PyErr_Occurred())
+            fail();
+        else if (!overflow && in_range(kind, x)) {
+            store_int(kind, dst, x);
+            rc = 0;
+        }
+    }
+    Py_XDECREF(idx);
+    return rc;
+}
+
+static int put_value(int kind, char *dst, PyObject *v)
+{
+    switch (kind) {
+    case K_F32:
+    case K_F64: {
+        double d = PyFloat_Check(v) ? PyFloat_AS_DOUBLE(v) : PyFloat_AsDouble(v);
+        if (d == -1.0 && PyErr_Occurred())
+            return fail();
+        if (kind == K_F64) {
+            memcpy(dst, &d, 8);
+        } else {
+            float f = (float)d;
+            if (isinf(f) && !isinf(d))
+                return -1;   /* struct refuses it: "float too large to pack with f format" */
+            memcpy(dst, &f, 4);
+        }
+        return 0;
+    }
+    case K_BOOL:
+        if (v != Py_True && v != Py_False)
+            return -1;
+        *dst = v == Py_True;
+        return 0;
+    case K_PTR: {
+        uint64_t x;
+        if (as_u64(v, &x))
+            return -1;
+        memcpy(dst, &x, 8);
+        return 0;
+    }
+    case K_OTHER:
+        return -1;
+    default:
+        return put_int(kind, dst, v);
+    }
+}
+
+/* One argument into its slot, through the slot's converter when it has one (a pointer
+ * given as a plain int skips device_pointer, which returns it unchanged). The value is
+ * converted into scratch space first: on -1 the slot is unchanged. */
+int put(int kind, char *dst, PyObject *v, PyObject *converter)
+{
+    char tmp[8];
+    int rc;
+    if (kind == K_OTHER)
+        return -1;
+    if (converter == Py_None || (kind == K_PTR && PyLong_CheckExact(v))) {
+        rc = put_value(kind, tmp, v);
+    } else {
+        PyObject *r = PyObject_CallOneArg(converter, v);
+        if (!r)
+            return fail();
+        rc = put_value(kind, tmp, r);
+        Py_DECREF(r);
+    }
+    if (!rc)
+        memcpy(dst, tmp, KIND_SIZE[kind]);
+    return rc;
+}
+
+static int one_dim(PyObject *v, uint32_t *out)
+{
+    uint64_t x;
+    if (!PyLong_CheckExact(v) || as_u64(v, &x) || x == 0 || x > UINT32_MAX)
+        return -1;
+    *out = (uint32_t)x;
+    return 0;
+}
+
+/* grid / block, the twin of compile/args.py's dims3: an int, or a tuple or list of 1 to 3
+ * ints, each in [1, 2**32). Other int types (numpy, bool, subclasses) are left to dims3. */
+int dims(PyObject *o, uint32_t out[3])
+{
+    out[0] = out[1] = out[2] = 1;
+    if (PyLong_CheckExact(o))
+        return one_dim(o, &out[0]);
+    if (!PyTuple_CheckExact(o) && !PyList_CheckExact(o))
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+    if (n < 1 || n > 3)
+        return -1;
+    PyObject **items = PySequence_Fast_ITEMS(o);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (one_dim(items[i], &out[i]))
+            return -1;
+    return 0;
+}
+
+/* The plan in a bytes object, or NULL when it is not one. */
+const plan_head *plan_of(PyObject *plan)
+{
+    if (!PyBytes_CheckExact(plan) || PyBytes_GET_SIZE(plan) < (Py_ssize_t)sizeof(plan_head))
+        return NULL;
+    const plan_head *p = (const plan_head *)PyBytes_AS_STRING(plan);
+    Py_ssize_t need = sizeof(plan_head) + (Py_ssize_t)p->n * sizeof(plan_slot);
+    if (PyBytes_GET_SIZE(plan) != need || p->size < HEADER + 8 * (uint64_t)p->n)
+        return NULL;
+    return p;
+}
+
+/* A 1-D int grid and block and an int shared memory within the plan's limits (known). */
+int fits(const plan_head *p, PyObject *grid, PyObject *block, PyObject *shm)
+{
+    uint32_t g, b, s;
+    return p->block1 && !one_dim(grid, &g) && !one_dim(block, &b) && !as_u32(shm, &s) &&
+           b <= p->block1 && g <= p->grid1 && s <= p->smem;
+}
+
+/* A whole pack (header, pointer array, values) into buf; the twin of ArgPack's packing. */
+int fill(const plan_head *p, PyObject *converters, char *buf, PyObject *grid, PyObject *block,
+         PyObject *shm, PyObject *args)
+{
+    kparams *h = (kparams *)buf;
+    Py_ssize_t n = p->n;
+    if (!p->simple || !p->func || !PyTuple_CheckExact(converters) ||
+        PyTuple_GET_SIZE(converters) != n || dims(grid, h->grid) || dims(block, h->block) ||
+        as_u32(shm, &h->shared_mem))
+        return -1;
+    if ((!PyTuple_CheckExact(args) && !PyList_CheckExact(args)) ||
+        PySequence_Fast_GET_SIZE(args) != n)
+        return -1;
+    /* A list is copied: a converter (a __cuda_array_interface__ property) could change it. */
+    PyObject *seq = PyList_CheckExact(args) ? PyList_AsTuple(args) : Py_NewRef(args);
+    if (!seq)
+        return fail();
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    const plan_slot *slots = (const plan_slot *)(p + 1);
+    h->func = p->func;
+    h->pad = 0;
+    h->kernel_params = (uint64_t)(uintptr_t)(buf + HEADER);
+    h->extra = h->kern = h->ctx = 0;
+    uint64_t *ptrs = (uint64_t *)(buf + HEADER);
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < n && !rc; i++) {
+        const plan_slot *s = &slots[i];
+        if (s->kind >= K_OTHER || s->offset < HEADER + 8 * n ||
+            s->offset + KIND_SIZE[s->kind] > p->size) {
+            rc = -1;
+            break;
+        }
+        char *slot = buf + s->offset;
+        ptrs[i] = (uint64_t)(uintptr_t)slot;
+        rc = put(s->kind, slot, items[i], PyTuple_GET_ITEM(converters, i));
+    }
+    Py_DECREF(seq);
+    return rc;
+}
+
+/* Node handles from a tuple of ints (checked in Python: nodes of the graph, none twice).
+ * Up to STACK_DEPS go in stack; more in memory the caller frees when *out != stack. */
+int handles(PyObject *seq, void **stack, void ***out, Py_ssize_t *n)
+{
+    if (!PyTuple_CheckExact(seq))
+        return -1;
+    *n = PyTuple_GET_SIZE(seq);
+    *out = *n > STACK_DEPS ? PyMem_Malloc(sizeof(void *) * *n) : stack;
+    if (!*out)
+        return fail();
+    for (Py_ssize_t i = 0; i < *n; i++) {
+        if (as_ptr(PyTuple_GET_ITEM(seq, i), &(*out)[i])) {
+            if (*out != stack)
+                PyMem_Free(*out);
+            return -1;
+        }
+    }
+    if (!*n)
+        *out = NULL;
+    return 0;
+}

@@ -1,0 +1,153 @@
+/* The module: the state fast.py sets (entry points, routes, flags), and two test entries
+ * that expose the converters to the CPU tests comparing them with the Python ones. */
+#include "_native.h"
+
+#include <string.h>
+
+native_state S;
+_Thread_local int thread_ready;
+
+_Static_assert(sizeof(kparams) == HEADER, "CUDA_KERNEL_NODE_PARAMS_v2 is 72 bytes");
+_Static_assert(sizeof(plan_head) == 32 && sizeof(plan_slot) == 8, "fast.py's PLAN_* formats");
+
+static void *entry(PyObject *table, const char *name)
+{
+    PyObject *v = PyDict_GetItemString(table, name);
+    if (!v)
+        return NULL;
+    void *p = PyLong_AsVoidPtr(v);
+    if (!p && PyErr_Occurred())
+        PyErr_Clear();
+    return p;
+}
+
+/* set_driver(entry_points: dict[str, int]): the driver functions the calls make. */
+static PyObject *set_driver(PyObject *m, PyObject *table)
+{
+    if (!PyDict_Check(table)) {
+        PyErr_SetString(PyExc_TypeError, "set_driver takes a dict of entry points");
+        return NULL;
+    }
+    S.graph_launch = (graph_launch_fn)entry(table, "cuGraphLaunch");
+    S.launch_kernel = (launch_kernel_fn)entry(table, "cuLaunchKernel");
+    S.add_kernel = (add_kernel_fn)entry(table, "cuGraphAddKernelNode_v2");
+    S.exec_set = (exec_set_fn)entry(table, "cuGraphExecKernelNodeSetParams_v2");
+    Py_RETURN_NONE;
+}
+
+/* set_routes(routes: tuple, captures: list): fast.py's route of each call (in the order
+ * of R_*), and the list that is not empty while a capture is open. */
+static PyObject *set_routes(PyObject *m, PyObject *args)
+{
+    PyObject *routes, *captures;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyTuple_Type, &routes, &PyList_Type, &captures))
+        return NULL;
+    if (PyTuple_GET_SIZE(routes) != R_COUNT) {
+        PyErr_Format(PyExc_ValueError, "set_routes takes %d routes", R_COUNT);
+        return NULL;
+    }
+    for (int r = 0; r < R_COUNT; r++) {
+        if (!PyCallable_Check(PyTuple_GET_ITEM(routes, r))) {
+            PyErr_Format(PyExc_TypeError, "route %d is not callable", r);
+            return NULL;
+        }
+    }
+    for (int r = 0; r < R_COUNT; r++)
+        Py_XSETREF(S.route[r], Py_NewRef(PyTuple_GET_ITEM(routes, r)));
+    Py_XSETREF(S.captures, Py_NewRef(captures));
+    Py_RETURN_NONE;
+}
+
+/* set_flags(tracing, multi): a trace records; several devices are in use. */
+static PyObject *set_flags(PyObject *m, PyObject *args)
+{
+    int tracing, multi;
+    if (!PyArg_ParseTuple(args, "pp", &tracing, &multi))
+        return NULL;
+    S.tracing = tracing;
+    S.multi = multi;
+    Py_RETURN_NONE;
+}
+
+/* mark_thread(): the calling thread has a current context (fast.py ensured it). */
+static PyObject *mark_thread(PyObject *m, PyObject *unused)
+{
+    thread_ready = 1;
+    Py_RETURN_NONE;
+}
+
+static PyObject *thread_is_ready(PyObject *m, PyObject *unused)
+{
+    return PyBool_FromLong(thread_ready);
+}
+
+/* dims(value) -> (x, y, z) or None: the grid/block normaliser, for the tests. */
+static PyObject *dims_entry(PyObject *m, PyObject *value)
+{
+    uint32_t d[3];
+    if (dims(value, d))
+        Py_RETURN_NONE;
+    return Py_BuildValue("(III)", d[0], d[1], d[2]);
+}
+
+/* convert(kind, value, converter) -> bytes or None: the slot writer, for the tests. */
+static PyObject *convert_entry(PyObject *m, PyObject *args)
+{
+    int kind;
+    PyObject *value, *converter;
+    if (!PyArg_ParseTuple(args, "iOO", &kind, &value, &converter))
+        return NULL;
+    if (kind < 0 || kind > K_OTHER) {
+        PyErr_Format(PyExc_ValueError, "unknown kind %d", kind);
+        return NULL;
+    }
+    char slot[8];
+    if (put(kind, slot, value, converter))
+        Py_RETURN_NONE;
+    return PyBytes_FromStringAndSize(slot, KIND_SIZE[kind]);
+}
+
+#define FAST(name, doc) {#name, (PyCFunction)(void (*)(void))name, METH_FASTCALL, doc}
+
+static PyMethodDef methods[] = {
+    FAST(launch_graph, "launch_graph(exec_h, stream_h, exe) -> None: cuGraphLaunch"),
+    FAST(launch_kernel, "launch_kernel(hot, grid, block, args, stream_h, shared_mem, kernel, "
+                        "stream, prepare) -> None: cuLaunchKernel"),
+    FAST(add_kernel, "add_kernel(hot, grid, block, args, shared_mem, graph_h, deps_h, kernel, "
+                     "graph, deps, prepare) -> (node_h, pack): cuGraphAddKernelNode"),
+    FAST(set_arg, "set_arg(exec_h, node_h, hot, address, refs, index, value, pack, exe, node)"
+                  " -> replaced object or None: cuGraphExecKernelNodeSetParams"),
+    {"set_driver", set_driver, METH_O, "set_driver(entry_points: dict[str, int])"},
+    {"set_routes", set_routes, METH_VARARGS, "set_routes(routes: tuple, captures: list)"},
+    {"set_flags", set_flags, METH_VARARGS, "set_flags(tracing: bool, multi: bool)"},
+    {"mark_thread", mark_thread, METH_NOARGS, "the calling thread has a current context"},
+    {"thread_ready", thread_is_ready, METH_NOARGS, "whether mark_thread ran in this thread"},
+    {"dims", dims_entry, METH_O, "dims(value) -> (x, y, z) or None (not converted here)"},
+    {"convert", convert_entry, METH_VARARGS,
+     "convert(kind, value, converter) -> the slot's bytes, or None (not converted here)"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_native",
+                                    "pycudagraph's compiled hot calls (see _cuda/fast.py)", -1,
+                                    methods};
+
+PyMODINIT_FUNC PyInit__native(void)
+{
+    PyObject *m = PyModule_Create(&moddef);
+    if (!m)
+        return NULL;
+    static const char *names[] = {"K_I8", "K_U8", "K_I16", "K_U16", "K_I32", "K_U32", "K_I64",
+                                  "K_U64", "K_F32", "K_F64", "K_BOOL", "K_PTR", "K_OTHER"};
+    for (int k = 0; k <= K_OTHER; k++) {
+        if (PyModule_AddIntConstant(m, names[k], k) < 0) {
+            Py_DECREF(m);
+            return NULL;
+        }
+    }
+    if (PyModule_AddIntConstant(m, "STACK_PACK", STACK_PACK) < 0 ||
+        PyModule_AddIntConstant(m, "PLAN_HEAD_SIZE", sizeof(plan_head)) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

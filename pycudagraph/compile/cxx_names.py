@@ -1,0 +1,139 @@
+"""C++ kernel names: name expressions (``"ns::axpy<float>"``) and mangled names.
+
+A kernel that is not ``extern "C"`` has a mangled name in the image
+(``_ZN2ns4axpyIfEEvPT_S1_i``). For a program compiled here NVRTC says which, given the
+C++ expression (``nvrtcAddNameExpression`` / ``nvrtcGetLoweredName``: see
+:mod:`.nvrtc_compile`); an image from elsewhere is asked by the mangled name itself.
+Either way the source, when there is one, still gives the parameter names: the
+template's parameters are found by the kernel's bare name (``axpy``), its template
+parameters replaced by the expression's arguments (``T`` -> ``float``), and the result
+checked against the compiled parameters (:func:`~.reconcile.reconcile`). No CUDA call.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .ptx import CompiledParam
+from .reconcile import reconcile
+from .signature import KernelSignature, Param, param_from_ctype
+
+__all__ = ["is_cxx_name", "bare_name", "template_args", "mangled_scope", "mangled_bare_name",
+           "cxx_params"]
+
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+
+
+def is_cxx_name(name: str) -> bool:
+    """True for a C++ name expression (a qualifier, template arguments, a signature),
+    False for a plain identifier or a mangled name."""
+    return any(c in name for c in "<>:(),& ") and not name.startswith("_Z")
+
+
+def _split_top(text: str) -> list[str]:
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        depth += {"<": 1, "(": 1, ">": -1, ")": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            parts.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    if "".join(cur).strip():
+        parts.append("".join(cur).strip())
+    return parts
+
+
+def _template_part(expr: str) -> tuple[str, str | None]:
+    """(the expression before its last top-level ``<...>``, the text inside it)."""
+    text = expr.strip()
+    if text.startswith("&"):
+        text = text[1:].strip()
+    if "(" in text:  # a cast such as (void(*)(float*))axpy: the name is after it
+        text = text[text.rfind(")") + 1:].strip() or text
+    if not text.endswith(">"):
+        return text, None
+    depth = 0
+    for i in range(len(text) - 1, -1, -1):
+        depth += {">": 1, "<": -1}.get(text[i], 0)
+        if depth == 0:
+            return text[:i], text[i + 1:-1]
+    return text, None
+
+
+def bare_name(expr: str) -> str:
+    """The kernel's own identifier: ``"ns::axpy<float>"`` -> ``"axpy"``."""
+    head, _ = _template_part(expr)
+    names = _IDENT.findall(head.split("::")[-1])
+    return names[-1] if names else head
+
+
+def template_args(expr: str) -> list[str]:
+    """The template arguments of an expression: ``"axpy<float, 4>"`` -> ``["float", "4"]``."""
+    _, inside = _template_part(expr)
+    return _split_top(inside) if inside else []
+
+
+def _number(sym: str, i: int) -> tuple[int, int]:
+    j = i
+    while j < len(sym) and sym[j].isdigit():
+        j += 1
+    return int(sym[i:j]), j
+
+
+def mangled_scope(symbol: str) -> list[str]:
+    """The qualified name of an Itanium-mangled function, as its parts
+    (``_ZN2ns4axpyIfEEv...`` -> ``["ns", "axpy"]``); empty when it cannot be read simply
+    (no ``_Z``, ``std::`` substitutions ...)."""
+    if not symbol.startswith("_Z") or len(symbol) < 4:
+        return []
+    i, nested = 2, symbol[2] == "N"
+    if nested:
+        i += 1
+        while i < len(symbol) and symbol[i] in "KVr":
+            i += 1
+    parts = []
+    while i < len(symbol) and symbol[i].isdigit():
+        n, i = _number(symbol, i)
+        if n <= 0 or i + n > len(symbol):
+            return []
+        parts.append(symbol[i: i + n])
+        i += n
+        if not nested:
+            break
+    return parts
+
+
+def mangled_bare_name(symbol: str) -> str | None:
+    """The function's own identifier in an Itanium-mangled name (``_ZN2ns4axpyIfEEv...``
+    -> ``"axpy"``), or None when it cannot be read simply."""
+    parts = mangled_scope(symbol)
+    return parts[-1] if parts else None
+
+
+def _substitute(sig: KernelSignature, args: list[str]) -> KernelSignature:
+    """A template's signature with its type parameters replaced by the arguments given."""
+    if not sig.template or len(args) != len(sig.template):
+        return sig
+    table = dict(zip(sig.template, args))
+    params = []
+    for p in sig.params:
+        base = p.ctype.rstrip("*")
+        stars = p.ctype[len(base):]
+        if base in table and _IDENT.fullmatch(table[base].replace(" ", "_")):
+            p = param_from_ctype(p.index, p.name, table[base] + stars)
+        params.append(p)
+    return KernelSignature(sig.name, tuple(params), sig.extern_c, sig.error, sig.template)
+
+
+def cxx_params(name: str, candidates: list[KernelSignature], compiled: tuple[CompiledParam, ...],
+               expr: str | None = None) -> tuple[tuple[Param, ...], list[str]]:
+    """The parameters of a C++ kernel: names from the source candidates with the
+    template arguments of ``expr`` put in, types checked against the compiled kernel.
+
+    Returns ``(params, notes)`` as :func:`~.reconcile.reconcile` does; with no readable
+    candidate the compiled facts alone (``arg0``, ``arg1``, ...).
+    """
+    args = template_args(expr) if expr else []
+    ready = [_substitute(c, args) for c in candidates]
+    return reconcile(name, ready, compiled)

@@ -1,0 +1,199 @@
+"""A graph as plain data for the interactive page (:mod:`pycudagraph.graph.html`).
+
+The model is JSON: ``{"title", "root", "graphs", "nodes", "profile", "findings"}``.
+``graphs`` maps a graph id to ``{"nodes": [node ids], "edges": [[from, to, port]]}``;
+``nodes`` maps a node id (its path, :mod:`pycudagraph.graph.tree`) to ``{"type", "label",
+"path", "bodies": [{"name", "graph"}], "details": [[key, value]], "args": [[name, value,
+decoded]], "time_us", "share", "runs", "findings"}``. The page needs nothing else, so a
+test (or a saved graph file) can hand it a model made without a GPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+
+from ..errors import ArgumentError, PyCudaGraphError
+from .tree import bodies_of, body_names, node_label
+
+__all__ = ["graph_model", "describe_value", "decode_bytes"]
+
+_ADDRESS_KEYS = {"dst", "src", "ptr", "address", "fn", "user_data"}
+
+
+def _fmt_bytes(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit} ({n} B)"
+    return f"{n} B"
+
+
+def describe_value(value, key: str = "") -> str:
+    """A kernel argument or parameter as the page shows it: addresses in hex, buffers with
+    their size, callables by name, numbers as they are."""
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, int):
+        return f"0x{value:x}" if key in _ADDRESS_KEYS and value else str(value)
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (tuple, list)) and all(isinstance(v, int) for v in value):
+        return "(" + ", ".join(str(v) for v in value) + ")"
+    nbytes = getattr(value, "nbytes", None)
+    ptr = getattr(value, "ptr", None)
+    if isinstance(ptr, int) and isinstance(nbytes, int):
+        return f"{type(value).__name__} 0x{ptr:x}, {_fmt_bytes(nbytes)}"
+    name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
+    if callable(value) and name:
+        return f"{name}()"
+    text = repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def decode_bytes(data: bytes) -> str:
+    """What the bytes of a captured kernel argument may mean: a pointer or 64-bit
+    integer, a 32-bit integer and float, or the first bytes of a struct, in hex."""
+    n = len(data)
+    if n == 8:
+        (u,) = struct.unpack("<Q", data)
+        (d,) = struct.unpack("<d", data)
+        return f"u64 0x{u:x} = {u}" + (f", f64 {d:.6g}" if 1e-30 < abs(d) < 1e30 else "")
+    if n == 4:
+        (i,) = struct.unpack("<i", data)
+        (f,) = struct.unpack("<f", data)
+        return f"i32 {i}" + (f", f32 {f:.6g}" if 1e-30 < abs(f) < 1e30 else "")
+    if n in (1, 2):
+        return f"int {int.from_bytes(data, 'little', signed=True)}"
+    words = [f"0x{struct.unpack_from('<Q', data, k)[0]:x}" for k in range(0, min(n, 64) - 7, 8)]
+    more = " ..." if n > 64 else ""
+    return f"{n}-byte struct; 8-byte words: {' '.join(words)}{more}"
+
+
+def _params(node) -> list:
+    """``[[key, text]]`` of a node's parameters (its type's ``cudaGraph*NodeGetParams``)."""
+    p = node.params
+    if p is None:
+        return []
+    if dataclasses.is_dataclass(p):
+        items = [(f.name, getattr(p, f.name)) for f in dataclasses.fields(p)]
+    elif isinstance(p, dict):
+        items = list(p.items())
+    else:
+        return [["params", describe_value(p)]]
+    out = []
+    for key, value in items:
+        if key in ("args", "bodies", "graph"):
+            continue  # shown as the argument table, or as nested graphs
+        text = _fmt_bytes(value) if key == "nbytes" and isinstance(value, int) else \
+            describe_value(value, key)
+        out.append([key, text])
+    if str(node.type) == "memset" and hasattr(p, "count"):
+        out.append(["bytes", _fmt_bytes(p.count * p.element_size * p.height)])
+    return out
+
+
+def _args(node) -> list:
+    """``[[name, value, decoded]]``: by name for kernels built here (``node.params.args``),
+    by index with their bytes decoded for captured ones (``node.arguments``:
+    ``cuGraphKernelNodeGetParams``, ``cuFuncGetParamInfo``)."""
+    kernel = node.kernel  # the Kernel for nodes built here, None for captured ones
+    if kernel is None:
+        return [[f"arg {i}", data.hex(), decode_bytes(data)]
+                for i, data in enumerate(node.arguments)]
+    kinds = {p.name: p.kind for p in kernel.params}
+    return [[name, describe_value(v, "ptr" if kinds.get(name) == "pointer" else ""), ""]
+            for name, v in node.params.args.items()]
+
+
+def _node_entry(node, path: str) -> dict:
+    entry = {"type": str(node.type), "label": node_label(node), "path": path, "bodies": [],
+             "details": [], "args": [], "time_us": None, "share": None, "runs": None,
+             "findings": []}
+    try:
+        entry["details"] = _params(node)
+        if entry["type"] == "kernel":
+            entry["args"] = _args(node)
+            mangled = node.mangled_name
+            if mangled != entry["label"]:
+                entry["details"].insert(1, ["mangled name", mangled])
+    except PyCudaGraphError as exc:
+        entry["details"].append(["unreadable", str(exc)])
+    return entry
+
+
+def _edges(graph, ids: dict) -> list:
+    try:
+        ports = graph.edge_data  # cudaGraphGetEdges with edge data (CUDA 12.3)
+    except PyCudaGraphError:
+        ports = {e: "default" for e in graph.edges}
+    return [[ids[a], ids[b], port] for (a, b), port in ports.items()]
+
+
+def _add_graph(model: dict, graph, gid: str, prefix: str, where: dict) -> None:
+    nodes = graph.nodes
+    ids = {}
+    for i, node in enumerate(nodes):
+        path = f"{prefix}{i}"
+        ids[node] = path
+        where[node] = path
+        entry = model["nodes"][path] = _node_entry(node, path)
+        inner = bodies_of(node)
+        for name, body in zip(body_names(node, len(inner)), inner):
+            bid = f"{path}/{name}"
+            entry["bodies"].append({"name": name, "graph": bid})
+            _add_graph(model, body, bid, bid + "/", where)
+    model["graphs"][gid] = {"nodes": [ids[n] for n in nodes], "edges": _edges(graph, ids)}
+
+
+def _finding_list(findings) -> list:
+    out = []
+    if findings is not None and (isinstance(findings, (str, bytes, dict))
+                                 or not hasattr(findings, "__iter__")):
+        raise ArgumentError(f"to_html: findings must be a list (g.audit()), got "
+                            f"{type(findings).__name__}")
+    for f in (() if findings is None else findings):
+        try:
+            out.append((f.node, str(f.place), f.address, str(f.problem)))
+        except AttributeError:
+            raise ArgumentError(f"to_html: each finding needs .node, .place, .address and "
+                                f".problem (what Graph.audit() returns), got {f!r}") from None
+    return out
+
+
+def graph_model(graph, profile=None, findings=None, title: str | None = None) -> dict:
+    """The page's model of ``graph`` (reads every node: ``cudaGraphGetNodes``,
+    ``cudaGraphGetEdges``, each node's ``cudaGraph*NodeGetParams``), with the times of
+    ``profile`` (what :meth:`GraphExec.profile` returned) and ``findings`` (objects with
+    ``.node``, ``.place``, ``.address``, ``.problem``) on their nodes."""
+    listed = _finding_list(findings)
+    if title is not None and not isinstance(title, str):
+        raise ArgumentError(f"to_html: title must be a str, got {type(title).__name__}")
+    model = {"title": title or f"Graph 0x{int(graph.handle):x}", "root": "root",
+             "graphs": {}, "nodes": {}, "profile": None, "findings": len(listed)}
+    where: dict = {}
+    _add_graph(model, graph, "root", "", where)
+    if profile is not None:
+        if not all(hasattr(profile, a) for a in ("rows", "total_us", "method")):
+            raise ArgumentError(f"to_html: profile must be what GraphExec.profile returned, got "
+                                f"{type(profile).__name__}")
+        model["profile"] = {"method": profile.method, "total_us": profile.total_us,
+                            "repeats": profile.repeats,
+                            "critical_path": [where[n] for n in profile.critical_path
+                                              if n in where]}
+        for row in profile.rows:
+            entry = model["nodes"].get(where.get(row.node, ""))
+            if entry is not None and row.seen:
+                entry["time_us"] = row.us
+                entry["runs"] = row.runs
+                entry["share"] = row.us / profile.total_us if profile.total_us > 0 else None
+    for node, place, address, problem in listed:
+        entry = model["nodes"].get(where.get(node, ""))
+        if entry is None:
+            raise ArgumentError(f"to_html: finding {problem!r} names {node!r}, which is not a "
+                                "node of this graph")
+        addr = f"0x{address:x}" if isinstance(address, int) else ("" if address is None
+                                                                   else str(address))
+        entry["findings"].append({"place": place, "address": addr, "problem": problem})
+    return model

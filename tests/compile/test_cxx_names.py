@@ -1,0 +1,120 @@
+"""C++ kernel names: NVRTC name expressions and mangled names (CPU, arch="sm_90")."""
+
+import warnings
+
+import pytest
+
+import pycudagraph as pcg
+from pycudagraph.compile.cxx_names import (bare_name, is_cxx_name, mangled_bare_name,
+                                           template_args)
+from pycudagraph.compile.signature import template_kernels
+
+SRC = r'''
+extern "C" __global__ void axpy(float* y, float a, const float* x, int n) {}
+namespace ns {
+template <typename T> __global__ void scale(T* y, T a, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] *= a;
+}
+template __global__ void scale<float>(float*, float, int);
+template <typename T, int N> __global__ void fill(T* y, int n) { if (n) y[0] = T(N); }
+}
+__global__ void plain(int* x, int n) {}
+'''
+
+
+@pytest.fixture
+def mod(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYCUDAGRAPH_CACHE_DIR", str(tmp_path))
+    return pcg.Program(SRC, name="names.cu").compile(arch="sm_90")
+
+
+def _sig(k):
+    return [(p.name, p.ctype, p.size) for p in k.params]
+
+
+def test_name_helpers():
+    assert is_cxx_name("ns::scale<float>") and is_cxx_name("::plain") and is_cxx_name("f<1>")
+    assert not is_cxx_name("axpy") and not is_cxx_name("_ZN2ns5scaleIfEEvPT_S1_i")
+    assert bare_name("ns::scale<float>") == "scale" and bare_name("::plain") == "plain"
+    assert bare_name("&ns::inner::fill<Vec<float, 2>, 4>") == "fill"
+    assert template_args("ns::fill<Vec<float, 2>, 4>") == ["Vec<float, 2>", "4"]
+    assert template_args("ns::scale") == []
+    assert mangled_bare_name("_ZN2ns5scaleIfEEvPT_S1_i") == "scale"
+    assert mangled_bare_name("_Z5plainPii") == "plain"
+    assert mangled_bare_name("_ZN6cudapy8__main__4axpyB2v1B96abcE5ArrayIfLi1E1C7mutable7alignedE") == "axpy"
+    assert mangled_bare_name("axpy") is None and mangled_bare_name("_ZSt4cout") is None
+
+
+def test_template_kernels_are_read_with_their_parameter_names():
+    found = template_kernels(SRC)
+    assert set(found) == {"scale", "fill"}
+    assert found["scale"][0].template == ("T",)
+    assert found["fill"][0].template == ("T", "N")
+    assert [p.name for p in found["scale"][0].params] == ["y", "a", "n"]
+
+
+def test_instance_in_the_module_by_name_expression(mod):
+    k = mod.get_kernel("ns::scale<float>")
+    assert k.symbol == "_ZN2ns5scaleIfEEvPT_S1_i" and k.module is mod  # the explicit instance
+    assert mod.lowered["ns::scale<float>"] == k.symbol
+    assert _sig(k) == [("y", "float*", 8), ("a", "float", 4), ("n", "int", 4)]
+    assert mod["ns::scale<float>"] is k
+
+
+def test_instance_not_in_the_module_is_compiled(mod):
+    k = mod.get_kernel("ns::scale<double>")
+    assert k.symbol == "_ZN2ns5scaleIdEEvPT_S1_i" and k.module is not mod
+    assert k.symbol in k.module.entries and k.symbol not in mod.entries
+    assert _sig(k) == [("y", "double*", 8), ("a", "double", 4 * 2), ("n", "int", 4)]
+    f = mod.get_kernel("ns::fill<int, 3>")
+    assert _sig(f) == [("y", "int*", 8), ("n", "int", 4)]
+
+
+def test_program_name_expressions_up_front(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYCUDAGRAPH_CACHE_DIR", str(tmp_path))
+    prog = pcg.Program(SRC, name="names.cu", name_expressions=("ns::scale<double>", "::plain"))
+    mod = prog.compile(arch="sm_90")
+    assert mod.lowered == {"ns::scale<double>": "_ZN2ns5scaleIdEEvPT_S1_i", "::plain": "_Z5plainPii"}
+    assert mod.get_kernel("ns::scale<double>").module is mod
+    assert _sig(mod.get_kernel("::plain")) == [("x", "int*", 8), ("n", "int", 4)]
+    again = prog.compile(arch="sm_90")  # from the cache: the lowered names come back too
+    assert again.lowered == mod.lowered
+
+
+def test_mangled_name_of_a_source_module(mod):
+    k = mod.get_kernel("_Z5plainPii")
+    assert _sig(k) == [("x", "int*", 8), ("n", "int", 4)]
+    t = mod.get_kernel("_ZN2ns5scaleIfEEvPT_S1_i")  # names from the template, types compiled
+    assert [(p.name, p.kind, p.size) for p in t.params] == [("y", "pointer", 8), ("a", "float", 4),
+                                                            ("n", "int", 4)]
+
+
+def test_errors_name_what_is_wrong(mod):
+    with pytest.raises(pcg.ArgumentError, match=r"cannot resolve the C\+\+ name 'ns::scale<nope>'.*nope"):
+        mod.get_kernel("ns::scale<nope>")
+    with pytest.raises(pcg.ArgumentError, match=r"cannot resolve.*'ns::missing<float>'"):
+        mod.get_kernel("ns::missing<float>")
+    with pytest.raises(pcg.ArgumentError, match=r"not extern \"C\".*_Z5plainPii.*get_kernel\('::plain'\)"):
+        mod.get_kernel("plain")
+    with pytest.raises(pcg.ArgumentError, match="no kernel named 'nope'.*axpy"):
+        mod.get_kernel("nope")
+    with pytest.raises(pcg.ArgumentError, match="non-empty str"):
+        mod.get_kernel("")
+    with pytest.raises(pcg.ArgumentError, match="name expression must be a non-empty str"):
+        pcg.Program(SRC, name_expressions=("",))
+
+
+def test_signature_for_a_name_expression_is_checked(mod):
+    k = mod.get_kernel("ns::scale<float>", signature="float* out, float factor, int count")
+    assert [p.name for p in k.params] == ["out", "factor", "count"]
+    bad = mod.get_kernel("ns::scale<float>", signature="double* out, double factor, int count")
+    with pytest.raises(pcg.ArgumentError, match="parameter 1 'factor' is double.*4 bytes"):
+        bad.layout
+
+
+def test_no_signature_warning_for_a_clean_template(mod):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mod.get_kernel("ns::scale<float>")

@@ -1,0 +1,106 @@
+"""Every Python block of the documentation site's pages runs, as a test.
+
+The ```` ```python ```` blocks of each page in :data:`PAGES` run in order, in one namespace
+(a page tells one story: later blocks use what earlier ones made), in a child process
+whose working folder is a fresh temporary one. A block runs on the GPU machine; a block
+preceded by the MyST comment ``% cpu`` also runs without a GPU (and must not need one),
+``% needs torch`` skips it where PyTorch is missing. Each block is one test item: it
+passes when the child reached the end of that block.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import _REASON as NO_GPU
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+PAGES = ("quickstart.md", "without_gpu.md", "tutorial.md", "seeing_inside.md")
+BLOCK = re.compile(r"^(?P<marks>(?:%[^\n]*\n)*)```python\n(?P<code>.*?)^```", re.M | re.S)
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+
+RUNNER = r"""
+import json, sys, traceback
+blocks, run, page = json.load(open(sys.argv[1])), set(json.loads(sys.argv[2])), sys.argv[3]
+ns = {"__name__": "__main__"}
+for i, code in enumerate(blocks):
+    if i not in run:
+        continue
+    print(f"=== BLOCK {i} START", flush=True)
+    exec(compile(code, f"{page} block {i}", "exec"), ns)
+    print(f"=== BLOCK {i} OK", flush=True)
+"""
+
+
+def blocks(page: str) -> list[tuple[str, set, int]]:
+    """(code, marks, line) of every Python block of ``docs/<page>``."""
+    text = (DOCS / page).read_text()
+    out = []
+    for m in BLOCK.finditer(text):
+        marks = {ln[1:].strip() for ln in m.group("marks").splitlines()}
+        out.append((m.group("code"), marks, text.count("\n", 0, m.start("code")) + 1))
+    return out
+
+
+def runnable(marks: set) -> bool:
+    if NO_GPU is not None and "cpu" not in marks:
+        return False
+    return HAS_TORCH or "needs torch" not in marks
+
+
+_RUNS: dict = {}
+
+
+def run_page(page: str, tmp_factory) -> str:
+    """Run the page's runnable blocks once (cached); the child's output."""
+    if page not in _RUNS:
+        found = blocks(page)
+        todo = [i for i, (_, marks, _) in enumerate(found) if runnable(marks)]
+        work = tmp_factory.mktemp(page.replace(".", "_"))
+        (work / "blocks.json").write_text(json.dumps([code for code, _, _ in found]))
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+        env.setdefault("MPLBACKEND", "Agg")
+        try:
+            done = subprocess.run([sys.executable, "-c", RUNNER, str(work / "blocks.json"),
+                                   json.dumps(todo), page], cwd=work, env=env,
+                                  capture_output=True, text=True, timeout=900)
+            _RUNS[page] = done.stdout + done.stderr
+        except subprocess.TimeoutExpired as exc:
+            _RUNS[page] = f"TIMEOUT\n{exc.stdout or ''}{exc.stderr or ''}"
+    return _RUNS[page]
+
+
+def _items():
+    for page in PAGES:
+        if not (DOCS / page).exists():
+            continue
+        for i, (_, marks, line) in enumerate(blocks(page)):
+            m = [] if "cpu" in marks else [pytest.mark.gpu]
+            if "needs torch" in marks:
+                m.append(pytest.mark.skipif(not HAS_TORCH, reason="PyTorch is not installed"))
+            yield pytest.param(page, i, line, marks=m, id=f"{page}:{line}")
+
+
+def test_the_pages_have_blocks():
+    assert all(blocks(p) for p in PAGES if p != "seeing_inside.md" or (DOCS / p).exists())
+
+
+@pytest.mark.parametrize("page,index,line", list(_items()))
+def test_block_runs(page, index, line, tmp_path_factory):
+    out = run_page(page, tmp_path_factory)
+    if f"=== BLOCK {index} OK" in out:
+        return
+    started = out.rfind(f"=== BLOCK {index} START")
+    if started < 0:
+        pytest.fail(f"docs/{page} line {line}: not reached; an earlier block failed:\n{out[-4000:]}")
+    pytest.fail(f"docs/{page} line {line} failed:\n{out[started:][-4000:]}")
