@@ -34,6 +34,8 @@ from .nodes import (AccessPolicyWindow, BatchMemOpNode, CapturedKernelNode, Chil
 from .runtime.stream import Event, Stream
 from .runtime.trace import trace
 from .runtime.user_objects import UserObject
+from .frameworks.graphed import GraphedCallable, graphed
+from .frameworks.pools import CapturePool
 
 __version__ = "0.1.0"
 
@@ -47,6 +49,7 @@ __all__ = [
     "graph_mem_info", "graph_mem_trim", "graph_mem_reset_high", "UserObject",
     "CaptureInfo", "capture_info", "capture_mode", "recapture", "update_capture_dependencies",
     "trace", "BucketedGraphs", "BucketStats", "load", "register_host_fn", "diff",
+    "graphed", "GraphedCallable", "CapturePool",
     "Node", "NodeType", "KernelNode", "CapturedKernelNode", "MemcpyNode", "MemsetNode", "HostNode",
     "ChildGraphNode", "EmptyNode", "EventRecordNode", "EventWaitNode", "MemAllocNode",
     "MemFreeNode", "ConditionalNode", "IfNode", "IfElseNode", "WhileNode", "SwitchNode",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from .._cuda import call, context, dr
 from ..errors import ArgumentError
 from ..runtime.pointers import device_pointer
-from ..runtime.values import seq_arg
+from ..runtime.values import bool_arg, seq_arg
 from .base import Node, NodeType
 
 __all__ = ["MemOp", "BatchMemOpNode", "wait_value", "write_value", "flush_remote_writes",
@@ -69,6 +69,7 @@ def wait_value(target, value: int, condition: str = "geq", bits: int = 32,
     if not isinstance(condition, str) or condition not in _CONDS:
         raise ArgumentError(f"wait_value: condition must be one of {sorted(_CONDS)}, got {condition!r}")
     addr, value = _word(target, value, bits, "wait_value")
+    flush = bool_arg(flush, "wait_value: flush")
     flags = int(_CONDS[condition]) | (int(_W.CU_STREAM_WAIT_VALUE_FLUSH) if flush else 0)
     return MemOp("wait", addr, value, bits, condition, flags, target)
 
@@ -77,7 +78,7 @@ def write_value(target, value: int, bits: int = 32, barrier: bool = True) -> Mem
     """Write ``value`` to the word at ``target`` (``CU_STREAM_MEM_OP_WRITE_VALUE_32/64``;
     ``barrier=False``: ``CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER``)."""
     addr, value = _word(target, value, bits, "write_value")
-    flags = 0 if barrier else int(dr.CUstreamWriteValue_flags.CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER)
+    flags = 0 if bool_arg(barrier, "write_value: barrier") else int(dr.CUstreamWriteValue_flags.CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER)
     return MemOp("write", addr, value, bits, "", flags, target)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from .._cuda import call, ensure_device, rt
 from .._lifetime import release
 from ..errors import ArgumentError, ClosedError
-from ..runtime.values import raw_int, seq_arg
+from ..runtime.values import bool_arg, raw_int, seq_arg
 from .base import Node, NodeType
 
 __all__ = ["ExternalSemaphore", "ExtSemaphoreSignalNode", "ExtSemaphoreWaitNode",
@@ -50,6 +50,7 @@ class ExternalSemaphore:
         """
         if isinstance(fd, bool) or not isinstance(fd, int) or fd < 0:
             raise ArgumentError(f"import_fd: fd must be a non-negative int, got {fd!r}")
+        timeline = bool_arg(timeline, "import_fd: timeline")
         desc = rt.cudaExternalSemaphoreHandleDesc()
         desc.type = (_T.cudaExternalSemaphoreHandleTypeTimelineSemaphoreFd if timeline
                      else _T.cudaExternalSemaphoreHandleTypeOpaqueFd)

@@ -74,7 +74,9 @@ def graph_mem_reset_high(device=None, used: bool = True, reserved: bool = True) 
     used, reserved : bool
         Which watermarks to reset.
     """
+    flags = [(name, bool_arg(on, f"graph_mem_reset_high: {name.split('_')[0]}"))
+             for name, on in (("used_high", used), ("reserved_high", reserved))]
     dev = _device(device)
-    for name, on in (("used_high", used), ("reserved_high", reserved)):
-        if bool_arg(on, f"graph_mem_reset_high: {name.split('_')[0]}"):
+    for name, on in flags:
+        if on:
             call(rt.cudaDeviceSetGraphMemAttribute, dev, _ATTRS[name], dr.cuuint64_t(0))

@@ -13,7 +13,7 @@ import ctypes
 import numpy as np
 
 from ..errors import ArgumentError
-from .values import ADDRESS_MAX, address_arg, int_arg, is_int, short_repr
+from .values import ADDRESS_MAX, address_arg, bool_arg, int_arg, is_int, short_repr
 
 __all__ = ["device_pointer", "host_pointer", "host_array_arg", "nbytes_of", "register_buffer"]
 
@@ -147,6 +147,7 @@ def host_pointer(obj, writable: bool = False) -> int:
         array, freed at once), a non-contiguous or read-only (with ``writable``) array,
         a malformed ``__array_interface__`` and anything else.
     """
+    writable = bool_arg(writable, "host_pointer: writable")
     if isinstance(obj, _BUFFERS) and not isinstance(obj, _DEVICE_BUFFERS):
         return int(obj)  # a PinnedBuffer; a freed one raises its ClosedError
     if isinstance(obj, np.ndarray):

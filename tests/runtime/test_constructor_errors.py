@@ -168,3 +168,30 @@ def test_stream_wrap_takes_numpy_integers():
 def test_stream_wait_needs_an_event(event):
     with pytest.raises(pcg.ArgumentError, match="Stream.wait: event must be a pycudagraph.Event"):
         pcg.Stream.wrap(0x5000).wait(event)
+
+
+def _flag_calls():
+    from pycudagraph.compile import link as pcg_link
+    g = fake_graph()
+    return {
+        "wait_value(flush=)": lambda v: pcg.wait_value(0x1000, 1, flush=v),
+        "write_value(barrier=)": lambda v: pcg.write_value(0x1000, 1, barrier=v),
+        "ExternalSemaphore.import_fd(timeline=)": lambda v: pcg.ExternalSemaphore.import_fd(
+            3, timeline=v),
+        "link(device_runtime=)": lambda v: pcg_link.link(object(), device_runtime=v),
+        "graphed(copy_outputs=)": lambda v: pcg.graphed(print, copy_outputs=v),
+        "graph_mem_reset_high(used=)": lambda v: pcg.graph_mem_reset_high(used=v),
+        "debug_dot_print(verbose=)": lambda v: g.debug_dot_print("/tmp/x.dot", verbose=v),
+        "host_pointer(writable=)": lambda v: pcg.host_pointer(np.zeros(4), writable=v),
+        "trace(echo=)": lambda v: pcg.trace(echo=v),
+    }
+
+
+@pytest.mark.parametrize("where", sorted(_flag_calls()))
+@pytest.mark.parametrize("value", ["no", None, 2, 0.0], ids=repr)
+def test_every_flag_refuses_what_is_not_a_bool(cpu_device, where, value):
+    """A string (``bool("no")`` is True), None, 2 or 0.0 where a flag belongs is refused,
+    naming the flag, before any CUDA call."""
+    flag = where.split("(")[1].rstrip("=)")
+    with pytest.raises(pcg.ArgumentError, match=f"{flag} must be True or False"):
+        _flag_calls()[where](value)
