@@ -29,7 +29,8 @@ from ..errors import ArgumentError, ClosedError
 from ..runtime.values import short_repr
 from .converters import converter
 from .dims import dims3, shared_mem_arg
-from .signature import Param, signature_text
+from .param_text import signature_text
+from .signature import Param
 
 __all__ = ["Layout", "ArgPack", "dims3", "shared_mem_arg", "HEADER_SIZE"]
 

@@ -25,7 +25,8 @@ from .limits import KERNEL_LIMITS
 from .adopted import adopt, param_info
 from .reconcile import check_declared, check_image, expanded, params_from_image
 from .param_block import param_block
-from .signature import Param, signature_text
+from .param_text import signature_text
+from .signature import Param
 from ..errors import ArgumentError
 from ..runtime.values import seq_arg, str_arg
 from ..runtime.stream import Stream, stream_handle

@@ -29,7 +29,7 @@ from .nvrtc_compile import cached_compile, check_arch, device_arch, kernels_dir,
 from .ptx import CompiledParam, ptx_entries
 from .reconcile import SignatureWarning, from_unreadable, reconcile
 from .signature import KernelSignature, kernel_candidates, parse_params, template_kernels
-from ..runtime.values import path_arg, seq_arg, short_repr, str_arg
+from ..runtime.values import path_arg, seq_arg, short_repr, str_arg, str_items_arg
 
 __all__ = ["Program", "Module", "device_arch", "kernels_dir", "nvrtc_version"]
 
@@ -71,11 +71,7 @@ class Program:
         for expr in seq_arg(name_expressions, "Program name_expressions"):
             if not isinstance(expr, str) or not expr.strip():
                 raise ArgumentError(f"a name expression must be a non-empty str, got {expr!r}")
-        options = seq_arg(options, "Program options")
-        for o in options:
-            if not isinstance(o, str):
-                raise ArgumentError(f"Program options must be str, got {short_repr(o)} "
-                                    f"({type(o).__name__}) in {short_repr(options)}")
+        options = str_items_arg(options, "Program options")
         self.source = source
         self.name = name
         self.options = options
@@ -110,12 +106,7 @@ class Program:
         options += added
         # declares cudaGraphSetConditional & co. when the source calls them (device_api)
         source = with_device_api(self.source, self.name, options)
-        try:
-            entry = cached_compile(source, self.name, options, version, self.name_expressions)
-        except CompileError as exc:  # the message shows the options given, not our -I
-            if not added:
-                raise
-            raise CompileError(exc.name, exc.log, options, added=added) from None
+        entry = cached_compile(source, self.name, options, version, self.name_expressions, added)
         return Module(entry.cubin, self.source, name=self.name, arch=arch, options=options,
                       ptx=entry.ptx, lowered=entry.lowered, program=self)
 
@@ -274,9 +265,8 @@ class Module:
         """
         if not isinstance(name, str) or not name:
             raise ArgumentError(f"kernel name must be a non-empty str, got {name!r}")
-        if signature is not None and not isinstance(signature, str):
-            raise ArgumentError(f"{name}: signature= must be a str such as \"float* y, int n\", "
-                                f"got {short_repr(signature)} ({type(signature).__name__})")
+        if signature is not None:
+            str_arg(signature, f"{name}: signature= (\"float* y, int n\")")
         key = (name, signature)
         kern = self._kernels.get(key)
         if kern is None:

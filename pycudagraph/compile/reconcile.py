@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from ..errors import ArgumentError
 from .ptx import CompiledParam
-from .signature import KernelSignature, Param, param_from_ctype, signature_text
+from .param_text import signature_text
+from .signature import KernelSignature, Param, param_from_ctype
 
 __all__ = ["SignatureWarning", "param_from_compiled", "reconcile", "agrees", "check_declared",
            "expanded", "check_image", "params_from_image", "from_unreadable"]

@@ -12,8 +12,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
+from .param_text import (lenient_params, plain_declarator, pointer_declarator, signature_text,
+                         without_attributes)
+
 __all__ = ["Param", "KernelSignature", "parse_kernels", "parse_params", "param_from_ctype",
-           "lenient_params", "signature_text", "template_kernels", "HANDLE_TYPES"]
+           "template_kernels", "HANDLE_TYPES"]
 
 # C type -> (struct format, size). Alignment equals size for these.
 _SCALARS: dict[str, tuple[str, int]] = {
@@ -107,10 +110,8 @@ class Param:
 class KernelSignature:
     """A ``__global__`` function found in source.
 
-    ``error`` says why its parameter list could not be read (``params`` is then
-    empty); the other kernels of the source are not affected. ``parts`` then holds, per
-    parameter, its name as far as it can be told and its :class:`Param` where that one
-    parameter could be read (else ``None``), so the compiled sizes can fill the rest.
+    ``error`` says why its parameter list could not be read (``params`` is then empty;
+    ``parts``: :func:`~.param_text.lenient_params`); other kernels are not affected.
     """
 
     name: str
@@ -122,15 +123,6 @@ class KernelSignature:
 
     def text(self) -> str:
         return f"{self.name}({signature_text(self.params)})"
-
-
-def signature_text(params, most: int = 8) -> str:
-    """``float* y, float a, int n``; a long list shows its first and last parameters
-    around ``... (N more) ...`` so a message stays one readable line."""
-    texts = [p.describe() for p in params]
-    if len(texts) > most:
-        texts = texts[: most - 2] + [f"... ({len(texts) - most + 1} more) ..."] + texts[-1:]
-    return ", ".join(texts)
 
 
 def _normalize_type(words: list[str]) -> str:
@@ -197,18 +189,11 @@ def _parse_one(index: int, text: str, aliases: dict[str, str] | None = None,
         if not defaults:
             raise ValueError(f"default values are not allowed in kernel parameters: {text!r}")
         text = text[: text.index("=")].strip()  # a launch passes every argument anyway
-    text = _ATTRIBUTES.sub(" ", text).strip()  # [[maybe_unused]], __attribute__((...))
-    fn = _FUNCTION_POINTER.fullmatch(text)
-    if fn:  # `void (*cb)(int)`: an 8-byte code address
-        ctype = f"{' '.join(fn.group(1).split())} (*)({' '.join(fn.group(3).split())})"
-        return Param(index, fn.group(2) or f"arg{index}", ctype, "pointer", 8, 8, "Q")
-    array = _ARRAY_POINTER.fullmatch(text)
-    if array:  # `int (*rows)[4]`: a pointer to arrays
-        ctype = f"{' '.join(array.group(1).split())} (*)[{array.group(3).strip()}]"
-        return Param(index, array.group(2) or f"arg{index}", ctype, "pointer", 8, 8, "Q")
-    paren = _PAREN_DECLARATOR.fullmatch(text)
-    if paren:  # `float (*p)`, `int (n)`: the parentheses change nothing here
-        text = f"{paren.group(1)} {paren.group(2)}{paren.group(3)}"
+    text = without_attributes(text)  # [[maybe_unused]], __attribute__((...))
+    pointer = pointer_declarator(text)  # `void (*cb)(int)`, `int (*rows)[4]`: an address
+    if pointer:
+        return Param(index, pointer[1] or f"arg{index}", pointer[0], "pointer", 8, 8, "Q")
+    text = plain_declarator(text)  # `float (*p)`, `int (n)`
     if "(" in text:
         raise ValueError(f"cannot read parameter {text!r} (decltype, templates and other "
                          "expressions in a type are not parsed)")
@@ -229,34 +214,6 @@ def _parse_one(index: int, text: str, aliases: dict[str, str] | None = None,
         raise ValueError(f"cannot read a C type from kernel parameter {text!r}")
     ctype = _resolve(_normalize_type(tokens) + "*" * stars, aliases)
     return param_from_ctype(index, name or f"arg{index}", ctype)
-
-
-_ATTRIBUTES = re.compile(r"\[\[.*?\]\]|\b__attribute__\s*\(\(.*?\)\)")
-_FUNCTION_POINTER = re.compile(r"([^()]*?)\(\s*\*\s*(?:const\s+)?([A-Za-z_]\w*)?\s*\)\s*\((.*)\)",
-                               re.S)
-_ARRAY_POINTER = re.compile(r"([^()]*?)\(\s*\*\s*(?:const\s+)?([A-Za-z_]\w*)?\s*\)\s*\[([^\]]*)\]",
-                            re.S)
-_PAREN_DECLARATOR = re.compile(r"([^()]*?)\(\s*(\**)\s*([A-Za-z_]\w*)\s*\)", re.S)
-_WORD = re.compile(r"[A-Za-z_]\w*")
-
-
-def lenient_params(text: str, aliases: dict[str, str] | None = None
-                   ) -> tuple[tuple[str, Param | None], ...]:
-    """Each parameter of a list as (its name as far as it can be told, its :class:`Param`
-    or ``None`` where that parameter cannot be read): what the compiled sizes complete."""
-    out = []
-    for i, part in enumerate(_split_params(text)):
-        try:
-            p = _parse_one(i, part, aliases, defaults=True)
-            out.append((p.name, p))
-        except ValueError:
-            clean = _ATTRIBUTES.sub(" ", part.split("=", 1)[0])
-            inner = re.search(r"\(\s*[*&]*\s*([A-Za-z_]\w*)\s*\)", clean)  # (*name)
-            words = [w for w in _WORD.findall(clean.rsplit(")", 1)[-1])
-                     if w not in _QUALIFIERS and w not in _TYPE_WORDS]
-            name = inner.group(1) if inner else words[-1] if words else f"arg{i}"
-            out.append((name, None))
-    return tuple(out)
 
 
 def _split_params(text: str) -> list[str]:
@@ -424,8 +381,9 @@ def _scan(source: str, templates: bool) -> dict[str, list[KernelSignature]]:
             sig = KernelSignature(name, parse_params(text, aliases, defaults=True), extern_c,
                                   template=template)
         except ValueError as exc:
-            sig = KernelSignature(name, (), extern_c, str(exc), template=template,
-                                  parts=lenient_params(text, aliases))
+            parts = lenient_params(_split_params(text), lambda i, t: _parse_one(
+                i, t, aliases, defaults=True), _QUALIFIERS | _TYPE_WORDS)
+            sig = KernelSignature(name, (), extern_c, str(exc), template=template, parts=parts)
         found.setdefault(name, []).append(sig)
     return found
 

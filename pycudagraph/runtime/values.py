@@ -15,6 +15,7 @@ from .._cuda import rt
 from ..errors import ArgumentError
 
 __all__ = ["int_arg", "is_int", "bool_arg", "address_arg", "str_arg", "path_arg", "choice_arg", "seq_arg",
+           "str_items_arg",
            "short_repr",
            "require_callable",
            "require_event", "raw_int", "ADDRESS_MAX"]
@@ -114,6 +115,16 @@ def seq_arg(value, what: str) -> tuple:
         raise ArgumentError(f"{what} must be a sequence, got {short_repr(value)} "
                             f"({type(value).__name__})")
     return tuple(value)
+
+
+def str_items_arg(value, what: str) -> tuple:
+    """``value`` (a sequence of str, not a str itself) as a tuple; another item is refused."""
+    items = seq_arg(value, what)
+    for item in items:
+        if not isinstance(item, str):
+            raise ArgumentError(f"{what} must be str, got {short_repr(item)} "
+                                f"({type(item).__name__}) in {short_repr(items)}")
+    return items
 
 
 def short_repr(value) -> str:

@@ -67,7 +67,7 @@ def test_a_function_pointer_takes_an_address(odd):
 
 @pytest.mark.parametrize("signature", [5, b"int n", ["int n"], 1.5, True], ids=repr)
 def test_signature_must_be_a_str(odd, signature):
-    with pytest.raises(pcg.ArgumentError, match="paren: signature= must be a str"):
+    with pytest.raises(pcg.ArgumentError, match="paren: signature= .* must be a str"):
         odd.get_kernel("paren", signature=signature)
 
 
