@@ -151,7 +151,8 @@ class Module:
             raise ArgumentError(f"Module: cubin must be bytes (a CUBIN, PTX or fatbin image), "
                                 f"got {short_repr(cubin)} ({type(cubin).__name__})")
         for what, value in (("source", source), ("name", name), ("arch", arch), ("ptx", ptx)):
-            str_arg(value, f"Module: {what}")
+            if value is not None or what == "name":  # None: not known (as "")
+                str_arg(value, f"Module: {what}")
         options = seq_arg(options, "Module: options")
         image = bytes(cubin)
         try:
