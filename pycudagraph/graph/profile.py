@@ -291,7 +291,7 @@ def profile_exec(exe, stream, repeats: int = 10, method: str = "auto") -> Profil
     """:meth:`GraphExec.profile`: measure ``exe``'s graph node by node (see the module
     docstring for the methods and what each can see)."""
     repeats = int_arg(repeats, "profile: repeats", lo=1)
-    if method not in METHODS:
+    if not isinstance(method, str) or method not in METHODS:
         raise ArgumentError(f"profile: method must be one of {METHODS}, got {method!r}")
     graph = exe.graph
     if graph is None:
