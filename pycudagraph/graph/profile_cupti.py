@@ -186,7 +186,7 @@ def _measure(cupti, graph, places, stream, repeats: int, exe) -> Samples:
     finally:
         if refused is None:
             run.close()
-    out = samples(records, copied, ids, places)
+    out = samples(records, copied, ids, places, launches=repeats)
     out.detail.update(mode="twin" if refused is None else "exec itself", ids=ids,
                       copied=copied)
     if refused is not None:

@@ -211,12 +211,13 @@ def _launches(named, optional: set) -> list:
     return anchors
 
 
-def samples(records, copied: dict, ids: dict, places) -> Samples:
+def samples(records, copied: dict, ids: dict, places, launches: int | None = None) -> Samples:
     """Per-launch times of every node of ``places`` from CUPTI ``records`` (exec node id,
     correlation id, start ns, end ns, and optionally what the record did), given the exec
     node -> graph node ids ``copied`` and graph node id -> node ``ids``. Containers get the
-    span of their inner nodes' records. No CUDA call but parameter reads where a record's
-    node is found by its signature."""
+    span of their inner nodes' records. When the correlation ids do not split the records
+    into the ``launches`` launches made, the times are averages over all of them. No CUDA
+    call but parameter reads where a record's node is found by its signature."""
     named, by_sig, unnamed = _name(records, copied, ids, places)
     optional = inside_conditionals(places)
     ours = _launches(named, optional)
@@ -227,6 +228,12 @@ def samples(records, copied: dict, ids: dict, places) -> Samples:
     out = Samples("cupti", "host, event, empty and allocation nodes")
     parents = {pl.node: pl.parent for pl in places}
     lost_kinds: dict = {}
+    if launches and ours and len(ours) != launches:
+        _averaged(out, [r for g in ours for r in g], launches, parents, lost_kinds)
+        out.notes.append(f"CUPTI's correlation ids split {launches} launches into {len(ours)} "
+                         "groups (work of conditional bodies can carry its own): times are "
+                         "averages per launch over all records, runs the records per launch")
+        ours = []
     for recs in ours:
         times: dict = {}
         spans: dict = {}
@@ -256,6 +263,33 @@ def samples(records, copied: dict, ids: dict, places) -> Samples:
     out.detail.update(records=len(records), copies=len(copied), by_signature=by_sig,
                       unnamed=lost_kinds, unnamed_streams=unnamed[:20])
     return out
+
+
+def _averaged(out: Samples, recs: list, launches: int, parents: dict, lost_kinds: dict) -> None:
+    """One launch's times as the average of ``launches``: each node's record time and count
+    over all records, divided by the launch count; a container gets the sum of its inner
+    nodes' times (their spans cannot be told apart)."""
+    totals: dict = {}
+    lost = 0.0
+    for node, _, start, end, sig in recs:
+        us = (end - start) / 1000.0
+        if node is None:
+            lost += us
+            key = "record" if sig is None else f"{sig[0]} {sig[1]}"
+            lost_kinds[key] = lost_kinds.get(key, 0) + 1
+            continue
+        t, n = totals.get(node, (0.0, 0))
+        totals[node] = (t + us, n + 1)
+    times = {node: (t / launches, n / launches) for node, (t, n) in totals.items()}
+    for node, (t, _) in list(times.items()):
+        up = parents.get(node)
+        while up is not None:
+            ut, un = times.get(up, (0.0, 1.0))
+            times[up] = (ut + t, un)
+            up = parents.get(up)
+    out.launches.append(times)
+    out.unattributed.append(lost / launches)
+    out.seen.update(times)
 
 
 def _judge(out: Samples, places, optional: set, lost_kinds: dict, by_sig: int) -> None:
