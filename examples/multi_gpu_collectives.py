@@ -31,7 +31,7 @@ import numpy as np
 
 from multi_gpu_launch import (COLLECTIVES, Nccl, NcclUnavailable, StepGraph,
                               add_layout_args, bandwidth, choose_layout, join_communicator,
-                              join_streams, launch_env, require_multicast_off, spawn)
+                              join_streams, launch_env, require_multicast_off, say, spawn)
 
 import pycudagraph as pcg
 
@@ -177,12 +177,12 @@ def run_all(nccl, parts_of, n: int, args) -> list[dict]:
 
 
 def report(rows, n: int, layout: str, nccl: Nccl, args) -> None:
-    print(f"{layout}; NCCL {nccl.version} through {nccl.kind}; results checked (eager and "
+    say(f"{layout}; NCCL {nccl.version} through {nccl.kind}; results checked (eager and "
           f"graph); {args.iters} collectives per graph, {args.launches} launches")
-    print(f"  {'collective':<15}{'bytes':>12}{'eager us':>10}{'graph us':>10}"
+    say(f"  {'collective':<15}{'bytes':>12}{'eager us':>10}{'graph us':>10}"
           f"{'eager busbw':>13}{'graph busbw':>13}  (GB/s)")
     for r in rows:
-        print(f"  {r['collective']:<15}{r['bytes']:>12}{r['eager_us']:>10.1f}{r['graph_us']:>10.1f}"
+        say(f"  {r['collective']:<15}{r['bytes']:>12}{r['eager_us']:>10.1f}{r['graph_us']:>10.1f}"
               f"{r['eager_busbw']:>13.2f}{r['graph_busbw']:>13.2f}")
     if args.json:
         with open(args.json, "w") as f:
@@ -197,8 +197,8 @@ def rank_main(rank: int, world: int, mailbox, args) -> None:
     if rank == 0:
         report(rows, world, f"{world} processes, one GPU each", nccl, args)
     nccl.destroy(comm)
-    print(f"rank {rank}: {require_multicast_off()}", flush=True)
-    print("OK", flush=True)
+    say(f"rank {rank}: {require_multicast_off()}")
+    say("OK")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -229,19 +229,19 @@ def main(argv=None) -> None:
     try:
         nccl = Nccl()
     except NcclUnavailable as exc:
-        print(f"SKIPPED: {exc}")
+        say(f"SKIPPED: {exc}")
         return
     layout, env = choose_layout(args)
     if layout.skip:
-        print(f"SKIPPED: {layout.skip}")
+        say(f"SKIPPED: {layout.skip}")
         return
     if layout.kind == "launched":
         rank_main(env[0], env[1], None, args)
         return
     if layout.kind == "spawn":
         spawn(rank_main, layout.world, args)
-        print(f"{layout.world} processes (multiprocessing, one GPU each) exited 0")
-        print("OK")
+        say(f"{layout.world} processes (multiprocessing, one GPU each) exited 0")
+        say("OK")
         return
     n = layout.world
     comms = nccl.comm_init_all(range(n))
@@ -250,8 +250,8 @@ def main(argv=None) -> None:
     report(rows, n, f"one process, {n} GPUs, group calls", nccl, args)
     for c in comms:
         nccl.destroy(c)
-    print(require_multicast_off())
-    print("OK")
+    say(require_multicast_off())
+    say("OK")
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ import multiprocessing.connection
 import os
 import queue
 import socket
+import sys
 import time
 from dataclasses import dataclass
 
@@ -273,6 +274,13 @@ def choose_layout(args) -> tuple[Layout, tuple | None]:
         return plan_layout(args.gpus, args.procs, env, pcg.device_count()), env
     except ValueError as exc:
         raise SystemExit(f"usage error: {exc}") from None
+
+
+def say(text: str = "") -> None:
+    """Print one line with a single write, so the lines of several processes sharing one
+    pipe (a launcher's, a test's) stay whole even unbuffered (``PYTHONUNBUFFERED=1``)."""
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
 
 
 def free_port() -> int:

@@ -42,7 +42,7 @@ import numpy as np
 
 from multi_gpu_launch import (Nccl, NcclUnavailable, StepGraph, add_layout_args,
                               choose_layout, join_communicator, launch_env,
-                              require_multicast_off, spawn)
+                              require_multicast_off, say, spawn)
 
 import pycudagraph as pcg
 
@@ -140,11 +140,11 @@ def run(nccl: Nccl, ranks: list[Rank], world: int, steps: int) -> float:
         check(ranks, world, s)
     step = StepGraph(ranks, lambda: issue_step(nccl, ranks))
     if step.refused:
-        print(f"  CUDA refused one graph across the devices ({step.refused}); using the "
+        say(f"  CUDA refused one graph across the devices ({step.refused}); using the "
               f"documented alternative")
     nodes = step.nodes()
     kinds = sorted({n.type.value for n in nodes})
-    print(f"  captured: {step.form}, {len(nodes)} nodes ({', '.join(kinds)}): ncclAllReduce, "
+    say(f"  captured: {step.form}, {len(nodes)} nodes ({', '.join(kinds)}): ncclAllReduce, "
           f"ncclReduceScatter, ncclAllGather between two kernels")
     first = ranks[0].stream
     for s in range(EAGER_STEPS, EAGER_STEPS + steps):
@@ -159,7 +159,7 @@ def run(nccl: Nccl, ranks: list[Rank], world: int, steps: int) -> float:
 
 def finish_run(nccl: Nccl, ranks: list[Rank], world: int, steps: int) -> None:
     graph_us = run(nccl, ranks, world, steps)
-    print(f"  {EAGER_STEPS} eager steps and {steps} graph replays match the expected sums "
+    say(f"  {EAGER_STEPS} eager steps and {steps} graph replays match the expected sums "
           f"(every step checked); median replay {graph_us:.1f} us, launch to synchronized")
     for r in ranks:
         r.stream.synchronize()
@@ -172,10 +172,10 @@ def rank_main(rank: int, world: int, mailbox, steps: int) -> None:
     local = launch_env()[2]  # LOCAL_RANK, from the launcher or from spawn
     comm, ordinal = join_communicator(nccl, rank, world, local, mailbox)
     module = pcg.Program(SOURCE, name="multi_gpu_nccl.cu").compile()
-    print(f"rank {rank} of {world}, one process per GPU (device {ordinal}); NCCL "
-          f"{nccl.version} through {nccl.kind}; {require_multicast_off()}", flush=True)
+    say(f"rank {rank} of {world}, one process per GPU (device {ordinal}); NCCL "
+          f"{nccl.version} through {nccl.kind}; {require_multicast_off()}")
     finish_run(nccl, [Rank(rank, world, ordinal, comm, module)], world, steps)
-    print("OK", flush=True)
+    say("OK")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -192,28 +192,28 @@ def main(argv=None) -> None:
     try:
         nccl = Nccl()
     except NcclUnavailable as exc:
-        print(f"SKIPPED: {exc}")
+        say(f"SKIPPED: {exc}")
         return
     layout, env = choose_layout(args)
     if layout.skip:
-        print(f"SKIPPED: {layout.skip}")
+        say(f"SKIPPED: {layout.skip}")
         return
     if layout.kind == "launched":
         rank_main(env[0], env[1], None, args.steps)
         return
     if layout.kind == "spawn":
         spawn(rank_main, layout.world, args.steps)
-        print(f"{layout.world} processes (multiprocessing, one GPU each) exited 0")
-        print("OK")
+        say(f"{layout.world} processes (multiprocessing, one GPU each) exited 0")
+        say("OK")
         return
     world = layout.world
     comms = nccl.comm_init_all(range(world))
     module = pcg.Program(SOURCE, name="multi_gpu_nccl.cu").compile()
     ranks = [Rank(i, world, i, comms[i], module) for i in range(world)]
-    print(f"one process, {world} GPUs, group calls; NCCL {nccl.version} through {nccl.kind}; "
+    say(f"one process, {world} GPUs, group calls; NCCL {nccl.version} through {nccl.kind}; "
           f"{require_multicast_off()}")
     finish_run(nccl, ranks, world, args.steps)
-    print("OK")
+    say("OK")
 
 
 if __name__ == "__main__":

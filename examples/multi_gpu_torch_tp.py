@@ -36,7 +36,7 @@ import argparse
 import gc
 import importlib.util
 
-from multi_gpu_launch import at_least_2, launch_env, require_multicast_off, spawn
+from multi_gpu_launch import at_least_2, launch_env, require_multicast_off, say, spawn
 
 import pycudagraph as pcg
 
@@ -153,8 +153,8 @@ def rank_main(rank: int, world: int, mailbox, args) -> None:
     if rank == 0:
         v = torch.cuda.nccl.version()
         v = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
-        print(f"{world} processes, one GPU each; PyTorch {torch.__version__}, NCCL {v}; "
-              f"batch {BATCH}, {D_MODEL} -> {D_FF} -> {D_MODEL}", flush=True)
+        say(f"{world} processes, one GPU each; PyTorch {torch.__version__}, NCCL {v}; "
+              f"batch {BATCH}, {D_MODEL} -> {D_FF} -> {D_MODEL}")
     with torch.no_grad():
         for x in model.inputs[:2]:
             _expect_equal("eager step", rank, model.step(x), model.reference(x))
@@ -162,10 +162,10 @@ def rank_main(rank: int, world: int, mailbox, args) -> None:
     (execs, graphs), decoys, pool_mib = pooled_captures(torch, model, rank)
     step = graphed_calls(torch, model, rank)
     torch.cuda.synchronize()
-    print(f"rank {rank}: eager step, 2 graphs sharing one pool ({pool_mib:.1f} MiB; {REPLAYS} "
+    say(f"rank {rank}: eager step, 2 graphs sharing one pool ({pool_mib:.1f} MiB; {REPLAYS} "
           f"replays each, {decoys} later tensors untouched) and graphed ({step.stats.calls} "
           f"calls, 1 capture, {step.stats.rebound_inputs} inputs rebound): all equal the "
-          f"single-GPU reference; {require_multicast_off()}", flush=True)
+          f"single-GPU reference; {require_multicast_off()}")
     # Graphs holding captured NCCL work go before the communicator.
     for entry in step.graphs.values():
         entry.exec.close()
@@ -179,7 +179,7 @@ def rank_main(rank: int, world: int, mailbox, args) -> None:
     gc.collect()
     torch.cuda.synchronize()
     dist.destroy_process_group()
-    print("OK", flush=True)
+    say("OK")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -195,11 +195,11 @@ def main(argv=None) -> None:
     if count == 0:
         pcg.Stream()  # raises CudaNotAvailableError, saying why
     if importlib.util.find_spec("torch") is None:
-        print("SKIPPED: this example needs PyTorch (with its NCCL backend)")
+        say("SKIPPED: this example needs PyTorch (with its NCCL backend)")
         return
     import torch.distributed as dist
     if not (dist.is_available() and dist.is_nccl_available()):
-        print("SKIPPED: this PyTorch has no NCCL process group backend")
+        say("SKIPPED: this PyTorch has no NCCL process group backend")
         return
     env = launch_env()
     if env is not None:
@@ -210,11 +210,11 @@ def main(argv=None) -> None:
         return
     n = count if args.procs is None else args.procs
     if n < 2 or n > count:
-        print(f"SKIPPED: {n} processes need {max(n, 2)} GPUs; this machine has {count}")
+        say(f"SKIPPED: {n} processes need {max(n, 2)} GPUs; this machine has {count}")
         return
     spawn(rank_main, n, args)
-    print(f"{n} processes (multiprocessing, one GPU each) exited 0")
-    print("OK")
+    say(f"{n} processes (multiprocessing, one GPU each) exited 0")
+    say("OK")
 
 
 if __name__ == "__main__":

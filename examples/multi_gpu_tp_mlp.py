@@ -35,7 +35,7 @@ import numpy as np
 
 from multi_gpu_launch import (Nccl, NcclUnavailable, StepGraph, add_layout_args,
                               choose_layout, join_communicator, launch_env,
-                              require_multicast_off, spawn)
+                              require_multicast_off, say, spawn)
 
 import pycudagraph as pcg
 
@@ -181,17 +181,17 @@ def measure(nccl: Nccl, shards: list[Shard], world: int, layout: str, args) -> d
 
 
 def report(fig: dict, args) -> None:
-    print(f"{fig['mode']}; NCCL {fig['nccl']}; batch {BATCH}, {D_MODEL} -> {D_FF} -> "
+    say(f"{fig['mode']}; NCCL {fig['nccl']}; batch {BATCH}, {D_MODEL} -> {D_FF} -> "
           f"{D_MODEL}; captured as {fig['graph_form']} ({fig['nodes']} nodes)")
     if fig["refused"]:
-        print(f"  (CUDA refused one graph across the devices: {fig['refused']})")
-    print("  results match: eager and graph outputs equal the single-GPU run and float64 "
+        say(f"  (CUDA refused one graph across the devices: {fig['refused']})")
+    say("  results match: eager and graph outputs equal the single-GPU run and float64 "
           "numpy exactly, on every rank")
-    print(f"  per step over {args.steps} steps (us):   p50      p99   CPU launch/GPU")
+    say(f"  per step over {args.steps} steps (us):   p50      p99   CPU launch/GPU")
     for name in ("eager", "graph"):
-        print(f"    {name:<32}{fig[f'{name}_p50_us']:8.1f} {fig[f'{name}_p99_us']:8.1f} "
+        say(f"    {name:<32}{fig[f'{name}_p50_us']:8.1f} {fig[f'{name}_p99_us']:8.1f} "
               f"{fig[f'{name}_launch_us_per_gpu']:10.1f}")
-    print(f"  graph replay / eager at p50: {fig['graph_p50_us'] / fig['eager_p50_us']:.2f}x")
+    say(f"  graph replay / eager at p50: {fig['graph_p50_us'] / fig['eager_p50_us']:.2f}x")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(fig, f, indent=1)
@@ -211,8 +211,8 @@ def rank_main(rank: int, world: int, mailbox, args) -> None:
     if rank == 0:
         report(fig, args)
     nccl.destroy(comm)
-    print(f"rank {rank}: {require_multicast_off()}", flush=True)
-    print("OK", flush=True)
+    say(f"rank {rank}: {require_multicast_off()}")
+    say("OK")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -231,19 +231,19 @@ def main(argv=None) -> None:
     try:
         nccl = Nccl()
     except NcclUnavailable as exc:
-        print(f"SKIPPED: {exc}")
+        say(f"SKIPPED: {exc}")
         return
     layout, env = choose_layout(args)
     if layout.skip:
-        print(f"SKIPPED: {layout.skip}")
+        say(f"SKIPPED: {layout.skip}")
         return
     if layout.kind == "launched":
         rank_main(env[0], env[1], None, args)
         return
     if layout.kind == "spawn":
         spawn(rank_main, layout.world, args)
-        print(f"{layout.world} processes (multiprocessing, one GPU each) exited 0")
-        print("OK")
+        say(f"{layout.world} processes (multiprocessing, one GPU each) exited 0")
+        say("OK")
         return
     world = layout.world
     if D_FF % world:
@@ -257,8 +257,8 @@ def main(argv=None) -> None:
     report(fig, args)
     for sh in shards:
         nccl.destroy(sh.comm)
-    print(require_multicast_off())
-    print("OK")
+    say(require_multicast_off())
+    say("OK")
 
 
 if __name__ == "__main__":

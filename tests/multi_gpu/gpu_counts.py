@@ -92,3 +92,22 @@ def assert_multicast_off_in(out: str, processes: int, report: str) -> None:
     """Every one of ``processes`` printed that NVLink multicast was off in it."""
     said = sum("NVLink multicast off: NCCL_NVLS_ENABLE=0" in line for line in out.splitlines())
     assert said == processes, f"{said} of {processes} processes reported multicast off\n{report}"
+
+
+class _OneIdOnRankZero:
+    """Stands in for :class:`Nccl` in :func:`share_id_probe`: only rank 0 may make an id."""
+
+    def __init__(self, rank: int):
+        self.rank = rank
+
+    def unique_id(self) -> bytes:
+        assert self.rank == 0, f"rank {self.rank} made an id"
+        return bytes(range(128))
+
+
+def share_id_probe(rank: int, world: int, mailbox) -> None:
+    """A spawned rank (``multi_gpu_launch.spawn``) receives rank 0's NCCL id through the
+    mailbox and answers with it."""
+    from multi_gpu_launch import share_unique_id
+    uid = share_unique_id(_OneIdOnRankZero(rank), rank, world, mailbox)
+    mailbox.put(("id", rank, os.environ["LOCAL_RANK"], uid))

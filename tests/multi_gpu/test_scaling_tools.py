@@ -67,6 +67,14 @@ def test_guard_reaches_spawned_processes():
     assert proc.stdout.strip().splitlines()[-1] == "[(0, []), (1, []), (2, [])]"
 
 
+def test_spawned_ranks_get_rank_zeros_nccl_id_through_the_mailbox():
+    proc = _python("import multi_gpu_launch as m\n"
+                   "from tests.multi_gpu.gpu_counts import share_id_probe\n"
+                   "for a in sorted(m.spawn(share_id_probe, 4, timeout=100)): print(a[:3], a[3] == bytes(range(128)))")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[:4] == [f"('id', {r}, '{r}') True" for r in range(4)]
+
+
 def test_spawn_stops_the_others_and_names_the_failed_rank():
     proc = _python("import multi_gpu_launch as m\nm.spawn(m.report_multicast, 2, 'extra', timeout=100)")
     assert proc.returncode != 0
