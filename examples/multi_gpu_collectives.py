@@ -29,11 +29,39 @@ import json
 
 import numpy as np
 
-from multi_gpu_launch import (COLLECTIVES, Nccl, NcclUnavailable, StepGraph,
-                              add_layout_args, bandwidth, choose_layout, join_communicator,
-                              join_streams, launch_env, require_multicast_off, say, spawn)
+from multi_gpu_launch import (StepGraph, add_layout_args, join_communicator, join_streams,
+                              launch_env, require_multicast_off, say)
+from multi_gpu_nccl import Nccl, run_layout
 
 import pycudagraph as pcg
+
+# nccl-tests' bus bandwidth: the algorithm bandwidth (bytes / time) times what each link
+# must carry for the collective, so one figure compares across GPU counts.
+_BUS = {"all_reduce": lambda n: 2 * (n - 1) / n,
+        "all_gather": lambda n: (n - 1) / n,
+        "reduce_scatter": lambda n: (n - 1) / n}
+COLLECTIVES = tuple(_BUS)
+
+
+def bus_factor(collective: str, n: int) -> float:
+    """nccl-tests' factor from algorithm to bus bandwidth for ``n`` ranks: all-reduce
+    2(n-1)/n, all-gather and reduce-scatter (n-1)/n."""
+    if collective not in _BUS:
+        raise ValueError(f"unknown collective {collective!r}; one of {', '.join(COLLECTIVES)}")
+    if int(n) < 1:
+        raise ValueError(f"a collective needs at least 1 rank, got n={n}")
+    return _BUS[collective](int(n))
+
+
+def bandwidth(collective: str, nbytes: int, seconds: float, n: int) -> tuple[float, float]:
+    """(algorithm, bus) bandwidth in GB/s (1e9 bytes/s) of one ``collective`` over ``n``
+    ranks moving ``nbytes`` (nccl-tests' size: the whole buffer, for all-gather the
+    gathered output, for reduce-scatter the input) in ``seconds``."""
+    if seconds <= 0:
+        raise ValueError(f"seconds must be > 0, got {seconds}")
+    alg = nbytes / seconds / 1e9
+    return alg, alg * bus_factor(collective, n)
+
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
@@ -222,28 +250,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def main(argv=None) -> None:
-    args = parse_args(argv)
-    if pcg.device_count() == 0:
-        pcg.Stream()  # raises CudaNotAvailableError, saying why
-    try:
-        nccl = Nccl()
-    except NcclUnavailable as exc:
-        say(f"SKIPPED: {exc}")
-        return
-    layout, env = choose_layout(args)
-    if layout.skip:
-        say(f"SKIPPED: {layout.skip}")
-        return
-    if layout.kind == "launched":
-        rank_main(env[0], env[1], None, args)
-        return
-    if layout.kind == "spawn":
-        spawn(rank_main, layout.world, args)
-        say(f"{layout.world} processes (multiprocessing, one GPU each) exited 0")
-        say("OK")
-        return
-    n = layout.world
+def one_process(nccl: Nccl, n: int, args) -> None:
+    """This process drives GPUs 0 .. n-1: one communicator each, group calls."""
     comms = nccl.comm_init_all(range(n))
     rows = run_all(nccl, lambda send, recv: [Part(i, i, comms[i], send, recv) for i in range(n)],
                    n, args)
@@ -252,6 +260,11 @@ def main(argv=None) -> None:
         nccl.destroy(c)
     say(require_multicast_off())
     say("OK")
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    run_layout(args, rank_main, lambda nccl, n: one_process(nccl, n, args), args)
 
 
 if __name__ == "__main__":

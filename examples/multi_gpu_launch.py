@@ -12,15 +12,14 @@ The other ``multi_gpu_*`` examples import from here:
   and NVSHMEM never create NVLink multicast objects (``cuMulticastCreate``); processes
   started from here inherit it, and a process spawned by :func:`spawn` imports this
   module again and checks it (:func:`require_multicast_off`);
-* :class:`Nccl`: ``ncclAllReduce``, ``ncclAllGather`` and ``ncclReduceScatter`` (and
-  communicator set-up) through NVIDIA's nccl4py or CuPy's ``cupy.cuda.nccl``;
 * the **layouts** (:func:`add_layout_args`, :func:`plan_layout`): one process driving
   ``--gpus N`` GPUs, one process per GPU started by ``--procs N`` (:mod:`multiprocessing`,
   spawn start method), or one process per GPU started by a launcher (``python -m
   torch.distributed.run``, ``mpirun``: :func:`launch_env`);
-* :func:`join_communicator`: this rank's GPU and its ``ncclCommInitRank``;
+* :func:`share_unique_id`, :func:`join_communicator`: this rank's GPU and its
+  ``ncclCommInitRank`` (the NCCL calls themselves: ``Nccl`` in ``multi_gpu_nccl.py``);
 * :class:`StepGraph`: a step captured once across this process's GPUs and replayed;
-* :func:`bus_factor`, :func:`bandwidth`: nccl-tests' bus bandwidth of a collective.
+* :func:`say`: one line per write, so the lines of several processes stay whole.
 """
 
 from __future__ import annotations
@@ -71,136 +70,6 @@ def require_multicast_off(env=None) -> str:
 multicast_off()  # before NCCL, PyTorch or NVSHMEM can be loaded
 
 import pycudagraph as pcg  # noqa: E402
-
-# nccl-tests' bus bandwidth: the algorithm bandwidth (bytes / time) times what each link
-# must carry for the collective, so one figure compares across GPU counts.
-_BUS = {"all_reduce": lambda n: 2 * (n - 1) / n,
-        "all_gather": lambda n: (n - 1) / n,
-        "reduce_scatter": lambda n: (n - 1) / n}
-COLLECTIVES = tuple(_BUS)
-
-
-def bus_factor(collective: str, n: int) -> float:
-    """nccl-tests' factor from algorithm to bus bandwidth for ``n`` ranks: all-reduce
-    2(n-1)/n, all-gather and reduce-scatter (n-1)/n."""
-    if collective not in _BUS:
-        raise ValueError(f"unknown collective {collective!r}; one of {', '.join(COLLECTIVES)}")
-    if int(n) < 1:
-        raise ValueError(f"a collective needs at least 1 rank, got n={n}")
-    return _BUS[collective](int(n))
-
-
-def bandwidth(collective: str, nbytes: int, seconds: float, n: int) -> tuple[float, float]:
-    """(algorithm, bus) bandwidth in GB/s (1e9 bytes/s) of one ``collective`` over ``n``
-    ranks moving ``nbytes`` (nccl-tests' size: the whole buffer, for all-gather the
-    gathered output, for reduce-scatter the input) in ``seconds``."""
-    if seconds <= 0:
-        raise ValueError(f"seconds must be > 0, got {seconds}")
-    alg = nbytes / seconds / 1e9
-    return alg, alg * bus_factor(collective, n)
-
-
-class NcclUnavailable(RuntimeError):
-    """Neither nccl4py nor CuPy's NCCL module can be used here."""
-
-
-class Nccl:
-    """The few NCCL calls these examples make (float32, sum), through nccl4py (preferred)
-    or CuPy. Communicators are opaque values of the chosen binding; pointers and stream
-    handles are plain ints (``DeviceBuffer.ptr``, ``Stream.ptr``)."""
-
-    def __init__(self):
-        errors = []
-        try:
-            from nccl.bindings import nccl as lib
-            lib.get_version()  # loads libnccl
-            self.kind, self._b = "nccl4py", lib
-            self._float32, self._sum = int(lib.DataType.Float32), int(lib.RedOp.Sum)
-            return
-        except Exception as exc:  # noqa: BLE001 - missing package or library
-            errors.append(f"nccl4py: {type(exc).__name__}: {exc}")
-        try:
-            from cupy.cuda import nccl as lib
-            if not getattr(lib, "available", True):
-                raise ImportError("CuPy was built without NCCL")
-            lib.get_version()
-            self.kind, self._b = "cupy", lib
-            self._float32, self._sum = lib.NCCL_FLOAT32, lib.NCCL_SUM
-            return
-        except Exception as exc:  # noqa: BLE001
-            errors.append(f"cupy.cuda.nccl: {type(exc).__name__}: {exc}")
-        raise NcclUnavailable("no NCCL binding is usable (" + "; ".join(errors) + "); install "
-                              "one with pip install \"pycudagraph[nccl]\" (nccl4py)")
-
-    @property
-    def version(self) -> str:
-        v = int(self._b.get_version())
-        major, rest = divmod(v, 10000)
-        return f"{major}.{rest // 100}.{rest % 100}"
-
-    def unique_id(self) -> bytes:
-        """``ncclGetUniqueId``, as the 128 bytes the other ranks need."""
-        uid = self._b.get_unique_id()
-        if self.kind == "cupy":
-            return bytes(x & 0xFF for x in uid)
-        return bytes(uid)
-
-    def comm_init_rank(self, nranks: int, uid: bytes, rank: int):
-        """``ncclCommInitRank`` on the current device."""
-        if self.kind == "cupy":
-            signed = tuple(b - 256 if b > 127 else b for b in uid)
-            return self._b.NcclCommunicator(nranks, signed, rank)
-        return self._b.comm_init_rank_scalable(nranks, rank, 1, bytearray(uid), 0)
-
-    def comm_init_all(self, ordinals) -> list:
-        """``ncclCommInitAll``: one communicator per device, rank i on ``ordinals[i]``."""
-        ordinals = [int(d) for d in ordinals]
-        if self.kind == "cupy":
-            return list(self._b.NcclCommunicator.initAll(ordinals))
-        return list(self._b.comm_init_all(len(ordinals), ordinals))
-
-    def all_reduce(self, comm, send: int, recv: int, count: int, stream: int) -> None:
-        """``ncclAllReduce`` of ``count`` float32 values, summed, on ``stream``."""
-        if self.kind == "cupy":
-            comm.allReduce(send, recv, count, self._float32, self._sum, stream)
-        else:
-            self._b.all_reduce(send, recv, count, self._float32, self._sum, comm, stream)
-
-    def all_gather(self, comm, send: int, recv: int, sendcount: int, stream: int) -> None:
-        """``ncclAllGather``: ``sendcount`` float32 values from each rank, in rank order."""
-        if self.kind == "cupy":
-            comm.allGather(send, recv, sendcount, self._float32, stream)
-        else:
-            self._b.all_gather(send, recv, sendcount, self._float32, comm, stream)
-
-    def reduce_scatter(self, comm, send: int, recv: int, recvcount: int, stream: int) -> None:
-        """``ncclReduceScatter``: the sum, each rank keeping its ``recvcount`` values."""
-        if self.kind == "cupy":
-            comm.reduceScatter(send, recv, recvcount, self._float32, self._sum, stream)
-        else:
-            self._b.reduce_scatter(send, recv, recvcount, self._float32, self._sum, comm, stream)
-
-    @contextlib.contextmanager
-    def group(self):
-        """``ncclGroupStart`` ... ``ncclGroupEnd``: one process issuing for several GPUs."""
-        cupy = self.kind == "cupy"
-        (self._b.groupStart if cupy else self._b.group_start)()
-        try:
-            yield
-        finally:
-            (self._b.groupEnd if cupy else self._b.group_end)()
-
-    def group_if(self, several: bool):
-        """:meth:`group` when one process issues for several GPUs, else nothing."""
-        return self.group() if several else contextlib.nullcontext()
-
-    def destroy(self, comm) -> None:
-        """``ncclCommDestroy`` (one call per communicator)."""
-        if self.kind == "cupy":
-            comm.destroy()
-        else:
-            self._b.comm_destroy(comm)
-
 
 # Layouts ---------------------------------------------------------------------------
 
@@ -340,7 +209,14 @@ def spawn(target, nprocs: int, *args, timeout: float | None = None) -> list:
             p.join(10)
 
 
-def share_unique_id(nccl: Nccl, rank: int, world: int, mailbox=None) -> bytes:
+def start_processes(target, nprocs: int, *args) -> None:
+    """:func:`spawn` ``nprocs`` ranks of ``target``, then say they all exited 0, and OK."""
+    spawn(target, nprocs, *args)
+    say(f"{nprocs} processes (multiprocessing, one GPU each) exited 0")
+    say("OK")
+
+
+def share_unique_id(nccl, rank: int, world: int, mailbox=None) -> bytes:
     """Rank 0's ``ncclGetUniqueId``, delivered to every rank.
 
     From :func:`spawn` it travels through the shared queue; under torchrun through the
@@ -375,7 +251,7 @@ def share_unique_id(nccl: Nccl, rank: int, world: int, mailbox=None) -> bytes:
     return MPI.COMM_WORLD.bcast(nccl.unique_id() if rank == 0 else None, root=0)
 
 
-def join_communicator(nccl: Nccl, rank: int, world: int, local: int, mailbox=None):
+def join_communicator(nccl, rank: int, world: int, local: int, mailbox=None):
     """Make GPU ``local`` current and join the ``world``-rank communicator as ``rank``
     (``cudaSetDevice``, ``ncclGetUniqueId`` on rank 0, ``ncclCommInitRank``).
     Returns ``(comm, ordinal)``."""
@@ -497,6 +373,7 @@ def main() -> None:
             row = " ".join("-" if i == j else ("Y" if pcg.Device(i).can_access_peer(j) else "n")
                            for j in range(count))
             print(f"  {i}: {row}")
+    from multi_gpu_nccl import Nccl, NcclUnavailable  # it imports this module first
     try:
         nccl = Nccl()
         print(f"NCCL {nccl.version} through {nccl.kind}")

@@ -30,19 +30,21 @@ comes from NVIDIA's ``nccl4py`` (``pip install "pycudagraph[nccl]"``) or CuPy's
 exits 0. NVLink multicast stays off (``multi_gpu_launch.py``'s guard).
 
 If CUDA refused the one-graph capture, the script says so and captures one graph per
-device instead, joined by events (``StepGraph``).
+device instead, joined by events (``StepGraph``). The other NCCL examples import
+:class:`Nccl` (the NCCL calls, through nccl4py or CuPy) and :func:`run_layout` (their
+``main``) from here.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 
 import numpy as np
 
-from multi_gpu_launch import (Nccl, NcclUnavailable, StepGraph, add_layout_args,
-                              choose_layout, join_communicator, launch_env,
-                              require_multicast_off, say, spawn)
+from multi_gpu_launch import (StepGraph, add_layout_args, choose_layout, join_communicator,
+                              launch_env, require_multicast_off, say, start_processes)
 
 import pycudagraph as pcg
 
@@ -62,6 +64,133 @@ extern "C" __global__ void finish(float* out, const float* buf, const float* gat
         step[0] += 1;   // the next replay sees the next step (prepare ran before this)
 }
 """
+
+class NcclUnavailable(RuntimeError):
+    """Neither nccl4py nor CuPy's NCCL module can be used here."""
+
+
+class Nccl:
+    """The few NCCL calls these examples make (float32, sum), through nccl4py (preferred)
+    or CuPy. Communicators are opaque values of the chosen binding; pointers and stream
+    handles are plain ints (``DeviceBuffer.ptr``, ``Stream.ptr``)."""
+
+    def __init__(self):
+        errors = []
+        try:
+            from nccl.bindings import nccl as lib
+            lib.get_version()  # loads libnccl
+            self.kind, self._b = "nccl4py", lib
+            self._float32, self._sum = int(lib.DataType.Float32), int(lib.RedOp.Sum)
+            return
+        except Exception as exc:  # noqa: BLE001 - missing package or library
+            errors.append(f"nccl4py: {type(exc).__name__}: {exc}")
+        try:
+            from cupy.cuda import nccl as lib
+            if not getattr(lib, "available", True):
+                raise ImportError("CuPy was built without NCCL")
+            lib.get_version()
+            self.kind, self._b = "cupy", lib
+            self._float32, self._sum = lib.NCCL_FLOAT32, lib.NCCL_SUM
+            return
+        except Exception as exc:  # noqa: BLE001
+            errors.append(f"cupy.cuda.nccl: {type(exc).__name__}: {exc}")
+        raise NcclUnavailable("no NCCL binding is usable (" + "; ".join(errors) + "); install "
+                              "one with pip install \"pycudagraph[nccl]\" (nccl4py)")
+
+    @property
+    def version(self) -> str:
+        v = int(self._b.get_version())
+        major, rest = divmod(v, 10000)
+        return f"{major}.{rest // 100}.{rest % 100}"
+
+    def unique_id(self) -> bytes:
+        """``ncclGetUniqueId``, as the 128 bytes the other ranks need."""
+        uid = self._b.get_unique_id()
+        if self.kind == "cupy":
+            return bytes(x & 0xFF for x in uid)
+        return bytes(uid)
+
+    def comm_init_rank(self, nranks: int, uid: bytes, rank: int):
+        """``ncclCommInitRank`` on the current device."""
+        if self.kind == "cupy":
+            signed = tuple(b - 256 if b > 127 else b for b in uid)
+            return self._b.NcclCommunicator(nranks, signed, rank)
+        return self._b.comm_init_rank_scalable(nranks, rank, 1, bytearray(uid), 0)
+
+    def comm_init_all(self, ordinals) -> list:
+        """``ncclCommInitAll``: one communicator per device, rank i on ``ordinals[i]``."""
+        ordinals = [int(d) for d in ordinals]
+        if self.kind == "cupy":
+            return list(self._b.NcclCommunicator.initAll(ordinals))
+        return list(self._b.comm_init_all(len(ordinals), ordinals))
+
+    def all_reduce(self, comm, send: int, recv: int, count: int, stream: int) -> None:
+        """``ncclAllReduce`` of ``count`` float32 values, summed, on ``stream``."""
+        if self.kind == "cupy":
+            comm.allReduce(send, recv, count, self._float32, self._sum, stream)
+        else:
+            self._b.all_reduce(send, recv, count, self._float32, self._sum, comm, stream)
+
+    def all_gather(self, comm, send: int, recv: int, sendcount: int, stream: int) -> None:
+        """``ncclAllGather``: ``sendcount`` float32 values from each rank, in rank order."""
+        if self.kind == "cupy":
+            comm.allGather(send, recv, sendcount, self._float32, stream)
+        else:
+            self._b.all_gather(send, recv, sendcount, self._float32, comm, stream)
+
+    def reduce_scatter(self, comm, send: int, recv: int, recvcount: int, stream: int) -> None:
+        """``ncclReduceScatter``: the sum, each rank keeping its ``recvcount`` values."""
+        if self.kind == "cupy":
+            comm.reduceScatter(send, recv, recvcount, self._float32, self._sum, stream)
+        else:
+            self._b.reduce_scatter(send, recv, recvcount, self._float32, self._sum, comm, stream)
+
+    @contextlib.contextmanager
+    def group(self):
+        """``ncclGroupStart`` ... ``ncclGroupEnd``: one process issuing for several GPUs."""
+        cupy = self.kind == "cupy"
+        (self._b.groupStart if cupy else self._b.group_start)()
+        try:
+            yield
+        finally:
+            (self._b.groupEnd if cupy else self._b.group_end)()
+
+    def group_if(self, several: bool):
+        """:meth:`group` when one process issues for several GPUs, else nothing."""
+        return self.group() if several else contextlib.nullcontext()
+
+    def destroy(self, comm) -> None:
+        """``ncclCommDestroy`` (one call per communicator)."""
+        if self.kind == "cupy":
+            comm.destroy()
+        else:
+            self._b.comm_destroy(comm)
+
+
+def run_layout(args, rank_main, one_process, *rank_args) -> None:
+    """What the NCCL examples' ``main`` does once the options are parsed: refuse without a
+    GPU (one sentence), print SKIPPED without an NCCL binding or enough GPUs, then run
+    ``rank_main(rank, world, mailbox, *rank_args)`` as this launched rank, or in
+    ``--procs`` spawned processes, or ``one_process(nccl, world)`` driving ``world`` GPUs."""
+    if pcg.device_count() == 0:
+        pcg.Stream()  # raises CudaNotAvailableError, saying why
+    try:
+        nccl = Nccl()
+    except NcclUnavailable as exc:
+        say(f"SKIPPED: {exc}")
+        return
+    layout, env = choose_layout(args)
+    if layout.skip:
+        say(f"SKIPPED: {layout.skip}")
+    elif layout.kind == "launched":
+        rank_main(env[0], env[1], None, *rank_args)
+    elif layout.kind == "spawn":
+        start_processes(rank_main, layout.world, *rank_args)
+    else:
+        one_process(nccl, layout.world)
+
+
+# The example -----------------------------------------------------------------------
 
 N = 61440  # splits evenly over 2, 3, 4, 5, 6, 8, 10, 12 and 16 ranks
 GRID, BLOCK = 64, 256
@@ -185,35 +314,21 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def main(argv=None) -> None:
-    args = parse_args(argv)
-    if pcg.device_count() == 0:
-        pcg.Stream()  # raises CudaNotAvailableError, saying why
-    try:
-        nccl = Nccl()
-    except NcclUnavailable as exc:
-        say(f"SKIPPED: {exc}")
-        return
-    layout, env = choose_layout(args)
-    if layout.skip:
-        say(f"SKIPPED: {layout.skip}")
-        return
-    if layout.kind == "launched":
-        rank_main(env[0], env[1], None, args.steps)
-        return
-    if layout.kind == "spawn":
-        spawn(rank_main, layout.world, args.steps)
-        say(f"{layout.world} processes (multiprocessing, one GPU each) exited 0")
-        say("OK")
-        return
-    world = layout.world
+def one_process(nccl: Nccl, world: int, steps: int) -> None:
+    """This process drives GPUs 0 .. world-1: one communicator each, group calls."""
     comms = nccl.comm_init_all(range(world))
     module = pcg.Program(SOURCE, name="multi_gpu_nccl.cu").compile()
     ranks = [Rank(i, world, i, comms[i], module) for i in range(world)]
     say(f"one process, {world} GPUs, group calls; NCCL {nccl.version} through {nccl.kind}; "
-          f"{require_multicast_off()}")
-    finish_run(nccl, ranks, world, args.steps)
+        f"{require_multicast_off()}")
+    finish_run(nccl, ranks, world, steps)
     say("OK")
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    run_layout(args, rank_main, lambda nccl, world: one_process(nccl, world, args.steps),
+               args.steps)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ import argparse
 import gc
 import importlib.util
 
-from multi_gpu_launch import at_least_2, launch_env, require_multicast_off, say, spawn
+from multi_gpu_launch import at_least_2, launch_env, require_multicast_off, say, start_processes
 
 import pycudagraph as pcg
 
@@ -212,9 +212,7 @@ def main(argv=None) -> None:
     if n < 2 or n > count:
         say(f"SKIPPED: {n} processes need {max(n, 2)} GPUs; this machine has {count}")
         return
-    spawn(rank_main, n, args)
-    say(f"{n} processes (multiprocessing, one GPU each) exited 0")
-    say("OK")
+    start_processes(rank_main, n, args)
 
 
 if __name__ == "__main__":

@@ -33,9 +33,9 @@ import time
 
 import numpy as np
 
-from multi_gpu_launch import (Nccl, NcclUnavailable, StepGraph, add_layout_args,
-                              choose_layout, join_communicator, launch_env,
-                              require_multicast_off, say, spawn)
+from multi_gpu_launch import (StepGraph, add_layout_args, join_communicator, launch_env,
+                              require_multicast_off, say)
+from multi_gpu_nccl import Nccl, run_layout
 
 import pycudagraph as pcg
 
@@ -224,28 +224,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def main(argv=None) -> None:
-    args = parse_args(argv)
-    if pcg.device_count() == 0:
-        pcg.Stream()  # raises CudaNotAvailableError, saying why
-    try:
-        nccl = Nccl()
-    except NcclUnavailable as exc:
-        say(f"SKIPPED: {exc}")
-        return
-    layout, env = choose_layout(args)
-    if layout.skip:
-        say(f"SKIPPED: {layout.skip}")
-        return
-    if layout.kind == "launched":
-        rank_main(env[0], env[1], None, args)
-        return
-    if layout.kind == "spawn":
-        spawn(rank_main, layout.world, args)
-        say(f"{layout.world} processes (multiprocessing, one GPU each) exited 0")
-        say("OK")
-        return
-    world = layout.world
+def one_process(nccl: Nccl, world: int, args) -> None:
+    """This process drives GPUs 0 .. world-1: one communicator each, group calls."""
     if D_FF % world:
         raise SystemExit(f"D_FF={D_FF} does not split over {world} ranks")
     comms = nccl.comm_init_all(range(world))
@@ -259,6 +239,11 @@ def main(argv=None) -> None:
         nccl.destroy(sh.comm)
     say(require_multicast_off())
     say("OK")
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    run_layout(args, rank_main, lambda nccl, world: one_process(nccl, world, args), args)
 
 
 if __name__ == "__main__":

@@ -192,16 +192,16 @@ def test_collectives_options(ex, capsys):
 # Bus bandwidth and the exact values the examples check --------------------------------
 
 def test_bus_bandwidth_is_nccl_tests_formula(ex):
-    f = ex.launch.bus_factor
+    f = ex.collectives.bus_factor
     assert [f("all_reduce", n) for n in (2, 4, 8)] == [1.0, 1.5, 1.75]
     assert [f("all_gather", n) for n in (2, 4, 8)] == [0.5, 0.75, 0.875]
     assert f("reduce_scatter", 8) == f("all_gather", 8) and f("all_reduce", 1) == 0.0
-    alg, bus = ex.launch.bandwidth("all_reduce", 1 << 30, 0.01, 8)
+    alg, bus = ex.collectives.bandwidth("all_reduce", 1 << 30, 0.01, 8)
     assert alg == pytest.approx(107.3741824) and bus == pytest.approx(alg * 1.75)
     with pytest.raises(ValueError, match="unknown collective 'broadcast'"):
         f("broadcast", 2)
     with pytest.raises(ValueError, match="seconds must be > 0"):
-        ex.launch.bandwidth("all_gather", 1, 0.0, 2)
+        ex.collectives.bandwidth("all_gather", 1, 0.0, 2)
 
 
 @pytest.mark.parametrize("n", (2, 3, 4, 8))
