@@ -18,8 +18,9 @@ send buffer with small integers and
 Layouts as in ``multi_gpu_nccl.py``: ``--gpus N`` (one process, default all GPUs),
 ``--procs N`` (multiprocessing), or one process per GPU under ``torchrun`` / ``mpirun``.
 ``--json PATH`` writes rank 0's figures (``benchmarks/tp_step.py`` reads them). Each rank
-times its own stream; rank 0's figures are reported. Without NCCL, or with too few GPUs,
-the script prints SKIPPED and exits 0. NVLink multicast stays off.
+times its own stream; rank 0's figures are reported. Every process ends with a line "OK".
+Without NCCL, or with too few GPUs, the script prints SKIPPED and exits 0. NVLink
+multicast stays off.
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ import json
 import numpy as np
 
 from multi_gpu_launch import (StepGraph, add_layout_args, join_communicator, join_streams,
-                              launch_env, require_multicast_off, say)
-from multi_gpu_nccl import Nccl, run_layout
+                              launch_env, say)
+from multi_gpu_nccl import Nccl, close_and_ok, run_layout
 
 import pycudagraph as pcg
 
@@ -206,12 +207,12 @@ def run_all(nccl, parts_of, n: int, args) -> list[dict]:
 
 def report(rows, n: int, layout: str, nccl: Nccl, args) -> None:
     say(f"{layout}; NCCL {nccl.version} through {nccl.kind}; results checked (eager and "
-          f"graph); {args.iters} collectives per graph, {args.launches} launches")
+        f"graph); {args.iters} collectives per graph, {args.launches} launches")
     say(f"  {'collective':<15}{'bytes':>12}{'eager us':>10}{'graph us':>10}"
-          f"{'eager busbw':>13}{'graph busbw':>13}  (GB/s)")
+        f"{'eager busbw':>13}{'graph busbw':>13}  (GB/s)")
     for r in rows:
         say(f"  {r['collective']:<15}{r['bytes']:>12}{r['eager_us']:>10.1f}{r['graph_us']:>10.1f}"
-              f"{r['eager_busbw']:>13.2f}{r['graph_busbw']:>13.2f}")
+            f"{r['eager_busbw']:>13.2f}{r['graph_busbw']:>13.2f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"world": n, "layout": layout, "nccl": f"{nccl.kind} {nccl.version}",
@@ -224,9 +225,7 @@ def rank_main(rank: int, world: int, mailbox, args) -> None:
     rows = run_all(nccl, lambda send, recv: [Part(rank, ordinal, comm, send, recv)], world, args)
     if rank == 0:
         report(rows, world, f"{world} processes, one GPU each", nccl, args)
-    nccl.destroy(comm)
-    say(f"rank {rank}: {require_multicast_off()}")
-    say("OK")
+    close_and_ok(nccl, [comm], f"rank {rank}: ")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -256,15 +255,12 @@ def one_process(nccl: Nccl, n: int, args) -> None:
     rows = run_all(nccl, lambda send, recv: [Part(i, i, comms[i], send, recv) for i in range(n)],
                    n, args)
     report(rows, n, f"one process, {n} GPUs, group calls", nccl, args)
-    for c in comms:
-        nccl.destroy(c)
-    say(require_multicast_off())
-    say("OK")
+    close_and_ok(nccl, comms)
 
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    run_layout(args, rank_main, lambda nccl, n: one_process(nccl, n, args), args)
+    run_layout(args, rank_main, one_process, args)
 
 
 if __name__ == "__main__":

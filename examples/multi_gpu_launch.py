@@ -387,7 +387,7 @@ def main() -> None:
     if [rank for rank, _ in answers] != [0, 1] or any(left for _, left in answers):
         raise SystemExit(f"spawned processes answered {answers}; want multicast off in ranks 0 and 1")
     print("2 spawned processes: NVLink multicast off in each")
-    print("OK")
+    say("OK")
 
 
 if __name__ == "__main__":

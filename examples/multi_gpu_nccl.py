@@ -171,7 +171,8 @@ def run_layout(args, rank_main, one_process, *rank_args) -> None:
     """What the NCCL examples' ``main`` does once the options are parsed: refuse without a
     GPU (one sentence), print SKIPPED without an NCCL binding or enough GPUs, then run
     ``rank_main(rank, world, mailbox, *rank_args)`` as this launched rank, or in
-    ``--procs`` spawned processes, or ``one_process(nccl, world)`` driving ``world`` GPUs."""
+    ``--procs`` spawned processes, or ``one_process(nccl, world, *rank_args)`` driving
+    ``world`` GPUs."""
     if pcg.device_count() == 0:
         pcg.Stream()  # raises CudaNotAvailableError, saying why
     try:
@@ -187,7 +188,17 @@ def run_layout(args, rank_main, one_process, *rank_args) -> None:
     elif layout.kind == "spawn":
         start_processes(rank_main, layout.world, *rank_args)
     else:
-        one_process(nccl, layout.world)
+        one_process(nccl, layout.world, *rank_args)
+
+
+def close_and_ok(nccl: Nccl, comms, who: str = "") -> None:
+    """Destroy the communicators (``ncclCommDestroy``; the graphs holding their captured
+    work must be closed first), say that NVLink multicast was off in this process (``who``
+    names the rank), then OK."""
+    for comm in comms:
+        nccl.destroy(comm)
+    say(f"{who}{require_multicast_off()}")
+    say("OK")
 
 
 # The example -----------------------------------------------------------------------
@@ -270,11 +281,11 @@ def run(nccl: Nccl, ranks: list[Rank], world: int, steps: int) -> float:
     step = StepGraph(ranks, lambda: issue_step(nccl, ranks))
     if step.refused:
         say(f"  CUDA refused one graph across the devices ({step.refused}); using the "
-              f"documented alternative")
+            f"documented alternative")
     nodes = step.nodes()
     kinds = sorted({n.type.value for n in nodes})
     say(f"  captured: {step.form}, {len(nodes)} nodes ({', '.join(kinds)}): ncclAllReduce, "
-          f"ncclReduceScatter, ncclAllGather between two kernels")
+        f"ncclReduceScatter, ncclAllGather between two kernels")
     first = ranks[0].stream
     for s in range(EAGER_STEPS, EAGER_STEPS + steps):
         t0 = time.perf_counter()
@@ -289,10 +300,10 @@ def run(nccl: Nccl, ranks: list[Rank], world: int, steps: int) -> float:
 def finish_run(nccl: Nccl, ranks: list[Rank], world: int, steps: int) -> None:
     graph_us = run(nccl, ranks, world, steps)
     say(f"  {EAGER_STEPS} eager steps and {steps} graph replays match the expected sums "
-          f"(every step checked); median replay {graph_us:.1f} us, launch to synchronized")
+        f"(every step checked); median replay {graph_us:.1f} us, launch to synchronized")
     for r in ranks:
         r.stream.synchronize()
-        nccl.destroy(r.comm)
+    close_and_ok(nccl, [r.comm for r in ranks], f"rank {ranks[0].rank}: " if len(ranks) == 1 else "")
 
 
 def rank_main(rank: int, world: int, mailbox, steps: int) -> None:
@@ -302,9 +313,8 @@ def rank_main(rank: int, world: int, mailbox, steps: int) -> None:
     comm, ordinal = join_communicator(nccl, rank, world, local, mailbox)
     module = pcg.Program(SOURCE, name="multi_gpu_nccl.cu").compile()
     say(f"rank {rank} of {world}, one process per GPU (device {ordinal}); NCCL "
-          f"{nccl.version} through {nccl.kind}; {require_multicast_off()}")
+        f"{nccl.version} through {nccl.kind}")
     finish_run(nccl, [Rank(rank, world, ordinal, comm, module)], world, steps)
-    say("OK")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -319,16 +329,13 @@ def one_process(nccl: Nccl, world: int, steps: int) -> None:
     comms = nccl.comm_init_all(range(world))
     module = pcg.Program(SOURCE, name="multi_gpu_nccl.cu").compile()
     ranks = [Rank(i, world, i, comms[i], module) for i in range(world)]
-    say(f"one process, {world} GPUs, group calls; NCCL {nccl.version} through {nccl.kind}; "
-        f"{require_multicast_off()}")
+    say(f"one process, {world} GPUs, group calls; NCCL {nccl.version} through {nccl.kind}")
     finish_run(nccl, ranks, world, steps)
-    say("OK")
 
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    run_layout(args, rank_main, lambda nccl, world: one_process(nccl, world, args.steps),
-               args.steps)
+    run_layout(args, rank_main, one_process, args.steps)
 
 
 if __name__ == "__main__":

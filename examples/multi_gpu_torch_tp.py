@@ -154,7 +154,7 @@ def rank_main(rank: int, world: int, mailbox, args) -> None:
         v = torch.cuda.nccl.version()
         v = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
         say(f"{world} processes, one GPU each; PyTorch {torch.__version__}, NCCL {v}; "
-              f"batch {BATCH}, {D_MODEL} -> {D_FF} -> {D_MODEL}")
+            f"batch {BATCH}, {D_MODEL} -> {D_FF} -> {D_MODEL}")
     with torch.no_grad():
         for x in model.inputs[:2]:
             _expect_equal("eager step", rank, model.step(x), model.reference(x))
@@ -163,9 +163,9 @@ def rank_main(rank: int, world: int, mailbox, args) -> None:
     step = graphed_calls(torch, model, rank)
     torch.cuda.synchronize()
     say(f"rank {rank}: eager step, 2 graphs sharing one pool ({pool_mib:.1f} MiB; {REPLAYS} "
-          f"replays each, {decoys} later tensors untouched) and graphed ({step.stats.calls} "
-          f"calls, 1 capture, {step.stats.rebound_inputs} inputs rebound): all equal the "
-          f"single-GPU reference; {require_multicast_off()}")
+        f"replays each, {decoys} later tensors untouched) and graphed ({step.stats.calls} "
+        f"calls, 1 capture, {step.stats.rebound_inputs} inputs rebound): all equal the "
+        f"single-GPU reference; {require_multicast_off()}")
     # Graphs holding captured NCCL work go before the communicator.
     for entry in step.graphs.values():
         entry.exec.close()

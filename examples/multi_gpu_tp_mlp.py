@@ -19,9 +19,9 @@ divided by the GPUs this process drives). Run it like ``multi_gpu_nccl.py``:
     python examples/multi_gpu_tp_mlp.py --procs 4   # 4 processes started with multiprocessing
     python examples/multi_gpu_tp_mlp.py --gpus 4    # one process driving 4 GPUs (default: all)
 
-``--json PATH`` writes rank 0's figures (``benchmarks/tp_step.py`` reads them). NCCL
-comes from nccl4py or CuPy; without it, or with too few GPUs, the script prints SKIPPED
-and exits 0.
+``--json PATH`` writes rank 0's figures (``benchmarks/tp_step.py`` reads them). Every
+process ends with a line "OK". NCCL comes from nccl4py or CuPy; without it, or with too
+few GPUs, the script prints SKIPPED and exits 0.
 """
 
 from __future__ import annotations
@@ -33,9 +33,8 @@ import time
 
 import numpy as np
 
-from multi_gpu_launch import (StepGraph, add_layout_args, join_communicator, launch_env,
-                              require_multicast_off, say)
-from multi_gpu_nccl import Nccl, run_layout
+from multi_gpu_launch import StepGraph, add_layout_args, join_communicator, launch_env, say
+from multi_gpu_nccl import Nccl, close_and_ok, run_layout
 
 import pycudagraph as pcg
 
@@ -182,15 +181,15 @@ def measure(nccl: Nccl, shards: list[Shard], world: int, layout: str, args) -> d
 
 def report(fig: dict, args) -> None:
     say(f"{fig['mode']}; NCCL {fig['nccl']}; batch {BATCH}, {D_MODEL} -> {D_FF} -> "
-          f"{D_MODEL}; captured as {fig['graph_form']} ({fig['nodes']} nodes)")
+        f"{D_MODEL}; captured as {fig['graph_form']} ({fig['nodes']} nodes)")
     if fig["refused"]:
         say(f"  (CUDA refused one graph across the devices: {fig['refused']})")
     say("  results match: eager and graph outputs equal the single-GPU run and float64 "
-          "numpy exactly, on every rank")
+        "numpy exactly, on every rank")
     say(f"  per step over {args.steps} steps (us):   p50      p99   CPU launch/GPU")
     for name in ("eager", "graph"):
         say(f"    {name:<32}{fig[f'{name}_p50_us']:8.1f} {fig[f'{name}_p99_us']:8.1f} "
-              f"{fig[f'{name}_launch_us_per_gpu']:10.1f}")
+            f"{fig[f'{name}_launch_us_per_gpu']:10.1f}")
     say(f"  graph replay / eager at p50: {fig['graph_p50_us'] / fig['eager_p50_us']:.2f}x")
     if args.json:
         with open(args.json, "w") as f:
@@ -210,9 +209,7 @@ def rank_main(rank: int, world: int, mailbox, args) -> None:
     fig["mode"] = f"{world} processes, one GPU each (ncclCommInitRank, started by {started})"
     if rank == 0:
         report(fig, args)
-    nccl.destroy(comm)
-    say(f"rank {rank}: {require_multicast_off()}")
-    say("OK")
+    close_and_ok(nccl, [comm], f"rank {rank}: ")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -235,15 +232,12 @@ def one_process(nccl: Nccl, world: int, args) -> None:
     fig = measure(nccl, shards, world, "one", args)
     fig["mode"] = f"one process, {world} GPUs (ncclCommInitAll, group calls, one multi-device graph)"
     report(fig, args)
-    for sh in shards:
-        nccl.destroy(sh.comm)
-    say(require_multicast_off())
-    say("OK")
+    close_and_ok(nccl, comms)
 
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    run_layout(args, rank_main, lambda nccl, world: one_process(nccl, world, args), args)
+    run_layout(args, rank_main, one_process, args)
 
 
 if __name__ == "__main__":
