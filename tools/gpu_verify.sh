@@ -10,9 +10,10 @@
 #   (cu12only, demos, bench: the parts of cu12 and show alone, for reruns)
 #   bash tools/gpu_verify.sh multi    # multi-tests, then multi-bench, on the GPUs present
 #   bash tools/gpu_verify.sh multi-tests [N]  # tests/multi_gpu at 2, 4, 8 GPUs (N: only N) (2+ GPUs)
-#   bash tools/gpu_verify.sh multi-bench      # each multi-GPU example on all GPUs; the scaling
-#                                             # table (python -m benchmarks.tp_step)   (2+ GPUs)
-#   On 8 GPUs run multi-tests and multi-bench as two calls (each fits 10 minutes, both may not).
+#   bash tools/gpu_verify.sh multi-bench [quick]  # setup check, graph, NCCL and PyTorch examples
+#                                   # on all GPUs; the scaling table (benchmarks.tp_step) (2+ GPUs)
+#   On 8 GPUs run multi-tests and multi-bench as two calls (both together may not fit 10
+#   minutes); if multi-tests runs long, split it by count: multi-tests 2, 4, 8.
 set -uo pipefail
 out=${OUT:-gpu_out}
 mkdir -p "$out"
@@ -107,12 +108,11 @@ multi-bench)
     run_ex multi_gpu_launch 120
     run_ex multi_gpu_graph 120
     run_ex multi_gpu_nccl 200 --gpus "$n"
-    run_ex multi_gpu_nccl 200 --procs "$n"
-    run_ex multi_gpu_tp_mlp 200 --gpus "$n" --steps 300
-    run_ex multi_gpu_collectives 300 --procs "$n"
     run_ex multi_gpu_torch_tp 300 --procs "$n"
-    step "scaling table: python -m benchmarks.tp_step (every GPU count up to $n)"
-    timeout 420 python3 -m benchmarks.tp_step --json "$out/scaling.json" > "$out/scaling.txt" 2>&1
+    quick=${2:-}  # "quick": the table from 300 steps and two sizes
+    step "scaling table: python -m benchmarks.tp_step ${quick:+--quick} (every GPU count up to $n)"
+    timeout 480 python3 -m benchmarks.tp_step ${quick:+--quick} --json "$out/scaling.json" \
+        > "$out/scaling.txt" 2>&1
     echo "rc=$?"; grep -E "^(== |   [A-Za-z]+Error|   NotSupported)" "$out/scaling.txt" | head -30
     sed -n '/^### /,$p' "$out/scaling.txt"
     ;;
