@@ -23,6 +23,12 @@ Rows:
 Every row loads its module afresh (``cudaLibraryLoadData``). The results of the loaded and
 the rebuilt 1,000-node graph are compared before timing. Prints one table (milliseconds),
 then the file sizes and save times.
+
+``--cpu`` needs no GPU: it times the Python work of a load for a 1,000- and a 10,000-node
+chain manifest written by ``files.encode`` (the manifest ``Graph.save`` writes for the
+chain): the container (header, checksum, table), the JSON parse, the schema check, and the
+loader's rebuild of the nodes with ``add_kernel`` replaced by a stub (what the loader adds
+on top of ``add_kernel`` itself).
 """
 from __future__ import annotations
 
@@ -30,6 +36,7 @@ import argparse
 import gc
 import os
 import statistics
+import struct
 import sys
 import tempfile
 import time
@@ -119,12 +126,96 @@ def timed(fn, repeat: int) -> float:
     return statistics.median(times)
 
 
+# --------------------------------------------------------------------------- --cpu
+
+#: the chain's kernels: name, signature, which of its parameters are pointers to slots
+CHAIN = [("axpy", "float* y, const float* x, float a, int n", "yx"),
+         ("scale", "float* y, float a, int n", "y"),
+         ("add3", "float* out, const float* a, const float* b, int n", "zyx"),
+         ("relu", "float* y, int n", "z")]
+
+
+def cpu_manifest(nodes: int) -> dict:
+    """The manifest ``Graph.save`` writes for the chain (four kernels in turn), no GPU."""
+    def args(name):
+        slots = {"axpy": "yx", "scale": "y", "add3": "zyx", "relu": "z"}[name]
+        out = [{"hex": (0x7F0000000000 + 0x100000 * "xyz".index(s)).to_bytes(8, "little").hex(),
+                "relocs": [[0, {"slot": s, "offset": 0}]]} for s in slots]
+        if name in ("axpy", "scale"):
+            out.append({"hex": struct.pack("<f", 0.5).hex(), "relocs": []})
+        return out + [{"hex": struct.pack("<i", NMAX).hex(), "relocs": []}]
+    kernels = [{"name": name, "module": 0, "signature": sig,
+                "sizes": [8] * len(ptrs) + [4] * (sig.count(",") + 1 - len(ptrs))}
+               for name, sig, ptrs in CHAIN]
+    grid = [(NMAX + BLOCK - 1) // BLOCK, 1, 1]
+    node_list = [{"id": i, "type": "kernel", "kernel": i % 4, "grid": grid, "block": [BLOCK, 1, 1],
+                  "shared_mem": 0, "args": args(CHAIN[i % 4][0])} for i in range(nodes)]
+    return {"format": "pycudagraph.graph", "writer": "benchmark", "arch": "sm_90",
+            "slots": {s: {"kind": "device", "nbytes": 4 * NMAX} for s in "xyz"},
+            "modules": [{"name": "startup.cu", "arch": "sm_90", "cubin": 1, "ptx": None}],
+            "kernels": kernels,
+            "root": {"handles": [], "nodes": node_list,
+                     "edges": [[i, i + 1, "default"] for i in range(nodes - 1)]}}
+
+
+def cpu_main(repeat: int) -> int:
+    """Time decode (container, JSON, schema check) and the loader's node rebuild on a CPU."""
+    from pycudagraph.graph import files
+    from pycudagraph.graph.file_schema import check_manifest
+    from tests.support.fakes import fake_buffer, fake_kernel
+
+    class StubGraph:  # the loader's add_kernel calls land here: no CUDA
+        def add_kernel(self, *args, **attrs):
+            return None
+
+    def best(fn) -> float:
+        return min(timed_once(fn) for _ in range(repeat + 1))
+
+    def timed_once(fn) -> float:
+        gc.collect()
+        gc.disable()
+        t0 = time.perf_counter()
+        fn()
+        t1 = time.perf_counter()
+        gc.enable()
+        return (t1 - t0) * 1e3
+
+    kernels = [fake_kernel(sig, name) for name, sig, _ in CHAIN]
+    bufs = {s: fake_buffer(4 * NMAX) for s in "xyz"}
+    print(f"Python work of a load, ms (best of {repeat + 1}); Python {sys.version.split()[0]}, "
+          f"pycudagraph {pcg.__version__}")
+    cols = ("file KiB", "container", "JSON", "check", "decode", "us/node", "rebuild*", "us/node")
+    print("nodes".rjust(7) + "".join(c.rjust(11) for c in cols))
+    for nodes in (1000, 10000):
+        data = files.encode(cpu_manifest(nodes), [("CUBN", b"\x7fELF" + bytes(16 << 10))])
+        gf = files.decode(data)
+        raw = gf.sections[0][1]
+        tags = [t for t, _ in gf.sections]
+        t_all = best(lambda: files.decode(data))
+        t_json = best(lambda: files._parse_manifest(raw))
+        t_check = best(lambda: check_manifest(gf.manifest, tags))
+
+        def rebuild():
+            loader = file_load._Loader(gf, bufs, None, "benchmark")
+            loader.kernels = kernels
+            loader.graph(StubGraph(), gf.manifest["root"])
+        t_build = best(rebuild)
+        cells = (len(data) / 1024, t_all - t_json - t_check, t_json, t_check, t_all,
+                 t_all / nodes * 1e3, t_build, t_build / nodes * 1e3)
+        print(f"{nodes:7d}" + "".join(f"{c:11.2f}" for c in cells))
+    print("rebuild*: the loader's node rebuild with add_kernel replaced by a stub (its own work)")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--nodes", type=int, default=1000)
     ap.add_argument("--buckets", type=int, default=20)
+    ap.add_argument("--cpu", action="store_true", help="time the Python work of a load, no GPU")
     opts = ap.parse_args()
+    if opts.cpu:
+        return cpu_main(opts.repeat)
     try:
         pcg.device_count()
     except pcg.CudaError as exc:
