@@ -22,7 +22,11 @@ Rows:
 
 Every row loads its module afresh (``cudaLibraryLoadData``). The results of the loaded and
 the rebuilt 1,000-node graph are compared before timing. Prints one table (milliseconds),
-then the file sizes and save times.
+then ``load + instantiate`` step by step: read + decode + check (``read_file``), bind +
+module load (slots bound, modules loaded, kernels found), node rebuild, instantiate; beside
+them the same ``add_kernel`` calls made from Python with the kernels at hand and what the
+loader adds per node on top of them; how many ``cudaLibraryLoadData`` one load of each set
+makes (1: its files share one module); then the file sizes and save times.
 
 ``--cpu`` needs no GPU: it times the Python work of a load for a 1,000- and a 10,000-node
 chain manifest written by ``files.encode`` (the manifest ``Graph.save`` writes for the
@@ -46,7 +50,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pycudagraph as pcg  # noqa: E402
-from pycudagraph.graph import file_load  # noqa: E402
+from pycudagraph.graph import file_load, file_modules  # noqa: E402
+from pycudagraph.graph import files as graph_files  # noqa: E402
 
 SRC = r'''
 extern "C" __global__ void axpy(float* y, const float* x, float a, int n) {
@@ -174,15 +179,15 @@ def cpu_main(repeat: int) -> int:
     def timed_once(fn) -> float:
         gc.collect()
         gc.disable()
-        t0 = time.perf_counter()
+        t0 = time.process_time()  # this process's CPU time: a busy machine does not count
         fn()
-        t1 = time.perf_counter()
+        t1 = time.process_time()
         gc.enable()
         return (t1 - t0) * 1e3
 
     kernels = [fake_kernel(sig, name) for name, sig, _ in CHAIN]
     bufs = {s: fake_buffer(4 * NMAX) for s in "xyz"}
-    print(f"Python work of a load, ms (best of {repeat + 1}); Python {sys.version.split()[0]}, "
+    print(f"Python work of a load, CPU ms (best of {repeat + 1}); Python {sys.version.split()[0]}, "
           f"pycudagraph {pcg.__version__}")
     cols = ("file KiB", "container", "JSON", "check", "decode", "us/node", "rebuild*", "us/node")
     print("nodes".rjust(7) + "".join(c.rjust(11) for c in cols))
@@ -192,12 +197,12 @@ def cpu_main(repeat: int) -> int:
         raw = gf.sections[0][1]
         tags = [t for t, _ in gf.sections]
         t_all = best(lambda: files.decode(data))
-        t_json = best(lambda: files._parse_manifest(raw))
+        t_json = best(lambda: files._parse_manifest(raw, keys_checked=False))  # as decode does
         t_check = best(lambda: check_manifest(gf.manifest, tags))
 
         def rebuild():
             loader = file_load._Loader(gf, bufs, None, "benchmark")
-            loader.kernels = kernels
+            loader.use(kernels)
             loader.graph(StubGraph(), gf.manifest["root"])
         t_build = best(rebuild)
         cells = (len(data) / 1024, t_all - t_json - t_check, t_json, t_check, t_all,
@@ -255,7 +260,7 @@ def main() -> int:
 
     def load_set(title):
         def run():
-            file_load._MODULES.clear()  # a fresh process has loaded no module yet
+            file_modules._MODULES.clear()  # a fresh process has loaded no module yet
             return [pcg.load(p, bind=bufs).instantiate() for p in files[title]]
         return run
 
@@ -272,6 +277,47 @@ def main() -> int:
             ks = kernels()
             return [capture(ks, bufs, nodes, n, stream).instantiate() for _, nodes, n in sets[title]]
         return run
+
+    def load_split(title):
+        """Median ms of each step of load + instantiate of a set, as ``pcg.load`` takes
+        them (read_file, _Loader.prepare, _Loader.build), then instantiate; and of the same
+        add_kernel calls made from Python with the kernels at hand."""
+        rounds = []
+        for r in range(opts.repeat + 1):
+            file_modules._MODULES.clear()
+            gc.collect()
+            gc.disable()
+            cells, keep = [0.0] * 5, []
+            for p, (_, nodes, n) in zip(files[title], sets[title]):
+                t0 = time.perf_counter()
+                gf = graph_files.read_file(p)
+                t1 = time.perf_counter()
+                loader = file_load._Loader(gf, bufs, None, str(p))
+                loader.prepare()
+                t2 = time.perf_counter()
+                g = loader.build()
+                t3 = time.perf_counter()
+                keep.append(g.instantiate())
+                t4 = time.perf_counter()
+                keep.append(build(ks, bufs, nodes, n))
+                t5 = time.perf_counter()
+                steps = (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)
+                cells = [c + d for c, d in zip(cells, steps)]
+            gc.enable()
+            for obj in keep:
+                obj.close()
+            if r:
+                rounds.append(cells)
+        return [statistics.median(col) * 1e3 for col in zip(*rounds)]
+
+    def module_loads(title) -> int:
+        """cudaLibraryLoadData calls of one pcg.load of every file of a set (1: one module)."""
+        file_modules._MODULES.clear()
+        with pcg.trace() as t:
+            execs = [pcg.load(p, bind=bufs).instantiate() for p in files[title]]
+        for exe in execs:
+            exe.close()
+        return sum("LibraryLoadData" in line for line in t.calls)
 
     rows = []
     for label, make in (("load + instantiate", load_set),
@@ -296,6 +342,22 @@ def main() -> int:
     base = rows[0][1]
     for label, cells in rows[1:]:
         print(f"{label} / load:".ljust(width) + "".join(f"{c / b:21.1f}x" for c, b in zip(cells, base)))
+    splits = [load_split(title) for title in titles]
+    width = 42
+    print(f"\nload + instantiate, step by step, ms (median of {opts.repeat})")
+    print("".ljust(width) + "".join(t.rjust(22) for t in titles))
+    steps = ("read + decode + check", "bind + module load", "node rebuild",
+             "instantiate", "(add_kernel from Python)")
+    for i, step in enumerate(steps):
+        print(f"  {step}".ljust(width) + "".join(f"{c[i]:22.2f}" for c in splits))
+    counts = {t: sum(n for _, n, _ in sets[t]) for t in titles}
+    print("  node rebuild - add_kernel, us/node".ljust(width)
+          + "".join(f"{(c[2] - c[4]) * 1e3 / counts[t]:22.2f}" for c, t in zip(splits, titles)))
+    loads = [module_loads(title) for title in titles]
+    print("  cudaLibraryLoadData per load of the set".ljust(width)
+          + "".join(f"{n:22d}" for n in loads))
+    if any(n != 1 for n in loads):
+        print("  (expected 1: every file of a set shares one module)")
     for title in titles:
         ms, nbytes = saved[title]
         print(f"{title}: {len(files[title])} file(s), {nbytes / 1024:.0f} KiB, saved in {ms:.1f} ms")
