@@ -186,6 +186,7 @@ class _Checker(NodeChecks):
         self.obj(n, where, ("id", "type") + required, optional)
         getattr(self, method)(n, where, handles, depth, nid)
 
+
 def check_manifest(manifest, tags, lenient: bool = False) -> Checked:
     """Check a decoded manifest against the format; :class:`GraphFileError` naming the field
     (``manifest: root.nodes[3] (kernel).args[1].hex: ...``) otherwise. No CUDA call.
