@@ -22,7 +22,17 @@ Rows:
 
 Every row loads its module afresh (``cudaLibraryLoadData``). The results of the loaded and
 the rebuilt 1,000-node graph are compared before timing. Prints one table (milliseconds),
-then the file sizes and save times.
+then ``load + instantiate`` step by step: read + decode + check (``read_file``), bind +
+module load (slots bound, modules loaded, kernels found), node rebuild, instantiate; beside
+them the same ``add_kernel`` calls made from Python with the kernels at hand and what the
+loader adds per node on top of them; how many ``cudaLibraryLoadData`` one load of each set
+makes (1: its files share one module); then the file sizes and save times.
+
+``--cpu`` needs no GPU: it times the Python work of a load for a 1,000- and a 10,000-node
+chain manifest written by ``files.encode`` (the manifest ``Graph.save`` writes for the
+chain): the container (header, checksum, table), the JSON parse, the schema check, and the
+loader's rebuild of the nodes with ``add_kernel`` replaced by a stub (what the loader adds
+on top of ``add_kernel`` itself).
 """
 from __future__ import annotations
 
@@ -30,6 +40,7 @@ import argparse
 import gc
 import os
 import statistics
+import struct
 import sys
 import tempfile
 import time
@@ -39,7 +50,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pycudagraph as pcg  # noqa: E402
-from pycudagraph.graph import file_load  # noqa: E402
+from pycudagraph.graph import file_load, file_modules  # noqa: E402
+from pycudagraph.graph import files as graph_files  # noqa: E402
 
 SRC = r'''
 extern "C" __global__ void axpy(float* y, const float* x, float a, int n) {
@@ -119,12 +131,98 @@ def timed(fn, repeat: int) -> float:
     return statistics.median(times)
 
 
+# --------------------------------------------------------------------------- --cpu
+
+#: the chain's kernels: name, signature, which of its parameters are pointers to slots
+CHAIN = [("axpy", "float* y, const float* x, float a, int n", "yx"),
+         ("scale", "float* y, float a, int n", "y"),
+         ("add3", "float* out, const float* a, const float* b, int n", "zyx"),
+         ("relu", "float* y, int n", "z")]
+
+
+def cpu_manifest(nodes: int) -> dict:
+    """The manifest ``Graph.save`` writes for the chain (four kernels in turn), no GPU."""
+    def args(name):
+        slots = {"axpy": "yx", "scale": "y", "add3": "zyx", "relu": "z"}[name]
+        out = [{"hex": (0x7F0000000000 + 0x100000 * "xyz".index(s)).to_bytes(8, "little").hex(),
+                "relocs": [[0, {"slot": s, "offset": 0}]]} for s in slots]
+        if name in ("axpy", "scale"):
+            out.append({"hex": struct.pack("<f", 0.5).hex(), "relocs": []})
+        return out + [{"hex": struct.pack("<i", NMAX).hex(), "relocs": []}]
+    kernels = [{"name": name, "module": 0, "signature": sig,
+                "sizes": [8] * len(ptrs) + [4] * (sig.count(",") + 1 - len(ptrs))}
+               for name, sig, ptrs in CHAIN]
+    grid = [(NMAX + BLOCK - 1) // BLOCK, 1, 1]
+    node_list = [{"id": i, "type": "kernel", "kernel": i % 4, "grid": grid, "block": [BLOCK, 1, 1],
+                  "shared_mem": 0, "args": args(CHAIN[i % 4][0])} for i in range(nodes)]
+    return {"format": "pycudagraph.graph", "writer": "benchmark", "arch": "sm_90",
+            "slots": {s: {"kind": "device", "nbytes": 4 * NMAX} for s in "xyz"},
+            "modules": [{"name": "startup.cu", "arch": "sm_90", "cubin": 1, "ptx": None}],
+            "kernels": kernels,
+            "root": {"handles": [], "nodes": node_list,
+                     "edges": [[i, i + 1, "default"] for i in range(nodes - 1)]}}
+
+
+def cpu_main(repeat: int) -> int:
+    """Time decode (container, JSON, schema check) and the loader's node rebuild on a CPU."""
+    from pycudagraph.graph import files
+    from pycudagraph.graph.file_schema import check_manifest
+    from tests.support.fakes import fake_buffer, fake_kernel
+
+    class StubGraph:  # the loader's add_kernel calls land here: no CUDA
+        def add_kernel(self, *args, **attrs):
+            return None
+
+    def best(fn) -> float:
+        return min(timed_once(fn) for _ in range(repeat + 1))
+
+    def timed_once(fn) -> float:
+        gc.collect()
+        gc.disable()
+        t0 = time.process_time()  # this process's CPU time: a busy machine does not count
+        fn()
+        t1 = time.process_time()
+        gc.enable()
+        return (t1 - t0) * 1e3
+
+    kernels = [fake_kernel(sig, name) for name, sig, _ in CHAIN]
+    bufs = {s: fake_buffer(4 * NMAX) for s in "xyz"}
+    print(f"Python work of a load, CPU ms (best of {repeat + 1}); Python {sys.version.split()[0]}, "
+          f"pycudagraph {pcg.__version__}")
+    cols = ("file KiB", "container", "JSON", "check", "us/node", "decode", "us/node", "rebuild*",
+            "us/node")
+    print("nodes".rjust(7) + "".join(c.rjust(11) for c in cols))
+    for nodes in (1000, 10000):
+        data = files.encode(cpu_manifest(nodes), [("CUBN", b"\x7fELF" + bytes(16 << 10))])
+        gf = files.decode(data)
+        raw = gf.sections[0][1]
+        tags = [t for t, _ in gf.sections]
+        t_all = best(lambda: files.decode(data))
+        t_json = best(lambda: files._parse_manifest(raw, keys_checked=False))  # as decode does
+        t_check = best(lambda: check_manifest(gf.manifest, tags))
+
+        def rebuild():
+            loader = file_load._Loader(gf, bufs, None, "benchmark")
+            loader.use(kernels)
+            loader.graph(StubGraph(), gf.manifest["root"])
+        t_build = best(rebuild)
+        cells = (len(data) / 1024, t_all - t_json - t_check, t_json, t_check,
+                 t_check / nodes * 1e3, t_all, t_all / nodes * 1e3, t_build, t_build / nodes * 1e3)
+        print(f"{nodes:7d}" + "".join(f"{c:11.2f}" for c in cells))
+    print("container: decode less JSON and check (header, checksum, section table, key count);")
+    print("rebuild*: the loader's node rebuild with add_kernel replaced by a stub (its own work)")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--nodes", type=int, default=1000)
     ap.add_argument("--buckets", type=int, default=20)
+    ap.add_argument("--cpu", action="store_true", help="time the Python work of a load, no GPU")
     opts = ap.parse_args()
+    if opts.cpu:
+        return cpu_main(opts.repeat)
     try:
         pcg.device_count()
     except pcg.CudaError as exc:
@@ -164,7 +262,7 @@ def main() -> int:
 
     def load_set(title):
         def run():
-            file_load._MODULES.clear()  # a fresh process has loaded no module yet
+            file_modules._MODULES.clear()  # a fresh process has loaded no module yet
             return [pcg.load(p, bind=bufs).instantiate() for p in files[title]]
         return run
 
@@ -181,6 +279,47 @@ def main() -> int:
             ks = kernels()
             return [capture(ks, bufs, nodes, n, stream).instantiate() for _, nodes, n in sets[title]]
         return run
+
+    def load_split(title):
+        """Median ms of each step of load + instantiate of a set, as ``pcg.load`` takes
+        them (read_file, _Loader.prepare, _Loader.build), then instantiate; and of the same
+        add_kernel calls made from Python with the kernels at hand."""
+        rounds = []
+        for r in range(opts.repeat + 1):
+            file_modules._MODULES.clear()
+            gc.collect()
+            gc.disable()
+            cells, keep = [0.0] * 5, []
+            for p, (_, nodes, n) in zip(files[title], sets[title]):
+                t0 = time.perf_counter()
+                gf = graph_files.read_file(p)
+                t1 = time.perf_counter()
+                loader = file_load._Loader(gf, bufs, None, str(p))
+                loader.prepare()
+                t2 = time.perf_counter()
+                g = loader.build()
+                t3 = time.perf_counter()
+                keep.append(g.instantiate())
+                t4 = time.perf_counter()
+                keep.append(build(ks, bufs, nodes, n))
+                t5 = time.perf_counter()
+                steps = (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)
+                cells = [c + d for c, d in zip(cells, steps)]
+            gc.enable()
+            for obj in keep:
+                obj.close()
+            if r:
+                rounds.append(cells)
+        return [statistics.median(col) * 1e3 for col in zip(*rounds)]
+
+    def module_loads(title) -> int:
+        """cudaLibraryLoadData calls of one pcg.load of every file of a set (1: one module)."""
+        file_modules._MODULES.clear()
+        with pcg.trace() as t:
+            execs = [pcg.load(p, bind=bufs).instantiate() for p in files[title]]
+        for exe in execs:
+            exe.close()
+        return sum("LibraryLoadData" in line for line in t.calls)
 
     rows = []
     for label, make in (("load + instantiate", load_set),
@@ -205,6 +344,22 @@ def main() -> int:
     base = rows[0][1]
     for label, cells in rows[1:]:
         print(f"{label} / load:".ljust(width) + "".join(f"{c / b:21.1f}x" for c, b in zip(cells, base)))
+    splits = [load_split(title) for title in titles]
+    width = 42
+    print(f"\nload + instantiate, step by step, ms (median of {opts.repeat})")
+    print("".ljust(width) + "".join(t.rjust(22) for t in titles))
+    steps = ("read + decode + check", "bind + module load", "node rebuild",
+             "instantiate", "(add_kernel from Python)")
+    for i, step in enumerate(steps):
+        print(f"  {step}".ljust(width) + "".join(f"{c[i]:22.2f}" for c in splits))
+    counts = {t: sum(n for _, n, _ in sets[t]) for t in titles}
+    print("  node rebuild - add_kernel, us/node".ljust(width)
+          + "".join(f"{(c[2] - c[4]) * 1e3 / counts[t]:22.2f}" for c, t in zip(splits, titles)))
+    loads = [module_loads(title) for title in titles]
+    print("  cudaLibraryLoadData per load of the set".ljust(width)
+          + "".join(f"{n:22d}" for n in loads))
+    if any(n != 1 for n in loads):
+        print("  (expected 1: every file of a set shares one module)")
     for title in titles:
         ms, nbytes = saved[title]
         print(f"{title}: {len(files[title])} file(s), {nbytes / 1024:.0f} KiB, saved in {ms:.1f} ms")

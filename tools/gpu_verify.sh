@@ -8,6 +8,11 @@
 #   bash tools/gpu_verify.sh cu12     # GPU suite on cuda-bindings 12.9 + NVRTC 12; soak      (1 GPU)
 #   bash tools/gpu_verify.sh show     # demo, demo --decode, demo --torch; benchmarks twice (1 GPU)
 #   (cu12only, demos, bench: the parts of cu12 and show alone, for reruns)
+#   bash tools/gpu_verify.sh final-suites   # the GPU suite three ways at once: compiled,
+#                                   # PYCUDAGRAPH_NO_NATIVE=1, cuda-bindings 12.9 (carry .whl) (1 GPU)
+#   bash tools/gpu_verify.sh final-bench [RUNS]  # pycudagraph before (./.before, a copy of an
+#                                   # earlier commit) and after, twice each, alternating; then
+#                                   # python -m benchmarks --runs RUNS (default 3); the soak (1 GPU)
 #   bash tools/gpu_verify.sh multi    # multi-tests, then multi-bench, on the GPUs present
 #   bash tools/gpu_verify.sh multi-tests [N]  # tests/multi_gpu at 2, 4, 8 GPUs (N: only N) (2+ GPUs)
 #   bash tools/gpu_verify.sh multi-bench [quick]  # setup check, graph, NCCL and PyTorch examples
@@ -31,6 +36,38 @@ multi_setup() {  # the GPUs, their links, nccl4py from ./.whl/nccl, the multicas
 summary() { grep -E "passed|failed|error" "$1" | tail -1; }
 
 case "${1:-}" in
+final-suites)
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    python3 setup.py build_ext --inplace > "$out/build.log" 2>&1; echo "build rc=$?"
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
+        .whl/cupti/*.whl >> "$out/build.log" 2>&1 && export PYTHONPATH=$PYTHONPATH:/tmp/site
+    args=(-m gpu -q -rs -p no:cacheprovider)
+    PYCUDAGRAPH_NO_NATIVE=1 timeout 520 python3 -m pytest "${args[@]}" > "$out/gpu_ctypes.log" 2>&1 &
+    ctypes_pid=$!
+    timeout 520 bash tools/gpu_cu12.sh "${args[@]}" > "$out/gpu_cu12.log" 2>&1 &
+    cu12_pid=$!
+    timeout 520 python3 -m pytest "${args[@]}" > "$out/gpu_native.log" 2>&1
+    wait $ctypes_pid $cu12_pid
+    for log in native ctypes cu12; do echo "$log: $(summary "$out/gpu_$log.log")"; done
+    grep -iE "^cuda-bindings|^NVRTC" "$out/gpu_cu12.log" | head -2
+    grep -h -E "^(FAILED|ERROR)" "$out"/gpu_*.log | head -30
+    ;;
+final-bench)
+    runs=${2:-3}
+    (cd .before && python3 setup.py build_ext --inplace > /dev/null 2>&1); python3 setup.py build_ext --inplace > /dev/null 2>&1
+    for run in A B; do
+        step "pycudagraph before ($run)"
+        (cd .before && PYTHONPATH=$PWD timeout 100 python3 -m benchmarks --peers pcg --out "/tmp/before_$run") >> "$out/bench_before.txt" 2>&1
+        step "pycudagraph after ($run)"
+        timeout 100 python3 -m benchmarks --peers pcg --out "/tmp/after_$run" >> "$out/bench_after.txt" 2>&1
+    done
+    tail -16 "$out/bench_before.txt"; tail -16 "$out/bench_after.txt"
+    step "head to head, $runs runs"
+    timeout 330 python3 -m benchmarks --runs "$runs" --out "$out/h2h" > "$out/bench_h2h.txt" 2>&1
+    echo "rc=$?"; tail -40 "$out/bench_h2h.txt"
+    step "soak"
+    timeout 60 python3 tools/soak.py > "$out/soak.txt" 2>&1; tail -5 "$out/soak.txt"
+    ;;
 suites)
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
     step "build the compiled hot path in place"

@@ -11,63 +11,51 @@ architectures. The graph is then built with the ordinary builders, so it is an o
 
 from __future__ import annotations
 
-import hashlib
-import re
 import struct
-import weakref
 
 import numpy as np
 
 from .._cuda import call, check, context, dr
 from ..compile.kernel import Kernel
 from ..compile.program import Module, device_arch
-from ..errors import CudaError, GraphFileError, PyCudaGraphError
+from ..errors import GraphFileError, PyCudaGraphError
 from ..nodes.attributes import AccessPolicyWindow
 from ..nodes.captured_kernel import CapturedKernelNode
+from .file_modules import image_plan, load_module, parse_arch
+from .file_schema import NODE_TYPES
 from .file_slots import Address, DeviceView, HeldBytes, bind_slots
-from .files import read_file
+from .files import gc_paused, read_file
 from .graph import Graph
 from .host_registry import host_fn
 from ..runtime.values import path_arg
 
-__all__ = ["load", "image_plan", "parse_arch"]
+__all__ = ["load", "image_plan", "parse_arch"]  # (those two live in .file_modules)
 
 _U64 = struct.Struct("<Q")
-#: sha256 of (name, kind, image) -> a loaded Module: graphs loaded from several files that
-#: share a module share one cudaLibraryLoadData
-_MODULES: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
-_ARCH = re.compile(r"(?:sm|compute)_(\d)(\d+)?([af]?)$")
 
 
-def parse_arch(text: str):
-    """``"sm_90a"`` -> ``(9, 0, "a")``; ``None`` when it is not an architecture name. No CUDA call."""
-    m = _ARCH.match(text or "")
-    if m is None:
-        return None
-    digits = m.group(1) + (m.group(2) or "")
-    return int(digits[:-1] or 0), int(digits[-1]), m.group(3)
+def _reader(p):
+    """``(unpack, kind)`` of a kernel parameter: ``unpack(data)[0]`` is the value of its
+    bytes when no relocation applies (None for bytes values: structs, vectors, bfloat16)."""
+    if p.kind in ("struct", "vector", "bfloat16"):
+        return None, p.kind
+    return struct.Struct("<" + ("Q" if p.kind in ("pointer", "handle") else p.fmt)).unpack, p.kind
 
 
-def _ptx_target(ptx: str) -> str:
-    m = re.search(r"^\s*\.target\s+(\w+)", ptx, re.M)
-    return m.group(1) if m else ""
-
-
-def image_plan(arch: str, has_cubin: bool, ptx: str, device: str) -> list:
-    """Which stored images to try on a GPU of architecture ``device``, in order: ``"cubin"``
-    when a CUBIN for ``arch`` runs there (same major version, same or newer minor; exactly
-    the same for an ``a`` CUBIN), then ``"ptx"`` when its ``.target`` is not newer than the
-    GPU. Unknown architectures are tried. No CUDA call."""
-    d = parse_arch(device)
-    plan = []
-    c = parse_arch(arch)
-    if has_cubin and (c is None or d is None or (
-            c[:2] == d[:2] if c[2] == "a" else (c[0] == d[0] and d[1] >= c[1]))):
-        plan.append("cubin")
-    t = parse_arch(_ptx_target(ptx)) if ptx else None
-    if ptx and (t is None or d is None or (t[:2] == d[:2] if t[2] == "a" else d[:2] >= t[:2])):
-        plan.append("ptx")
-    return plan
+def _value(kind: str, data: bytes, keep: list, unpack=None):
+    """A kernel argument's bytes as the value its parameter (of ``kind``, ``unpack`` from
+    :func:`_reader`) packs to the same bytes, keeping ``keep`` alive."""
+    if kind == "pointer":
+        v = _U64.unpack(data)[0]
+        return Address(v, keep) if keep else v
+    if kind == "handle":
+        return keep[0] if keep else _U64.unpack(data)[0]
+    if kind in ("struct", "vector"):
+        return HeldBytes(data, keep)
+    if kind == "bfloat16":
+        bits = struct.unpack("<H", data)[0]
+        return float(np.array([bits << 16], np.uint32).view(np.float32)[0])
+    return unpack(data)[0]
 
 
 class _Loader:
@@ -77,9 +65,13 @@ class _Loader:
         self.bound = bind_slots(self.m["slots"], bind)
         self.modules: dict = {}
         self.kernels: list = []
+        self.readers: list = []  # per kernel: (unpack, kind) per parameter, or None
+        self.args = gf.kernel_args  # node id -> argument bytes, decoded by the check
+        self.pointers: dict = {}  # (slot, offset) -> the Address a pointer argument takes
         self.handles: dict = {}
         self.allocs: dict = {}
         self.device = ""
+        self.adders = {t: getattr(self, f"add_{t}") for t in NODE_TYPES}
 
     def fail(self, what: str):
         raise GraphFileError(f"{self.source}: {what}")
@@ -114,45 +106,39 @@ class _Loader:
                       f"pycudagraph did not compile ({', '.join(names)}): pass "
                       "resolve=lambda name: function_handle")
 
-    def load_kernels(self) -> None:
-        """Every module loaded and kernel found (``cudaLibraryLoadData``, ``cudaLibraryGetKernel``)."""
+    def prepare(self) -> None:
+        """Everything before the first node: host functions and resolver checked, then
+        every module loaded once and every kernel found (``cudaLibraryLoadData``,
+        ``cudaLibraryGetKernel``)."""
+        self.check_needs()
+        context.ensure_device()
         self.device = device_arch()
-        self.kernels = [self.kernel(i, k) for i, k in enumerate(self.m["kernels"])]
+        self.use([self.kernel(i, k) for i, k in enumerate(self.m["kernels"])])
+
+    def use(self, kernels: list) -> None:
+        """Build with ``kernels``: per kernel of the manifest, a :class:`Kernel` or the
+        ``CUfunction`` of one pycudagraph did not compile (an int). No CUDA call."""
+        self.kernels = kernels
+        self.readers = [[_reader(p) for p in k.layout.params] if isinstance(k, Kernel) else None
+                        for k in kernels]
+
+    def build(self) -> Graph:
+        """The graph, node by node with the ordinary builders."""
+        g = Graph()
+        self.graph(g, self.m["root"])
+        return g
 
     def module(self, i: int) -> Module:
         mod = self.modules.get(i)
-        if mod is not None:
-            return mod
-        e = self.m["modules"][i]
-        cubin = self.gf.section(e["cubin"], "CUBN") if e["cubin"] is not None else None
-        try:
-            ptx = self.gf.section(e["ptx"], "PTX_").decode("utf-8") if e["ptx"] is not None else ""
-        except UnicodeDecodeError:
-            self.fail(f"module {e['name']!r}: its PTX is not UTF-8 text")
-        plan = image_plan(e["arch"], cubin is not None, ptx, self.device)
-        if not plan:
-            have = (f"a CUBIN for {e['arch'] or 'an unknown architecture'}" if cubin else "no CUBIN")
-            have += f" and PTX for {_ptx_target(ptx) or '?'}" if ptx else " and no PTX"
-            self.fail(f"module {e['name']!r} has {have}; this GPU is {self.device}: save the "
-                      "graph on (or compile it for) this architecture, or keep its PTX")
-        errors = []
-        for kind in plan:
-            image = cubin if kind == "cubin" else ptx.encode("utf-8") + b"\0"
-            key = hashlib.sha256(e["name"].encode() + kind.encode() + image).digest()
-            mod = _MODULES.get(key)
-            if mod is None:
-                arch = e["arch"] if kind == "cubin" else _ptx_target(ptx)
-                mod = Module(image, name=e["name"], arch=arch, ptx=ptx)
-                try:
-                    mod.handle  # noqa: B018 - cudaLibraryLoadData now, not at the first node
-                except CudaError as exc:
-                    errors.append(f"its {kind}: {exc}")
-                    continue
-                _MODULES[key] = mod
-            self.modules[i] = mod
-            return mod
-        self.fail(f"module {e['name']!r}: this GPU ({self.device}) loads none of its images: "
-                  + "; ".join(errors))
+        if mod is None:
+            e = self.m["modules"][i]
+            cubin = self.gf.section(e["cubin"], "CUBN") if e["cubin"] is not None else None
+            ptx = self.gf.section(e["ptx"], "PTX_") if e["ptx"] is not None else b""
+            try:
+                mod = self.modules[i] = load_module(e["name"], e["arch"], cubin, ptx, self.device)
+            except GraphFileError as exc:
+                self.fail(str(exc))
+        return mod
 
     def kernel(self, i: int, e: dict):
         if e["module"] is None:
@@ -201,10 +187,11 @@ class _Loader:
                 deps_of.setdefault(b, []).append(a)
             else:
                 ported.append((a, b, port))
+        adders = self.adders
         for j, nd in enumerate(gd["nodes"]):
             deps = [nodes[i] for i in deps_of.get(j, ())]
             try:
-                nodes.append(getattr(self, f"add_{nd['type']}")(g, nd, deps))
+                nodes.append(adders[nd["type"]](g, nd, deps))
             except GraphFileError:
                 raise
             except (PyCudaGraphError, ValueError, TypeError) as exc:
@@ -232,21 +219,29 @@ class _Loader:
         ptr, nbytes = self.allocs[ref["alloc"]]
         return DeviceView(None, ptr + ref["offset"], nbytes - ref["offset"])
 
-    @staticmethod
-    def value(p, data: bytes, keep: list):
-        """A kernel argument's bytes as the value its parameter packs to the same bytes."""
-        kind = p.kind
-        if kind == "pointer":
-            v = _U64.unpack(data)[0]
-            return Address(v, keep) if keep else v
-        if kind == "handle":
-            return keep[0] if keep else _U64.unpack(data)[0]
-        if kind in ("struct", "vector"):
-            return HeldBytes(data, keep)
-        if kind == "bfloat16":
-            bits = struct.unpack("<H", data)[0]
-            return float(np.array([bits << 16], np.uint32).view(np.float32)[0])
-        return struct.unpack("<" + p.fmt, data)[0]
+    def relocated(self, data: bytes, relocs: list):
+        """(argument bytes with every relocation written in, the objects they keep alive)."""
+        data, keep = bytearray(data), []
+        for at, ref in relocs:
+            value, obj = self.target(ref)
+            _U64.pack_into(data, at, value)
+            if obj is not None:
+                keep.append(obj)
+        return bytes(data), keep
+
+    def pointer(self, relocs: list):
+        """The value of a pointer argument relocated to one place: an :class:`Address`
+        keeping its buffer alive (one per place, shared by the nodes), or an int."""
+        ref = relocs[0][1]
+        if "slot" not in ref:
+            value, obj = self.target(ref)
+            return Address(value, [obj]) if obj is not None else value
+        key = (ref["slot"], ref["offset"])
+        addr = self.pointers.get(key)
+        if addr is None:
+            b = self.bound[key[0]]
+            addr = self.pointers[key] = Address(b.addr + key[1], [b.obj])
+        return addr
 
     def attributes(self, nd: dict) -> dict:
         out = dict(nd.get("attributes", {}))
@@ -259,26 +254,34 @@ class _Loader:
         return out
 
     def add_kernel(self, g, nd, deps):
-        k = self.kernels[nd["kernel"]]
-        raw = []
-        for a in nd["args"]:
-            data, keep = bytearray.fromhex(a["hex"]), []
-            for at, ref in a["relocs"]:
-                value, obj = self.target(ref)
-                _U64.pack_into(data, at, value)
-                if obj is not None:
-                    keep.append(obj)
-            raw.append((bytes(data), keep))
-        grid, block, attrs = tuple(nd["grid"]), tuple(nd["block"]), self.attributes(nd)
-        if isinstance(k, Kernel):
-            args = [self.value(p, d, keep) for p, (d, keep) in zip(k.layout.params, raw)]
-            return g.add_kernel(k, grid, block, args, nd["shared_mem"], deps, **attrs)
-        node = CapturedKernelNode.build_function(g.table, deps, k, grid, block, nd["shared_mem"],
-                                                 [d for d, _ in raw],
-                                                 [o for _, keep in raw for o in keep])
-        for name, value in attrs.items():
-            node.set_attribute(name, value)
-        return node
+        k, readers = self.kernels[nd["kernel"]], self.readers[nd["kernel"]]
+        grid, block = nd["grid"], nd["block"]
+        if readers is None:  # a function pycudagraph did not compile: bytes by index
+            raw = [self.relocated(d, a["relocs"]) if a["relocs"] else (d, ())
+                   for d, a in zip(self.args[nd["id"]], nd["args"])]
+            node = CapturedKernelNode.build_function(g.table, deps, k, tuple(grid), tuple(block),
+                                                     nd["shared_mem"], [d for d, _ in raw],
+                                                     [o for _, keep in raw for o in keep])
+            for name, value in self.attributes(nd).items():
+                node.set_attribute(name, value)
+            return node
+        # 1-D as ints, as a launch from Python passes them: add_kernel's compiled path takes
+        # those (and tuples through its checked path)
+        grid = grid[0] if grid[1] == grid[2] == 1 else tuple(grid)
+        block = block[0] if block[1] == block[2] == 1 else tuple(block)
+        args = []
+        for (unpack, kind), data, a in zip(readers, self.args[nd["id"]], nd["args"]):
+            relocs = a["relocs"]
+            if not relocs:
+                args.append(unpack(data)[0] if unpack is not None else _value(kind, data, []))
+            elif kind == "pointer" and len(relocs) == 1 and relocs[0][0] == 0 and len(data) == 8:
+                args.append(self.pointer(relocs))
+            else:
+                args.append(_value(kind, *self.relocated(data, relocs), unpack))
+        if "attributes" in nd:
+            return g.add_kernel(k, grid, block, args, nd["shared_mem"], deps,
+                                **self.attributes(nd))
+        return g.add_kernel(k, grid, block, args, nd["shared_mem"], deps)
 
     def add_memcpy(self, g, nd, deps):
         return g.add_memcpy(self.memory(nd["dst"]), self.memory(nd["src"]), nd["nbytes"], deps)
@@ -367,11 +370,7 @@ def load(path, bind: dict | None = None, resolve=None) -> Graph:
     by field before use.
     """
     path = path_arg(path, "load: path")
-    gf = read_file(path)
-    loader = _Loader(gf, bind, resolve, str(path))
-    loader.check_needs()
-    context.ensure_device()
-    loader.load_kernels()
-    g = Graph()
-    loader.graph(g, gf.manifest["root"])
-    return g
+    with gc_paused():
+        loader = _Loader(read_file(path), bind, resolve, str(path))
+        loader.prepare()
+        return loader.build()

@@ -25,18 +25,20 @@ executed: the manifest is parsed by ``json`` and checked field by field.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
 import struct
 import tempfile
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import GraphFileError
 
 __all__ = ["MAGIC", "VERSION", "TAGS", "MAX_FILE_BYTES", "GraphFile", "encode", "decode",
-           "read_file", "write_file", "reseal", "HEADER_SIZE", "ENTRY_SIZE"]
+           "read_file", "write_file", "reseal", "HEADER_SIZE", "ENTRY_SIZE", "gc_paused"]
 
 MAGIC = b"\x89PCGRAF\n"
 #: (major, minor) this pycudagraph writes. A newer minor is read (new optional fields are
@@ -58,11 +60,13 @@ _SUM = slice(24, 56)
 
 @dataclass(frozen=True)
 class GraphFile:
-    """A decoded graph file: its version, its manifest (checked) and its sections."""
+    """A decoded graph file: its version, its manifest (checked), its sections, and each
+    kernel node's arguments as bytes (``{node id: [bytes, ...]}``, before relocation)."""
 
     version: tuple
     manifest: dict
     sections: tuple  # (tag str, bytes) per section; section 0 is the manifest
+    kernel_args: dict = field(default_factory=dict, compare=False, repr=False)
 
     def section(self, index: int, tag: str) -> bytes:
         """The bytes of section ``index``, which must carry ``tag``. No CUDA call."""
@@ -70,6 +74,21 @@ class GraphFile:
         if got != tag:
             raise GraphFileError(f"section {index} is {got!r}, expected {tag!r}")
         return data
+
+
+@contextmanager
+def gc_paused():
+    """Hold the garbage collector off while a file's many small objects are made (the
+    manifest's values, a graph's nodes): it would otherwise walk every object of the
+    process several times over, for nothing to collect. No CUDA call."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _digest(data) -> bytes:
@@ -174,12 +193,18 @@ def _no_constant(name):
     raise GraphFileError(f"the manifest holds {name}, which JSON does not allow")
 
 
-def _parse_manifest(raw: bytes) -> dict:
+_PAIRS = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+_PLAIN = json.JSONDecoder(parse_constant=_no_constant)  # a repeated key: the last one wins
+
+
+def _parse_manifest(raw: bytes, keys_checked: bool = True) -> dict:
+    """The manifest as a value; with ``keys_checked``, a repeated key is refused while
+    parsing (a Python call per object), else :func:`_read_manifest` finds it by counting."""
     if len(raw) > MAX_MANIFEST_BYTES:
         raise GraphFileError(f"the manifest is {len(raw)} bytes; at most {MAX_MANIFEST_BYTES}")
     try:
         text = raw.decode("utf-8")
-        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        value = (_PAIRS if keys_checked else _PLAIN).decode(text)
     except UnicodeDecodeError as exc:
         raise GraphFileError(f"the manifest is not UTF-8 ({exc.reason} at byte {exc.start})") from None
     except RecursionError:
@@ -193,6 +218,27 @@ def _parse_manifest(raw: bytes) -> dict:
     return value
 
 
+def _read_manifest(raw: bytes, tags: list, lenient: bool):
+    """``(manifest, Checked)``: the manifest parsed and checked, every error as the key-
+    checking parse and the check name it. The parse runs without a Python call per object;
+    a repeated key then makes the members the check counts fall short of the ``:`` in the
+    text (each member has one, a string may hold more), and only then, or on an error, the
+    key-checking parse runs to name it (strings with ``:`` in them cost a second parse)."""
+    from .file_schema import check_manifest
+    if lenient:  # fields the check does not know are not counted: check keys while parsing
+        manifest = _parse_manifest(raw)
+        return manifest, check_manifest(manifest, tags, True)
+    try:
+        manifest = _parse_manifest(raw, keys_checked=False)
+        checked = check_manifest(manifest, tags)
+    except GraphFileError:
+        _parse_manifest(raw)  # a repeated key is named before anything else
+        raise
+    if checked.members != raw.count(b":"):
+        _parse_manifest(raw)
+    return manifest, checked
+
+
 def decode(data, source: str = "graph file") -> GraphFile:
     """Check and decode the bytes of a graph file. No CUDA call.
 
@@ -203,7 +249,6 @@ def decode(data, source: str = "graph file") -> GraphFile:
         truncated (and where), corrupted (checksum), a bad section table, a manifest that
         is not JSON or breaks the schema (:func:`.file_schema.check_manifest`).
     """
-    from .file_schema import check_manifest
     try:
         mv = memoryview(data)
         if len(mv) < 8 and MAGIC.startswith(bytes(mv)):
@@ -229,9 +274,10 @@ def decode(data, source: str = "graph file") -> GraphFile:
             raise GraphFileError(f"the header lists {count} sections, which do not fit the file")
         entries = _table(mv, count)
         sections = tuple((name, bytes(mv[off:off + n])) for name, off, n in entries)
-        manifest = _parse_manifest(sections[0][1])
-        check_manifest(manifest, [name for name, _ in sections], minor > VERSION[1])
-        return GraphFile((major, minor), manifest, sections)
+        with gc_paused():
+            manifest, checked = _read_manifest(sections[0][1], [name for name, _ in sections],
+                                               minor > VERSION[1])
+        return GraphFile((major, minor), manifest, sections, checked.kernel_args)
     except GraphFileError as exc:
         raise GraphFileError(f"{source}: {exc}") from None
 

@@ -8,7 +8,9 @@
   shows no ``nvrtcCompileProgram`` and no stream capture. The loaded graph is then updated
   (``set_arg``), saved again and loaded again;
 * a file written by the CPU-side writer around a CUBIN for another architecture: refused
-  with a clear error without PTX, run through the PTX with it.
+  with a clear error without PTX, run through the PTX with it;
+* three loads of files that share a module make one ``cudaLibraryLoadData``, and a loaded
+  graph keeps the buffers bound to its slots alive.
 """
 
 import os
@@ -227,6 +229,45 @@ print("HEALTHY through the PTX")
 '''
 
 
+SHARED = '''
+import gc
+import sys
+import weakref
+import numpy as np
+import pycudagraph as pcg
+
+a, b, N = sys.argv[1], sys.argv[2], 1024
+axpy = pcg.Program(SRC, name="shared.cu").compile()["axpy"]
+x = pcg.DeviceBuffer.from_array(np.zeros(N, np.float32))
+y = pcg.DeviceBuffer.from_array(np.zeros(N, np.float32))
+g, prev = pcg.Graph(), ()
+for _ in range(3):
+    prev = (g.add_kernel(axpy, (N + 255) // 256, 256, (y, x, 2.0, N), deps=prev),)
+for path in (a, b):
+    g.save(path, slots={"x": x, "y": y})
+
+xs = np.arange(N, dtype=np.float32) + 1
+x2, y2 = pcg.DeviceBuffer.from_array(xs), pcg.DeviceBuffer.from_array(np.zeros(N, np.float32))
+with pcg.trace() as t:
+    graphs = [pcg.load(p, bind={"x": x2, "y": y2}) for p in (a, b, a)]
+loads = [r for r in t.records if r.api == "cudaLibraryLoadData"]
+assert len(loads) == 1, f"{len(loads)} module loads for three files of one module"
+print("ONE MODULE LOAD")
+
+exe = graphs[0].instantiate()
+del graphs
+held = weakref.ref(x2)
+del x2
+gc.collect()
+assert held() is not None, "the loaded graph let the buffer bound to a slot go"
+s = pcg.Stream()
+exe.launch(s)
+s.synchronize()
+np.testing.assert_allclose(y2.to_numpy(np.float32), 6 * xs)
+print("HEALTHY")
+'''
+
+
 def _run(script: str, *args, timeout: float = 300.0) -> str:
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
                PYTHONFAULTHANDLER="1")
@@ -251,3 +292,9 @@ def test_a_saved_graph_loads_in_another_process_with_no_compile_and_no_capture(t
 def test_a_cubin_for_another_architecture_is_refused_or_run_through_its_ptx(tmp_path):
     out = _run(OTHER_ARCH, tmp_path / "other.pcgraph")
     assert "REFUSED" in out and "HEALTHY through the PTX" in out, out
+
+
+@pytest.mark.gpu
+def test_files_that_share_a_module_load_it_once_and_keep_their_buffers(tmp_path):
+    out = _run(SHARED, tmp_path / "a.pcgraph", tmp_path / "b.pcgraph")
+    assert "ONE MODULE LOAD" in out and "HEALTHY" in out, out
