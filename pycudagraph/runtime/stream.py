@@ -9,7 +9,7 @@ from __future__ import annotations
 from .. import _cuda
 
 from . import hostfn
-from .._cuda import call, rt
+from .._cuda import call, fast, rt
 from .. import _lifetime
 from .._cuda.context import current_device, seen, stream_device
 from .._lifetime import release
@@ -216,6 +216,10 @@ def stream_handle(obj) -> int:
         f"cannot use {type(obj).__name__} as a CUDA stream: expected a pycudagraph.Stream, "
         "an object with __cuda_stream__ (cuda.core), .cuda_stream (PyTorch), .ptr (CuPy), "
         "a cuda.bindings stream or an int handle")
+
+
+# the compiled launches read a Stream's handle where its methods do
+fast.stream_slot(Stream, Stream.__dict__["_h"], stream_handle)
 
 
 class Event(_lifetime.Releasable):
