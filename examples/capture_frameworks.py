@@ -1,12 +1,14 @@
 """Capturing CuPy and PyTorch work into a pycudagraph graph, then editing it.
 
 Any library that launches on a stream handle can be captured: the frameworks are
-pointed at a ``pcg.Stream`` (``cupy.cuda.ExternalStream(stream.ptr)``,
+pointed at a ``pcg.Stream`` (``cupy.cuda.Stream.from_external(stream)``,
 ``torch.cuda.ExternalStream(stream.ptr)``) inside ``with pcg.capture(stream) as cap:``
-(``cudaStreamBeginCapture`` / ``cudaStreamEndCapture``). Rules: run the ops once
-first (CuPy compiles kernels on first use), allocate nothing inside the capture (all
-outputs are preallocated and written with ``out=``), and keep the arrays alive for
-as long as the graph (``cap.keep``).
+(``cudaStreamBeginCapture`` / ``cudaStreamEndCapture``). The capture is memory-safe:
+what CuPy and PyTorch allocate inside it (the temporaries ``a + b`` and ``3 * x`` here)
+comes from a private pool the graph owns (``cap.pool``), so no array allocated later
+gets memory a replay still writes. Rules: run the ops once first (CuPy compiles kernels
+on first use), and keep the arrays made outside the capture alive for as long as the
+graph (``cap.keep``).
 
 The captured graph is then introspected (``cudaGraphGetNodes``,
 ``cuGraphKernelNodeGetParams`` + ``cuFuncGetName`` for the kernel names), edited by
@@ -34,15 +36,21 @@ def finish(label, graph, add_one, target):
     return graph.instantiate()
 
 
+def cupy_stream(cp, stream):
+    """CuPy's view of a pcg.Stream (Stream.from_external in CuPy 14+)."""
+    if hasattr(cp.cuda.Stream, "from_external"):
+        return cp.cuda.Stream.from_external(stream)
+    return cp.cuda.ExternalStream(stream.ptr)
+
+
 def with_cupy(cp, add_one, stream):
-    cs = cp.cuda.ExternalStream(stream.ptr)
+    cs = cupy_stream(cp, stream)
     a = cp.empty(N, dtype=cp.float32)
     b = cp.linspace(0.0, 1.0, N, dtype=cp.float32)
-    c, d = cp.empty_like(a), cp.empty_like(a)
+    d = cp.empty_like(a)
 
-    def ops():  # d = (a + b) * 2
-        cp.add(a, b, out=c)
-        cp.multiply(c, 2.0, out=d)
+    def ops():  # d = (a + b) * 2; a + b is a temporary, allocated inside the capture
+        cp.multiply(a + b, 2.0, out=d)
 
     with cs:
         ops()  # warm-up: CuPy compiles its kernels here
@@ -50,7 +58,7 @@ def with_cupy(cp, add_one, stream):
     with pcg.capture(stream, mode="thread_local") as cap:
         with cs:
             ops()
-        cap.keep(a, b, c, d)
+        cap.keep(a, b, d)
     exe = finish("CuPy", cap.graph, add_one, d)
     for seed in (0, 1):
         host_a = np.random.default_rng(seed).standard_normal(N).astype(np.float32)
@@ -65,11 +73,10 @@ def with_cupy(cp, add_one, stream):
 def with_torch(torch, add_one, stream):
     ts = torch.cuda.ExternalStream(stream.ptr)
     x = torch.empty(N, device="cuda", dtype=torch.float32)
-    y, z = torch.empty_like(x), torch.empty_like(x)
+    z = torch.empty_like(x)
 
-    def ops():  # z = max(3 * x, 0)
-        torch.mul(x, 3.0, out=y)
-        torch.clamp(y, min=0.0, out=z)
+    def ops():  # z = max(3 * x, 0); 3 * x is a temporary, allocated inside the capture
+        torch.clamp(x * 3.0, min=0.0, out=z)
 
     with torch.cuda.stream(ts):
         x.zero_()
@@ -78,7 +85,7 @@ def with_torch(torch, add_one, stream):
     with pcg.capture(stream, mode="thread_local") as cap:
         with torch.cuda.stream(ts):
             ops()
-        cap.keep(x, y, z)
+        cap.keep(x, z)
     exe = finish("PyTorch", cap.graph, add_one, z)
     for seed in (2, 3):
         host_x = np.random.default_rng(seed).standard_normal(N).astype(np.float32)

@@ -94,3 +94,53 @@ extern "C" __global__ void decode_pick(const float* logits, int* tokens, int* st
     step[0] = s;
     cudaGraphSetConditional(handle, (best != stop_token && s < max_steps) ? 1u : 0u);
 }
+
+// The setter pycudagraph inserts for cap.if_ / cap.while_ / cap.switch: handle = the device
+// scalar at value, as a truth value (as_bool: if, while) or as an index (switch; a negative,
+// too large or not-a-number value selects no body). kind: 0 int8, 1 uint8 / bool, 2 int16,
+// 3 uint16, 4 int32, 5 uint32, 6 int64, 7 uint64, 8 float16, 9 bfloat16, 10 float32,
+// 11 float64 (pycudagraph/runtime/device_scalar.py).
+extern "C" __global__ void set_condition_of(cudaGraphConditionalHandle handle, const void* value,
+                                            int kind, int as_bool)
+{
+    if (threadIdx.x != 0 || blockIdx.x != 0) {
+        return;
+    }
+    long long v = -1;
+    bool nonzero = false;
+    switch (kind) {
+    case 0: v = ((const signed char*)value)[0]; nonzero = v != 0; break;
+    case 1: v = ((const unsigned char*)value)[0]; nonzero = v != 0; break;
+    case 2: v = ((const short*)value)[0]; nonzero = v != 0; break;
+    case 3: v = ((const unsigned short*)value)[0]; nonzero = v != 0; break;
+    case 4: v = ((const int*)value)[0]; nonzero = v != 0; break;
+    case 5: v = ((const unsigned int*)value)[0]; nonzero = v != 0; break;
+    case 6: v = ((const long long*)value)[0]; nonzero = v != 0; break;
+    case 7: {
+        unsigned long long u = ((const unsigned long long*)value)[0];
+        nonzero = u != 0;
+        v = u > 0xffffffffull ? -1 : (long long)u;
+        break;
+    }
+    case 8:
+    case 9:  // half and bfloat16: any bit but the sign's (no switch index from these)
+        nonzero = (((const unsigned short*)value)[0] & 0x7fffu) != 0;
+        break;
+    case 10:
+    case 11: {
+        double d = kind == 10 ? (double)((const float*)value)[0] : ((const double*)value)[0];
+        nonzero = d != 0.0;  // NaN is true, as in C
+        v = (d >= 0.0 && d < 4294967296.0) ? (long long)d : -1;
+        break;
+    }
+    default:
+        break;
+    }
+    unsigned int out;
+    if (as_bool) {
+        out = nonzero ? 1u : 0u;
+    } else {
+        out = (v < 0 || v > 0xffffffffll) ? 0xffffffffu : (unsigned int)v;
+    }
+    cudaGraphSetConditional(handle, out);
+}

@@ -7,6 +7,7 @@ names the raw call it makes. Importing the package makes no CUDA call.
 from .runtime import nvtx as _nvtx
 from .graph.bucketed import BucketedGraphs, BucketStats
 from .graph.capture import capture, capture_status, recapture
+from .graph.diff import diff
 from .graph.capture_control import CaptureInfo, capture_info, capture_mode, update_capture_dependencies
 from .runtime.device import Device, DeviceMismatchError, device, device_count
 from .compile.reconcile import SignatureWarning
@@ -33,6 +34,8 @@ from .nodes import (AccessPolicyWindow, BatchMemOpNode, CapturedKernelNode, Chil
 from .runtime.stream import Event, Stream
 from .runtime.trace import trace
 from .runtime.user_objects import UserObject
+from .frameworks.graphed import GraphedCallable, graphed
+from .frameworks.pools import CapturePool
 
 __version__ = "0.1.0"
 
@@ -45,7 +48,8 @@ __all__ = [
     "Graph", "GraphExec", "Profile", "capture", "capture_status",
     "graph_mem_info", "graph_mem_trim", "graph_mem_reset_high", "UserObject",
     "CaptureInfo", "capture_info", "capture_mode", "recapture", "update_capture_dependencies",
-    "trace", "BucketedGraphs", "BucketStats", "load", "register_host_fn",
+    "trace", "BucketedGraphs", "BucketStats", "load", "register_host_fn", "diff",
+    "graphed", "GraphedCallable", "CapturePool",
     "Node", "NodeType", "KernelNode", "CapturedKernelNode", "MemcpyNode", "MemsetNode", "HostNode",
     "ChildGraphNode", "EmptyNode", "EventRecordNode", "EventWaitNode", "MemAllocNode",
     "MemFreeNode", "ConditionalNode", "IfNode", "IfElseNode", "WhileNode", "SwitchNode",

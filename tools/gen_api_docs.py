@@ -27,6 +27,8 @@ SECTIONS = (
     ("Capture, trace and bucketed graphs",
      lambda n, o: n in ("capture", "capture_status", "capture_info", "trace", "BucketedGraphs",
                         "BucketStats")),
+    ("PyTorch and CuPy: memory-safe capture, graphed callables",
+     lambda n, o: n in ("graphed", "GraphedCallable", "CapturePool")),
     ("Errors", lambda n, o: inspect.isclass(o) and issubclass(o, BaseException)),
 )
 

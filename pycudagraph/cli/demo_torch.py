@@ -9,9 +9,10 @@ stream. It runs
 3. captured with ``pcg.capture`` on ``pcg.Stream.wrap(side_stream)`` and replayed with
    ``GraphExec.launch`` (``cudaGraphLaunch``): pycudagraph drives PyTorch's own kernels.
 
-Everything runs on the side stream. The intermediate tensors made inside the
-pycudagraph capture are collected with forward hooks and kept alive with the graph
-(``cap.keep``), so PyTorch's caching allocator never hands their memory to anyone else.
+Everything runs on the side stream. The capture is memory-safe: the tensors PyTorch
+allocates inside it come from a private pool that the graph owns (``cap.pool``, the
+graph-pool machinery ``torch.cuda.graph`` uses), so the caching allocator never hands
+their memory to a tensor allocated later.
 """
 
 from __future__ import annotations
@@ -111,17 +112,11 @@ def run(iters: int, out: Path) -> int:
                               checked(tg.replay, torch_graph_out)))
 
         say("[4/4] pcg.capture on pcg.Stream.wrap(side stream), GraphExec.launch()...")
-        model(static_input)  # the allocator holds blocks of every size the capture needs
         side.synchronize()
-        made = []
-        hooks = [m.register_forward_hook(lambda _m, _i, o: made.append(o)) for m in model]
-        try:
-            with pcg.capture(stream, mode="thread_local") as cap:
-                pcg_out = model(static_input)
-                cap.keep(static_input, *made)
-        finally:
-            for h in hooks:
-                h.remove()
+        # PyTorch's allocations inside go to the graph's own pool (cap.pool)
+        with pcg.capture(stream, mode="thread_local") as cap:
+            pcg_out = model(static_input)
+            cap.keep(static_input, model)  # the model keeps its weights
         exe = cap.graph.instantiate(upload_stream=stream)
         launch = lambda: exe.launch(stream)  # noqa: E731
         rows.append(clock.row("pcg.capture + GraphExec.launch", launch, iters,
@@ -156,6 +151,10 @@ def run(iters: int, out: Path) -> int:
     say("Results match" if match else "Results DIFFER")
     say(f"the pcg-captured graph holds {len(kernels)} kernel nodes: "
         + ", ".join(k[:40] for k in kernels))
+    mem, problems = cap.graph.memory(), cap.graph.audit()
+    say(f"it points into {mem['allocations']} allocations ({mem['pinned_bytes'] / 2**20:.1f} MiB); "
+        f"its private pool holds {mem['graph_pool_bytes'] / 2**20:.1f} MiB; audit: "
+        + (f"{len(problems)} problems, the first: {problems[0]}" if problems else "no problems"))
     say(f"wrote {out / 'torch_graph.dot'}; {chart}")
     for r in rows[1:]:
         if r.ms >= base:

@@ -7,6 +7,10 @@ raised naming the first failing raw call made through pycudagraph, when there wa
 ``KeyboardInterrupt``, ``SystemExit`` and other exceptions that are not ``Exception``
 end the capture the same way and propagate unchanged. A capture still open at process
 exit is ended quietly.
+
+Memory-safe capture: when PyTorch or CuPy is imported, what they allocate inside the block
+comes from a private pool owned by ``cap.graph`` (:mod:`pycudagraph.frameworks.pools`),
+so no tensor allocated afterwards is handed memory the graph still uses.
 """
 
 from __future__ import annotations
@@ -19,8 +23,10 @@ from ..errors import ArgumentError, CaptureError, CudaError
 from .._lifetime import flush_deferred
 from .capture_control import (_STATUS, CAPTURE_MODES, RECAPTURE_VERSION, capture_info,
                               update_capture_dependencies)
+from .capture_flow import CaptureFlow
 from .graph import Graph
 from ..runtime.stream import Stream
+from ..frameworks.pools import framework_pools
 
 __all__ = ["capture", "capture_status", "CAPTURE_MODES", "recapture"]
 
@@ -44,7 +50,7 @@ def capture_status(stream) -> str:
     return _STATUS.get(int(call(rt.cudaStreamIsCapturing, s.ptr)), "unknown")
 
 
-class capture:
+class capture(CaptureFlow):
     """Capture the work issued on ``stream`` into a graph.
 
     Parameters
@@ -59,6 +65,11 @@ class capture:
         With ``graph``: the nodes the captured work depends on.
     keep : sequence, optional
         Objects the captured work points at, kept alive by the graph and its execs.
+    pool : CapturePool, Graph, optional
+        The private pool PyTorch / CuPy allocations inside the block come from: by default
+        a new one; ``cap.pool`` of another capture (or the graph it made) shares it, as
+        ``torch.cuda.graph(pool=)`` does. A PyTorch pool id / ``MemPool`` or a
+        ``cupy.cuda.MemoryPool`` is taken too. The graph keeps its pool (``cap.pool``).
 
     Notes
     -----
@@ -67,7 +78,7 @@ class capture:
     """
 
     def __init__(self, stream, mode: str = "global", graph: Graph | None = None, deps=(),
-                 keep=()):
+                 keep=(), pool=None):
         if mode not in CAPTURE_MODES:
             raise ValueError(f"capture mode must be one of {sorted(CAPTURE_MODES)}, got {mode!r}")
         if graph is not None and not isinstance(graph, Graph):
@@ -80,6 +91,10 @@ class capture:
         self._keep = tuple(keep)
         self._failures: list = []
         self._launched: list = []  # what work issued through pycudagraph inside points at
+        self._pool_arg = pool
+        self._pools = None  # the framework pools' activation while the capture is open
+        self._pool_error = None  # why ending it failed (the capture fails with it)
+        self.pool = None  # the CapturePool the frameworks allocated from (set on entry)
 
     @property
     def status(self) -> str:
@@ -98,7 +113,14 @@ class capture:
         if int(call(rt.cudaStreamIsCapturing, s.ptr)) == int(_S.cudaStreamCaptureStatusActive):
             raise CaptureError(f"nested capture: {s!r} is already being captured; end that "
                                "capture first (one stream, one capture at a time)")
-        self._begin(s, mode)
+        self._pools = framework_pools(self._pool_arg, s)
+        if self._pools is not None:
+            self.pool = self._pools.pool
+        try:
+            self._begin(s, mode)
+        except BaseException:
+            self._close_pools()  # the begin call's error is the one to raise
+            raise
         with _open_lock:
             _cuda.check.capture_watchers.append(self._failures)
             _lifetime.capture_keeps.append(self._launched)
@@ -142,22 +164,35 @@ class capture:
                                     (_lifetime.capture_keeps, self._launched)):
                 # by identity: two captures' lists may be equal (both empty)
                 registry[:] = [item for item in registry if item is not entry]
+        self._pool_error = self._close_pools()
         flush_deferred()
         return status, err, raw
 
+    def _close_pools(self):
+        """Stop routing framework allocations to the pool; the error, or None."""
+        pools, self._pools = self._pools, None
+        try:
+            if pools is not None:
+                pools.close()
+        except Exception as exc:  # noqa: BLE001 - the capture fails with it (__exit__)
+            return exc
+        return None
+
     def __exit__(self, exc_type, exc, tb) -> bool:
         s = self.stream
+        unjoined = self._flow_close()  # forked streams with work not joined, in words
         status, err, raw = self._end()
         if _cuda.check.tracer is not None:
             _cuda.check.tracer("cudaStreamEndCapture", (s,), (err, raw))
         owned = self._target is None
-        if exc is None and not err and status == "active":
+        if exc is None and not err and status == "active" and self._pool_error is None:
             if owned:  # the wrapper cap.info handed out becomes cap.graph: its nodes stay valid
                 self.graph = Graph.adopt_captured(raw, getattr(self, "_live", None))
             else:
                 self.graph = self._target
-            if self._keep or self._launched:
-                self.graph.table.ledger.keep_also(*self._keep, *self._launched)
+            if self._keep or self._launched or self.pool is not None:
+                pool = (self.pool,) if self.pool is not None else ()
+                self.graph.table.ledger.keep_also(*self._keep, *self._launched, *pool)
             return False
         # Failure: end (done), destroy the partial graph, explain.
         if owned and raw is not None and int(raw):
@@ -175,10 +210,14 @@ class capture:
             parts.append(f"; the first failing call through pycudagraph was {first}")
         if exc is not None:
             parts.append(f"; the block raised {type(exc).__name__}: {exc}")
+        elif self._pool_error is not None:
+            parts.append(f"; ending the framework memory pool failed: {self._pool_error}")
         elif err:
             parts.append(f"; cudaStreamEndCapture returned {_cuda.check.runtime_name_text(err)[0]}")
         if status == "invalidated":
             parts.append("; the capture had been invalidated")
+        if unjoined:
+            parts.append("; " + unjoined)
         message = "".join(parts) + ". " + _CAUSES
         raise CaptureError(message, failed_call=first.split(" ")[0] if first else None) from exc
 
@@ -192,11 +231,11 @@ class recapture(capture):
     :class:`capture` (``graph`` required, no ``deps``).
     """
 
-    def __init__(self, stream, graph: Graph, mode: str = "global", keep=()):
+    def __init__(self, stream, graph: Graph, mode: str = "global", keep=(), pool=None):
         if not isinstance(graph, Graph):
             raise ArgumentError(f"recapture: graph must be a pycudagraph.Graph, got "
                                 f"{type(graph).__name__}")
-        super().__init__(stream, mode=mode, graph=graph, keep=keep)
+        super().__init__(stream, mode=mode, graph=graph, keep=keep, pool=pool)
 
     def _begin(self, s, mode) -> None:
         fn = _cuda.versions.gated("cudaStreamBeginRecaptureToGraph", RECAPTURE_VERSION)

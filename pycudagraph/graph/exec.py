@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from .._cuda import call, fast, rt
 from .._lifetime import Ledger, release
-from ..errors import ArgumentError, ClosedError, CudaError, PyCudaGraphError
+from ..errors import ArgumentError, ClosedError, CudaError
 from ..nodes import KernelNode, Node
 from ..nodes.exec_node import ExecNodes
 from ..nodes.generic import exec_set_node_params
@@ -231,57 +231,6 @@ class GraphExec(ExecUpdate, ExecIntrospection):
             raise_pending(ids=self._hostcalls())
 
     # Per-node updates ----------------------------------------------------------------
-
-    def exec_node(self, node):
-        """The exec's record of ``node`` (:class:`~pycudagraph.nodes.exec_node.ExecNode`: its
-        handle here, its argument storage, what the exec keeps alive for it), ``node``
-        being a node of the exec's graph or of one of its bodies, or its update twin. Made
-        on first use by the node's class (No CUDA call for a node built here;
-        ``cuGraphKernelNodeGetParams`` for a kernel node read back). A closed exec
-        or a removed / destroyed node raises :class:`ClosedError`."""
-        rec = self._nodes.get(id(node))
-        if rec is not None and rec.stands_for(node):
-            node.check_live()
-            if rec.node is not node and not rec.node.live:
-                raise PyCudaGraphError(f"{node!r} is not a node of the graph this exec was made "
-                                       f"from: the node it stood for, {rec.node!r}, is gone")
-            return rec
-        node_arg(None, node, "node", "set_params")
-        if self._h is None:
-            self._refuse()
-        node.check_live()
-        if self._pending is not None:  # pair the last update's nodes first
-            closing = self._pair_update()
-            rec = self._nodes.get(id(node))
-            if closing is not None:  # an update graph closed while it waited: destroyed now
-                closing.close()
-            if rec is not None and rec.stands_for(node):
-                return rec
-            return self.exec_node(node)
-        source = self._source(node)
-        if source is None:
-            raise PyCudaGraphError(f"{node!r} is not a node of the graph this exec was made "
-                                   "from (nodes added since are not in the exec)")
-        rec = node.exec_record(self._raw, source, self._retire)
-        self._nodes[id(node)] = rec
-        return rec
-
-    def _source(self, node):
-        """What ``node`` kept alive when the exec took its graph, or None when it is not
-        one of the exec's nodes. A node read back from the driver keeps nothing: it is the
-        exec's when its graph is (or is inside) the exec's graph."""
-        graph = self.graph
-        table = node.graph.table
-        if graph is None or not graph.table.encloses(table):
-            return None
-        key = id(node)
-        for taken in self._taken:
-            entry = taken.get(key)
-            if entry is not None and entry[0] is node:
-                return entry[1:]
-        if table.canonical(node) and not table.built(node):
-            return ()
-        return None
 
     def set_arg(self, node: KernelNode, index_or_name, value) -> None:
         """Change one argument of a kernel node (``cuGraphExecKernelNodeSetParams``).

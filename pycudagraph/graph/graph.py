@@ -22,6 +22,7 @@ from ..nodes import (BatchMemOpNode, ChildGraphNode, ConditionalHandle, EmptyNod
                      SwitchNode, WhileNode)
 from ..nodes.generic import add_node
 from ..runtime.user_objects import GraphUserObjects
+from . import audit as _audit
 from .clone import GraphClone
 from .dot import GraphText
 from .exec import GraphExec
@@ -105,6 +106,16 @@ class Graph(GraphTopology, GraphClone, GraphText, GraphIntrospection, GraphUserO
         """Everything this graph's nodes point at, bodies of conditional nodes and child
         graphs included (what an exec or parent must hold). No CUDA call."""
         return self.table.keepalive()
+
+    def audit(self) -> list:
+        """Every address the graph bakes in that is freed, not kept alive, on another
+        device or pageable host memory (``cuPointerGetAttributes``; :mod:`pycudagraph.graph.audit`)."""
+        return _audit.audit(self)
+
+    def memory(self) -> dict:
+        """The bytes the graph pins and its capture pools hold (``cuPointerGetAttributes``;
+        :func:`pycudagraph.graph.audit.memory`)."""
+        return _audit.memory(self)
 
     # Builders --------------------------------------------------------------------
 

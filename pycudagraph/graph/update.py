@@ -1,4 +1,5 @@
-"""Whole-graph update of an exec (``cudaGraphExecUpdate``) and the pairing of its nodes.
+"""An exec's records of its nodes, its whole-graph update (``cudaGraphExecUpdate``) and the
+pairing of the update's nodes with its own.
 
 Mixed into :class:`~pycudagraph.GraphExec`. After an update the nodes of the new graph are
 paired with the exec's own in creation order (as CUDA pairs nodes built by the API), lazily,
@@ -9,8 +10,12 @@ either node; the new graph's node is a weak twin, so its key dies with it.
 
 from __future__ import annotations
 
-from .._cuda import error_for, fast, structs, versions
-from ..errors import ArgumentError, GraphExecUpdateError
+from .._cuda import error_for, fast, rt, structs, versions
+from .._lifetime import release
+from ..errors import ArgumentError, GraphExecUpdateError, PyCudaGraphError
+from ..nodes.table import node_arg
+from ..nodes import KernelNode
+from ..nodes.captured_args import CapturedArgs
 
 __all__ = ["ExecUpdate", "UPDATE_REASONS"]
 
@@ -28,9 +33,60 @@ UPDATE_REASONS = {
 
 
 class ExecUpdate:
-    """The whole-graph update of :class:`~pycudagraph.GraphExec`."""
+    """The records of :class:`~pycudagraph.GraphExec`'s nodes and its whole-graph update."""
 
     __slots__ = ()
+
+    def exec_node(self, node):
+        """The exec's record of ``node`` (:class:`~pycudagraph.nodes.exec_node.ExecNode`: its
+        handle here, its argument storage, what the exec keeps alive for it), ``node``
+        being a node of the exec's graph or of one of its bodies, or its update twin. Made
+        on first use by the node's class (No CUDA call for a node built here;
+        ``cuGraphKernelNodeGetParams`` for a kernel node read back). A closed exec
+        or a removed / destroyed node raises :class:`ClosedError`."""
+        rec = self._nodes.get(id(node))
+        if rec is not None and rec.stands_for(node):
+            node.check_live()
+            if rec.node is not node and not rec.node.live:
+                raise PyCudaGraphError(f"{node!r} is not a node of the graph this exec was made "
+                                       f"from: the node it stood for, {rec.node!r}, is gone")
+            return rec
+        node_arg(None, node, "node", "set_params")
+        if self._h is None:
+            self._refuse()
+        node.check_live()
+        if self._pending is not None:  # pair the last update's nodes first
+            closing = self._pair_update()
+            rec = self._nodes.get(id(node))
+            if closing is not None:  # an update graph closed while it waited: destroyed now
+                closing.close()
+            if rec is not None and rec.stands_for(node):
+                return rec
+            return self.exec_node(node)
+        source = self._source(node)
+        if source is None:
+            raise PyCudaGraphError(f"{node!r} is not a node of the graph this exec was made "
+                                   "from (nodes added since are not in the exec)")
+        rec = node.exec_record(self._raw, source, self._retire)
+        self._nodes[id(node)] = rec
+        return rec
+
+    def _source(self, node):
+        """What ``node`` kept alive when the exec took its graph, or None when it is not
+        one of the exec's nodes. A node read back from the driver keeps nothing: it is the
+        exec's when its graph is (or is inside) the exec's graph."""
+        graph = self.graph
+        table = node.graph.table
+        if graph is None or not graph.table.encloses(table):
+            return None
+        key = id(node)
+        for taken in self._taken:
+            entry = taken.get(key)
+            if entry is not None and entry[0] is node:
+                return entry[1:]
+        if table.canonical(node) and not table.built(node):
+            return ()
+        return None
 
     def update(self, graph) -> None:
         """Take all node parameters from ``graph``, which has the same topology
@@ -61,19 +117,53 @@ class ExecUpdate:
             exc.reason, exc.node = reason, node
             raise exc
         del exec_raw
-        graph.table.execs.add(self)  # its raw graph stays until its nodes are paired with ours
+        self._adopt(None, graph)
+
+    def apply(self, graph, fallback: str = "reinstantiate", strategy: str = "auto"):
+        """Make the exec run ``graph``'s work with the fewest calls: per-node set-params
+        calls (``cuGraphExecKernelNodeSetParams``, ``cudaGraphExecMemcpyNodeSetParams1D`` ...)
+        for what changed, or one ``cuGraphExecUpdate`` when that is cheaper; when CUDA
+        refuses, ``cudaGraphInstantiateWithFlags`` and the handle is swapped in place. See
+        :func:`pycudagraph.graph.apply.apply`; returns its
+        :class:`~pycudagraph.graph.apply.ApplyReport`."""
+        from .apply import apply
+        return apply(self, graph, fallback, strategy, self._adopt)
+
+    def _adopt(self, raw, graph) -> None:
+        """The exec now runs ``graph``'s work: the bookkeeping of :meth:`update` and :meth:`apply`.
+
+        ``raw`` None: the same handle, its parameters taken from ``graph`` (by
+        ``cuGraphExecUpdate`` or per-node calls); ``graph``'s nodes are paired with the
+        exec's at the next per-node call. ``raw`` a ``cudaGraphExec_t`` instantiated from
+        ``graph``: it replaces the exec's handle (the old one is destroyed,
+        ``cudaGraphExecDestroy``, if the exec owned it; a launch in flight finishes) and
+        ``graph`` becomes :attr:`graph`. Either way the exec's records are dropped and
+        what its old parameters kept is retired (kept until a synchronize: a launch in
+        flight may still read it); what ``graph`` keeps is kept.
+        """
         for rec in set(self._nodes.values()):  # the exec's copies now come from ``graph``
             self._retire((rec.args, rec.keep))
         self._nodes.clear()
         old = self._pending
         if old is not None and old is not graph and old is not self.graph:
-            old.table.execs.discard(self)  # superseded before its nodes were paired
-            if old.table.closed:
-                old.close()
-        self._pending = graph  # nodes are paired on the next per-node update
-        self._retire(tuple(self._ledger.extra))
+            self._let_go(old)  # superseded before its nodes were paired
+        extra = self._ledger.extra
+        self._retire(tuple(extra[:2]))  # the graph copies; an adopted exec's owner stays
+        graph.table.execs.add(self)  # its raw graph stays while its nodes address ours
+        if raw is None:
+            self._pending = graph  # its nodes are paired with ours at the next per-node call
+            kept = extra[2:]
+        else:
+            self._retire(tuple(extra[2:]))
+            self._fin()
+            self._raw, self._h, self._addr = raw, int(raw), int(raw)
+            self._fin = release(self, rt.cudaGraphExecDestroy, raw)
+            previous, self.graph, self._pending = self.graph, graph, None
+            if previous is not None and previous is not graph:
+                self._let_go(previous)
+            kept = []
         self._taken = graph.table.snapshot()
-        self._ledger.extra = [self._taken, graph.table.extras()]
+        self._ledger.extra = [self._taken, graph.table.extras(), *kept]
         self._host_ids = None
 
     def _pair_update(self):
@@ -89,10 +179,14 @@ class ExecUpdate:
             self._ledger.extra[0] = [tuple(e[1:] for e in d.values()) for d in self._taken]
             self._taken = []
         if graph is not self.graph:
-            graph.table.execs.discard(self)  # paired: its raw graph is no longer needed here
-            if graph.table.closed:
-                return graph
-        return None
+            self._let_go(graph)  # paired: its raw graph is no longer needed here
+
+    def _let_go(self, graph) -> None:
+        """This exec no longer needs ``graph``'s raw graph: a closed graph is destroyed
+        now if no other exec needs it (``cudaGraphDestroy``)."""
+        graph.table.execs.discard(self)
+        if graph.table.closed:
+            graph.close()
 
     def _pair(self, old_graph, graph, taken) -> None:
         """Records for ``old_graph``'s nodes with ``graph``'s as twins, in creation order
@@ -107,6 +201,8 @@ class ExecUpdate:
             rec = old.exec_record(self._raw, source, self._retire)
             self._nodes[id(old)] = rec
             if new is not old:
+                if isinstance(new, KernelNode) and type(rec.args) is CapturedArgs:
+                    rec.args = CapturedArgs.of(new)  # the bytes the update took, not the old ones
                 rec.pair(new, self._nodes)
             for old_body, body in zip(old.inner_graphs(), new.inner_graphs()):
                 self._pair(old_body, body, taken)

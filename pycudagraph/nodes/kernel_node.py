@@ -15,7 +15,8 @@ from .base import REMOVED, Node, NodeType
 from .captured_args import CapturedArgs
 from .exec_node import ExecNode
 
-__all__ = ["KernelNode", "KernelParams", "short_kernel_name", "exec_set_arg", "exec_set_args"]
+__all__ = ["KernelNode", "KernelParams", "short_kernel_name", "exec_set_arg", "exec_set_args",
+           "pack_arguments"]
 
 _PLAIN = (int, float, bool)
 _add_kernel = fast.add_kernel
@@ -75,6 +76,12 @@ class KernelParams:
     block: tuple
     shared_mem: int
     args: dict = field(default_factory=dict)
+
+
+def pack_arguments(pack: ArgPack) -> list[bytes]:
+    """Each argument's bytes as ``pack`` (a packed launch) holds them, in parameter order."""
+    layout = pack.layout
+    return [bytes(pack.buf[o:o + p.size]) for o, p in zip(layout.offsets, layout.params)]
 
 
 def _dim(d) -> str:
@@ -190,6 +197,13 @@ class KernelNode(Node):
         names = [p.name for p in self._pack.layout.params]
         return KernelParams(self.kernel_name, grid, block, smem,
                             dict(zip(names, self._pack.values())))
+
+    @property
+    def arguments(self) -> list[bytes]:
+        """Each argument's bytes as the graph holds them, by index (as
+        :attr:`CapturedKernelNode.arguments <pycudagraph.CapturedKernelNode.arguments>` reads
+        them for a kernel node read back). No CUDA call for a node built here."""
+        return pack_arguments(self._pack)
 
     def set_params(self, args=None, grid=None, block=None, shared_mem=None) -> None:
         """Change the node in its graph (``cuGraphKernelNodeSetParams``).

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from .. import _cuda
 
-__all__ = ["trace", "TracedCall"]
+__all__ = ["trace", "TracedCall", "call_site"]
 
 _PREFIX = {"cudaGraph_t": "g", "CUgraph": "g", "cudaGraphNode_t": "n", "CUgraphNode": "n",
            "cudaGraphExec_t": "exec", "CUgraphExec": "exec", "cudaStream_t": "stream",
@@ -137,7 +137,7 @@ class trace:
                 f"block=({b[0]},{b[1]},{b[2]}), shared={smem}, args=({args})}}")
 
     def _record(self, api: str, args, result) -> None:
-        where = _caller()
+        where = call_site()
         if api == "cuGraphAddKernelNode" and type(args[0]).__name__ == "c_void_p":
             out, graph, deps, pack = args
             text = (f"{api}(&{self.name_of(_Named('n', out.value))}, {self.name_of(graph)}, "
@@ -173,8 +173,10 @@ def _arg_text(param, value) -> str:
     return repr(value)
 
 
-def _caller() -> str:
-    frame = sys._getframe(2)
+def call_site(depth: int = 2) -> str:
+    """``file.py:line`` of the first caller outside pycudagraph, ``depth`` frames up at
+    least (what the trace and the capture's fork records show). No CUDA call."""
+    frame = sys._getframe(depth)
     while frame is not None and frame.f_globals.get("__name__", "").startswith(_PKG):
         frame = frame.f_back
     if frame is None:

@@ -77,7 +77,7 @@ def test_errors_clear_sticky_state(helpers, monkeypatch):
     lim = validate.kernel_limits(k)
     monkeypatch.setattr(lim, "threads", 1 << 20)
     monkeypatch.setattr(lim, "block", (1 << 20, 1 << 20, 1 << 20))
-    with pytest.raises(pcg.CudaError, match="cuLaunchKernel failed"):
+    with pytest.raises(pcg.CudaError, match=r"cuLaunchKernel \(cudaLaunchKernel\) failed"):
         k.launch((1, 1, 1), (4096, 1, 1), ())  # too many threads per block
     helpers["empty"].launch(1, 1, ())  # the next call is not blamed
     pcg.Stream().synchronize()

@@ -36,7 +36,7 @@ CLASSES = [pcg.Graph, pcg.GraphExec, pcg.Profile, pcg.Stream, pcg.Event, pcg.Dev
            pcg.ChildGraphNode, pcg.EmptyNode, pcg.EventRecordNode, pcg.EventWaitNode,
            pcg.MemAllocNode, pcg.MemFreeNode, pcg.ConditionalNode, pcg.IfNode, pcg.IfElseNode,
            pcg.WhileNode, pcg.SwitchNode, pcg.ConditionalHandle, pcg.BucketedGraphs,
-           pcg.AccessPolicyWindow]
+           pcg.AccessPolicyWindow, pcg.GraphedCallable, pcg.CapturePool]
 
 #: classes whose constructor users call: the class docstring documents it
 CONSTRUCTED = [pcg.Graph, pcg.Stream, pcg.Event, pcg.DeviceBuffer, pcg.PinnedBuffer,

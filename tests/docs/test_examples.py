@@ -21,7 +21,7 @@ EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 IDS = [p.stem for p in EXAMPLES]
 EXPECTED = {"capture_basics", "explicit_nodes", "update_without_recapture",
             "bucketed_seq_len", "batch_pool", "simple_cuda_graphs", "jacobi_graphs",
-            "capture_frameworks", "while_solver", "decode_loop"}
+            "capture_frameworks", "while_solver", "decode_loop", "decode_stop_token"}
 
 
 def test_expected_examples_exist():

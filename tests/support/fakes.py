@@ -109,3 +109,18 @@ class Edges:
         monkeypatch.setattr(_versions, "node_dependents",
                             lambda handle: list(self.out.get(int(handle), [])))
         return self
+
+
+def fake_edges(monkeypatch, *edges) -> None:
+    """``cudaGraphGetEdges`` (with edge data) answers ``edges`` (``(a, b)`` node pairs),
+    each graph its own, every edge a default one; a graph not named has none."""
+    by_graph: dict[int, list] = {}
+    for a, b in edges:
+        by_graph.setdefault(a.graph.table.h, []).append((a, b))
+
+    def get(raw):
+        pairs = by_graph.get(int(raw), [])
+        return ([rt.cudaGraphNode_t(int(a)) for a, _ in pairs],
+                [rt.cudaGraphNode_t(int(b)) for _, b in pairs],
+                [rt.cudaGraphEdgeData() for _ in pairs])
+    monkeypatch.setattr(_versions, "graph_get_edges_with_data", get)

@@ -1,0 +1,149 @@
+"""The rebind plan of a graphed callable (pycudagraph/frameworks/rebind_plan.py), on the CPU:
+which argument slots hold an input's addresses (exact and interior, in by-value structs,
+only at 8-byte aligned positions, never one past the end), and what a call writes."""
+
+import ctypes
+import struct
+
+import pytest
+from cuda.bindings import driver as dr
+from cuda.bindings import runtime as rt
+
+import pycudagraph as pcg
+from pycudagraph.errors import PyCudaGraphError
+from pycudagraph.frameworks import rebind_plan
+from pycudagraph.frameworks.arrays import ArrayInfo
+from pycudagraph.nodes import MemcpyParams
+from pycudagraph.nodes.captured_args import CapturedArgs
+from pycudagraph.nodes.exec_node import ExecNode
+from tests.support.fakes import fake_graph, fake_read_node
+
+X, Y = 0x7F00_0000_0000, 0x7F00_1000_0000
+Q = struct.Struct("<Q")
+
+
+def info(ptr, nbytes, lo=None):
+    lo = ptr if lo is None else lo
+    return ArrayInfo(None, ptr, lo, lo + nbytes, ("k",), "torch", 0)
+
+
+class KernelArgs:
+    """The driver's view of one captured kernel node: argument buffers and their layout."""
+
+    def __init__(self, *args):  # (offset, bytes) per argument
+        self.info = [(off, len(data)) for off, data in args]
+        self.bufs = [ctypes.create_string_buffer(data, len(data)) for _, data in args]
+        self.ptrs = (ctypes.c_void_p * len(args))(*[ctypes.addressof(b) for b in self.bufs])
+
+    def read(self):
+        p = dr.CUDA_KERNEL_NODE_PARAMS()
+        p.kernelParams = ctypes.addressof(self.ptrs)
+        return CapturedArgs(p, self.info)
+
+
+@pytest.fixture
+def world(monkeypatch):
+    """One captured kernel node with four arguments, an exec and a recording fast path."""
+    g = fake_graph()
+    node = fake_read_node(g, pcg.CapturedKernelNode)
+    struct_arg = Q.pack(X) + Q.pack(1024) + Q.pack(Y + 8) + Q.pack(X + 40)
+    kargs = KernelArgs((0, Q.pack(X + 16)),          # arg 0: x + 16 (interior)
+                       (8, struct.pack("<i", 7)),     # arg 1: an int
+                       (16, struct_arg),              # arg 2: a struct holding x, n, y+8, x+40
+                       (48, Q.pack(X + 64)),          # arg 3: one past x's end: not x
+                       (56, b"\0" * 4 + Q.pack(X)))   # arg 4: x at an unaligned position
+    monkeypatch.setattr(CapturedArgs, "of", classmethod(lambda cls, n: kargs.read()))
+    monkeypatch.setattr(rebind_plan, "walk_nodes", lambda graph: [(node, False)])
+    calls = []
+
+    class Fast:
+        fail = False
+
+        def exec_kernel_node_set_params(self, exe, node_h, pack, n):
+            if Fast.fail:
+                raise pcg.CudaError("cuGraphExecKernelNodeSetParams", 1, "CUDA_ERROR_X", "x")
+            args = rec.args
+            calls.append((int(exe), node_h, [args.get(i) for i in range(len(args.info))]))
+
+    monkeypatch.setattr(rebind_plan, "fast", Fast())
+    rec = ExecNode(node, rt.cudaGraphExec_t(0xE0), (), lambda old: None)
+    rec.args = kargs.read()
+
+    class Exe:
+        handle = rt.cudaGraphExec_t(0xE0)
+
+        def exec_node(self, n):
+            assert n is node
+            return rec
+
+    return Exe(), g, node, rec, calls, Fast
+
+
+def test_slots_found_once(world):
+    exe, g, node, rec, calls, _ = world
+    plan = rebind_plan.RebindPlan(exe, g, [info(X, 64), info(Y, 32)])
+    assert plan.slots == [3, 1]  # x+16, x in the struct, x+40; y+8. Not x+64, not unaligned
+    assert plan.unproven == []
+    assert plan.sites([0]) == plan.sites([1]) == plan.sites([0, 1])  # one node, one site
+
+
+def test_a_call_rewrites_only_the_slots(world):
+    exe, g, node, rec, calls, _ = world
+    plan = rebind_plan.RebindPlan(exe, g, [info(X, 64), info(Y, 32)])
+    X2 = 0x7F00_2000_0008
+    assert plan.apply([X2, Y], [0]) == 1
+    (exe_h, node_h, args), = calls
+    assert exe_h == 0xE0 and node_h == int(node)
+    assert Q.unpack(args[0])[0] == X2 + 16
+    assert args[1] == struct.pack("<i", 7)
+    assert [Q.unpack_from(args[2], k)[0] for k in (0, 8, 16, 24)] == [X2, 1024, Y + 8, X2 + 40]
+    assert Q.unpack(args[3])[0] == X + 64  # one past the end stays
+    assert Q.unpack_from(args[4], 4)[0] == X  # unaligned stays
+    assert plan.bound == [X2, Y]
+
+
+def test_a_failed_call_changes_nothing(world):
+    exe, g, node, rec, calls, fast = world
+    plan = rebind_plan.RebindPlan(exe, g, [info(X, 64)])
+    fast.fail = True
+    with pytest.raises(pcg.CudaError):
+        plan.apply([0x7F00_3000_0000], [0])
+    assert Q.unpack(rec.args.get(0))[0] == X + 16
+    assert Q.unpack_from(rec.args.get(2), 0)[0] == X
+    assert plan.bound == [X]
+
+
+def test_negative_strides_span_below_the_data_pointer(world):
+    exe, g, node, rec, calls, _ = world
+    # an array whose data pointer is x + 32, reaching down to x (a reversed view)
+    plan = rebind_plan.RebindPlan(exe, g, [info(X + 32, 64, lo=X)])
+    assert plan.slots == [3]
+    plan.apply([0x7F00_4000_0020], [0])
+    assert Q.unpack(calls[-1][2][0])[0] == 0x7F00_4000_0020 - 32 + 16
+
+
+def test_child_graph_inputs_are_refused(world, monkeypatch):
+    exe, g, node, rec, calls, _ = world
+    monkeypatch.setattr(rebind_plan, "walk_nodes", lambda graph: [(node, True)])
+    with pytest.raises(PyCudaGraphError, match="child graph"):
+        rebind_plan.RebindPlan(exe, g, [info(X, 64)])
+
+
+def test_copy_sites_go_through_exec_set(world, monkeypatch):
+    exe, g, _, _, _, _ = world
+    copy = fake_read_node(g, pcg.MemcpyNode)
+    upload = fake_read_node(g, pcg.MemcpyNode)
+    params = {int(copy): MemcpyParams(Y, X + 8, 32, "device->device"),
+              int(upload): MemcpyParams(Y + 64, 0x1000, 16, "host->device")}
+    monkeypatch.setattr(pcg.MemcpyNode, "params", property(lambda n: params[int(n)]))
+    set_calls = []
+    monkeypatch.setattr(pcg.MemcpyNode, "exec_set",
+                        lambda n, rec, **kw: set_calls.append((int(n), kw)))
+    monkeypatch.setattr(rebind_plan, "walk_nodes", lambda graph: [(copy, False), (upload, False)])
+    recs = {}
+    exe.exec_node = lambda n: recs.setdefault(int(n), ExecNode(n, exe.handle, (), None))
+    plan = rebind_plan.RebindPlan(exe, g, [info(X, 64), info(Y, 32)])
+    assert plan.slots == [1, 1]
+    assert len(plan.unproven) == 1 and "table of addresses" in plan.unproven[0]
+    plan.apply([0x5000, 0x6000], [0, 1])
+    assert set_calls == [(int(copy), {"src": 0x5008, "dst": 0x6000})]

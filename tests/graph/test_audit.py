@@ -1,0 +1,231 @@
+"""``g.audit()`` and ``g.memory()`` (pycudagraph/graph/audit.py, frameworks/owners.py).
+
+CPU: slot reading, and the judgement of each address against fake pointer attributes
+and fake owners (kept, pool, live, PyTorch's free and used blocks, none). GPU (child
+processes): a freed CuPy input and a freed PyTorch input are named (node and argument)
+before any launch; a kept input is not.
+"""
+
+import struct
+
+import pytest
+
+from pycudagraph.frameworks.pools import CapturePool
+from pycudagraph.graph import audit as audit_mod
+from pycudagraph.graph.audit import Baked, Finding, PointerInfo, pointer_slots
+from tests.support.fake_frameworks import install_torch, without_frameworks
+from tests.support.fakes import fake_buffer, fake_graph, fake_node
+from tests.support.watchdog import run_snippet
+
+Q = struct.Struct("<Q")
+
+
+def test_only_aligned_slots_are_read():
+    data = Q.pack(11) + Q.pack(22) + b"\0" * 4
+    assert list(pointer_slots(data, 0)) == [(0, 11), (8, 22)]
+    assert list(pointer_slots(b"\0" * 4 + Q.pack(33), 4)) == [(4, 33)]  # 8-aligned in the buffer
+    assert list(pointer_slots(Q.pack(1), 4)) == []  # an 8-byte value at 4: no pointer there
+
+
+DEV = 0x7F00_0000_0000
+
+
+@pytest.fixture
+def world(monkeypatch):
+    """A graph whose nodes hold the addresses a test lists, with made-up pointer facts."""
+    without_frameworks(monkeypatch)
+    g = fake_graph()
+    node = fake_node(g)
+    facts = {}
+    state = {"baked": []}
+    monkeypatch.setattr(audit_mod, "baked_addresses", lambda graph, problems=None: state["baked"])
+    monkeypatch.setattr(audit_mod, "_graph_memory", lambda graph: [])
+    monkeypatch.setattr(audit_mod, "ensure_device", lambda: 0)
+    monkeypatch.setattr(audit_mod, "pointer_info",
+                        lambda a: facts.get(a, PointerInfo("unregistered", -1, 0, 0)))
+
+    def judge(*baked, **named):
+        state["baked"] = list(baked)
+        return audit_mod.audit(g)
+
+    return g, node, facts, judge
+
+
+def on_device(facts, start, size, device=0):
+    for a in range(start, start + size, 8):
+        facts[a] = PointerInfo("device", device, start, size)
+
+
+def test_kept_pool_and_graph_memory_are_fine(world):
+    g, node, facts, judge = world
+    kept = fake_buffer(256)
+    g.table.ledger.keep_also(kept)
+    pool = CapturePool()
+    pool._state.cupy_ranges.add((DEV, 4096))
+    g.table.ledger.keep_also(pool)
+    on_device(facts, kept.ptr, 256)
+    on_device(facts, DEV, 4096)
+    assert judge(Baked(node, "arg 0", kept.ptr + 8, 0), Baked(node, "arg 1", DEV + 64, 1)) == []
+
+
+def test_a_live_object_the_graph_does_not_keep(world):
+    g, node, facts, judge = world
+    loose = fake_buffer(512)
+    on_device(facts, loose.ptr, 512)
+    found, = judge(Baked(node, "arg 2", loose.ptr, 2))
+    assert found.problem == "not kept alive" and found.place == "arg 2"
+    assert "DeviceBuffer of 512 bytes" in found.detail and "cap.keep" in found.detail
+    assert str(found).startswith("not kept alive: ")
+
+
+def test_no_owner_is_freed(world):
+    g, node, facts, judge = world
+    on_device(facts, DEV, 1 << 20)
+    found, = judge(Baked(node, "arg 0 +8", DEV + 8, 0, 8))
+    assert found.problem == "freed" and "no live tensor" in found.detail
+
+
+def test_numbers_in_kernel_slots_are_skipped(world):
+    g, node, facts, judge = world
+    assert judge(Baked(node, "arg 3", 0x12345678, 3)) == []
+
+
+def test_copies_of_pageable_and_vanished_memory(world):
+    g, node, facts, judge = world
+    found = judge(Baked(node, "src", 0x5555_0000, side="host"),
+                  Baked(node, "dst", DEV, side="device"))
+    assert [(f.place, f.problem) for f in found] == [("src", "pageable host"), ("dst", "freed")]
+
+
+def test_other_device(world):
+    g, node, facts, judge = world
+    on_device(facts, DEV, 4096, device=1)
+    found, = judge(Baked(node, "arg 0", DEV, 0))
+    assert found.problem == "other device" and "device 1" in found.detail
+
+
+def test_pinned_host_memory_is_fine(world):
+    g, node, facts, judge = world
+    facts[0x6000] = PointerInfo("host", 0, 0x6000, 4096)
+    assert judge(Baked(node, "src", 0x6000, side="host")) == []
+
+
+def test_torch_blocks_free_and_in_use(world, monkeypatch):
+    g, node, facts, judge = world
+    torch = install_torch(monkeypatch)
+    torch.allocator.segments[:] = [{
+        "address": DEV, "total_size": 4096, "segment_pool_id": (0, 0),
+        "blocks": [{"size": 1024, "state": "active_allocated"},
+                   {"size": 3072, "state": "inactive"}]}]
+    on_device(facts, DEV, 4096)
+    found = judge(Baked(node, "arg 0", DEV + 16, 0), Baked(node, "arg 1", DEV + 2048, 1))
+    assert [(f.place, f.problem) for f in found] == [("arg 1", "freed")]
+    assert "free block of PyTorch" in found[0].detail
+
+
+def test_memory_counts_distinct_allocations(world, monkeypatch):
+    g, node, facts, judge = world
+    on_device(facts, DEV, 4096)
+    on_device(facts, DEV + 8192, 8192)
+    facts[0x9000] = PointerInfo("host", 0, 0x9000, 100)
+    monkeypatch.setattr(audit_mod, "baked_addresses", lambda graph, problems=None: [
+        Baked(node, "arg 0", DEV, 0), Baked(node, "arg 1", DEV + 8, 1),
+        Baked(node, "arg 2", DEV + 8192, 2), Baked(node, "src", 0x9000, side="host"),
+        Baked(node, "arg 3", 77, 3)])
+    pool = CapturePool()
+    pool._state.cupy_pool = type("P", (), {"total_bytes": lambda self: 1 << 20})()
+    g.table.ledger.keep_also(pool)
+    mem = audit_mod.memory(g)
+    assert mem == {"pinned_bytes": 4096 + 8192, "allocations": 2,
+                   "graph_pool_bytes": 1 << 20, "graph_pool": {"torch": 0, "cupy": 1 << 20}}
+
+
+def test_finding_text():
+    f = Finding("node", "arg 2", 0xABC, "freed", "why")
+    assert str(f) == "freed: 'node' arg 2 = 0xabc (why)"
+
+
+# --- GPU ------------------------------------------------------------------------------
+
+CUPY_FREED = """
+import gc, sys
+try:
+    import cupy as cp
+except ImportError:
+    print("SKIP no cupy"); sys.exit(0)
+import pycudagraph as pcg
+s = pcg.Stream()
+cs = cp.cuda.Stream.from_external(s)
+x = cp.arange(1 << 20, dtype=cp.float32)
+kept = cp.ones(1 << 20, dtype=cp.float32)
+with cs:
+    x * 2 + kept
+s.synchronize()
+with pcg.capture(s, mode="thread_local") as cap:
+    with cs:
+        y = x * 2 + kept
+    cap.keep(kept)
+addr = x.data.ptr
+found = cap.graph.audit()
+print([str(f) for f in found])
+mine = [f for f in found if f.address == addr]
+assert mine and mine[0].problem == "not kept alive", found
+assert not [f for f in found if f.address == kept.data.ptr]
+del x
+gc.collect()
+found = cap.graph.audit()
+mine = [f for f in found if f.address == addr]
+assert mine and mine[0].problem == "freed", found
+assert mine[0].node.type == "kernel" and mine[0].place.startswith("arg "), mine[0]
+print(mine[0])
+print("OK")
+"""
+
+TORCH_FREED = """
+import gc, sys
+try:
+    import torch
+except ImportError:
+    print("SKIP no torch"); sys.exit(0)
+import pycudagraph as pcg
+side = torch.cuda.Stream()
+t = torch.randn(1 << 20, device="cuda")
+side.wait_stream(torch.cuda.current_stream())
+with torch.cuda.stream(side):
+    t * 3
+    with pcg.capture(pcg.Stream.wrap(side), mode="thread_local") as cap:
+        u = t * 3
+side.synchronize()
+addr = t.data_ptr()
+found = cap.graph.audit()
+mine = [f for f in found if f.address == addr]
+assert mine and mine[0].problem == "not kept alive" and "torch.Tensor" in mine[0].detail, found
+del t
+gc.collect()
+found = cap.graph.audit()
+mine = [f for f in found if f.address == addr]
+assert mine and mine[0].problem == "freed", found
+assert "PyTorch" in mine[0].detail and mine[0].place.startswith("arg "), mine[0]
+assert mine[0].node.type == "kernel"
+print(mine[0])
+assert not [f for f in found if f.address == u.data_ptr()]  # in the graph's pool
+print("OK")
+"""
+
+
+def _run(code):
+    out = run_snippet(code, timeout=300)
+    if out.kind == "ok" and "SKIP" in out.output:
+        pytest.skip(out.output.strip())
+    assert out.kind == "ok" and "OK" in out.output, str(out)
+    return out.output
+
+
+@pytest.mark.gpu
+def test_audit_names_a_freed_cupy_input():
+    print(_run(CUPY_FREED))
+
+
+@pytest.mark.gpu
+def test_audit_names_a_freed_torch_input():
+    print(_run(TORCH_FREED))
