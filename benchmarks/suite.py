@@ -65,7 +65,8 @@ def collect_meta(env, settings: Settings, peers: dict) -> dict:
 
 def one_run(groups: set, keys: list, settings: Settings, out: Path, name: str = "bench",
             verbose: bool = False) -> int:
-    """One run: writes ``out/<name>.json`` and ``out/<name>.md``; prints progress and tables."""
+    """One run: writes ``out/<name>.json`` (and ``out/bench.md``, the tables in Markdown,
+    when it is the only run); prints progress and tables."""
     t_start = time.monotonic()
     from .cudaenv import RawEnv
     try:
@@ -88,7 +89,8 @@ def one_run(groups: set, keys: list, settings: Settings, out: Path, name: str = 
     meta["duration_s"] = round(time.monotonic() - t_start, 1)
     figs = results_json(results, failed)
     write_json(out / f"{name}.json", {"meta": meta, "figures": figs})
-    (out / f"{name}.md").write_text("\n".join(run_markdown(figs, f"{name}: {meta['gpu']}")))
+    if name == "bench":  # a run of several writes one tables.md for all (few files back)
+        (out / "bench.md").write_text("\n".join(run_markdown(figs, f"{name}: {meta['gpu']}")))
     lines = [""] + environment_lines(meta) + [""] + table_lines(figs) + [""] + h2h_lines(figs)
     lines += note_lines(figs)
     lines += [f"spin kernels that ended before their round did: {env.expired}",

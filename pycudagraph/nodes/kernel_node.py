@@ -27,30 +27,22 @@ _new = object.__new__
 
 def _dep_handles(table, deps) -> tuple:
     """The handles of ``deps`` (a tuple or list), checked as every builder's ``deps=``: nodes
-    of the table's graph, not removed, none twice. The common case is judged here (each one
-    the table's own object for its handle, which a destroyed graph has none of); anything
-    else goes to ``table.dep_nodes``, which raises the error naming the node."""
+    of the table's graph, not removed, none twice (what the compiled ``fast.add_kernel``
+    judges in C; this is its ctypes route's). The common case is judged here (each one the
+    table's own object for its handle, which a destroyed graph has none of); anything else
+    goes to ``table.dep_nodes``, which raises the error naming the node."""
     nodes = table.nodes
-    if len(deps) == 1:  # a chain: the most common case, judged in the fewest steps
-        d = deps[0]
-        try:
-            h = d._h
-        except AttributeError:  # not a node
-            h = None
-        if nodes.get(h) is d and d._raw is not REMOVED:
-            return (h,)
+    hs = []
+    for d in deps:
+        if not isinstance(d, Node):
+            break
+        h = d._h
+        if nodes.get(h) is not d or d._raw is REMOVED:
+            break
+        hs.append(h)
     else:
-        hs = []
-        for d in deps:
-            if not isinstance(d, Node):
-                break
-            h = d._h
-            if nodes.get(h) is not d or d._raw is REMOVED:
-                break
-            hs.append(h)
-        else:
-            if len(set(hs)) == len(hs):
-                return tuple(hs)
+        if len(hs) < 2 or len(set(hs)) == len(hs):
+            return tuple(hs)
     return tuple([int(d) for d in table.dep_nodes(deps)])
 
 
@@ -104,7 +96,9 @@ class KernelNode(Node):
     __slots__ = ("_pack",)
 
     def __init__(self, table, h: int, pack=None):
-        super().__init__(table, h)
+        self._table = table  # what Node.__init__ sets, without its call: one node per add
+        self._h = h
+        self._raw = None
         self._pack = pack  # the ArgPack the node was built (or last set) with
 
     @classmethod
@@ -129,11 +123,8 @@ class KernelNode(Node):
             hot = None
         h, pack = _add_kernel(hot, grid, block, args, shared_mem, table.h, deps, table.nodes,
                               kernel, table.graph, _node_pack)
-        node = _new(cls)  # what __init__ and table.register do, without their four calls:
-        node._table = table  # this runs once per node
-        node._h = h
-        node._raw = None
-        node._pack = pack
+        node = _new(cls)  # cls(...) less the type call; table.register without its calls
+        node.__init__(table, h, pack)
         table.nodes[h] = node
         table.ledger.held[id(node)] = (node, pack)
         if todo:
@@ -311,7 +302,7 @@ class KernelNode(Node):
         pack = rec.args
         if type(pack) is not ArgPack:  # bytes by index (its twin was captured)
             return pack.exec_set(rec, args, grid, block, shared_mem)
-        if (grid is None and block is None and shared_mem is None and
+        if (grid is None and block is None and shared_mem is None and not seen.multi and
                 (type(args) is tuple or type(args) is list)):
             return exec_set_args(rec, args)  # every argument, packed by the compiled route
         if seen.multi and args is not None:  # DeviceBuffers of the node's device (or peers)
@@ -361,11 +352,12 @@ def exec_set_args(rec: ExecNode, args) -> None:
     through the same plan as a node add; the values replaced are retired. A refused value
     or call changes nothing."""
     pack = rec.args
-    if type(pack) is not ArgPack or (type(args) is not tuple and type(args) is not list):
-        rec.node.exec_set(rec, args=args)  # bytes by index, or a dict or an iterator
+    if (seen.multi or type(pack) is not ArgPack or
+            (type(args) is not tuple and type(args) is not list)):
+        # several devices (the values' devices are checked there), bytes by index, a dict
+        # or an iterator: the general path
+        rec.node.exec_set(rec, args=args)
         return
-    if seen.multi:  # the values' devices against the node's
-        args = pack.kernel._check_pack_args(pack, args, "GraphExec.set_params")
     olds = _set_args(rec.exec_h, rec.node_h, pack.layout.hot, pack.address, pack.refs, args, pack,
                      rec.exec_raw, rec.node)
     if olds is not None:
