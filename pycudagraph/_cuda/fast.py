@@ -233,8 +233,14 @@ def _add_kernel(hot, grid, block, args, shared_mem, graph_h: int, deps, nodes: d
 
 def _set_arg(exec_h: int, node_h: int, hot, address: int, refs: list, key, value, pack, exe,
              node):
-    index = pack.layout.slot_index(key)  # raises naming a key that names no parameter
-    if _native is not None and type(key) is not int and type(key) is not str:
+    layout, t = pack.layout, type(key)
+    if t is int and 0 <= key < layout.count:
+        index = key
+    elif t is str and key in layout.index:
+        index = layout.index[key]
+    else:
+        index = layout.slot_index(key)  # raises naming a key that names no parameter
+    if _native is not None and t is not int and t is not str:
         # a numpy integer, say: the compiled route takes the index it names
         return _native.set_arg(exec_h, node_h, hot, address, refs, index, value, pack, exe, node)
     saved = pack.write(index, value)  # the slot writer: raises for a value that does not fit

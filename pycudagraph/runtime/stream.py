@@ -218,8 +218,17 @@ def stream_handle(obj) -> int:
         "a cuda.bindings stream or an int handle")
 
 
+def _handle_of(obj) -> int:
+    """:func:`stream_handle`, a Stream's first: what the ctypes launch routes call."""
+    if type(obj) is Stream:
+        h = obj._h
+        if h is not None:
+            return h
+    return stream_handle(obj)
+
+
 # the compiled launches read a Stream's handle where its methods do
-fast.stream_slot(Stream, Stream.__dict__["_h"], stream_handle)
+fast.stream_slot(Stream, Stream.__dict__["_h"], _handle_of)
 
 
 class Event(_lifetime.Releasable):
