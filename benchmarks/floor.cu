@@ -20,52 +20,6 @@
 #include <string>
 #include <vector>
 
-// Same kernels as kernels/helpers.cu, compiled into the program.
-__global__ void empty() {}
-
-__global__ void empty3(float* p, float a, int n)
-{
-    if (n < 0 && threadIdx.x == 0 && blockIdx.x == 0) {
-        p[0] = a;
-    }
-}
-
-__global__ void args10(float* p0, float a, float* p1, int n, float* p2, long long q, float* p3,
-                       float b, int m, double d)
-{
-    if (n < 0 && threadIdx.x == 0 && blockIdx.x == 0) {
-        p0[0] = a + b;
-        p1[0] = (float)(m + q);
-        p2[0] = (float)d;
-        p3[0] = 0.0f;
-    }
-}
-
-__global__ void args30(float* p0, float a0, float* p1, int n, float* p2, long long q0, float* p3,
-                       float a1, float* p4, double d0, float* p5, unsigned int u0, float* p6,
-                       float a2, float* p7, int n1, float* p8, long long q1, float* p9, float a3,
-                       float* p10, double d1, float* p11, unsigned int u1, float a4, int n2,
-                       float a5, int n3, int n4, int n5)
-{
-    if (n < 0 && threadIdx.x == 0 && blockIdx.x == 0) {
-        p0[0] = a0 + a1 + a2 + a3 + a4 + a5;
-        p1[0] = (float)(q0 + q1 + n1 + n2 + n3 + n4 + n5);
-        p2[0] = (float)(d0 + d1);
-        p3[0] = (float)(u0 + u1);
-        p4[0] = p5[0] = p6[0] = p7[0] = p8[0] = p9[0] = p10[0] = p11[0] = 0.0f;
-    }
-}
-
-__global__ void spin(unsigned long long cycles)
-{
-    if (threadIdx.x != 0 || blockIdx.x != 0) {
-        return;
-    }
-    long long start = clock64();
-    while ((unsigned long long)(clock64() - start) < cycles) {
-    }
-}
-
 // A failed call ends the request with "error <call>: <name>" (the process goes on).
 struct Failure {
     std::string text;
@@ -110,75 +64,7 @@ static unsigned long long g_cycles_per_ms;
 static float* g_buf;  // the pointer every pointer argument gets
 static int g_spin_expired = 0;
 
-// ---- argument sets: 3, 10, 30 parameters, as benchmarks/argsets.py lists them -----------
-
-// Values stored per parameter, in the parameter's own C type; args[] points at them.
-struct ArgSet {
-    const void* func = nullptr;
-    int n = 0;
-    std::vector<char> kinds;  // 'p' pointer, 'f' float, 'i' int, 'q' long long, 'd' double, 'u' unsigned
-    std::vector<unsigned long long> store;  // 8 bytes per parameter
-    std::vector<void*> args;
-
-    ArgSet(const void* f, const char* k) : func(f), n((int)std::strlen(k)), kinds(k, k + n),
-                                           store(n), args(n)
-    {
-        for (int i = 0; i < n; ++i) {
-            args[i] = &store[i];
-        }
-        write_all(1.0);
-    }
-
-    // Each value as benchmarks/argsets.values gives it (a + i for floats, 3 + i for ints).
-    void write(int i, double a)
-    {
-        void* dst = &store[i];
-        switch (kinds[i]) {
-        case 'p': { float* p = g_buf; std::memcpy(dst, &p, sizeof p); break; }
-        case 'f': { float v = (float)(a + i); std::memcpy(dst, &v, sizeof v); break; }
-        case 'd': { double v = a + i; std::memcpy(dst, &v, sizeof v); break; }
-        case 'i': { int v = 3 + i; std::memcpy(dst, &v, sizeof v); break; }
-        case 'u': { unsigned v = 3u + (unsigned)i; std::memcpy(dst, &v, sizeof v); break; }
-        default: { long long v = 3 + i; std::memcpy(dst, &v, sizeof v); break; }
-        }
-    }
-
-    void write_all(double a)
-    {
-        for (int i = 0; i < n; ++i) {
-            write(i, a);
-        }
-    }
-
-    cudaKernelNodeParams params()
-    {
-        cudaKernelNodeParams p = {};
-        p.func = const_cast<void*>(func);
-        p.gridDim = dim3(1, 1, 1);
-        p.blockDim = dim3(1, 1, 1);
-        p.sharedMemBytes = 0;
-        p.kernelParams = args.data();
-        p.extra = nullptr;
-        return p;
-    }
-};
-
-static ArgSet* arg_set(int n)
-{
-    static std::map<int, ArgSet*> sets;
-    if (!sets.count(n)) {
-        if (n == 3) {
-            sets[n] = new ArgSet((const void*)empty3, "pfi");
-        } else if (n == 10) {
-            sets[n] = new ArgSet((const void*)args10, "pfpipqpfid");
-        } else if (n == 30) {
-            sets[n] = new ArgSet((const void*)args30, "pfpipqpfpdpupfpipqpfpdpufifiii");
-        } else {
-            throw Failure{"no kernel of " + std::to_string(n) + " arguments"};
-        }
-    }
-    return sets[n];
-}
+#include "floor_args.cuh"
 
 // ---- helpers ------------------------------------------------------------------------------
 

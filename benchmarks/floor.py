@@ -1,5 +1,5 @@
-"""The C++ floor as a contestant: ``benchmarks/floor.cu``, built with nvcc once into a cache
-folder, runs as a child process for the whole run and measures one round per request, so
+"""The C++ floor as a contestant: ``benchmarks/floor.cu`` (with ``floor_args.cuh``, its
+argument sets, and ``kernels/helpers.cu``, its kernels), built with nvcc once into a cache folder, runs as a child process for the whole run and measures one round per request, so
 its rounds alternate with the Python contestants' like theirs do (it idles between
 requests: the GPU is never shared while a round is timed)."""
 
@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 from .bare import cache_dir
-from .common import FLOOR_CU, Entry, NotSupported, Peer
+from .common import FLOOR_CU, HELPERS_CU, Entry, NotSupported, Peer
 
 #: How long one request may take before the floor is declared stuck (seconds).
 TIMEOUT = 120.0
@@ -25,7 +25,9 @@ def build(arch: str, progress=print, nvcc: str | None = None) -> Path:
     nvcc = nvcc or shutil.which("nvcc")
     if nvcc is None:
         raise NotSupported("nvcc is not on PATH, so the C++ floor was not built")
-    digest = hashlib.sha1(FLOOR_CU.read_bytes() + arch.encode()).hexdigest()[:12]
+    sources = b"".join(p.read_bytes() for p in (FLOOR_CU, FLOOR_CU.parent / "floor_args.cuh",
+                                                  HELPERS_CU))
+    digest = hashlib.sha1(sources + arch.encode()).hexdigest()[:12]
     exe = Path(cache_dir()) / f"floor_{digest}"
     if exe.exists():
         return exe
