@@ -18,8 +18,9 @@
  * call) it calls fast.py's ctypes route for the same call with the same arguments and
  * returns what that returns. That route checks, traces and raises the clear error.
  *
- * Files: _native_convert.c (values -> bytes, grid/block, plans), _native_calls.c (the four
- * calls), _native_module.c (state, set-up, the module).
+ * Files: _native_convert.c (values -> bytes, grid/block, plans), _native_calls.c (the hot
+ * calls), _native_method.c (GraphExec.launch as a method in C), _native_module.c (state,
+ * set-up, the module).
  */
 #ifndef PCG_NATIVE_H
 #define PCG_NATIVE_H
@@ -113,6 +114,13 @@ int fits(const plan_head *p, PyObject *grid, PyObject *block, PyObject *shm);
 int fill(const plan_head *p, PyObject *converters, char *buf, PyObject *grid, PyObject *block,
          PyObject *shm, PyObject *args);
 int dep_handles(PyObject *deps, PyObject *nodes, void **stack, void ***out, Py_ssize_t *n);
+
+/* _native_module.c: the offset of an object slot of cls (descr: its member descriptor), or
+ * -1 with an error set. */
+Py_ssize_t slot_offset(PyObject *cls, PyObject *descr);
+
+/* _native_method.c */
+PyObject *exec_launch_method(PyObject *m, PyObject *args);
 
 /* _native_calls.c */
 PyObject *launch_graph(PyObject *m, PyObject *const *a, Py_ssize_t nargs);

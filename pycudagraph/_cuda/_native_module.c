@@ -69,7 +69,7 @@ static PyObject *set_routes(PyObject *m, PyObject *args)
 
 /* The offset of the object slot that descriptor (cls.__dict__[name], a member descriptor
  * of cls itself) describes, or -1 with an error set. */
-static Py_ssize_t slot_offset(PyObject *cls, PyObject *descr)
+Py_ssize_t slot_offset(PyObject *cls, PyObject *descr)
 {
     if (!Py_IS_TYPE(descr, &PyMemberDescr_Type) || PyDescr_TYPE(descr) != (PyTypeObject *)cls) {
         PyErr_SetString(PyExc_TypeError, "a slot of the class was expected");
@@ -197,6 +197,9 @@ static PyMethodDef methods[] = {
     {"set_driver", set_driver, METH_O, "set_driver(entry_points: dict[str, int])"},
     {"set_routes", set_routes, METH_VARARGS, "set_routes(routes: tuple, captures: list)"},
     {"set_flags", set_flags, METH_VARARGS, "set_flags(tracing: bool, multi: bool)"},
+    {"exec_launch_method", exec_launch_method, METH_VARARGS,
+     "exec_launch_method(cls, handle_slot, last_slot, fallback, after, pending, doc) -> "
+     "GraphExec.launch as a method descriptor"},
     {"set_pointer_slot", set_pointer_slot, METH_VARARGS,
      "set_pointer_slot(cls, descriptor): where a cls object keeps its device address"},
     {"set_stream_slot", set_stream_slot, METH_VARARGS,

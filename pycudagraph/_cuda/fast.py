@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import ctypes
 import importlib
+import inspect
 import os
 import struct
 import sys
@@ -47,7 +48,7 @@ from .context import (current_device, ensure_device, multi_hooks, on_first_use, 
 from .structs import KERNEL_NODE_PARAMS_SIZE
 
 __all__ = ["launch_graph", "launch_kernel", "add_kernel", "set_arg", "set_args",
-           "pointer_slot", "node_slots", "stream_slot", "kernel_node_set_params",
+           "pointer_slot", "node_slots", "stream_slot", "method_launch", "kernel_node_set_params",
            "exec_kernel_node_set_params", "exec_update", "graph_instantiate", "native_status",
            "layout_plan", "kernel_plan", "use_driver_library", "NATIVE_ENV"]
 
@@ -320,6 +321,22 @@ set_arg = _native.set_arg if _native is not None else _set_arg
 #: the pack's ``refs`` take them. Returns, per argument, the object replaced (for the exec to
 #: retire) or None; None when there is none. A refused value or call leaves the pack unchanged.
 set_args = _native.set_args if _native is not None else _set_args
+
+
+def method_launch(cls: type, handle: str, last: str, after: str, pending: list) -> None:
+    """Make ``cls.launch`` (an exec's graph launch, ``cuGraphLaunch``) a method in C that does
+    what the Python method does without its frame: the launch of the handle in slot
+    ``handle`` on the stream (read as :func:`launch_graph` reads it), the stream kept in slot
+    ``last``, then ``cls.<after>(exe)`` when ``pending`` (host nodes' errors) is not empty.
+    Anything else is the Python method's (kept, and called with the same arguments). No
+    effect on the ctypes route."""
+    if _native is None:
+        return
+    own = cls.__dict__
+    python = own["launch"]
+    doc = "launch($self, stream=None)\n--\n\n" + inspect.cleandoc(python.__doc__ or "")
+    cls.launch = _native.exec_launch_method(cls, own[handle], own[last], python, own[after],
+                                            pending, doc)
 
 
 def stream_slot(cls: type, descriptor, resolve) -> None:

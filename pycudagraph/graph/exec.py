@@ -196,7 +196,11 @@ class GraphExec(ExecUpdate, ExecIntrospection):
         _launch_graph(h, stream, self)  # a closed stream is refused there
         self._last_stream = stream
         if _pending:
-            raise_pending(ids=self._hostcalls())
+            self._after_launch()
+
+    def _after_launch(self) -> None:
+        """Raise the first pending exception of one of this exec's host nodes."""
+        raise_pending(ids=self._hostcalls())
 
     def upload(self, stream=None) -> None:
         """Upload the exec's work descriptors ahead of the first launch (``cudaGraphUpload``)."""
@@ -361,3 +365,8 @@ class GraphExec(ExecUpdate, ExecIntrospection):
     def __repr__(self) -> str:
         state = " closed" if self._h is None else ""
         return f"<pycudagraph.GraphExec 0x{self._addr:x}{state}>"
+
+
+# launch() without its Python frame where the compiled route is built (the method above
+# stays the fallback of everything but the plain launch)
+fast.method_launch(GraphExec, "_h", "_last_stream", "_after_launch", _pending)
