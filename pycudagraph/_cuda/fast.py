@@ -23,11 +23,11 @@ packing, makes the call through ctypes, traces it (:func:`.check.report`) and ra
 (cudaGraphLaunch) failed: ...``. ``PYCUDAGRAPH_NO_NATIVE=1`` (read at import) leaves only
 the ctypes route; :func:`native_status` says which is active (``pycudagraph info``).
 
-The compiled route reads argument layouts from a *plan*: bytes made by :func:`layout_plan`
-(slot offsets and kinds) and :func:`kernel_plan` (plus the function and its 1-D limits), and
-a :class:`~pycudagraph.DeviceBuffer`'s address, a graph node's handle and a
-:class:`~pycudagraph.Stream`'s handle from their slots (:func:`pointer_slot`,
-:func:`node_slots`, :func:`stream_slot`).
+The compiled route reads argument layouts from a *plan* (``plans.py``): bytes made by
+:func:`layout_plan` (slot offsets and kinds) and :func:`kernel_plan` (plus the function and
+its 1-D limits); and a :class:`~pycudagraph.DeviceBuffer`'s address, a graph node's handle,
+a :class:`~pycudagraph.Stream`'s handle and a :class:`~pycudagraph.GraphExec`'s from their
+slots (:func:`pointer_slot`, :func:`node_slots`, :func:`stream_slot`, :func:`method_launch`).
 The other ctypes calls (exec update, instantiate, kernel-node set) are here too. See
 ``docs/HOT_PATH.md``.
 """
@@ -45,6 +45,8 @@ from ..errors import CudaNotAvailableError
 from . import check
 from .context import (current_device, ensure_device, multi_hooks, on_first_use, seen,
                       switch_device, thread_state)
+from .plans import (K_BOOL, K_F32, K_F64, K_I8, K_I16, K_I32, K_I64, K_OTHER, K_PTR,  # noqa: F401
+                    K_U8, K_U16, K_U32, K_U64, PLAN_HEAD, PLAN_SLOT, kernel_plan, layout_plan)
 from .structs import KERNEL_NODE_PARAMS_SIZE
 
 __all__ = ["launch_graph", "launch_kernel", "add_kernel", "set_arg", "set_args",
@@ -136,46 +138,6 @@ def native_status() -> str:
 
 
 on_first_use.append(_load)
-
-# ----------------------------------------------------------------------------------
-# Plans: what the compiled route reads about a kernel's arguments
-
-#: func, block1, grid1, smem (limits; 0: not known), n, size, simple
-PLAN_HEAD = struct.Struct("<Q6I")
-#: per parameter: offset of its slot, kind (K_*)
-PLAN_SLOT = struct.Struct("<2I")
-# Kinds the compiled route packs (the K_* codes of _native.h); others go to the ctypes route.
-K_I8, K_U8, K_I16, K_U16, K_I32, K_U32, K_I64, K_U64, K_F32, K_F64, K_BOOL, K_PTR, K_OTHER = range(13)
-_INT_KINDS = {"b": K_I8, "B": K_U8, "h": K_I16, "H": K_U16, "i": K_I32, "I": K_U32,
-              "q": K_I64, "Q": K_U64}
-
-
-def _kind(p) -> int:
-    if p.parts or p.convert is not None:  # several kernel parameters, or a converter of its own
-        return K_OTHER
-    if p.kind == "pointer":
-        return K_PTR
-    if p.kind == "bool":
-        return K_BOOL
-    if p.kind == "float":
-        return K_F32 if p.fmt == "f" else K_F64
-    if p.kind == "int":
-        return _INT_KINDS.get(p.fmt, K_OTHER)
-    return K_OTHER  # half, bfloat16, vectors, structs, handles: packed in Python
-
-
-def layout_plan(params, offsets, size: int, hidden: int = 0) -> bytes:
-    """The plan of a :class:`~pycudagraph.compile.args.Layout`: its slots, no function. With
-    ``hidden`` kernel parameters no argument fills, whole packs are made in Python only."""
-    kinds = [_kind(p) for p in params]
-    head = PLAN_HEAD.pack(0, 0, 0, 0, len(kinds), size, K_OTHER not in kinds and not hidden)
-    return head + b"".join(PLAN_SLOT.pack(off, k) for off, k in zip(offsets, kinds))
-
-
-def kernel_plan(plan: bytes, func: int, block1: int = 0, grid1: int = 0, smem: int = 0) -> bytes:
-    """A layout's plan naming the ``CUfunction`` ``func`` and its 1-D limits (0: not known)."""
-    return struct.pack("<Q3I", func, block1, grid1, smem) + plan[20:]
-
 
 # ----------------------------------------------------------------------------------
 # The ctypes routes (the compiled functions call them when they hand a call on)
