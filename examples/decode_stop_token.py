@@ -96,10 +96,11 @@ def main():
     stream.synchronize()
     with pcg.capture(stream, mode="thread_local") as cap:
         with torch.cuda.stream(ts):
-            with cap.while_(m["go"]):
+            decode = cap.while_(m["go"])
+            with decode:
                 step(torch, m)
         cap.keep(*m.values())
-    (loop,) = [n for n in cap.graph.nodes if isinstance(n, pcg.WhileNode)]
+    loop = decode.node  # the WhileNode the capture added (its body holds the step)
     print(f"captured: {len(cap.graph)} nodes, the loop body {len(loop.body)} "
           f"({', '.join(n.kernel_name.split('::')[-1] for n in loop.body.nodes if n.type == 'kernel')})")
     exe = cap.graph.instantiate(upload_stream=stream)

@@ -1,51 +1,52 @@
-"""NCCL all-reduce captured into a pycudagraph graph: kernel -> all-reduce -> kernel, replayed.
+"""NCCL collectives captured into a pycudagraph graph: kernel -> all-reduce -> reduce-scatter
+-> all-gather -> kernel, replayed 1000 times, on 2, 4, 8 ... GPUs.
 
-Two ways to run it, as users run NCCL programs:
+Three ways to run it, as users run NCCL programs:
 
 * one process per GPU, started by a launcher::
 
-      python -m torch.distributed.run --standalone --nproc_per_node=2 examples/multi_gpu_nccl.py
-      mpirun -np 2 python examples/multi_gpu_nccl.py      # needs mpi4py
+      python -m torch.distributed.run --standalone --nproc_per_node=4 examples/multi_gpu_nccl.py
+      mpirun -np 4 python examples/multi_gpu_nccl.py      # needs mpi4py
 
   Each process takes the GPU ``LOCAL_RANK``, joins one communicator
   (``ncclCommInitRank``; rank 0's ``ncclGetUniqueId`` travels through the launcher's
-  store, or MPI), captures ``prepare -> ncclAllReduce -> finish`` on its stream with
-  ``pcg.capture`` and replays the graph;
-* one process driving every GPU (``python examples/multi_gpu_nccl.py``): one
-  communicator per GPU (``ncclCommInitAll``), the all-reduces issued as one group
-  (``ncclGroupStart`` / ``ncclGroupEnd``), and everything captured into ONE graph that
-  spans the GPUs (the capture stream forks to the other GPUs' streams with events and
-  joins back), so a single ``cudaGraphLaunch`` runs the whole step.
+  store, or MPI), captures the step on its stream with ``pcg.capture`` and replays it;
+* one process per GPU started here with :mod:`multiprocessing`
+  (``python examples/multi_gpu_nccl.py --procs 4``), the id passed through a queue;
+* one process driving several GPUs (``python examples/multi_gpu_nccl.py [--gpus 4]``,
+  default all): one communicator per GPU (``ncclCommInitAll``), each collective issued
+  as one group (``ncclGroupStart`` / ``ncclGroupEnd``), and everything captured into ONE
+  graph that spans the GPUs (the capture stream forks to the other GPUs' streams with
+  events and joins back), so a single ``cudaGraphLaunch`` runs the whole step.
 
-A step counter on the GPU changes the input of every replay, and every step's result is
-copied back and compared with the exact value (small integers in float32): 3 eager steps,
-then 1000 graph replays. NCCL comes from NVIDIA's ``nccl4py`` (``pip install
-"pycudagraph[nccl]"``) or CuPy's ``cupy.cuda.nccl``; without either, or with fewer than
-2 GPUs in the one-process mode, the script prints SKIPPED and exits 0. NVLink multicast
-stays off (``NCCL_NVLS_ENABLE=0``) whatever the environment says.
+The step on each rank r of n: ``prepare`` writes ``(r+1) * x + step``; ``ncclAllReduce``
+sums it in place (S); ``ncclReduceScatter`` leaves rank r the sum of everybody's S over
+its 1/n slice (n*S there); ``ncclAllGather`` puts the slices together again (n*S
+everywhere); ``finish`` writes ``S + n*S`` and advances the step counter on the GPU, so
+every replay has a new input. Every step's result is copied back and compared with the
+exact value (small integers in float32): 3 eager steps, then 1000 graph replays. NCCL
+comes from NVIDIA's ``nccl4py`` (``pip install "pycudagraph[nccl]"``) or CuPy's
+``cupy.cuda.nccl``; without either, or with too few GPUs, the script prints SKIPPED and
+exits 0. NVLink multicast stays off (``multi_gpu_launch.py``'s guard).
 
 If CUDA refused the one-graph capture, the script says so and captures one graph per
-device instead, joined by events (:class:`StepGraph`). The :class:`Nccl` wrapper,
-:func:`launch_env`, :func:`share_unique_id` and :class:`StepGraph` here are used by
-``multi_gpu_tp_mlp.py`` too.
+device instead, joined by events (``StepGraph``). The other NCCL examples import
+:class:`Nccl` (the NCCL calls, through nccl4py or CuPy) and :func:`run_layout` (their
+``main``) from here.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
-import os
 import time
 
 import numpy as np
 
-# Before NCCL is loaded: NVLink multicast (NVLS) stays off on shared machines.
-os.environ["NCCL_NVLS_ENABLE"] = "0"
-os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
-os.environ.setdefault("NVSHMEM_DISABLE_NVLS", "1")
+from multi_gpu_launch import (StepGraph, add_layout_args, choose_layout, join_communicator,
+                              launch_env, require_multicast_off, say, start_processes)
 
-import pycudagraph as pcg  # noqa: E402
+import pycudagraph as pcg
 
 SOURCE = r"""
 extern "C" __global__ void prepare(float* buf, const float* x, const int* step, float scale, int n)
@@ -55,30 +56,23 @@ extern "C" __global__ void prepare(float* buf, const float* x, const int* step, 
         buf[i] = scale * x[i] + s;
 }
 
-extern "C" __global__ void finish(float* out, const float* buf, int* step, int n)
+extern "C" __global__ void finish(float* out, const float* buf, const float* gathered, int* step, int n)
 {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        out[i] = 2.0f * buf[i];
+        out[i] = buf[i] + gathered[i];
     if (blockIdx.x == 0 && threadIdx.x == 0)
         step[0] += 1;   // the next replay sees the next step (prepare ran before this)
 }
 """
-
-N = 1 << 16
-GRID, BLOCK = 64, 256
-EAGER_STEPS, GRAPH_STEPS = 3, 1000
-
 
 class NcclUnavailable(RuntimeError):
     """Neither nccl4py nor CuPy's NCCL module can be used here."""
 
 
 class Nccl:
-    """The few NCCL calls these examples make, through nccl4py (preferred) or CuPy.
-
-    Communicators are opaque values of the chosen binding; pointers and stream
-    handles are plain ints (``DeviceBuffer.ptr``, ``Stream.ptr``).
-    """
+    """The few NCCL calls these examples make (float32, sum), through nccl4py (preferred)
+    or CuPy. Communicators are opaque values of the chosen binding; pointers and stream
+    handles are plain ints (``DeviceBuffer.ptr``, ``Stream.ptr``)."""
 
     def __init__(self):
         errors = []
@@ -137,6 +131,20 @@ class Nccl:
         else:
             self._b.all_reduce(send, recv, count, self._float32, self._sum, comm, stream)
 
+    def all_gather(self, comm, send: int, recv: int, sendcount: int, stream: int) -> None:
+        """``ncclAllGather``: ``sendcount`` float32 values from each rank, in rank order."""
+        if self.kind == "cupy":
+            comm.allGather(send, recv, sendcount, self._float32, stream)
+        else:
+            self._b.all_gather(send, recv, sendcount, self._float32, comm, stream)
+
+    def reduce_scatter(self, comm, send: int, recv: int, recvcount: int, stream: int) -> None:
+        """``ncclReduceScatter``: the sum, each rank keeping its ``recvcount`` values."""
+        if self.kind == "cupy":
+            comm.reduceScatter(send, recv, recvcount, self._float32, self._sum, stream)
+        else:
+            self._b.reduce_scatter(send, recv, recvcount, self._float32, self._sum, comm, stream)
+
     @contextlib.contextmanager
     def group(self):
         """``ncclGroupStart`` ... ``ncclGroupEnd``: one process issuing for several GPUs."""
@@ -147,66 +155,73 @@ class Nccl:
         finally:
             (self._b.groupEnd if cupy else self._b.group_end)()
 
+    def group_if(self, several: bool):
+        """:meth:`group` when one process issues for several GPUs, else nothing."""
+        return self.group() if several else contextlib.nullcontext()
+
     def destroy(self, comm) -> None:
-        """``ncclCommDestroy`` (as NCCL's one-thread, several-GPU example ends, one call per
-        communicator)."""
+        """``ncclCommDestroy`` (one call per communicator)."""
         if self.kind == "cupy":
             comm.destroy()
         else:
             self._b.comm_destroy(comm)
 
 
-def launch_env() -> tuple[int, int, int] | None:
-    """(rank, world size, local rank) set by torchrun or mpirun, or None when run plainly."""
-    e = os.environ
-    for rank, size, local in (("RANK", "WORLD_SIZE", "LOCAL_RANK"),
-                              ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-                               "OMPI_COMM_WORLD_LOCAL_RANK"),
-                              ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID")):
-        if rank in e and size in e:
-            r = int(e[rank])
-            return r, int(e[size]), int(e.get(local, r))
-    return None
+def run_layout(args, rank_main, one_process, *rank_args) -> None:
+    """What the NCCL examples' ``main`` does once the options are parsed: refuse without a
+    GPU (one sentence), print SKIPPED without an NCCL binding or enough GPUs, then run
+    ``rank_main(rank, world, mailbox, *rank_args)`` as this launched rank, or in
+    ``--procs`` spawned processes, or ``one_process(nccl, world, *rank_args)`` driving
+    ``world`` GPUs."""
+    if pcg.device_count() == 0:
+        pcg.Stream()  # raises CudaNotAvailableError, saying why
+    try:
+        nccl = Nccl()
+    except NcclUnavailable as exc:
+        say(f"SKIPPED: {exc}")
+        return
+    layout, env = choose_layout(args)
+    if layout.skip:
+        say(f"SKIPPED: {layout.skip}")
+    elif layout.kind == "launched":
+        rank_main(env[0], env[1], None, *rank_args)
+    elif layout.kind == "spawn":
+        start_processes(rank_main, layout.world, *rank_args)
+    else:
+        one_process(nccl, layout.world, *rank_args)
 
 
-def share_unique_id(nccl: Nccl, rank: int, world: int) -> bytes:
-    """Rank 0's ``ncclGetUniqueId``, delivered to every rank.
+def close_and_ok(nccl: Nccl, comms, who: str = "") -> None:
+    """Destroy the communicators (``ncclCommDestroy``; the graphs holding their captured
+    work must be closed first), say that NVLink multicast was off in this process (``who``
+    names the rank), then OK."""
+    for comm in comms:
+        nccl.destroy(comm)
+    say(f"{who}{require_multicast_off()}")
+    say("OK")
 
-    Under torchrun it travels through the launcher's key-value store at
-    ``MASTER_ADDR:MASTER_PORT`` (``torch.distributed.TCPStore``); under mpirun through
-    ``mpi4py`` (``MPI.COMM_WORLD.bcast``). Across nodes this is the only thing the ranks
-    exchange outside NCCL.
-    """
-    e = os.environ
-    if "MASTER_ADDR" in e and "MASTER_PORT" in e:
-        from datetime import timedelta
 
-        from torch.distributed import TCPStore
-        agent_hosts = e.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
-        store = TCPStore(e["MASTER_ADDR"], int(e["MASTER_PORT"]), world_size=world,
-                         is_master=(rank == 0 and not agent_hosts), timeout=timedelta(seconds=120))
-        key = f"pycudagraph/nccl-id/{e.get('TORCHELASTIC_RUN_ID', 'run')}/" \
-              f"{e.get('TORCHELASTIC_RESTART_COUNT', '0')}/{e.get('PCG_NCCL_ID_KEY', '')}"
-        if rank == 0:
-            uid = nccl.unique_id()
-            store.set(key, uid)
-            return uid
-        return bytes(store.get(key))
-    from mpi4py import MPI
-    return MPI.COMM_WORLD.bcast(nccl.unique_id() if rank == 0 else None, root=0)
+# The example -----------------------------------------------------------------------
+
+N = 61440  # splits evenly over 2, 3, 4, 5, 6, 8, 10, 12 and 16 ranks
+GRID, BLOCK = 64, 256
+EAGER_STEPS, GRAPH_STEPS = 3, 1000
 
 
 class Rank:
     """One GPU's part of the step: its stream, buffers, communicator and step counter."""
 
-    def __init__(self, rank: int, ordinal: int, comm, module):
-        self.rank = rank
+    def __init__(self, rank: int, world: int, ordinal: int, comm, module):
+        if N % world:
+            raise SystemExit(f"N={N} does not split over {world} ranks")
+        self.rank, self.world = rank, world
         with pcg.device(ordinal) as dev:
             self.device = dev
             self.stream = pcg.Stream()
-            self.x_host = ((np.arange(N) % 97) + rank).astype(np.float32)
-            self.x = pcg.DeviceBuffer.from_array(self.x_host)
+            self.x = pcg.DeviceBuffer.from_array(((np.arange(N) % 97) + rank).astype(np.float32))
             self.buf = pcg.DeviceBuffer(4 * N)
+            self.part = pcg.DeviceBuffer(4 * N // world)  # this rank's slice after reduce-scatter
+            self.gathered = pcg.DeviceBuffer(4 * N)
             self.out = pcg.DeviceBuffer(4 * N)
             self.step = pcg.DeviceBuffer.from_array(np.zeros(1, np.int32))
             self.event = pcg.Event(timing=False)  # forks/joins the capture across devices
@@ -216,95 +231,30 @@ class Rank:
 
 
 def issue_step(nccl: Nccl, ranks: list[Rank]) -> None:
-    """prepare -> all-reduce -> finish on every rank's own stream (eager, or captured)."""
+    """prepare -> all-reduce -> reduce-scatter -> all-gather -> finish on every rank's own
+    stream (eager, or captured); one NCCL group per collective when this process drives
+    several GPUs."""
+    several = len(ranks) > 1
     for r in ranks:
         r.prepare.launch(GRID, BLOCK, (r.buf, r.x, r.step, float(r.rank + 1), N), stream=r.stream)
-    group = nccl.group() if len(ranks) > 1 else contextlib.nullcontext()
-    with group:
+    with nccl.group_if(several):
         for r in ranks:
             nccl.all_reduce(r.comm, r.buf.ptr, r.buf.ptr, N, r.stream.ptr)
+    with nccl.group_if(several):
+        for r in ranks:
+            nccl.reduce_scatter(r.comm, r.buf.ptr, r.part.ptr, N // r.world, r.stream.ptr)
+    with nccl.group_if(several):
+        for r in ranks:
+            nccl.all_gather(r.comm, r.part.ptr, r.gathered.ptr, N // r.world, r.stream.ptr)
     for r in ranks:
-        r.finish.launch(GRID, BLOCK, (r.out, r.buf, r.step, N), stream=r.stream)
-
-
-class StepGraph:
-    """The step captured once and replayed: one graph spanning this process's devices, or,
-    if CUDA refuses that capture, one graph per device joined by events.
-
-    ``parts`` are objects with ``.stream`` and ``.event`` (an event of the same device),
-    one per device; ``issue()`` issues the step's work on their streams. For one graph
-    the capture begins on the first part's stream, forks to the others (an event
-    recorded there, waited on by each other stream) and joins them back (each other
-    part's event, waited on by the first). :meth:`launch` is one ``cudaGraphLaunch``
-    then; in the per-device form it launches each graph on its own stream and makes the
-    first stream wait for the others' events. Either way, synchronizing the first part's
-    stream waits for the whole step.
-    """
-
-    def __init__(self, parts, issue):
-        self.parts = list(parts)
-        self.refused = None
-        try:
-            graphs = [self._capture_one(issue)]
-            self.form = "one graph" + (f" spanning {len(self.parts)} devices" if len(self.parts) > 1 else "")
-        except pcg.CaptureError as exc:
-            if len(self.parts) == 1:
-                raise
-            self.refused = str(exc)
-            graphs = self._capture_per_device(issue)
-            self.form = f"{len(graphs)} per-device graphs joined by events"
-        self.graphs = graphs
-        self.execs = [g.instantiate() for g in graphs]
-
-    def _capture_one(self, issue) -> pcg.Graph:
-        first, others = self.parts[0], self.parts[1:]
-        with pcg.capture(first.stream) as cap:
-            if others:
-                first.event.record(first.stream)
-                for p in others:
-                    p.stream.wait(first.event)
-            issue()
-            for p in others:
-                p.event.record(p.stream)
-                first.stream.wait(p.event)
-        return cap.graph
-
-    def _capture_per_device(self, issue) -> list:
-        with contextlib.ExitStack() as stack:
-            caps = [stack.enter_context(pcg.capture(p.stream)) for p in self.parts]
-            issue()
-        return [c.graph for c in caps]
-
-    def close(self) -> None:
-        """Destroy the execs, then the graphs (``cudaGraphExecDestroy``, ``cudaGraphDestroy``).
-
-        Do this before ``ncclCommDestroy``: NCCL waits until no graph holds a captured
-        operation of the communicator, so a graph still alive makes it wait forever.
-        """
-        execs, self.execs = self.execs, []
-        while execs:
-            execs.pop().close()
-        gc.collect()  # no exec object left: a graph keeps its raw graph while one lives
-        graphs, self.graphs = self.graphs, []
-        while graphs:
-            graphs.pop().close()
-        gc.collect()
-
-    def launch(self) -> None:
-        first = self.parts[0]
-        if len(self.execs) == 1:
-            self.execs[0].launch(first.stream)
-            return
-        for exe, p in zip(self.execs, self.parts):
-            exe.launch(p.stream)
-        for p in self.parts[1:]:
-            p.event.record(p.stream)
-            first.stream.wait(p.event)
+        r.finish.launch(GRID, BLOCK, (r.out, r.buf, r.gathered, r.step, N), stream=r.stream)
 
 
 def expected(world: int, step: int) -> np.ndarray:
-    total = sum((r + 1) * ((np.arange(N) % 97) + r) for r in range(world)) + world * step
-    return (2.0 * total).astype(np.float32)
+    """``S + world * S``, S the all-reduced ``prepare`` output of step ``step``."""
+    i = np.arange(N, dtype=np.int64)
+    total = sum((r + 1) * ((i % 97) + r) for r in range(world)) + world * step
+    return ((1 + world) * total).astype(np.float32)
 
 
 def check(ranks: list[Rank], world: int, step: int) -> None:
@@ -330,11 +280,12 @@ def run(nccl: Nccl, ranks: list[Rank], world: int, steps: int) -> float:
         check(ranks, world, s)
     step = StepGraph(ranks, lambda: issue_step(nccl, ranks))
     if step.refused:
-        print(f"  CUDA refused one graph across the devices ({step.refused}); using the "
-              f"documented alternative")
-    nodes = [n for g in step.graphs for n in g.nodes]
+        say(f"  CUDA refused one graph across the devices ({step.refused}); using the "
+            f"documented alternative")
+    nodes = step.nodes()
     kinds = sorted({n.type.value for n in nodes})
-    print(f"  captured: {step.form}, {len(nodes)} nodes ({', '.join(kinds)})")
+    say(f"  captured: {step.form}, {len(nodes)} nodes ({', '.join(kinds)}): ncclAllReduce, "
+        f"ncclReduceScatter, ncclAllGather between two kernels")
     first = ranks[0].stream
     for s in range(EAGER_STEPS, EAGER_STEPS + steps):
         t0 = time.perf_counter()
@@ -346,45 +297,45 @@ def run(nccl: Nccl, ranks: list[Rank], world: int, steps: int) -> float:
     return 1e6 * float(np.median(graph))
 
 
-def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--steps", type=int, default=GRAPH_STEPS, help="graph replays (default 1000)")
-    args = p.parse_args(argv)
-    if pcg.device_count() == 0:
-        pcg.Stream()  # raises CudaNotAvailableError, saying why
-    try:
-        nccl = Nccl()
-    except NcclUnavailable as exc:
-        print(f"SKIPPED: {exc}")
-        return
-    env = launch_env()
-    if env is None:  # one process, every GPU
-        count = pcg.device_count()
-        if count < 2:
-            print(f"SKIPPED: one process driving several GPUs needs at least 2, this machine has {count}")
-            return
-        world, mode = count, f"one process, {count} GPUs, group calls"
-        comms = nccl.comm_init_all(range(count))
-        module = pcg.Program(SOURCE, name="multi_gpu_nccl.cu").compile()
-        ranks = [Rank(i, i, comms[i], module) for i in range(count)]
-    else:
-        rank, world, local = env
-        ordinal = local % max(pcg.device_count(), 1)
-        pcg.Device(ordinal).set_current()
-        mode = f"rank {rank} of {world}, one process per GPU (device {ordinal})"
-        uid = share_unique_id(nccl, rank, world)
-        comm = nccl.comm_init_rank(world, uid, rank)
-        module = pcg.Program(SOURCE, name="multi_gpu_nccl.cu").compile()
-        ranks = [Rank(rank, ordinal, comm, module)]
-    print(f"{mode}; NCCL {nccl.version} through {nccl.kind}; NCCL_NVLS_ENABLE="
-          f"{os.environ['NCCL_NVLS_ENABLE']}")
-    graph_us = run(nccl, ranks, world, args.steps)
-    print(f"  {EAGER_STEPS} eager steps and {args.steps} graph replays match the expected sums "
-          f"(every step checked); median replay {graph_us:.1f} us, launch to synchronized")
+def finish_run(nccl: Nccl, ranks: list[Rank], world: int, steps: int) -> None:
+    graph_us = run(nccl, ranks, world, steps)
+    say(f"  {EAGER_STEPS} eager steps and {steps} graph replays match the expected sums "
+        f"(every step checked); median replay {graph_us:.1f} us, launch to synchronized")
     for r in ranks:
         r.stream.synchronize()
-        nccl.destroy(r.comm)
-    print("OK")
+    close_and_ok(nccl, [r.comm for r in ranks], f"rank {ranks[0].rank}: " if len(ranks) == 1 else "")
+
+
+def rank_main(rank: int, world: int, mailbox, steps: int) -> None:
+    """One process of one GPU (from a launcher, or from ``spawn`` with its mailbox)."""
+    nccl = Nccl()
+    local = launch_env()[2]  # LOCAL_RANK, from the launcher or from spawn
+    comm, ordinal = join_communicator(nccl, rank, world, local, mailbox)
+    module = pcg.Program(SOURCE, name="multi_gpu_nccl.cu").compile()
+    say(f"rank {rank} of {world}, one process per GPU (device {ordinal}); NCCL "
+        f"{nccl.version} through {nccl.kind}")
+    finish_run(nccl, [Rank(rank, world, ordinal, comm, module)], world, steps)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=GRAPH_STEPS, help="graph replays (default 1000)")
+    add_layout_args(p)
+    return p.parse_args(argv)
+
+
+def one_process(nccl: Nccl, world: int, steps: int) -> None:
+    """This process drives GPUs 0 .. world-1: one communicator each, group calls."""
+    comms = nccl.comm_init_all(range(world))
+    module = pcg.Program(SOURCE, name="multi_gpu_nccl.cu").compile()
+    ranks = [Rank(i, world, i, comms[i], module) for i in range(world)]
+    say(f"one process, {world} GPUs, group calls; NCCL {nccl.version} through {nccl.kind}")
+    finish_run(nccl, ranks, world, steps)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    run_layout(args, rank_main, one_process, args.steps)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""A tensor-parallel 2-layer MLP step on several GPUs, eager and as a replayed CUDA graph.
+"""A tensor-parallel 2-layer MLP step on 2, 4, 8 ... GPUs, eager and as a replayed CUDA graph.
 
 ``y = relu(x @ W1 + b1) @ W2 + b2`` split Megatron-style over the ranks: W1 by columns
 (column-parallel: each rank computes its slice of the hidden layer, no communication),
@@ -7,30 +7,34 @@ sums the partials; b2 is added by rank 0 only. Per step and rank that is two ker
 launches (``kernels/mlp.cu``'s ``linear_bias_relu``) and one all-reduce.
 
 The step runs eagerly, then is captured once with ``pcg.capture`` (``StepGraph`` of
-``multi_gpu_nccl.py``: one graph, spanning the GPUs in the one-process mode) and replayed; both
-outputs are checked against a float64 numpy reference and against each other, and the
-per-step latency (host clock from the first launch to the synchronized result) is
-reported as p50 / p99 over the timed steps. Run it the way ``multi_gpu_nccl.py`` runs:
+``multi_gpu_launch.py``: one graph, spanning the GPUs in the one-process layout) and
+replayed. The data are small integers, so every sum is exact in float32 whatever its
+order: the eager and the graph outputs must EQUAL the same MLP run on a single GPU
+(the same kernel, unsplit weights) and a float64 numpy reference. Then each variant is
+timed over ``--steps`` steps: host clock from the first launch to the synchronized
+result (p50 / p99), and the host time spent issuing the step (the CPU launch cost,
+divided by the GPUs this process drives). Run it like ``multi_gpu_nccl.py``:
 
-    python -m torch.distributed.run --standalone --nproc_per_node=2 examples/multi_gpu_tp_mlp.py
-    python examples/multi_gpu_tp_mlp.py          # one process driving every GPU
+    python -m torch.distributed.run --standalone --nproc_per_node=4 examples/multi_gpu_tp_mlp.py
+    python examples/multi_gpu_tp_mlp.py --procs 4   # 4 processes started with multiprocessing
+    python examples/multi_gpu_tp_mlp.py --gpus 4    # one process driving 4 GPUs (default: all)
 
-``--json PATH`` writes rank 0's numbers for the benchmark suite. NCCL comes from
-nccl4py or CuPy; without it, or with fewer than 2 GPUs in the one-process mode, the
-script prints SKIPPED and exits 0.
+``--json PATH`` writes rank 0's figures (``benchmarks/tp_step.py`` reads them). Every
+process ends with a line "OK". NCCL comes from nccl4py or CuPy; without it, or with too
+few GPUs, the script prints SKIPPED and exits 0.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import json
 import time
 
 import numpy as np
 
-from multi_gpu_nccl import Nccl, NcclUnavailable, StepGraph, launch_env, share_unique_id
+from multi_gpu_launch import StepGraph, add_layout_args, join_communicator, launch_env, say
+from multi_gpu_nccl import Nccl, close_and_ok, run_layout
 
 import pycudagraph as pcg
 
@@ -39,19 +43,38 @@ TILE = 16
 
 
 def make_weights(seed: int = 0):
+    """Small integers as float32: every product and sum of the step is exact."""
     rng = np.random.default_rng(seed)
-    x = rng.standard_normal((BATCH, D_MODEL)).astype(np.float32)
-    w1 = (rng.standard_normal((D_MODEL, D_FF)) / np.sqrt(D_MODEL)).astype(np.float32)
-    b1 = (0.1 * rng.standard_normal(D_FF)).astype(np.float32)
-    w2 = (rng.standard_normal((D_FF, D_MODEL)) / np.sqrt(D_FF)).astype(np.float32)
-    b2 = (0.1 * rng.standard_normal(D_MODEL)).astype(np.float32)
-    return x, w1, b1, w2, b2
+
+    def ints(lo, hi, shape):
+        return rng.integers(lo, hi + 1, shape).astype(np.float32)
+
+    return (ints(-2, 2, (BATCH, D_MODEL)), ints(-2, 2, (D_MODEL, D_FF)), ints(-3, 3, D_FF),
+            ints(-1, 1, (D_FF, D_MODEL)), ints(-3, 3, D_MODEL))
 
 
 def reference(x, w1, b1, w2, b2) -> np.ndarray:
     f = np.float64
     h = np.maximum(x.astype(f) @ w1.astype(f) + b1.astype(f), 0.0)
     return h @ w2.astype(f) + b2.astype(f)
+
+
+def _launch_linear(k, x, w, b, y, rows, inner, cols, relu, stream) -> None:
+    k.launch(((cols + TILE - 1) // TILE, (rows + TILE - 1) // TILE), (TILE, TILE),
+             (x, w, b, y, rows, inner, cols, relu), stream=stream)
+
+
+def one_gpu_reference(kernel, weights, ordinal: int) -> np.ndarray:
+    """The whole MLP on GPU ``ordinal`` alone: the same kernel, unsplit weights, no NCCL."""
+    x, w1, b1, w2, b2 = weights
+    with pcg.device(ordinal):
+        s = pcg.Stream()
+        bx, bw1, bb1, bw2, bb2 = (pcg.DeviceBuffer.from_array(a) for a in weights)
+        h, y = pcg.DeviceBuffer(4 * BATCH * D_FF), pcg.DeviceBuffer(4 * BATCH * D_MODEL)
+        _launch_linear(kernel, bx, bw1, bb1, h, BATCH, D_MODEL, D_FF, 1, s)
+        _launch_linear(kernel, h, bw2, bb2, y, BATCH, D_FF, D_MODEL, 0, s)
+        s.synchronize()
+        return y.to_numpy(np.float32, (BATCH, D_MODEL))
 
 
 class Shard:
@@ -76,18 +99,15 @@ class Shard:
 
     def launch_layers(self) -> None:
         k, s = self.kernel, self.stream
-        k.launch(((self.cols + TILE - 1) // TILE, (BATCH + TILE - 1) // TILE), (TILE, TILE),
-                 (self.x, self.w1, self.b1, self.h, BATCH, D_MODEL, self.cols, 1), stream=s)
-        k.launch(((D_MODEL + TILE - 1) // TILE, (BATCH + TILE - 1) // TILE), (TILE, TILE),
-                 (self.h, self.w2, self.b2, self.y, BATCH, self.cols, D_MODEL, 0), stream=s)
+        _launch_linear(k, self.x, self.w1, self.b1, self.h, BATCH, D_MODEL, self.cols, 1, s)
+        _launch_linear(k, self.h, self.w2, self.b2, self.y, BATCH, self.cols, D_MODEL, 0, s)
 
 
 def issue_step(nccl: Nccl, shards: list[Shard]) -> None:
     """Column-parallel layer 1, row-parallel layer 2, one all-reduce of y (in place)."""
     for sh in shards:
         sh.launch_layers()
-    group = nccl.group() if len(shards) > 1 else contextlib.nullcontext()
-    with group:
+    with nccl.group_if(len(shards) > 1):
         for sh in shards:
             nccl.all_reduce(sh.comm, sh.y.ptr, sh.y.ptr, BATCH * D_MODEL, sh.stream.ptr)
 
@@ -97,65 +117,36 @@ def _sync(shards) -> None:
         sh.stream.synchronize()
 
 
-def time_steps(step, shards, steps: int, warmup: int) -> np.ndarray:
-    """Microseconds per step, each from its first launch to its synchronized end."""
+def time_steps(step, shards, steps: int, warmup: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per step, microseconds from its first launch to its synchronized end, and
+    microseconds the host spent issuing it (the CPU launch cost)."""
     for _ in range(warmup):
         step()
         _sync(shards)
-    out = np.empty(steps)
+    total, issue = np.empty(steps), np.empty(steps)
     gc.disable()
     try:
         for i in range(steps):
             t0 = time.perf_counter_ns()
             step()
+            t1 = time.perf_counter_ns()
             _sync(shards)
-            out[i] = (time.perf_counter_ns() - t0) / 1e3
+            total[i] = (time.perf_counter_ns() - t0) / 1e3
+            issue[i] = (t1 - t0) / 1e3
     finally:
         gc.enable()
-    return out
+    return total, issue
 
 
 def read_y(shards) -> list[np.ndarray]:
     return [sh.y.to_numpy(np.float32, (BATCH, D_MODEL)) for sh in shards]
 
 
-def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--steps", type=int, default=2000, help="timed steps per variant")
-    p.add_argument("--warmup", type=int, default=50)
-    p.add_argument("--json", metavar="PATH", help="write rank 0's figures here")
-    args = p.parse_args(argv)
-    if pcg.device_count() == 0:
-        pcg.Stream()  # raises CudaNotAvailableError, saying why
-    try:
-        nccl = Nccl()
-    except NcclUnavailable as exc:
-        print(f"SKIPPED: {exc}")
-        return
+def measure(nccl: Nccl, shards: list[Shard], world: int, layout: str, args) -> dict:
+    """Check eager and graph against the single-GPU and numpy references, then time both."""
     weights = make_weights()
-    env = launch_env()
-    if env is None:
-        count = pcg.device_count()
-        if count < 2:
-            print(f"SKIPPED: one process driving several GPUs needs at least 2, this machine has {count}")
-            return
-        world, rank0 = count, 0
-        mode = f"one process, {count} GPUs (ncclCommInitAll, group calls, one multi-device graph)"
-        comms = nccl.comm_init_all(range(count))
-        kernel = pcg.Module.from_file("mlp.cu")["linear_bias_relu"]
-        shards = [Shard(i, world, i, comms[i], kernel, weights) for i in range(count)]
-    else:
-        rank0, world, local = env
-        ordinal = local % max(pcg.device_count(), 1)
-        pcg.Device(ordinal).set_current()
-        mode = f"{world} processes, one GPU each (ncclCommInitRank)"
-        comm = nccl.comm_init_rank(world, share_unique_id(nccl, rank0, world), rank0)
-        kernel = pcg.Module.from_file("mlp.cu")["linear_bias_relu"]
-        shards = [Shard(rank0, world, ordinal, comm, kernel, weights)]
-    if D_FF % world:
-        raise SystemExit(f"D_FF={D_FF} does not split over {world} ranks")
-
     ref = reference(*weights)
+    one = one_gpu_reference(shards[0].kernel, weights, shards[0].device.ordinal)
     issue_step(nccl, shards)
     _sync(shards)
     eager_y = read_y(shards)
@@ -165,38 +156,88 @@ def main(argv=None) -> None:
     step.launch()
     _sync(shards)
     graph_y = read_y(shards)
-    err = max(float(np.linalg.norm(y - ref) / np.linalg.norm(ref)) for y in eager_y + graph_y)
-    diff = max(float(np.max(np.abs(a - b))) for a, b in zip(eager_y, graph_y))
-    if not err < 1e-4:
-        raise SystemExit(f"results do not match numpy: relative error {err:.2e}")
-
-    eager = time_steps(lambda: issue_step(nccl, shards), shards, args.steps, args.warmup)
-    graph = time_steps(step.launch, shards, args.steps, args.warmup)
-    fig = {"mode": mode, "graph_form": step.form, "refused": step.refused, "world": world,
-           "nccl": f"{nccl.kind} {nccl.version}",
-           "steps": args.steps, "rel_err": err, "eager_vs_graph_max_abs": diff}
-    for name, t in (("eager", eager), ("graph", graph)):
+    if not np.array_equal(one, ref):
+        raise SystemExit("the single-GPU run does not equal float64 numpy")
+    for name, ys in (("eager", eager_y), ("graph", graph_y)):
+        for sh, y in zip(shards, ys):
+            if not np.array_equal(y, one):
+                bad = np.argwhere(y != one)[0]
+                raise SystemExit(f"{name} step, rank {sh.rank}: y{tuple(bad)} = {y[tuple(bad)]}, "
+                                 f"the single-GPU run gives {one[tuple(bad)]}")
+    eager, eager_issue = time_steps(lambda: issue_step(nccl, shards), shards, args.steps, args.warmup)
+    graph, graph_issue = time_steps(step.launch, shards, args.steps, args.warmup)
+    fig = {"mode": "", "layout": layout, "graph_form": step.form, "refused": step.refused,
+           "world": world, "gpus_here": len(shards), "nccl": f"{nccl.kind} {nccl.version}",
+           "steps": args.steps, "equal_to_one_gpu": True, "rel_err": 0.0,
+           "eager_vs_graph_max_abs": 0.0, "nodes": len(step.nodes())}
+    for name, t, t_issue in (("eager", eager, eager_issue), ("graph", graph, graph_issue)):
         fig[f"{name}_p50_us"] = float(np.percentile(t, 50))
         fig[f"{name}_p99_us"] = float(np.percentile(t, 99))
-    if rank0 == 0:
-        print(f"{mode}; NCCL {nccl.version} through {nccl.kind}; batch {BATCH}, "
-              f"{D_MODEL} -> {D_FF} -> {D_MODEL}; captured as {step.form}")
-        if step.refused:
-            print(f"  (CUDA refused one graph across the devices: {step.refused})")
-        print(f"  results match: relative error vs float64 numpy {err:.2e} (eager and graph), "
-              f"max |eager - graph| = {diff:.2e}")
-        print(f"  per step over {args.steps} steps (us):   p50      p99")
-        for name in ("eager", "graph"):
-            print(f"    {name:<32}{fig[f'{name}_p50_us']:8.1f} {fig[f'{name}_p99_us']:8.1f}")
-        print(f"  graph replay / eager at p50: {fig['graph_p50_us'] / fig['eager_p50_us']:.2f}x")
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(fig, f, indent=1)
+        fig[f"{name}_launch_us_per_gpu"] = float(np.percentile(t_issue, 50)) / len(shards)
     _sync(shards)
     step.close()  # graphs holding captured NCCL work go before the communicators
-    for sh in shards:
-        nccl.destroy(sh.comm)
-    print("OK")
+    return fig
+
+
+def report(fig: dict, args) -> None:
+    say(f"{fig['mode']}; NCCL {fig['nccl']}; batch {BATCH}, {D_MODEL} -> {D_FF} -> "
+        f"{D_MODEL}; captured as {fig['graph_form']} ({fig['nodes']} nodes)")
+    if fig["refused"]:
+        say(f"  (CUDA refused one graph across the devices: {fig['refused']})")
+    say("  results match: eager and graph outputs equal the single-GPU run and float64 "
+        "numpy exactly, on every rank")
+    say(f"  per step over {args.steps} steps (us):   p50      p99   CPU launch/GPU")
+    for name in ("eager", "graph"):
+        say(f"    {name:<32}{fig[f'{name}_p50_us']:8.1f} {fig[f'{name}_p99_us']:8.1f} "
+            f"{fig[f'{name}_launch_us_per_gpu']:10.1f}")
+    say(f"  graph replay / eager at p50: {fig['graph_p50_us'] / fig['eager_p50_us']:.2f}x")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(fig, f, indent=1)
+
+
+def rank_main(rank: int, world: int, mailbox, args) -> None:
+    """One process of one GPU (from a launcher, or from ``spawn`` with its mailbox)."""
+    if D_FF % world:
+        raise SystemExit(f"D_FF={D_FF} does not split over {world} ranks")
+    nccl = Nccl()
+    comm, ordinal = join_communicator(nccl, rank, world, launch_env()[2], mailbox)
+    kernel = pcg.Module.from_file("mlp.cu")["linear_bias_relu"]
+    shard = Shard(rank, world, ordinal, comm, kernel, make_weights())
+    started = "multiprocessing" if mailbox is not None else "a launcher"
+    fig = measure(nccl, [shard], world, "procs", args)
+    fig["mode"] = f"{world} processes, one GPU each (ncclCommInitRank, started by {started})"
+    if rank == 0:
+        report(fig, args)
+    close_and_ok(nccl, [comm], f"rank {rank}: ")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=2000, help="timed steps per variant")
+    p.add_argument("--warmup", type=int, default=50)
+    p.add_argument("--json", metavar="PATH", help="write rank 0's figures here")
+    add_layout_args(p)
+    return p.parse_args(argv)
+
+
+def one_process(nccl: Nccl, world: int, args) -> None:
+    """This process drives GPUs 0 .. world-1: one communicator each, group calls."""
+    if D_FF % world:
+        raise SystemExit(f"D_FF={D_FF} does not split over {world} ranks")
+    comms = nccl.comm_init_all(range(world))
+    kernel = pcg.Module.from_file("mlp.cu")["linear_bias_relu"]
+    weights = make_weights()
+    shards = [Shard(i, world, i, comms[i], kernel, weights) for i in range(world)]
+    fig = measure(nccl, shards, world, "one", args)
+    fig["mode"] = f"one process, {world} GPUs (ncclCommInitAll, group calls, one multi-device graph)"
+    report(fig, args)
+    close_and_ok(nccl, comms)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    run_layout(args, rank_main, one_process, args)
 
 
 if __name__ == "__main__":

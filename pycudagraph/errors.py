@@ -100,23 +100,31 @@ class CompileError(PyCudaGraphError):
         NVRTC's compile log, with the error lines.
     options : tuple of str
         The options the program was compiled with.
+    added : tuple of str
+        Those of ``options`` pycudagraph added (the ``-I`` of the installed CUDA headers):
+        left out of the message, which they would make long and machine-specific.
     """
 
-    def __init__(self, name: str, log: str, options: tuple = ()):
+    def __init__(self, name: str, log: str, options: tuple = (), added: tuple = ()):
         self.name = name
         self.log = log
         self.options = tuple(options)
-        opts = " ".join(self.options) or "(none)"
+        self.added = tuple(added)
+        shown = [o for o in self.options if o not in self.added]
+        opts = " ".join(shown) or "(none)"
+        if self.added:
+            opts += " + the CUDA headers' include path"
         super().__init__(f"NVRTC could not compile {name!r} (options: {opts}):\n{log.rstrip()}")
 
     def __reduce__(self):
-        return (type(self), (self.name, self.log, self.options))
+        return (type(self), (self.name, self.log, self.options, self.added))
 
 
 class ArgumentError(PyCudaGraphError, TypeError, ValueError):
-    """A kernel argument does not match the kernel's signature.
+    """A value given to pycudagraph is wrong: a kernel argument that does not match the
+    kernel's signature, or a wrong type or value at any public entry.
 
-    The message names the kernel, the parameter and what was given. It is both a
+    The message names the parameter (and the kernel) and what was given. It is both a
     ``TypeError`` and a ``ValueError`` so generic handlers catch it too.
     """
 

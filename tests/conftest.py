@@ -1,8 +1,19 @@
-"""Test configuration: GPU tests (marker ``gpu``) skip with a reason when no GPU is usable."""
+"""Test configuration: GPU tests (marker ``gpu``) skip with a reason when no GPU is usable,
+and the compile cache of the whole session (subprocesses included) is a temporary folder,
+never the user's ``~/.cache/pycudagraph``."""
+
+import os
+import shutil
+import tempfile
 
 import pytest
 
-from pycudagraph import _cuda
+# Before anything compiles: every compile of this session, and of the commands it runs,
+# is cached in a folder of its own that goes at the end.
+_CACHE = tempfile.mkdtemp(prefix="pycudagraph-test-cache-")
+os.environ["PYCUDAGRAPH_CACHE_DIR"] = _CACHE
+
+from pycudagraph import _cuda  # noqa: E402
 
 
 def _gpu_reason():
@@ -14,6 +25,10 @@ def _gpu_reason():
 
 
 _REASON = _gpu_reason()
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(_CACHE, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):

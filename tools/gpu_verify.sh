@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Everything the open issues' "Must show" asks of a GPU machine, in four calls that each fit
-# the device tool's 10-minute limit. Run from the repository root on the GPU machine; logs go
+# Everything the open issues' "Must show" asks of a GPU machine, in calls that each fit the
+# device tool's 10-minute limit. Run from the repository root on the GPU machine; logs go
 # to $OUT (or ./gpu_out). Wheels for the 12.9 run and NCCL come from ./.whl (carry it; make it
 # with `bash tools/gpu_cu12.sh --prepare` and `pip download --no-deps -d .whl/nccl nccl4py`).
 #
@@ -8,13 +8,26 @@
 #   bash tools/gpu_verify.sh cu12     # GPU suite on cuda-bindings 12.9 + NVRTC 12; soak      (1 GPU)
 #   bash tools/gpu_verify.sh show     # demo, demo --decode, demo --torch; benchmarks twice (1 GPU)
 #   (cu12only, demos, bench: the parts of cu12 and show alone, for reruns)
-#   bash tools/gpu_verify.sh multi    # multi-GPU tests, NCCL, examples, tp benchmark  (2 GPUs)
+#   bash tools/gpu_verify.sh multi    # multi-tests, then multi-bench, on the GPUs present
+#   bash tools/gpu_verify.sh multi-tests [N]  # tests/multi_gpu at 2, 4, 8 GPUs (N: only N) (2+ GPUs)
+#   bash tools/gpu_verify.sh multi-bench [quick]  # setup check, graph, NCCL and PyTorch examples
+#                                   # on all GPUs; the scaling table (benchmarks.tp_step) (2+ GPUs)
+#   On 8 GPUs run multi-tests and multi-bench as two calls (both together may not fit 10
+#   minutes); if multi-tests runs long, split it by count: multi-tests 2, 4, 8.
 set -uo pipefail
 out=${OUT:-gpu_out}
 mkdir -p "$out"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 step() { echo "== $1"; }
+multi_setup() {  # the GPUs, their links, nccl4py from ./.whl/nccl, the multicast switches
+    nvidia-smi -L | tee "$out/gpus.txt"
+    nvidia-smi topo -m > "$out/topo.txt" 2>&1
+    python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/nccl/*.whl > /dev/null 2>&1 \
+        || echo "nccl4py wheel not installed (NCCL tests use CuPy's binding or skip)"
+    export PYTHONPATH=/tmp/site:$PYTHONPATH
+    echo "NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE TORCH_SYMM_MEM_DISABLE_MULTICAST=$TORCH_SYMM_MEM_DISABLE_MULTICAST NVSHMEM_DISABLE_NVLS=$NVSHMEM_DISABLE_NVLS"
+}
 summary() { grep -E "passed|failed|error" "$1" | tail -1; }
 
 case "${1:-}" in
@@ -71,22 +84,38 @@ show)
     done
     ;;
 multi)
-    nvidia-smi -L
-    python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/nccl/*.whl > /dev/null 2>&1 \
-        || echo "nccl4py wheel not installed (NCCL tests use CuPy's binding or skip)"
-    export PYTHONPATH=/tmp/site:$PYTHONPATH
-    step "multi-GPU tests"
-    timeout 300 python3 -m pytest -q -rs -p no:cacheprovider tests/multi_gpu \
-        tests/runtime/test_device.py > "$out/multi.log" 2>&1
-    summary "$out/multi.log"; grep -E "^(FAILED|ERROR)" "$out/multi.log" | head
-    for ex in examples/multi_gpu_*.py; do
-        step "$ex"; timeout 60 python3 "$ex" > "$out/$(basename "$ex" .py).txt" 2>&1; echo "rc=$?"
-        tail -6 "$out/$(basename "$ex" .py).txt"
-    done
-    step "benchmark group tp"
-    timeout 120 python3 -m benchmarks --only tp --peers pcg --out "$out/bench_tp" > "$out/bench_tp.txt" 2>&1
-    echo "rc=$?"; tail -8 "$out/bench_tp.txt"
+    bash "$0" multi-tests; bash "$0" multi-bench
+    ;;
+multi-tests)
+    multi_setup
+    only=${2:-}
+    step "multi-GPU tests${only:+ (only the $only-GPU variants)}"
+    log="$out/multi_tests${only:+_$only}.log"
+    timeout 560 python3 -m pytest -q -rs -p no:cacheprovider tests/multi_gpu \
+        tests/runtime/test_device.py ${only:+-k "${only}gpus"} > "$log" 2>&1
+    summary "$log"; grep -E "^(FAILED|ERROR)" "$log" | head -20
+    grep -E "^SKIPPED" "$log" | sort | uniq -c | head -20
+    ;;
+multi-bench)
+    multi_setup
+    n=$(python3 -c "import pycudagraph as p; print(p.device_count())")
+    run_ex() {  # name, timeout, arguments...
+        local name=$1 limit=$2; shift 2
+        step "examples/$name.py $*"
+        timeout "$limit" python3 "examples/$name.py" "$@" > "$out/$name${1:+_${1#--}}.txt" 2>&1
+        echo "rc=$?"; tail -8 "$out/$name${1:+_${1#--}}.txt"
+    }
+    run_ex multi_gpu_launch 120
+    run_ex multi_gpu_graph 120
+    run_ex multi_gpu_nccl 200 --gpus "$n"
+    run_ex multi_gpu_torch_tp 300 --procs "$n"
+    quick=${2:-}  # "quick": the table from 300 steps and two sizes
+    step "scaling table: python -m benchmarks.tp_step ${quick:+--quick} (every GPU count up to $n)"
+    timeout 480 python3 -m benchmarks.tp_step ${quick:+--quick} --json "$out/scaling.json" \
+        > "$out/scaling.txt" 2>&1
+    echo "rc=$?"; grep -E "^(== |   [A-Za-z]+Error|   NotSupported)" "$out/scaling.txt" | head -30
+    sed -n '/^### /,$p' "$out/scaling.txt"
     ;;
 *)
-    sed -n '2,10p' "$0"; exit 2 ;;
+    sed -n '2,15p' "$0"; exit 2 ;;
 esac

@@ -12,6 +12,7 @@ from cuda.bindings import nvrtc
 from cuda.bindings import runtime as rt
 
 from ..errors import CudaError, CudaNotAvailableError
+from .no_gpu import unavailable
 
 __all__ = ["call", "error_for", "report", "capture_watchers", "set_tracer", "tracer", "tracer_hooks",
            "runtime_name_text", "decode"]
@@ -99,11 +100,11 @@ def error_for(api: str, err, hint: str = "", cls: type | None = None) -> CudaErr
         name, text = _nvrtc_name_text(err)
     else:
         name, text = _driver_name_text(int(err))
-    if cls is None:
-        cls = CudaNotAvailableError if name in _NOT_AVAILABLE else CudaError
     for failures in capture_watchers:
         failures.append(f"{api} ({name})")
-    return cls(api, int(err), name, text, hint)
+    if cls is None and name in _NOT_AVAILABLE:  # says what is missing (no driver, no GPU)
+        return unavailable(api, int(err), name, text, hint)
+    return (cls or CudaError)(api, int(err), name, text, hint)
 
 
 def call(fn, *args):
@@ -112,7 +113,14 @@ def call(fn, *args):
     Returns ``None``, the single value, or a tuple of the values the call returns.
     Raises :class:`CudaError` naming the call when the code is not success.
     """
-    res = fn(*args)
+    try:
+        res = fn(*args)
+    except RuntimeError as exc:  # cuda.bindings could not load libcuda: no driver here
+        name = fn.__name__
+        if (type(exc).__name__ != "DynamicLibNotFoundError" or not name.startswith("cu")
+                or name.startswith("cuda")):
+            raise
+        raise unavailable(fn.__name__, 0, "CUDA_ERROR_NOT_INITIALIZED", str(exc)) from None
     if tracer is not None:
         tracer(fn.__name__, args, res)
     err = res[0]

@@ -18,8 +18,8 @@ import threading
 from cuda.bindings import driver as dr
 from cuda.bindings import runtime as rt
 
-from ..errors import CudaNotAvailableError
 from .check import call, runtime_name_text
+from .no_gpu import WITHOUT_GPU, unavailable
 
 __all__ = ["ensure_device", "set_device", "switch_device", "current_device", "stream_device",
            "cuda_available",
@@ -75,9 +75,8 @@ def _check_process() -> None:
             name, text = (runtime_name_text(err) if err
                           else ("cudaErrorNoDevice", "no CUDA-capable device is detected"))
             rt.cudaGetLastError()
-            raise CudaNotAvailableError(
-                "cudaGetDeviceCount", int(err), name, text,
-                "pycudagraph needs an NVIDIA GPU and driver; none is usable on this machine")
+            raise unavailable("cudaGetDeviceCount", int(err), name, text,
+                              f"kernels need a GPU to load and run; {WITHOUT_GPU}")
         for fn in on_first_use:
             fn()
         _process["checked"] = True

@@ -15,8 +15,10 @@ from typing import NamedTuple
 import numpy
 
 from .. import _cuda
-from .._cuda import call, rt
-from ..errors import CudaError
+from .._cuda import call, no_gpu, rt
+from ..compile import cache as compile_cache
+from ..compile.headers import cuda_include_dir
+from ..errors import CudaError, CudaNotAvailableError
 
 __all__ = ["Feature", "FEATURES", "collect", "report", "hot_path"]
 
@@ -126,29 +128,48 @@ def _features(driver: int) -> list[Feature]:
     return out
 
 
+def _nvrtc_library() -> str:
+    """Where the NVRTC library cuda-bindings loaded lives (``cuda.pathfinder``), or why not."""
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+        return str(load_nvidia_dynamic_lib("nvrtc").abs_path)
+    except Exception as exc:  # noqa: BLE001 - an older cuda.pathfinder, or no NVRTC
+        return f"not found ({type(exc).__name__})"
+
+
+def _driver() -> tuple[int, str | None]:
+    """(driver's CUDA version or 0, None or what is missing) (``cudaDriverGetVersion``)."""
+    try:
+        return _cuda.driver_version(), None
+    except CudaNotAvailableError:
+        return 0, no_gpu.missing("cudaErrorInsufficientDriver", "no NVIDIA driver was found")
+
+
 def collect() -> dict:
     """Versions, devices and supported graph features of this machine, as a dict.
 
     Keys: ``pycudagraph``, ``python``, ``numpy``, ``cuda_bindings``, ``runtime`` and
-    ``driver`` (version text), ``runtime_int`` and ``driver_int`` (1000*major +
-    10*minor), ``nvrtc``, ``devices`` (a list of dicts: ``index``, ``name``,
-    ``compute_capability``, ``memory_bytes``, ``multiprocessors``), ``device_error``
-    (why there are none, or None), ``features`` (a list of :class:`Feature`) and
-    ``hot_path`` (which path the hot calls take, :func:`hot_path`).
+    ``driver`` (version text; ``driver`` is ``None`` without a driver), ``runtime_int``
+    and ``driver_int`` (1000*major + 10*minor, 0 without a driver), ``nvrtc`` and
+    ``nvrtc_library`` (the version and the file loaded), ``headers`` (the CUDA headers'
+    folder added to compiles, or None), ``cache`` (the compile cache folder, or None),
+    ``devices`` (a list of dicts: ``index``, ``name``, ``compute_capability``,
+    ``memory_bytes``, ``multiprocessors``), ``device_error`` (why there are none: one
+    sentence, or None), ``features`` (a list of :class:`Feature`, empty without a driver)
+    and ``hot_path`` (which path the hot calls take, :func:`hot_path`).
 
     Calls ``cudaDriverGetVersion``, ``cudaRuntimeGetVersion``, ``nvrtcVersion``,
-    ``cudaGetDeviceCount`` and ``cudaGetDeviceProperties``; creates no context.
-
-    Raises
-    ------
-    CudaNotAvailableError
-        When there is no NVIDIA driver on this machine.
+    ``cudaGetDeviceCount`` and ``cudaGetDeviceProperties``; creates no context. Works on
+    a machine with no driver or no GPU (everything but the devices and features).
     """
     from .. import __version__
 
-    driver = _cuda.driver_version()  # raises CudaNotAvailableError without a driver
+    driver, why = _driver()
     runtime = _cuda.runtime_version()
-    devices, device_error = _devices()
+    devices, device_error = _devices() if driver else ([], why)
+    nvrtc = _nvrtc_version()
+    major = nvrtc.split(".")[0]
+    folder = compile_cache.cache_dir()
     return {
         "pycudagraph": __version__,
         "python": platform.python_version(),
@@ -156,12 +177,15 @@ def collect() -> dict:
         "cuda_bindings": _bindings_version(),
         "runtime": _version_text(runtime),
         "runtime_int": runtime,
-        "driver": _version_text(driver),
+        "driver": _version_text(driver) if driver else None,
         "driver_int": driver,
-        "nvrtc": _nvrtc_version(),
+        "nvrtc": nvrtc,
+        "nvrtc_library": _nvrtc_library(),
+        "headers": cuda_include_dir(int(major)) if major.isdigit() else None,
+        "cache": str(folder) if folder is not None else None,
         "devices": devices,
         "device_error": device_error,
-        "features": _features(driver),
+        "features": _features(driver) if driver else [],
         "hot_path": hot_path(),
     }
 
@@ -180,17 +204,22 @@ def _gib(nbytes: int) -> str:
 def report(data: dict | None = None) -> str:
     """:func:`collect`'s answer (or ``data``, a dict shaped like it) as readable text."""
     d = collect() if data is None else data
+    driver = d["driver"]
     lines = [
         f"pycudagraph {d['pycudagraph']}",
         f"  Python          {d['python']}",
         f"  numpy           {d['numpy']}",
         f"  cuda-bindings   {d['cuda_bindings']}",
         f"  CUDA runtime    {d['runtime']}",
-        f"  CUDA driver     supports CUDA {d['driver']}",
-        f"  NVRTC           {d['nvrtc']}",
-        f"  Hot path        {d.get('hot_path') or hot_path()}",
-        "",
+        f"  CUDA driver     {f'supports CUDA {driver}' if driver else 'none'}",
+        f"  NVRTC           {d['nvrtc']}"
+        + (f" ({d['nvrtc_library']})" if d.get("nvrtc_library") else ""),
     ]
+    if "headers" in d:
+        lines.append(f"  CUDA headers    {d['headers'] or 'not found (cuda_fp16.h includes fail)'}")
+    if "cache" in d:
+        lines.append(f"  Compile cache   {d['cache'] or 'off'}")
+    lines += [f"  Hot path        {d.get('hot_path') or hot_path()}", ""]
     devices = d["devices"]
     if devices:
         lines.append(f"Devices ({len(devices)}):")
@@ -200,10 +229,11 @@ def report(data: dict | None = None) -> str:
                          f"{dev['multiprocessors']} SMs")
     else:
         lines.append(f"Devices: none ({d.get('device_error') or 'the driver reports no device'})")
-    lines.append("")
-    lines.append(f"Graph features with this driver (CUDA {d['driver']}):")
-    width = max(len(f.feature) for f in d["features"])
-    for f in d["features"]:
-        mark = "yes" if f.supported else "no "
-        lines.append(f"  [{mark}] {f.feature:<{width}}  needs CUDA {f.required}")
+    if d["features"]:
+        lines.append("")
+        lines.append(f"Graph features with this driver (CUDA {driver}):")
+        width = max(len(f.feature) for f in d["features"])
+        for f in d["features"]:
+            mark = "yes" if f.supported else "no "
+            lines.append(f"  [{mark}] {f.feature:<{width}}  needs CUDA {f.required}")
     return "\n".join(lines)

@@ -15,6 +15,7 @@ import importlib
 import sys
 from pathlib import Path
 
+from .._cuda.no_gpu import WITHOUT_GPU
 from ..errors import CudaNotAvailableError
 
 __all__ = ["main"]
@@ -30,12 +31,19 @@ def _no_gpu(command: str, exc: CudaNotAvailableError) -> int:
 
 
 def _info(rest: list[str]) -> int:
+    """Versions, NVRTC and the hot path always; without a usable GPU then one sentence on
+    stderr saying what is missing, and exit status 1."""
     from . import info
     try:
-        text = info.report()
+        data = info.collect()
+        text = info.report(data)
     except CudaNotAvailableError as exc:
         return _no_gpu("info", exc)
-    print(text)
+    print(text, flush=True)
+    if not data["devices"]:
+        print(f"pycudagraph: no usable GPU: {data['device_error'] or 'no device'}; "
+              f"{WITHOUT_GPU}.", file=sys.stderr)
+        return 1
     return 0
 
 

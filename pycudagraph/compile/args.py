@@ -28,6 +28,7 @@ from ..errors import ArgumentError, ClosedError
 from ..runtime.values import short_repr
 from .converters import converter
 from .dims import dims3, shared_mem_arg
+from .param_text import signature_text
 from .signature import Param
 
 __all__ = ["Layout", "ArgPack", "dims3", "shared_mem_arg", "HEADER_SIZE"]
@@ -144,9 +145,8 @@ class Layout:
         n = len(self.params)
         args = self.sequence(args)
         if len(args) != n:
-            sig = ", ".join(p.describe() for p in self.params)
-            raise ArgumentError(f"{self.kernel_name}({sig}) takes {n} argument"
-                                f"{'s' if n != 1 else ''}, {len(args)} given")
+            raise ArgumentError(f"{self.kernel_name}({signature_text(self.params)}) takes {n} "
+                                f"argument{'s' if n != 1 else ''}, {len(args)} given")
         values = list(args)
         conv = self.converters
         try:
@@ -168,7 +168,11 @@ class Layout:
         if isinstance(key, (bool, np.bool_)) or not hasattr(key, "__index__"):
             raise ArgumentError(f"{self.kernel_name}(): an argument index must be an int or a "
                                 f"parameter name, got {short_repr(key)} ({type(key).__name__})")
-        i = int(key)
+        try:
+            i = int(key)
+        except (TypeError, ValueError):  # a numpy array, say
+            raise ArgumentError(f"{self.kernel_name}(): an argument index must be an int or a "
+                                f"parameter name, got {short_repr(key)}") from None
         if not 0 <= i < len(self.params):
             raise ArgumentError(f"{self.kernel_name}() has {len(self.params)} parameters; "
                                 f"index {key} is out of range")
@@ -229,6 +233,7 @@ class ArgPack:
                                   addr + HEADER_SIZE, 0, kern, ctx,
                                   *[addr + o for o in layout.pointer_offsets], *values)
         except (struct.error, OverflowError, TypeError):
+            shared_mem_arg(shared_mem, layout.kernel_name)  # out of range: say so
             for i, value in enumerate(args):  # the slot writer names the value that does not fit
                 self.write(i, value)
             raise

@@ -3,7 +3,8 @@
 The key is a sha256 of everything that changes NVRTC's output: the source, the program
 name (quoted includes resolve from its folder), every option (the architecture
 included), the NVRTC version, and the name and contents of every file the source may
-include (:func:`.headers.include_files`). An entry is::
+include (:func:`.headers.include_files`); a compile that includes a file through a
+macro that cannot be resolved here is not cached. An entry is::
 
     MAGIC | sha256(body) | body = u32 header length | JSON header | CUBIN | PTX
 
@@ -25,7 +26,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .headers import file_digest, include_files
+from .headers import UNKNOWN, file_digest, include_files
 from .ptx import is_elf
 
 __all__ = ["CacheEntry", "cache_dir", "cache_key", "load", "store"]
@@ -45,23 +46,32 @@ class CacheEntry:
 
 
 def cache_dir() -> Path | None:
-    """The cache folder, or ``None`` when ``PYCUDAGRAPH_CACHE_DIR`` turns the cache off."""
-    value = os.environ.get("PYCUDAGRAPH_CACHE_DIR", "")
+    """The cache folder, or ``None`` when ``PYCUDAGRAPH_CACHE_DIR`` turns the cache off.
+
+    A leading ``~`` and ``$VARIABLES`` in the variable are expanded, as a shell would.
+    """
+    value = os.environ.get("PYCUDAGRAPH_CACHE_DIR", "").strip()
     if value.lower() in ("off", "0", "none", "false"):
         return None
-    return Path(value) if value else Path.home() / ".cache" / "pycudagraph"
+    if not value:
+        return Path.home() / ".cache" / "pycudagraph"
+    return Path(os.path.expandvars(os.path.expanduser(value)))
 
 
 def cache_key(source: str, name: str, options: tuple, nvrtc_version: tuple[int, int],
-              name_expressions: tuple = ()) -> str:
+              name_expressions: tuple = ()) -> str | None:
     """The hex key of one compile (see the module docstring for what goes in; C++ name
-    expressions too, as they instantiate templates)."""
+    expressions too, as they instantiate templates), or ``None`` when the files it reads
+    cannot all be known (``#include`` of a macro that does not name a file here): such a
+    compile is not cached, so no stale CUBIN is served."""
     h = hashlib.sha256()
     parts = [MAGIC.decode(), source, name, "\0".join(options),
              f"nvrtc{nvrtc_version[0]}.{nvrtc_version[1]}"]
     if name_expressions:
         parts.append("names\0" + "\0".join(name_expressions))
     for inc, path in include_files(source, name, options):
+        if path is UNKNOWN:
+            return None
         try:
             digest = file_digest(path) if path else "builtin"
         except OSError:

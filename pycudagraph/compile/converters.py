@@ -2,7 +2,8 @@
 
 :func:`converter` gives, for one :class:`~pycudagraph.compile.signature.Param`, the
 function that turns the value a user passes into what its slot packs (a device address
-from an array, the bits of a bfloat16, the bytes of a struct), or ``None`` where
+from an array, the bits of a bfloat16 or fp8 (:mod:`.small_floats`), the bytes of a
+struct), checking it as a ``float`` or ``int`` parameter checks its value, or ``None`` where
 ``struct`` itself checks the value (ints and floats). A parameter with its own
 ``convert`` (a kernel made elsewhere) uses that one. No CUDA call.
 """
@@ -10,21 +11,16 @@ from an array, the bits of a bfloat16, the bytes of a struct), or ``None`` where
 from __future__ import annotations
 
 import ctypes
+import operator
 import struct
 
 import numpy as np
 
 from ..runtime.pointers import device_pointer
+from . import small_floats
 from .signature import VECTOR_TYPES, Param
 
 __all__ = ["converter", "pointer_value"]
-
-
-def _bfloat16_bits(value) -> int:
-    bits = int(np.array(value, dtype=np.float32).view(np.uint32))
-    if (bits & 0x7F800000) == 0x7F800000 and bits & 0x7FFFFF:  # NaN stays NaN
-        return (bits >> 16) | 0x40
-    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF  # round to nearest even
 
 
 def _struct_bytes(param: Param, value) -> bytes:
@@ -44,12 +40,22 @@ def _struct_bytes(param: Param, value) -> bytes:
 
 
 def _vector_bytes(param: Param, value) -> bytes:
-    if isinstance(value, (np.void, np.ndarray, bytes)):
+    if isinstance(value, (np.void, bytes)):
         return _struct_bytes(param, value)
     fmt, count, _ = VECTOR_TYPES[param.ctype]
-    items = tuple(value)
-    if len(items) != count:
-        raise ValueError(f"{param.ctype} needs {count} values, got {len(items)}")
+    if isinstance(value, np.ndarray):
+        if value.dtype.names is not None:
+            return _struct_bytes(param, value)
+        if value.dtype.hasobject or value.dtype.kind not in "biuf":
+            raise TypeError(f"{param.ctype} takes {count} numbers, not an array of {value.dtype}")
+        value = value.reshape(-1).tolist()
+    if not isinstance(value, (tuple, list)):
+        raise TypeError(f"{param.ctype} takes a tuple or list of {count} numbers (or its "
+                        f"bytes), not {type(value).__name__}")
+    if len(value) != count:
+        raise ValueError(f"{param.ctype} needs {count} values, got {len(value)}")
+    items = ([small_floats.real(v, param.ctype) for v in value] if fmt in "fd"
+             else [operator.index(v) for v in value])  # as an int parameter: no floats
     return struct.pack("<" + fmt * count, *items).ljust(param.size, b"\0")
 
 
@@ -106,8 +112,13 @@ def converter(param: Param):
         return _handle_converter(param)
     if kind == "bool":
         return _check_bool
+    if kind == "half":
+        return small_floats.half_value
     if kind == "bfloat16":
-        return _bfloat16_bits
+        return small_floats.bfloat16_bits
+    if kind == "fp8":
+        fmt = param.ctype.rsplit("_", 1)[-1]
+        return lambda v, f=fmt: small_floats.fp8_bits(v, f)
     if kind == "struct":
         return lambda v, p=param: _struct_bytes(p, v)
     if kind == "vector":

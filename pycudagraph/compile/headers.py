@@ -23,9 +23,15 @@ import site
 import sys
 from pathlib import Path
 
-__all__ = ["include_dirs", "include_files", "cuda_include_dir", "file_digest"]
+__all__ = ["include_dirs", "include_files", "cuda_include_dir", "file_digest", "UNKNOWN"]
 
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]', re.M)
+_COMPUTED = re.compile(r"^[ \t]*#[ \t]*include[ \t]+([A-Za-z_]\w*)", re.M)
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+([^\n]+)$", re.M)
+_HEADER_NAME = re.compile(r'([<"])([^>"\n]+)[>"]')
+_MACRO_NAME = re.compile(r"[A-Za-z_]\w*")
+#: The path of an ``#include MACRO`` whose file cannot be told without the preprocessor.
+UNKNOWN = "\0unresolved"
 _digests: dict[tuple[str, int, int], str] = {}
 
 
@@ -71,21 +77,77 @@ def _find(name: str, quoted: bool, here: str, dirs: list[str]) -> str | None:
     return None
 
 
+def _defines(options) -> dict[str, list[str]]:
+    """``-D NAME=value`` / ``--define-macro=NAME=value`` options, by name."""
+    out: dict[str, list[str]] = {}
+    opts = list(options)
+    for i, opt in enumerate(opts):
+        for flag in ("--define-macro", "-D"):
+            if opt == flag and i + 1 < len(opts):
+                text = opts[i + 1]
+            elif opt.startswith(flag + "=") and flag == "--define-macro":
+                text = opt[len(flag) + 1:]
+            elif flag == "-D" and opt.startswith("-D") and len(opt) > 2:
+                text = opt[2:]
+            else:
+                continue
+            key, _, value = text.partition("=")
+            out.setdefault(key.strip(), []).append(value.strip())
+            break
+    return out
+
+
+def _expand(macro: str, defines: dict[str, list[str]], depth: int = 0
+            ) -> list[tuple[bool, str]] | None:
+    """Every (quoted, name) a computed ``#include MACRO`` may name (each ``#define`` of it
+    counts, whatever ``#if`` it sits in), or None when one of them cannot be told."""
+    values = defines.get(macro)
+    if not values or depth > 8:
+        return None
+    out = []
+    for value in values:
+        m = _HEADER_NAME.fullmatch(value)
+        if m:
+            out.append((m.group(1) == '"', m.group(2).strip()))
+            continue
+        inner = _expand(value, defines, depth + 1) if _MACRO_NAME.fullmatch(value) else None
+        if inner is None:
+            return None
+        out += inner
+    return out
+
+
 def include_files(source: str, name: str, options) -> list[tuple[str, str]]:
     """Every file the source may include, as (how it was named, resolved path or "").
 
     Follows includes into the files found, once each. Resolution is relative to the
-    current folder, as NVRTC's is.
+    current folder, as NVRTC's is. ``#include MACRO`` is followed where the macro is
+    defined as a file name (``#define MACRO "file.h"`` in a file read, or a ``-D``
+    option); otherwise its entry's path is :data:`UNKNOWN`.
     """
     dirs, pre = include_dirs(options)
     here = os.path.dirname(name) or "."
     found: list[tuple[str, str]] = []
     seen: set[str] = set()
+    defines = _defines(options)
+    computed: list[tuple[str, str]] = []  # (macro, folder) waiting for its definition
     todo = [(text, here) for text in [source]]
     for p in pre:
         todo.append((f'#include "{p}"\n', here))
-    while todo:
+    while todo or computed:
+        if not todo:  # every file read: resolve the computed includes with what is defined
+            waiting, computed = computed, []
+            for macro, folder in waiting:
+                named = _expand(macro, defines)
+                if named is None:
+                    found.append((macro, UNKNOWN))
+                else:
+                    todo.extend((_include_line(*n), folder) for n in named)
+            continue
         text, folder = todo.pop()
+        for m in _DEFINE.finditer(text):
+            defines.setdefault(m.group(1), []).append(m.group(2).strip())
+        computed.extend((m.group(1), folder) for m in _COMPUTED.finditer(text))
         for m in _INCLUDE.finditer(text):
             quoted, inc = m.group(1) == '"', m.group(2).strip()
             path = _find(inc, quoted, folder, dirs)
@@ -101,6 +163,10 @@ def include_files(source: str, name: str, options) -> list[tuple[str, str]]:
                     continue
                 todo.append((body, os.path.dirname(path)))
     return found
+
+
+def _include_line(quoted: bool, name: str) -> str:
+    return f'#include "{name}"\n' if quoted else f"#include <{name}>\n"
 
 
 def _site_dirs() -> list[str]:

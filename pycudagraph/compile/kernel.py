@@ -24,7 +24,11 @@ from .kernel_checks import KernelChecks
 from .limits import KERNEL_LIMITS
 from .adopted import adopt, param_info
 from .reconcile import check_declared, check_image, expanded, params_from_image
+from .param_block import param_block
+from .param_text import signature_text
 from .signature import Param
+from ..errors import ArgumentError
+from ..runtime.values import seq_arg, str_arg
 from ..runtime.stream import Stream, stream_handle
 
 __all__ = ["Kernel", "kernel_for_function"]
@@ -73,7 +77,17 @@ class Kernel(KernelChecks):
     def __init__(self, module, name: str, params: tuple[Param, ...] | None,
                  symbol: str | None = None, origin=None):
         self.module = module
-        self.name = name
+        self.name = str_arg(name, "Kernel: name", empty=False)
+        if params is not None:
+            params = seq_arg(params, "Kernel: params")
+            if not all(isinstance(p, Param) for p in params):
+                raise ArgumentError("Kernel: params must be Param objects (Module.get_kernel "
+                                    "makes them from the source or signature=)")
+        if symbol is not None:
+            str_arg(symbol, "Kernel: symbol")
+        if origin is not None and not hasattr(origin, "hidden"):
+            raise ArgumentError(f"Kernel: origin must be an Origin (Kernel.from_function makes "
+                                f"it), got {type(origin).__name__}")
         self.symbol = symbol or name
         self.origin = origin
         self.block = origin.block if origin is not None else None
@@ -203,15 +217,11 @@ class Kernel(KernelChecks):
         (``cuKernelGetParamInfo``), which alone gives the parameters of a kernel known by
         its image only."""
         if self._layout is None:
-            origin = self.origin
-            hidden = origin.hidden if origin is not None else ()
+            hidden = self.origin.hidden if self.origin is not None else ()
             params = self._declared
             if params is None:
                 params = params_from_image(self.name, self.image_params, hidden)
-            entries = origin.entries if origin is not None else getattr(self.module, "entries", {})
-            compiled = entries.get(self.symbol)
-            if compiled is not None and len(expanded(params)) == len(params):
-                params = check_declared(self.name, params, compiled[:len(compiled) - len(hidden)])
+            params = self._compiled_params(params, hidden)
             image = self.image_params
             if image is not None:
                 params = check_image(self.name, params, image, hidden)
@@ -219,6 +229,33 @@ class Kernel(KernelChecks):
             if self._func[0]:
                 self._refresh_hot()
         return self._layout
+
+    def _compiled(self):
+        """The compiled facts of this kernel (:class:`~.ptx.CompiledParam` tuple) or None."""
+        origin = self.origin
+        entries = origin.entries if origin is not None else getattr(self.module, "entries", {})
+        return entries.get(self.symbol)
+
+    def _compiled_params(self, params, hidden=()) -> tuple[Param, ...]:
+        """``params`` checked against the compiled facts (no GPU needed). No CUDA call."""
+        compiled = self._compiled()
+        if compiled is not None and len(expanded(params)) == len(params):
+            params = check_declared(self.name, params, compiled[:len(compiled) - len(hidden)])
+        return params
+
+    def pack_args(self, args) -> bytes:
+        """The parameter block a launch hands the kernel for ``args``: each value checked as
+        :meth:`launch` checks it (:class:`ArgumentError` naming the parameter and the
+        value) and written at its parameter's offset. No CUDA call, no GPU needed for a
+        module compiled with ``arch=``: sizes and offsets come from its PTX or CUBIN."""
+        layout = self._layout
+        if layout is None:
+            if self._declared is None:
+                raise ArgumentError(f"{self.name}: its parameters are known from the loaded "
+                                    "image only: pass signature=, or load it on a GPU")
+            hidden = self.origin.hidden if self.origin is not None else ()
+            layout = Layout(self.name, self._compiled_params(self._declared, hidden), hidden)
+        return param_block(layout, args, self._compiled())
 
     def _refresh_hot(self) -> None:
         """The compiled route's view of the function looked up last and its limits, made
@@ -345,7 +382,7 @@ class Kernel(KernelChecks):
 
     def __repr__(self) -> str:
         params = self._layout.params if self._layout is not None else self._declared
-        sig = "..." if params is None else ", ".join(p.describe() for p in params)
+        sig = "..." if params is None else signature_text(params)
         return f"<pycudagraph.Kernel {self.name}({sig})>"
 
 

@@ -29,7 +29,8 @@ import os
 from pathlib import Path
 
 from .._cuda import check, versions
-from ..errors import PyCudaGraphError
+from ..errors import ArgumentError, PyCudaGraphError
+from ..runtime.values import bool_arg
 from .program import Module, device_arch
 
 __all__ = ["LinkError", "link", "find_device_runtime"]
@@ -141,7 +142,8 @@ def link(*modules, arch: str | None = None, device_runtime: bool = True,
     and ``nvJitLinkDestroy``.
     """
     if not modules:
-        raise ValueError("link needs at least one module")
+        raise ArgumentError("link needs at least one module")
+    device_runtime = bool_arg(device_runtime, "link: device_runtime")
     images = [_image(m) for m in modules]
     if arch is None:
         arch = next((m.arch for m in modules if isinstance(m, Module) and m.arch), None) or device_arch()

@@ -68,7 +68,12 @@ def nvrtc_version() -> tuple[int, int]:
 
 def check_arch(arch) -> str:
     if arch is None:
-        return device_arch()
+        try:
+            return device_arch()
+        except CudaNotAvailableError as exc:
+            raise exc.set_hint("compile() with no arch= asks the GPU for its architecture; "
+                               "compile(arch=\"sm_90\") works without one (the module loads "
+                               "on a GPU at first use)") from None
     if not isinstance(arch, str):
         raise ArgumentError(f"arch must be a str such as 'sm_90', got {arch!r} ({type(arch).__name__})")
     if arch.startswith("compute_"):
@@ -81,8 +86,9 @@ def check_arch(arch) -> str:
 
 
 def cached_compile(source: str, name: str, options: tuple, version,
-                   name_expressions: tuple = ()) -> compile_cache.CacheEntry:
-    """One NVRTC compile (or its cached result): CUBIN, PTX and lowered names.
+                   name_expressions: tuple = (), added: tuple = ()) -> compile_cache.CacheEntry:
+    """One NVRTC compile (or its cached result): CUBIN, PTX and lowered names. ``added``:
+    the options pycudagraph added (a :class:`CompileError` leaves them out of its message).
 
     Calls ``nvrtcCreateProgram``, ``nvrtcAddNameExpression`` (one per name expression),
     ``nvrtcCompileProgram``, ``nvrtcGetCUBIN``, ``nvrtcGetPTX``, ``nvrtcGetLoweredName``
@@ -90,20 +96,21 @@ def cached_compile(source: str, name: str, options: tuple, version,
     """
     folder = compile_cache.cache_dir()
     path = None
-    if folder is not None:
-        key = compile_cache.cache_key(source, name, options, version, name_expressions)
+    key = (compile_cache.cache_key(source, name, options, version, name_expressions)
+           if folder is not None else None)
+    if key is not None:  # None: an #include the cache key cannot follow
         path = folder / (key + ".cubin")
         hit = compile_cache.load(path)
         if hit is not None and set(hit.lowered) >= set(name_expressions):
             return hit
-    entry = _nvrtc_compile(source, name, options, name_expressions)
+    entry = _nvrtc_compile(source, name, options, name_expressions, added)
     if path is not None:
         compile_cache.store(path, entry)
     return entry
 
 
-def _nvrtc_compile(source: str, name: str, options: tuple,
-                   name_expressions: tuple) -> compile_cache.CacheEntry:
+def _nvrtc_compile(source: str, name: str, options: tuple, name_expressions: tuple,
+                   added: tuple = ()) -> compile_cache.CacheEntry:
     prog = call(nvrtc.nvrtcCreateProgram, source.encode(), name.encode(), 0, [], [])
     try:
         for expr in name_expressions:
@@ -114,7 +121,7 @@ def _nvrtc_compile(source: str, name: str, options: tuple,
         if err:
             log = _program_log(prog)
             if err == nvrtc.nvrtcResult.NVRTC_ERROR_COMPILATION or log.strip():
-                raise CompileError(name, log, options)
+                raise CompileError(name, log, options, added=added)
             raise _cuda.error_for("nvrtcCompileProgram", err)
         size = call(nvrtc.nvrtcGetCUBINSize, prog)
         cubin = b" " * size

@@ -149,6 +149,8 @@ def raw_handle(obj) -> tuple[str, object] | None:
             return None
         kind = "function"
     value = int(obj)
+    if not 0 <= value < 1 << 64:
+        raise ArgumentError(f"Kernel.from_function: a handle is a 64-bit address, got {value}")
     if value == 0:
         raise ArgumentError(f"Kernel.from_function: a null {'CUfunction' if kind == 'function' else 'CUkernel'}")
     return kind, (dr.CUfunction(value) if kind == "function" else dr.CUkernel(value))

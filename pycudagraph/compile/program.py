@@ -27,8 +27,9 @@ from .kernel import Kernel
 from .library import Library
 from .nvrtc_compile import cached_compile, check_arch, device_arch, kernels_dir, nvrtc_version
 from .ptx import CompiledParam, ptx_entries
-from .reconcile import SignatureWarning, reconcile
+from .reconcile import SignatureWarning, from_unreadable, reconcile
 from .signature import KernelSignature, kernel_candidates, parse_params, template_kernels
+from ..runtime.values import path_arg, seq_arg, short_repr, str_arg, str_items_arg
 
 __all__ = ["Program", "Module", "device_arch", "kernels_dir", "nvrtc_version"]
 
@@ -67,17 +68,19 @@ class Program:
             options = (options,)
         if isinstance(name_expressions, str):
             name_expressions = (name_expressions,)
-        for expr in name_expressions:
+        for expr in seq_arg(name_expressions, "Program name_expressions"):
             if not isinstance(expr, str) or not expr.strip():
                 raise ArgumentError(f"a name expression must be a non-empty str, got {expr!r}")
+        options = str_items_arg(options, "Program options")
         self.source = source
         self.name = name
-        self.options = tuple(str(o) for o in options)
+        self.options = options
         self.name_expressions = tuple(dict.fromkeys(name_expressions))
 
     def with_name_expressions(self, names) -> "Program":
         """This program with more C++ name expressions to instantiate and look up. No CUDA call."""
-        return Program(self.source, self.name, self.options, self.name_expressions + tuple(names))
+        names = (names,) if isinstance(names, str) else seq_arg(names, "with_name_expressions")
+        return Program(self.source, self.name, self.options, self.name_expressions + names)
 
     def compile(self, arch: str | None = None) -> "Module":
         """Compile to a CUBIN and return the :class:`Module`.
@@ -99,11 +102,11 @@ class Program:
         version = nvrtc_version()
         options = self.options + (f"--gpu-architecture={arch}",)
         headers = cuda_include_dir(version[0])
-        if headers:
-            options += (f"-I{headers}",)
+        added = (f"-I{headers}",) if headers else ()
+        options += added
         # declares cudaGraphSetConditional & co. when the source calls them (device_api)
         source = with_device_api(self.source, self.name, options)
-        entry = cached_compile(source, self.name, options, version, self.name_expressions)
+        entry = cached_compile(source, self.name, options, version, self.name_expressions, added)
         return Module(entry.cubin, self.source, name=self.name, arch=arch, options=options,
                       ptx=entry.ptx, lowered=entry.lowered, program=self)
 
@@ -144,6 +147,13 @@ class Module:
     def __init__(self, cubin: bytes, source: str = "", name: str = "kernel.cu",
                  arch: str = "", options: tuple = (), ptx: str = "", lowered=None,
                  program: Program | None = None):
+        if not isinstance(cubin, (bytes, bytearray, memoryview)):
+            raise ArgumentError(f"Module: cubin must be bytes (a CUBIN, PTX or fatbin image), "
+                                f"got {short_repr(cubin)} ({type(cubin).__name__})")
+        for what, value in (("source", source), ("name", name), ("arch", arch), ("ptx", ptx)):
+            if value is not None or what == "name":  # None: not known (as "")
+                str_arg(value, f"Module: {what}")
+        options = seq_arg(options, "Module: options")
         image = bytes(cubin)
         try:
             self.kind = image_kind(image)
@@ -181,7 +191,7 @@ class Module:
         the compile cache has the result); an image is loaded at first use
         (``cudaLibraryLoadData``).
         """
-        p = Path(path)
+        p = Path(path_arg(path, "Module.from_file: path"))
         if not p.exists():
             shipped = kernels_dir() / p.name
             if p.parent in (Path("."), Path("kernels")) and shipped.exists():
@@ -256,6 +266,8 @@ class Module:
         """
         if not isinstance(name, str) or not name:
             raise ArgumentError(f"kernel name must be a non-empty str, got {name!r}")
+        if signature is not None:
+            str_arg(signature, f"{name}: signature= (\"float* y, int n\")")
         key = (name, signature)
         kern = self._kernels.get(key)
         if kern is None:
@@ -332,7 +344,7 @@ class Module:
             # the image's kernels could not be read here: trust the name, read the sizes when loaded
             return _parse_signature(name, signature) if signature is not None else None
         if compiled is None and (self.entries or not known):
-            self._no_such_kernel(name)
+            self._no_such_kernel(name, signature)
         if signature is not None:
             return _parse_signature(name, signature)  # checked against the compiled kernel by Kernel.layout
         sig = self.signatures.get(name)
@@ -344,16 +356,15 @@ class Module:
                                     f"{sig.error}; pass signature=")
             return sig.params
         candidates = self._candidates.get(name, [])
-        if candidates and all(c.error for c in candidates):
-            raise ArgumentError(f"{name}: cannot read its parameters from the source "
-                                f"({candidates[-1].error}); pass signature= (the compiled kernel "
-                                f"has {len(compiled)} parameters)")
-        params, notes = reconcile(name, candidates, compiled)
+        if candidates and all(c.error for c in candidates):  # sizes from the compiled kernel
+            params, notes = from_unreadable(name, candidates[-1], compiled)
+        else:
+            params, notes = reconcile(name, candidates, compiled)
         for note in notes:
             warnings.warn(note, SignatureWarning, stacklevel=4)
         return params
 
-    def _no_such_kernel(self, name: str):
+    def _no_such_kernel(self, name: str, signature: str | None = None):
         known = ", ".join(self.kernel_names()) or "none"
         mangled = self._mangled(name) or [n for n in self.entries
                                           if n.startswith("_Z") and f"{len(name)}{name}" in n]
@@ -368,6 +379,9 @@ class Module:
             raise ArgumentError(f"kernel {name!r} appears in the source of {self.name} but NVRTC "
                                 "did not compile it (an #if branch that is off?); compiled "
                                 f"extern \"C\" kernels: {known}")
+        if signature is not None or self.entries:
+            raise ArgumentError(f"no kernel named {name!r} in {self.name}: the compiled image "
+                                f"has none (extern \"C\" kernels: {known})")
         raise ArgumentError(f"no kernel named {name!r} in {self.name} (extern \"C\" kernels: "
                             f"{known}); give signature= for kernels not in the source")
 

@@ -41,12 +41,16 @@ class CompiledParam:
         half types) or ``"unknown"`` (read from a CUBIN, which records sizes only).
     ptx : str
         How the compiler declared it (``".u64"``, ``".align 8 .b8 [16]"``).
+    offset : int or None
+        Where it starts in the kernel's parameter block (each parameter at the next
+        multiple of its alignment after the one before; a CUBIN records it).
     """
 
     size: int
     align: int
     cls: str
     ptx: str
+    offset: int | None = None
 
     def describe(self) -> str:
         what = {"int": "integer", "float": "floating-point", "pointer": "pointer",
@@ -99,7 +103,12 @@ def ptx_entries(ptx: str) -> dict[str, tuple[CompiledParam, ...]]:
     for m in _ENTRY.finditer(ptx):
         body = m.group(2).strip()
         params = [p for p in body.split(",") if p.strip()] if body else []
-        out[m.group(1)] = tuple(_ptx_param(p) for p in params)
+        placed, pos = [], 0
+        for c in (_ptx_param(p) for p in params):
+            pos = (pos + c.align - 1) // c.align * c.align
+            placed.append(CompiledParam(c.size, c.align, c.cls, c.ptx, pos))
+            pos += c.size
+        out[m.group(1)] = tuple(placed)
     return out
 
 
@@ -107,7 +116,8 @@ def ptx_entries(ptx: str) -> dict[str, tuple[CompiledParam, ...]]:
 # CUBIN (ELF64) reader: section names and the .nv.info.<kernel> attribute records
 
 _ELF_MAGIC = b"\x7fELF"
-_EIATTR_KPARAM_INFO = 0x17
+_EIATTR_KPARAM_INFO = 0x17  # ordinal u16, offset u16, flags u32 (size in bits 18..31)
+_EIATTR_KPARAM_INFO_V2 = 0x45  # ordinal u16, offset u16, size u32: large parameter blocks
 _EIFMT_SVAL = 0x04
 
 
@@ -162,8 +172,11 @@ def cubin_entries(cubin: bytes) -> dict[str, tuple[CompiledParam, ...]]:
             if attr == _EIATTR_KPARAM_INFO and size >= 12:
                 ordinal, offset, flags = struct.unpack_from("<4xHHI", body, pos)
                 params[ordinal] = (offset, (flags >> 18) & 0x3FFF)
+            elif attr == _EIATTR_KPARAM_INFO_V2 and size >= 12:
+                ordinal, offset, nbytes = struct.unpack_from("<4xHHI", body, pos)
+                params[ordinal] = (offset, nbytes & 0xFFFF)
             pos += size
         out[name[len(".nv.info."):]] = tuple(
-            CompiledParam(size, 1, "unknown", f"{size} bytes at offset {offset}")
+            CompiledParam(size, 1, "unknown", f"{size} bytes at offset {offset}", offset)
             for _, (offset, size) in sorted(params.items()))
     return out

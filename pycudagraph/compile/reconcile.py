@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from ..errors import ArgumentError
 from .ptx import CompiledParam
+from .param_text import signature_text
 from .signature import KernelSignature, Param, param_from_ctype
 
 __all__ = ["SignatureWarning", "param_from_compiled", "reconcile", "agrees", "check_declared",
-           "expanded", "check_image", "params_from_image"]
+           "expanded", "check_image", "params_from_image", "from_unreadable"]
 
 _INT_TYPES = {1: "int8_t", 2: "int16_t", 4: "int", 8: "long long"}
 _FLOAT_TYPES = {4: "float", 8: "double"}
@@ -27,6 +28,7 @@ _COMPATIBLE = {
     "float": {"float", "unknown"},
     "half": {"bytes", "int", "float", "unknown"},
     "bfloat16": {"bytes", "int", "unknown"},
+    "fp8": {"bytes", "int", "unknown"},
     "vector": {"bytes", "unknown"},
     "struct": {"bytes", "int", "float", "pointer", "unknown"},
 }
@@ -207,3 +209,22 @@ def params_from_image(kernel: str, image: list[tuple[int, int]] | None,
     image = image[:len(image) - len(hidden)] if hidden else image
     return tuple(param_from_compiled(i, f"arg{i}", CompiledParam(size, size, "unknown", "image"))
                  for i, (_, size) in enumerate(image))
+
+
+def from_unreadable(kernel: str, sig: KernelSignature, compiled: tuple[CompiledParam, ...]
+                    ) -> tuple[tuple[Param, ...], list[str]]:
+    """The parameters of a kernel whose source parameter list could not be read (``decltype``,
+    a macro, an expression in a type): the compiled kernel's, named from the source where
+    its parameters can still be told apart, with a note saying so."""
+    parts = sig.parts if len(sig.parts) == len(compiled) else ()
+    params = []
+    for i, c in enumerate(compiled):
+        name, p = parts[i] if parts else (f"arg{i}", None)
+        if p is not None and agrees(p, c):
+            params.append(_merge(p, c))
+        else:
+            params.append(param_from_compiled(i, name, c))
+    text = signature_text(params)
+    note = (f"{kernel}: cannot read its parameters from the source ({sig.error}); using the "
+            f"compiled kernel's {len(compiled)}: ({text}); pass signature= to name the types")
+    return tuple(params), [note]

@@ -12,6 +12,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
+from .param_text import (lenient_params, plain_declarator, pointer_declarator, signature_text,
+                         without_attributes)
+
 __all__ = ["Param", "KernelSignature", "parse_kernels", "parse_params", "param_from_ctype",
            "template_kernels", "HANDLE_TYPES"]
 
@@ -28,6 +31,7 @@ _SCALARS: dict[str, tuple[str, int]] = {
     "float": ("f", 4), "double": ("d", 8),
     "half": ("e", 2), "__half": ("e", 2),
     "__nv_bfloat16": ("H", 2), "nv_bfloat16": ("H", 2),
+    "__nv_fp8_e4m3": ("B", 1), "__nv_fp8_e5m2": ("B", 1),
     "cudaTextureObject_t": ("Q", 8), "cudaSurfaceObject_t": ("Q", 8),
     "CUtexObject": ("Q", 8), "CUsurfObject": ("Q", 8),
 }
@@ -66,7 +70,7 @@ class Param:
         The C type as written, without qualifiers (``"float*"``, ``"int"``, ``"MyStruct"``).
     kind : str
         ``"pointer"``, ``"int"``, ``"float"``, ``"bool"``, ``"half"``, ``"bfloat16"``,
-        ``"vector"``, ``"handle"`` (:data:`HANDLE_TYPES`) or ``"struct"``.
+        ``"fp8"`` (``__nv_fp8_e4m3``, ``__nv_fp8_e5m2``), ``"vector"``, ``"handle"`` (:data:`HANDLE_TYPES`) or ``"struct"``.
     size : int or None
         Size in bytes (``None`` for a struct whose size is not known yet).
     align : int
@@ -106,8 +110,8 @@ class Param:
 class KernelSignature:
     """A ``__global__`` function found in source.
 
-    ``error`` says why its parameter list could not be read (``params`` is then
-    empty); the other kernels of the source are not affected.
+    ``error`` says why its parameter list could not be read (``params`` is then empty;
+    ``parts``: :func:`~.param_text.lenient_params`); other kernels are not affected.
     """
 
     name: str
@@ -115,9 +119,10 @@ class KernelSignature:
     extern_c: bool
     error: str | None = None
     template: tuple[str, ...] | None = None  # a template's parameter names (typename T, int N)
+    parts: tuple[tuple[str, Param | None], ...] = ()  # per parameter, where the list is unreadable
 
     def text(self) -> str:
-        return f"{self.name}({', '.join(p.describe() for p in self.params)})"
+        return f"{self.name}({signature_text(self.params)})"
 
 
 def _normalize_type(words: list[str]) -> str:
@@ -152,6 +157,8 @@ def param_from_ctype(index: int, name: str, ctype: str) -> Param:
             kind = "half"
         elif "bfloat16" in ctype:
             kind = "bfloat16"
+        elif ctype.startswith("__nv_fp8_"):
+            kind = "fp8"
         else:
             kind = "int"
         return Param(index, name, ctype, kind, size, size, fmt)
@@ -182,9 +189,14 @@ def _parse_one(index: int, text: str, aliases: dict[str, str] | None = None,
         if not defaults:
             raise ValueError(f"default values are not allowed in kernel parameters: {text!r}")
         text = text[: text.index("=")].strip()  # a launch passes every argument anyway
+    text = without_attributes(text)  # [[maybe_unused]], __attribute__((...))
+    pointer = pointer_declarator(text)  # `void (*cb)(int)`, `int (*rows)[4]`: an address
+    if pointer:
+        return Param(index, pointer[1] or f"arg{index}", pointer[0], "pointer", 8, 8, "Q")
+    text = plain_declarator(text)  # `float (*p)`, `int (n)`
     if "(" in text:
-        raise ValueError(f"cannot read parameter {text!r} (function pointers and "
-                         "parenthesised declarators are not parsed)")
+        raise ValueError(f"cannot read parameter {text!r} (decltype, templates and other "
+                         "expressions in a type are not parsed)")
     stars = text.count("*")
     if "&" in text:
         raise ValueError(f"kernel parameters cannot be references: {text!r}")
@@ -369,7 +381,9 @@ def _scan(source: str, templates: bool) -> dict[str, list[KernelSignature]]:
             sig = KernelSignature(name, parse_params(text, aliases, defaults=True), extern_c,
                                   template=template)
         except ValueError as exc:
-            sig = KernelSignature(name, (), extern_c, str(exc), template=template)
+            parts = lenient_params(_split_params(text), lambda i, t: _parse_one(
+                i, t, aliases, defaults=True), _QUALIFIERS | _TYPE_WORDS)
+            sig = KernelSignature(name, (), extern_c, str(exc), template=template, parts=parts)
         found.setdefault(name, []).append(sig)
     return found
 

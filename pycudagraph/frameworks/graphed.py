@@ -43,6 +43,7 @@ from .arrays import array_info, flatten, overlaps, substitute
 from .ops import compare, copy_of, current_stream, framework_streams, twin
 from .pools import CapturePool
 from .rebind_plan import RebindPlan
+from ..runtime.values import bool_arg, int_arg
 
 __all__ = ["graphed", "GraphedCallable", "GraphedEntry", "GraphedStats"]
 
@@ -108,13 +109,13 @@ class GraphedCallable:
                  stream=None):
         if not callable(fn):
             raise ArgumentError(f"graphed needs a callable, got {type(fn).__name__}")
-        if check not in _CHECKS:
+        if not isinstance(check, (bool, str)) or check not in _CHECKS:
             raise ArgumentError(f"graphed: check must be one of {_CHECKS}, got {check!r}")
-        if int(warmup) < 1:
+        if int_arg(warmup, "graphed: warmup") < 1:
             raise ArgumentError(f"graphed: warmup must be >= 1 (CuPy compiles and PyTorch "
                                 f"sets up cuBLAS on first use), got {warmup}")
         self.fn = fn
-        self.copy_outputs = bool(copy_outputs)
+        self.copy_outputs = bool_arg(copy_outputs, "graphed: copy_outputs")
         self.check = "raise" if check is True else check
         self.warmup = int(warmup)
         self.stream = Stream.wrap(stream) if stream is not None else None

@@ -152,9 +152,9 @@ def apply(exe, graph, fallback: str = "reinstantiate", strategy: str = "auto",
     ``cudaGraphInstantiateWithFlags`` (the old handle goes with ``cudaGraphExecDestroy``);
     clears the sticky error with ``cudaGetLastError``.
     """
-    if fallback not in FALLBACKS:
+    if not isinstance(fallback, str) or fallback not in FALLBACKS:
         raise ArgumentError(f"apply: fallback must be one of {FALLBACKS}, got {fallback!r}")
-    if strategy not in STRATEGIES:
+    if not isinstance(strategy, str) or strategy not in STRATEGIES:
         raise ArgumentError(f"apply: strategy must be one of {STRATEGIES}, got {strategy!r}")
     if not isinstance(getattr(graph, "table", None), NodeTable):
         raise ArgumentError(f"apply: graph must be a pycudagraph.Graph, got {type(graph).__name__}")

@@ -16,7 +16,9 @@ import bisect
 from dataclasses import dataclass, field
 
 from .capture import capture
+from ..errors import ArgumentError
 from ..runtime.stream import Stream
+from ..runtime.values import int_arg, require_callable, seq_arg, short_repr
 
 __all__ = ["BucketedGraphs", "BucketStats"]
 
@@ -48,13 +50,15 @@ class BucketedGraphs:
     """
 
     def __init__(self, buckets, make, stream=None, warmup: int = 1):
-        sizes = sorted({int(b) for b in buckets})
+        given = seq_arg(buckets, "BucketedGraphs: buckets")
+        sizes = sorted({int_arg(b, "BucketedGraphs: a bucket size") for b in given})
         if not sizes or sizes[0] <= 0:
-            raise ValueError(f"buckets must be positive sizes, got {list(buckets)!r}")
+            raise ArgumentError(f"BucketedGraphs: buckets must be positive sizes, got "
+                                f"{short_repr(list(given))}")
         self.buckets = sizes
-        self.make = make
+        self.make = require_callable(make, "make", "BucketedGraphs")
+        self.warmup = int_arg(warmup, "BucketedGraphs: warmup", 0)
         self.stream = Stream.wrap(stream) if stream is not None else Stream()
-        self.warmup = int(warmup)
         self.stats = BucketStats()
         self._graphs: dict[int, tuple] = {}
         self._eager: dict[int, object] = {}
@@ -62,7 +66,7 @@ class BucketedGraphs:
     def bucket_for(self, size: int) -> int | None:
         """The smallest bucket >= ``size``, or ``None`` when ``size`` exceeds them all.
         No CUDA call."""
-        i = bisect.bisect_left(self.buckets, int(size))
+        i = bisect.bisect_left(self.buckets, int_arg(size, "BucketedGraphs: size"))
         return self.buckets[i] if i < len(self.buckets) else None
 
     def _entry(self, bucket: int) -> tuple:
@@ -88,9 +92,9 @@ class BucketedGraphs:
 
         Returns ``step.read(size)`` after the stream has finished.
         """
-        size = int(size)
+        size = int_arg(size, "BucketedGraphs: size")
         if size <= 0:
-            raise ValueError(f"size must be positive, got {size}")
+            raise ArgumentError(f"BucketedGraphs: size must be positive, got {size}")
         bucket = self.bucket_for(size)
         if bucket is None:
             self.stats.fallbacks += 1

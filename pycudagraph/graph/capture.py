@@ -26,6 +26,7 @@ from .capture_control import (_STATUS, CAPTURE_MODES, RECAPTURE_VERSION, capture
 from .capture_flow import CaptureFlow
 from .graph import Graph
 from ..runtime.stream import Stream
+from ..runtime.values import choice_arg, seq_arg
 from ..frameworks.pools import framework_pools
 
 __all__ = ["capture", "capture_status", "CAPTURE_MODES", "recapture"]
@@ -79,16 +80,16 @@ class capture(CaptureFlow):
 
     def __init__(self, stream, mode: str = "global", graph: Graph | None = None, deps=(),
                  keep=(), pool=None):
-        if mode not in CAPTURE_MODES:
-            raise ValueError(f"capture mode must be one of {sorted(CAPTURE_MODES)}, got {mode!r}")
+        choice_arg(mode, CAPTURE_MODES, "capture mode")
         if graph is not None and not isinstance(graph, Graph):
-            raise TypeError(f"capture: graph must be a pycudagraph.Graph, got {type(graph).__name__}")
+            raise ArgumentError(f"capture: graph must be a pycudagraph.Graph, got "
+                                f"{type(graph).__name__}")
         self.stream = Stream.wrap(stream)
         self.mode = mode
         self.graph: Graph | None = None
         self._target = graph
-        self._deps = tuple(deps)
-        self._keep = tuple(keep)
+        self._deps = seq_arg(deps, "capture: deps")
+        self._keep = seq_arg(keep, "capture: keep")
         self._failures: list = []
         self._launched: list = []  # what work issued through pycudagraph inside points at
         self._pool_arg = pool

@@ -22,6 +22,7 @@ from ..errors import ArgumentError
 from .graph import Graph
 from ..nodes import Node
 from ..runtime.stream import Stream
+from ..runtime.values import choice_arg, seq_arg
 
 __all__ = ["CaptureInfo", "capture_info", "update_capture_dependencies", "capture_mode",
            "CAPTURE_MODES", "RECAPTURE_VERSION"]
@@ -99,7 +100,7 @@ def capture_info(stream, graph: Graph | None = None) -> CaptureInfo:
 def _edge_list(ports, n: int):
     if ports is None:
         return None
-    ports = list(ports)
+    ports = list(seq_arg(ports, "update_capture_dependencies: ports"))
     if len(ports) != n:
         raise ArgumentError(f"update_capture_dependencies: {len(ports)} ports for {n} nodes")
     lists = [edge_data(p) for p in ports]
@@ -124,9 +125,9 @@ def update_capture_dependencies(stream, nodes, mode: str = "add", ports=None) ->
     ports : sequence of str, optional
         Edge data per node (``"programmatic"``, ...; CUDA 12.3+).
     """
-    if mode not in _FLAGS:
-        raise ArgumentError(f"update_capture_dependencies: mode must be 'add' or 'set', got {mode!r}")
-    nodes = [nodes] if isinstance(nodes, Node) else list(nodes)
+    choice_arg(mode, _FLAGS, "update_capture_dependencies: mode")
+    nodes = ([nodes] if isinstance(nodes, Node)
+             else list(seq_arg(nodes, "update_capture_dependencies: nodes")))
     for n in nodes:
         if not isinstance(n, Node):
             raise ArgumentError(f"update_capture_dependencies: expected Nodes, got "
@@ -153,8 +154,7 @@ class capture_mode:
     """
 
     def __init__(self, mode: str):
-        if mode not in CAPTURE_MODES:
-            raise ArgumentError(f"capture_mode must be one of {sorted(CAPTURE_MODES)}, got {mode!r}")
+        choice_arg(mode, CAPTURE_MODES, "capture_mode")
         self.mode = mode
         self.previous: str | None = None
         self._old = None

@@ -321,9 +321,13 @@ class CaptureFlow:
 
     def forked(self, fork: Fork) -> None:
         """Note ``fork``'s side streams, checked for unjoined work at the end. No CUDA call."""
+        sides = getattr(fork, "sides", None)
+        if not isinstance(sides, (list, tuple)):
+            raise ArgumentError(f"forked: fork must be what cap.fork() made, got "
+                                f"{type(fork).__name__}")
         if self._flow_sides is None:
             self._flow_sides = []
-        self._flow_sides.extend(fork.sides)
+        self._flow_sides.extend(sides)
 
     def _require_joined(self, what: str) -> None:
         text = unjoined_text(self._flow_sides, self.stream, self._current_graph(),

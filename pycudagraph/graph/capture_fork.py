@@ -15,6 +15,8 @@ them while a capture has forks) and the last node captured on it.
 
 from __future__ import annotations
 
+import re
+
 from .. import _cuda
 from ..errors import ArgumentError, CaptureError
 from ..runtime.stream import Event, Stream
@@ -22,6 +24,11 @@ from ..runtime.trace import call_site
 from .capture_control import capture_info, capture_mode
 
 __all__ = ["Fork", "SideCalls", "unjoined_text"]
+
+
+#: Calls that only ask about a stream (pycudagraph itself makes them while it checks the
+#: capture); they are not "the last call issued on it".
+_QUERY = re.compile(r"Get|Is[A-Z]|Query")
 
 
 class SideCalls:
@@ -39,7 +46,7 @@ class SideCalls:
     def __call__(self, api, args, result) -> None:
         if self.previous is not None:
             self.previous(api, args, result)
-        if not self.active:
+        if not self.active or _QUERY.search(api):  # a query issues no work on the stream
             return
         for a in args:
             h = _stream_int(a)

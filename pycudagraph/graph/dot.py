@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
 
 from .._cuda import call, rt
 from ..errors import ArgumentError
+from ..runtime.values import bool_arg, path_arg, seq_arg, str_arg
 
 __all__ = ["GraphText", "graph_to_dot", "render", "svg_or_none", "debug_dot_flags", "dot_flag_bits"]
 
@@ -30,6 +32,7 @@ def graph_to_dot(graph, name: str = "pycudagraph") -> str:
     The body graphs of conditional nodes are drawn as boxed clusters, joined to their
     node by dashed edges; programmatic edges are drawn dashed and labelled with their port.
     """
+    str_arg(name, "to_dot: name")
     lines = [f"digraph {_quote(name)} {{", "  rankdir=TB;", "  compound=true;",
              '  node [fontname="Helvetica", fontsize=10, style=filled, fillcolor=white];']
     _emit(graph, "n", lines, "  ")
@@ -92,10 +95,12 @@ def _dot_program() -> str:
 
 def render(dot_text: str, path, format: str | None = None) -> str:
     """Write ``dot_text`` rendered as SVG or PNG (from the suffix, or ``format``)."""
-    path = Path(path)
+    path = Path(path_arg(path, "render: path"))
+    if format is not None:
+        str_arg(format, "render: format")
     fmt = (format or path.suffix.lstrip(".") or "svg").lower()
     if fmt not in ("svg", "png", "pdf"):
-        raise ValueError(f"render supports svg, png and pdf, not {fmt!r}")
+        raise ArgumentError(f"render supports svg, png and pdf, not {fmt!r}")
     out = subprocess.run([_dot_program(), f"-T{fmt}", "-o", str(path)], input=dot_text.encode(),
                          capture_output=True, check=False)
     if out.returncode:
@@ -131,10 +136,11 @@ def dot_flag_bits(names) -> int:
     :class:`~pycudagraph.errors.ArgumentError` listing the known ones. No CUDA call."""
     if isinstance(names, str):
         names = (names,)
+    names = seq_arg(names, "debug_dot_print: flags")
     known = debug_dot_flags()
     bits = 0
     for name in names:
-        if name not in known:
+        if not isinstance(name, str) or name not in known:
             raise ArgumentError(f"debug_dot_print: no flag {name!r}; the flags are {sorted(known)}")
         bits |= known[name]
     return bits
@@ -168,8 +174,10 @@ class GraphText:
             (``"kernel_node_params"``, ``"handles"``, ``"conditional_node_params"``, ...;
             :func:`debug_dot_flags` lists the ones the installed bindings have).
         """
+        path = path_arg(path, "debug_dot_print: path")
+        verbose = bool_arg(verbose, "debug_dot_print: verbose")
         bits = dot_flag_bits(("verbose",) if verbose else ()) | dot_flag_bits(flags)
-        call(rt.cudaGraphDebugDotPrint, self.handle, str(path).encode(), bits)
+        call(rt.cudaGraphDebugDotPrint, self.handle, os.fsencode(path), bits)
 
     def render(self, path, format: str | None = None) -> str:
         """Render :meth:`to_dot` to SVG/PNG with Graphviz's ``dot`` program; returns the path.

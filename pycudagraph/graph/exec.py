@@ -24,6 +24,7 @@ from ..nodes.kernel_node import exec_set_arg, exec_set_args
 from ..nodes.table import node_arg
 from ..runtime.hostfn import hostcall_ids, pending as _pending, raise_pending
 from ..runtime.stream import Stream, stream_handle
+from ..runtime.values import bool_arg, raw_int
 from .introspect import ExecIntrospection
 from .node_checks import check_changes
 from .profile import profile_exec
@@ -69,8 +70,11 @@ class GraphExec(ExecUpdate, ExecIntrospection):
         owned : bool
             Destroy the exec (``cudaGraphExecDestroy``) when this object goes.
         """
+        self._h = self._addr = raw_int(raw, "GraphExec")
+        if graph is not None and getattr(graph, "table", None) is None:
+            raise ArgumentError(f"GraphExec: graph must be a pycudagraph.Graph, got "
+                                f"{type(graph).__name__}")
         self._raw = raw
-        self._h = self._addr = int(raw)
         self.graph = graph
         self._nodes = ExecNodes()  # id(node) -> ExecNode: the one record of each node
         self._taken = graph.table.snapshot() if graph is not None else []
@@ -94,11 +98,14 @@ class GraphExec(ExecUpdate, ExecIntrospection):
         for name, on in (("auto_free_on_launch", auto_free_on_launch),
                          ("device_launch", device_launch),
                          ("use_node_priority", use_node_priority)):
-            if on:
+            if bool_arg(on, f"instantiate: {name}"):
                 flags |= int(_FLAGS[name])
         if upload_stream is not None:
             flags |= int(_F.cudaGraphInstantiateFlagUpload)
             upload_h = stream_handle(upload_stream)
+        if getattr(graph, "table", None) is None:
+            raise ArgumentError(f"instantiate: graph must be a pycudagraph.Graph, got "
+                                f"{type(graph).__name__}")
         graph_raw = graph.handle  # a closed graph raises ClosedError here
         h = fast.graph_instantiate(graph, flags) if upload_stream is None else 0
         if h:
@@ -332,6 +339,7 @@ class GraphExec(ExecUpdate, ExecIntrospection):
         """Enable or disable a kernel, memcpy or memset node (``cudaGraphNodeSetEnabled``)."""
         node_arg(None, node, "node", "set_enabled")
         rec = self.exec_node(node)
+        flag = bool_arg(flag, "set_enabled: flag")
         call(rt.cudaGraphNodeSetEnabled, self._raw, rec.node.handle, 1 if flag else 0)
 
     def is_enabled(self, node: Node) -> bool:

@@ -28,6 +28,7 @@ from .file_slots import Address, DeviceView, HeldBytes, bind_slots
 from .files import read_file
 from .graph import Graph
 from .host_registry import host_fn
+from ..runtime.values import path_arg
 
 __all__ = ["load", "image_plan", "parse_arch"]
 
@@ -365,6 +366,7 @@ def load(path, bind: dict | None = None, resolve=None) -> Graph:
     ...). Nothing in the file is executed on the host: the manifest is JSON, checked field
     by field before use.
     """
+    path = path_arg(path, "load: path")
     gf = read_file(path)
     loader = _Loader(gf, bind, resolve, str(path))
     loader.check_needs()

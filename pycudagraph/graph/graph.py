@@ -22,6 +22,7 @@ from ..nodes import (BatchMemOpNode, ChildGraphNode, ConditionalHandle, EmptyNod
                      SwitchNode, WhileNode)
 from ..nodes.generic import add_node
 from ..runtime.user_objects import GraphUserObjects
+from ..runtime.values import raw_int
 from . import audit as _audit
 from .clone import GraphClone
 from .dot import GraphText
@@ -80,7 +81,11 @@ class Graph(GraphTopology, GraphClone, GraphText, GraphIntrospection, GraphUserO
         """The Graph that owns a captured ``cudaGraph_t``: ``graph`` (a wrapper handed out
         while the capture was open: its nodes stay valid) turned owner, or a new one; it
         destroys the graph with ``cudaGraphDestroy``. No CUDA call here."""
-        if graph is not None and graph.table.h == int(raw):
+        h = raw_int(raw, "adopt_captured")
+        if graph is not None and not isinstance(graph, cls):
+            raise ArgumentError(f"adopt_captured: graph must be a pycudagraph.Graph, got "
+                                f"{type(graph).__name__}")
+        if graph is not None and graph.table.h == h:
             graph.table.owner = None
             graph._fin = release(graph, rt.cudaGraphDestroy, raw)
             return graph

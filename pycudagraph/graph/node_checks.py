@@ -84,9 +84,9 @@ def exec_fields(cls) -> tuple | None:
 
 def check_changes(node, changes: dict, where: str = "set_params") -> None:
     """Unknown field names for a node type raise, naming the fields that type has; a node
-    type an exec cannot change raises :class:`TypeError`."""
+    type an exec cannot change raises :class:`ArgumentError` (a ``TypeError`` too)."""
     if type(node).exec_set is Node.exec_set:
-        raise TypeError(f"set_params does not support {node.type} nodes")
+        raise ArgumentError(f"set_params does not support {node.type} nodes")
     fields = exec_fields(type(node))
     if fields is None:
         return

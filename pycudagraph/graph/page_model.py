@@ -149,7 +149,11 @@ def _add_graph(model: dict, graph, gid: str, prefix: str, where: dict) -> None:
 
 def _finding_list(findings) -> list:
     out = []
-    for f in findings or ():
+    if findings is not None and (isinstance(findings, (str, bytes, dict))
+                                 or not hasattr(findings, "__iter__")):
+        raise ArgumentError(f"to_html: findings must be a list (g.audit()), got "
+                            f"{type(findings).__name__}")
+    for f in (() if findings is None else findings):
         try:
             out.append((f.node, str(f.place), f.address, str(f.problem)))
         except AttributeError:
@@ -164,6 +168,8 @@ def graph_model(graph, profile=None, findings=None, title: str | None = None) ->
     ``profile`` (what :meth:`GraphExec.profile` returned) and ``findings`` (objects with
     ``.node``, ``.place``, ``.address``, ``.problem``) on their nodes."""
     listed = _finding_list(findings)
+    if title is not None and not isinstance(title, str):
+        raise ArgumentError(f"to_html: title must be a str, got {type(title).__name__}")
     model = {"title": title or f"Graph 0x{int(graph.handle):x}", "root": "root",
              "graphs": {}, "nodes": {}, "profile": None, "findings": len(listed)}
     where: dict = {}

@@ -8,7 +8,8 @@ of the exec's graph, of its child graphs and of its conditional nodes' bodies;
 nodes whose times add up to the most; ``str(p)`` a table sorted by time.
 
 Two methods measure the nodes, both on a twin of the exec instantiated from its graph as
-the graph is now (the exec itself is only launched for :attr:`Profile.total_us`):
+the graph is now (the exec itself is launched for :attr:`Profile.total_us`, and by CUPTI
+only where CUDA refuses a twin: see below):
 
 ``"cupti"``  CUPTI activity records (the optional ``cupti-python`` package,
              ``pip install 'pycudagraph[profile]'``): each kernel, memcpy and memset record
@@ -26,6 +27,23 @@ the graph is now (the exec itself is only launched for :attr:`Profile.total_us`)
 ``method="auto"`` (the default) takes CUPTI where it is installed and usable, else the
 stamps. Both see concurrency as it happens: nodes that run side by side each get their
 full time, so their sum can exceed :attr:`Profile.total_us`.
+
+Where a method cannot measure every node, the profile says so in :attr:`Profile.notes`
+and falls back; it does not raise for a graph CUDA can run:
+
+- CUDA allows one executable graph at a time of a graph with conditional nodes (and of one
+  with memory-allocation or device-updatable kernel nodes), and the exec being profiled is
+  it, so no twin can be instantiated. CUPTI then times the exec itself and finds each
+  record's node by kernel name and size where only one node fits; the stamps cannot run
+  at all (their nodes show as ``-``).
+- CUPTI records it could name no node for, or nodes that run every launch without a
+  record: the stamps measure instead where they measure every node, else CUPTI's partial
+  result is kept.
+- A stamped graph CUDA refuses though it takes a plain twin: the stamps go outside
+  conditional bodies only, each conditional node timed as a whole.
+
+``method="cupti"`` raises :class:`~pycudagraph.errors.NotSupportedError` only where CUPTI
+itself is not usable (not installed, another profiler subscribed).
 """
 
 from __future__ import annotations
@@ -235,11 +253,45 @@ def launch_times(exe, stream, repeats: int) -> list[float]:
         end.close()
 
 
+def _by_cupti(exe, graph, places, stream, repeats: int, method: str, notes: list):
+    """CUPTI's samples, or None with the reason in ``notes``. ``method="cupti"`` raises
+    :class:`NotSupportedError` where CUPTI itself cannot be used (not for this graph)."""
+    why = profile_cupti.unavailable()
+    if why is None:
+        try:
+            return profile_cupti.measure(graph, places, stream, repeats, exe)
+        except profile_cupti.CuptiUnusable as exc:
+            why = str(exc)
+            if method == "cupti" and not exc.about_graph:
+                raise NotSupportedError("profile(method='cupti')", "CUPTI (cupti-python)",
+                                        why) from None
+    elif method == "cupti":
+        raise NotSupportedError("profile(method='cupti')", "CUPTI (cupti-python)", why)
+    notes.append(f"CUPTI not used: {why}")
+    return None
+
+
+def _by_stamps(cupti, graph, places, stream, repeats: int, notes: list):
+    """The stamps' samples; where CUPTI measured but could not name every node
+    (``cupti``, incomplete), the stamps replace it only if they measured every node."""
+    stamps = profile_stamps.measure(graph, places, stream, repeats)
+    if cupti is None:
+        return stamps
+    lost = _median(cupti.unattributed)
+    if stamps.complete:
+        gaps = "; ".join(cupti.detail.get("gaps", ()))
+        notes.append(f"CUPTI's records did not cover the graph ({gaps}; {lost:.1f} us per "
+                     "launch unattributed): the stamps measured instead")
+        return stamps
+    cupti.notes.append("the stamps could not do better: " + "; ".join(stamps.notes))
+    return cupti
+
+
 def profile_exec(exe, stream, repeats: int = 10, method: str = "auto") -> Profile:
     """:meth:`GraphExec.profile`: measure ``exe``'s graph node by node (see the module
     docstring for the methods and what each can see)."""
     repeats = int_arg(repeats, "profile: repeats", lo=1)
-    if method not in METHODS:
+    if not isinstance(method, str) or method not in METHODS:
         raise ArgumentError(f"profile: method must be one of {METHODS}, got {method!r}")
     graph = exe.graph
     if graph is None:
@@ -247,21 +299,12 @@ def profile_exec(exe, stream, repeats: int = 10, method: str = "auto") -> Profil
                             "GraphExec.wrap(handle) and no graph=); wrap it with "
                             "graph=pcg.Graph.wrap(raw_graph) to profile it")
     places = walk(graph)
-    notes = []
+    notes: list = []
     samples = None
     if method in ("auto", "cupti"):
-        why = profile_cupti.unavailable()
-        if why is None:
-            try:
-                samples = profile_cupti.measure(graph, places, stream, repeats)
-            except profile_cupti.CuptiUnusable as exc:
-                why = str(exc)
-        if samples is None:
-            if method == "cupti":
-                raise NotSupportedError("profile(method='cupti')", "CUPTI (cupti-python)", why)
-            notes.append(f"CUPTI not used: {why}")
-    if samples is None:
-        samples = profile_stamps.measure(graph, places, stream, repeats)
+        samples = _by_cupti(exe, graph, places, stream, repeats, method, notes)
+    if samples is None or not samples.complete:
+        samples = _by_stamps(samples, graph, places, stream, repeats, notes)
     total = launch_times(exe, stream, repeats)
     rows = []
     for pl in places:
@@ -271,8 +314,10 @@ def profile_exec(exe, stream, repeats: int = 10, method: str = "auto") -> Profil
                              str(pl.node.type), pl.node in samples.seen, pl.depth))
     unseen = sum(1 for r in rows if not r.seen)
     if unseen:
-        notes.append(f"{unseen} node(s) left no GPU record ({samples.method} cannot see "
-                     f"{samples.blind}): shown as '-'")
+        why = f"{samples.method} cannot see {samples.blind}"
+        if not samples.complete:
+            why += "; see the notes below for what else it could not measure"
+        notes.append(f"{unseen} node(s) not measured ({why}): shown as '-'")
     notes += samples.notes
     return Profile(rows, _median(total), samples.method, repeats, graph.edges,
                    _median(samples.unattributed), notes)

@@ -8,7 +8,13 @@ the ids of the graph's own nodes; CUPTI reports each copy as it is made
 module therefore instantiates a twin of the exec from its graph while subscribed to that
 callback, maps each copy's id back to the graph's node (``cuptiGetGraphNodeId``), then
 launches the twin with activity recording on and groups the records by the correlation id
-of the ``cudaGraphLaunch`` that ran them.
+of the ``cudaGraphLaunch`` that ran them (:mod:`.profile_records`).
+
+CUDA allows only one executable graph at a time of a graph that holds conditional nodes
+(as it documents for memory-allocation and device-updatable kernel nodes): the exec being
+profiled is that one, so the twin is refused (``cudaErrorNotSupported``). Then the exec
+itself is launched with recording on; no copy was reported for its nodes, so each record's
+node is found by what it did (kernel name, size), where only one node fits.
 
 Host, event, empty and allocation nodes leave no activity record. Records CUPTI gives no
 node for are counted as unattributed time, never dropped silently.
@@ -19,16 +25,13 @@ from __future__ import annotations
 import threading
 import time
 
-from .profile_stamps import Samples
+from ..errors import CudaError
+from .profile_records import ONE_EXEC, CuptiUnusable, Samples, samples
 
 __all__ = ["CuptiUnusable", "unavailable", "measure"]
 
 _lock = threading.Lock()
-_state: dict = {"registered": False, "records": None}
-
-
-class CuptiUnusable(Exception):
-    """CUPTI is installed but could not profile this graph (the message says why)."""
+_state: dict = {"registered": False, "records": None, "kinds": {}}
 
 
 def _cupti():
@@ -58,6 +61,13 @@ def _kinds(cupti) -> tuple:
     return (k.CONCURRENT_KERNEL, k.MEMCPY, k.MEMSET)
 
 
+def _kind_names(cupti) -> dict:
+    """``{activity kind value: "kernel" | "memcpy" | "memset"}``: what a record did."""
+    k = cupti.ActivityKind
+    return {int(k.CONCURRENT_KERNEL): "kernel", int(k.MEMCPY): "memcpy",
+            int(k.MEMSET): "memset"}
+
+
 def _buffer_requested():
     return 8 << 20, 0
 
@@ -67,11 +77,19 @@ def _buffer_completed(activities) -> None:
     sink = _state["records"]
     if sink is None:
         return
+    kinds = _state["kinds"]
     for a in activities:
         node_id = getattr(a, "graph_node_id", 0)
         if not node_id:
             continue
-        sink.append((int(node_id), int(a.correlation_id), int(a.start), int(a.end)))
+        kind = kinds.get(getattr(a, "kind", None))
+        if kind == "kernel":
+            sig = (kind, str(getattr(a, "name", "") or ""))
+        elif kind is not None:
+            sig = (kind, int(getattr(a, "bytes", 0)))
+        else:
+            sig = None
+        sink.append((int(node_id), int(a.correlation_id), int(a.start), int(a.end), sig))
 
 
 def _register(cupti) -> None:
@@ -142,30 +160,60 @@ def _instantiate_mapped(cupti, graph) -> tuple:
     return exe, copied
 
 
-def measure(graph, places, stream, repeats: int) -> Samples:
-    """Per-launch times of every node of ``graph`` (see the module docstring)."""
+def measure(graph, places, stream, repeats: int, exe=None) -> Samples:
+    """Per-launch times of every node of ``graph`` (see the module docstring). ``exe``,
+    the exec being profiled, is launched itself where CUDA refuses a twin."""
     with _lock:
-        return _measure(_cupti(), graph, places, stream, repeats)
+        return _measure(_cupti(), graph, places, stream, repeats, exe)
 
 
-def _measure(cupti, graph, places, stream, repeats: int) -> Samples:
+def _measure(cupti, graph, places, stream, repeats: int, exe) -> Samples:
     try:
         _register(cupti)
         ids = {int(cupti.get_graph_node_id(int(pl.node.handle))): pl.node for pl in places}
     except Exception as exc:  # noqa: BLE001 - cuptiError, a missing libcupti
         raise CuptiUnusable(f"{type(exc).__name__}: {exc}") from None
-    exe, copied = _instantiate_mapped(cupti, graph)
+    refused = None
+    try:
+        run, copied = _instantiate_mapped(cupti, graph)
+    except CudaError as exc:  # one exec at a time of this graph (conditional nodes ...)
+        if exe is None:
+            raise CuptiUnusable(f"CUDA refused a twin of the exec: {exc}", about_graph=True) \
+                from None
+        run, copied, refused = exe, {}, exc
+    try:
+        records = _record(cupti, run, stream, repeats)
+    finally:
+        if refused is None:
+            run.close()
+    out = samples(records, copied, ids, places, launches=repeats)
+    out.detail.update(mode="twin" if refused is None else "exec itself", ids=ids,
+                      copied=copied)
+    if refused is not None:
+        out.notes.insert(0, f"CUPTI timed the exec itself: CUDA refused a second executable "
+                            f"graph of its graph ({refused.name}; {ONE_EXEC}), so no node "
+                            "copies were reported and records were matched to nodes by kernel "
+                            "name and size")
+    return out
+
+
+def _record(cupti, run, stream, repeats: int) -> list:
+    """Launch ``run`` once to warm up, then ``repeats`` times with kernel, memcpy and
+    memset recording on (``cuptiActivityEnable``, ``cudaGraphLaunch``,
+    ``cuptiActivityFlushAll``); the records as (exec node id, correlation id, start ns,
+    end ns, what it did)."""
     records: list = []
     try:
-        exe.launch(stream)  # warm-up, not recorded
-        exe.synchronize()
+        run.launch(stream)  # warm-up, not recorded
+        run.synchronize()
         _state["records"] = records
+        _state["kinds"] = _kind_names(cupti)
         for kind in _kinds(cupti):
             cupti.activity_enable(kind)
         try:
             for _ in range(repeats):
-                exe.launch(stream)
-            exe.synchronize()
+                run.launch(stream)
+            run.synchronize()
         finally:
             for kind in _kinds(cupti):
                 cupti.activity_disable(kind)
@@ -176,58 +224,8 @@ def _measure(cupti, graph, places, stream, repeats: int) -> Samples:
                 time.sleep(0.05)
                 cupti.activity_flush_all(1)
             _state["records"] = None
-    except CuptiUnusable:
-        raise
     except Exception as exc:  # noqa: BLE001 - cuptiError from enable/flush
         if type(exc).__module__.startswith("pycudagraph"):
             raise
         raise CuptiUnusable(f"CUPTI activity recording failed: {exc}") from None
-    finally:
-        exe.close()
-    return _samples(records, copied, ids, places)
-
-
-def _samples(records, copied, ids, places) -> Samples:
-    """Group ``records`` by launch (correlation id) and node; containers get the span of
-    their inner nodes' records. Launches none of whose records names a node of the graph
-    (other work on the GPU) are left out."""
-    low: dict = {}
-    for node_id, node in ids.items():
-        low.setdefault(node_id & 0xFFFFFFFF, []).append(node)
-    launches: dict = {}
-    for node_id, corr, start, end in records:
-        node = ids.get(copied.get(node_id, node_id))
-        if node is None and not copied:  # no copy callbacks: the low 32 bits are a local id
-            same = low.get(node_id & 0xFFFFFFFF, ())
-            node = same[0] if len(same) == 1 else None
-        launches.setdefault(corr, []).append((node, start, end))
-    ours = [recs for recs in launches.values() if any(r[0] is not None for r in recs)]
-    if records and not ours:
-        raise CuptiUnusable(f"none of CUPTI's {len(records)} records named a node of the graph "
-                            f"({len(copied)} node copies reported at instantiation)")
-    out = Samples("cupti", "host, event, empty and allocation nodes")
-    parents = {pl.node: pl.parent for pl in places}
-    for recs in sorted(ours, key=lambda rs: min(r[1] for r in rs)):
-        times: dict = {}
-        spans: dict = {}
-        lost = 0.0
-        for node, start, end in recs:
-            us = (end - start) / 1000.0
-            if node is None:
-                lost += us
-                continue
-            t, n = times.get(node, (0.0, 0))
-            times[node] = (t + us, n + 1)
-            up = parents.get(node)
-            while up is not None:  # a child graph or conditional node spans its inner work
-                a, b = spans.get(up, (start, end))
-                spans[up] = (min(a, start), max(b, end))
-                up = parents.get(up)
-        for node, (a, b) in spans.items():
-            times.setdefault(node, ((b - a) / 1000.0, 1))
-        out.launches.append(times)
-        out.unattributed.append(lost)
-        out.seen.update(times)
-    if not out.launches:  # nothing of the graph runs on the GPU
-        out.launches, out.unattributed = [{}], [0.0]
-    return out
+    return records

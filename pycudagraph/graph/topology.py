@@ -12,6 +12,7 @@ from ..errors import ArgumentError, CudaError
 from ..nodes import KernelNode, Node
 from ..nodes.edges import edge_data, port_hint, port_name
 from ..nodes.table import node_arg
+from ..runtime.values import raw_int
 from .node_checks import new_edge, old_edge
 
 __all__ = ["GraphTopology"]
@@ -104,7 +105,7 @@ class GraphTopology:
         its conditional nodes, made and cached by the graph that holds it
         (``cudaGraphGetNodes``, ``cudaGraphNodeGetType`` for one not known yet); ``None``
         when none holds it."""
-        h = int(raw)
+        h = raw_int(raw, "find_node")
         for node in self.table.all_nodes():
             if int(node) == h:
                 return node

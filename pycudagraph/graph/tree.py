@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from ..errors import PyCudaGraphError
 from ..nodes import Node
 
-__all__ = ["Place", "walk", "bodies_of", "body_names", "node_label"]
+__all__ = ["Place", "walk", "bodies_of", "body_names", "node_label", "inside_conditionals"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,21 @@ def walk(graph, prefix: str = "", depth: int = 0, parent=None, body=None) -> lis
         inner = bodies_of(node)
         for name, g in zip(body_names(node, len(inner)), inner):
             out += walk(g, f"{path}/{name}/", depth + 1, node, name)
+    return out
+
+
+def inside_conditionals(places) -> set:
+    """The nodes of ``places`` (a :func:`walk`) that sit in a conditional node's body, at
+    any depth: they may run any number of times per launch, or not at all. No CUDA call."""
+    parents = {pl.node: pl.parent for pl in places}
+    out = set()
+    for pl in places:
+        up = pl.parent
+        while up is not None:
+            if str(up.type) == "conditional":
+                out.add(pl.node)
+                break
+            up = parents.get(up)
     return out
 
 

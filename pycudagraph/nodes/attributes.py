@@ -62,10 +62,12 @@ def _choice(table: dict, value, what: str):
 
 
 def _cluster_in(v, value) -> None:
-    if isinstance(value, int):
-        value = (value,)
-    dims = tuple(int(x) for x in value) + (1,) * (3 - len(tuple(value)))
-    if len(dims) != 3 or min(dims) < 1:
+    given = (value,) if isinstance(value, int) and not isinstance(value, bool) else value
+    if (not isinstance(given, (tuple, list)) or not 1 <= len(given) <= 3
+            or any(isinstance(x, bool) or not isinstance(x, int) for x in given)):
+        raise ArgumentError(f"cluster must be 1 to 3 positive ints, got {value!r}")
+    dims = tuple(given) + (1,) * (3 - len(given))
+    if min(dims) < 1 or max(dims) >= 1 << 32:
         raise ArgumentError(f"cluster must be 1 to 3 positive ints, got {value!r}")
     v.clusterDim.x, v.clusterDim.y, v.clusterDim.z = dims
 
@@ -97,6 +99,8 @@ def _window_out(v):
 def _priority_in(v, value) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ArgumentError(f"priority takes an int, got {value!r}")
+    if not -(1 << 31) <= value < 1 << 31:
+        raise ArgumentError(f"priority takes a 32-bit int, got {value}")
     v.priority = value
 
 

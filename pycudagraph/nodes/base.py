@@ -19,7 +19,7 @@ import enum
 
 from .._cuda import call, fast, rt, versions
 from .edges import port_name
-from ..errors import ClosedError
+from ..errors import ArgumentError, ClosedError, PyCudaGraphError
 from .exec_node import ExecNode
 from .generic import set_node_params as _set_node_params
 
@@ -238,8 +238,8 @@ class Node:
     def exec_set(self, rec: ExecNode, **changes) -> None:
         """Change this node's parameters in the exec of ``rec``: each node type makes its
         ``cudaGraphExec*NodeSetParams`` call (``cudaGraphExecKernelNodeSetParams`` ...); this
-        base refuses with :class:`TypeError`. No CUDA call here."""
-        raise TypeError(f"set_params does not support {self.type} nodes")
+        base refuses with :class:`~pycudagraph.errors.ArgumentError`. No CUDA call here."""
+        raise ArgumentError(f"set_params does not support {self.type} nodes")
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Node) and other._h == self._h
@@ -250,7 +250,11 @@ class Node:
     def __repr__(self) -> str:
         if self._raw is REMOVED or self._table.dead:
             return f"<{type(self).__name__} 0x{self._h:x} removed>"
-        return f"<{type(self).__name__} 0x{self._h:x} {self.describe()}>"
+        try:
+            what = self.describe()
+        except PyCudaGraphError as exc:  # a repr never raises: say why the node is unread
+            what = f"(parameters not readable: {type(exc).__name__})"
+        return f"<{type(self).__name__} 0x{self._h:x} {what}>"
 
 
 # the compiled kernel-node add judges a dependency by the node's handle and removed mark

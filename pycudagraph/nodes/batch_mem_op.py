@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from .._cuda import call, context, dr
 from ..errors import ArgumentError
 from ..runtime.pointers import device_pointer
+from ..runtime.values import bool_arg, seq_arg
 from .base import Node, NodeType
 
 __all__ = ["MemOp", "BatchMemOpNode", "wait_value", "write_value", "flush_remote_writes",
@@ -48,7 +49,7 @@ class MemOp:
 
 
 def _word(target, value, bits, where) -> tuple[int, int]:
-    if bits not in (32, 64):
+    if isinstance(bits, bool) or not isinstance(bits, int) or bits not in (32, 64):
         raise ArgumentError(f"{where}: bits must be 32 or 64, got {bits!r}")
     try:
         addr = device_pointer(target)
@@ -65,9 +66,10 @@ def wait_value(target, value: int, condition: str = "geq", bits: int = 32,
                flush: bool = False) -> MemOp:
     """Wait until the word at ``target`` meets ``condition`` against ``value``
     (``CU_STREAM_MEM_OP_WAIT_VALUE_32/64``; ``flush``: ``CU_STREAM_WAIT_VALUE_FLUSH``)."""
-    if condition not in _CONDS:
+    if not isinstance(condition, str) or condition not in _CONDS:
         raise ArgumentError(f"wait_value: condition must be one of {sorted(_CONDS)}, got {condition!r}")
     addr, value = _word(target, value, bits, "wait_value")
+    flush = bool_arg(flush, "wait_value: flush")
     flags = int(_CONDS[condition]) | (int(_W.CU_STREAM_WAIT_VALUE_FLUSH) if flush else 0)
     return MemOp("wait", addr, value, bits, condition, flags, target)
 
@@ -76,7 +78,7 @@ def write_value(target, value: int, bits: int = 32, barrier: bool = True) -> Mem
     """Write ``value`` to the word at ``target`` (``CU_STREAM_MEM_OP_WRITE_VALUE_32/64``;
     ``barrier=False``: ``CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER``)."""
     addr, value = _word(target, value, bits, "write_value")
-    flags = 0 if barrier else int(dr.CUstreamWriteValue_flags.CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER)
+    flags = 0 if bool_arg(barrier, "write_value: barrier") else int(dr.CUstreamWriteValue_flags.CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER)
     return MemOp("write", addr, value, bits, "", flags, target)
 
 
@@ -111,7 +113,7 @@ def _raw_op(op: MemOp):
 
 def batch_params(ops):
     """A ``CUDA_BATCH_MEM_OP_NODE_PARAMS`` for ``ops`` (checked) in the current context."""
-    ops = [ops] if isinstance(ops, MemOp) else list(ops)
+    ops = [ops] if isinstance(ops, MemOp) else list(seq_arg(ops, "batch mem-op node: ops"))
     if not ops:
         raise ArgumentError("batch mem-op node: needs at least one operation")
     for op in ops:

@@ -32,6 +32,7 @@ from .._cuda import rt, versions
 from ..runtime.device import _ordinal
 from ..errors import ArgumentError, NotSupportedError
 from .base import Node, NodeType
+from ..runtime.values import address_arg
 
 __all__ = ["ConditionalHandle", "ConditionalNode", "ConditionalParams", "IfNode", "IfElseNode",
            "WhileNode", "SwitchNode", "KINDS"]
@@ -50,8 +51,12 @@ class ConditionalHandle:
     __slots__ = ("_h", "_graph", "default")
 
     def __init__(self, graph, h: int, default: int | None = None):
-        self._h = int(h)
-        self._graph = weakref.ref(graph)
+        self._h = address_arg(h, "ConditionalHandle: h")
+        try:
+            self._graph = weakref.ref(graph)
+        except TypeError:  # None, an int ...: not a graph
+            raise ArgumentError(f"ConditionalHandle: graph must be a pycudagraph.Graph, got "
+                                f"{type(graph).__name__}") from None
         self.default = default
 
     @classmethod
@@ -208,7 +213,7 @@ class ConditionalNode(Node):
 
     def exec_set(self, rec, **changes) -> None:
         """Refused with :class:`TypeError`: nothing to change in an exec. No CUDA call."""
-        raise TypeError("a conditional node has nothing to change in an exec; change the nodes "
+        raise ArgumentError("a conditional node has nothing to change in an exec; change the nodes "
                         "of its body graphs with exe.set_params / exe.set_arg")
 
     def describe(self) -> str:

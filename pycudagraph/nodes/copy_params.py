@@ -42,7 +42,7 @@ def _bytes_to_end(ptr: int) -> int | None:
     return int(base) + int(size) - ptr
 
 
-def locate(obj, what: str = "buffer") -> tuple[int, bool, int | None]:
+def locate(obj, what: str = "buffer", write: bool = False) -> tuple[int, bool, int | None]:
     """(address, is_device, size in bytes or None) of a buffer, array or raw pointer.
 
     Raw integers are classified with ``cudaPointerGetAttributes``; a raw device address is
@@ -52,7 +52,7 @@ def locate(obj, what: str = "buffer") -> tuple[int, bool, int | None]:
         raise ArgumentError(f"{what} must be a buffer, array or int address, got "
                             f"{obj!r} ({type(obj).__name__})")
     try:
-        return _locate(obj)
+        return _locate(obj, write)
     except ClosedError:
         raise  # a freed buffer: its own error, not an argument error
     except (TypeError, ValueError) as exc:
@@ -74,7 +74,7 @@ def graph_allocation(ptr: int):
     return None
 
 
-def _locate(obj) -> tuple[int, bool, int | None]:
+def _locate(obj, write: bool = False) -> tuple[int, bool, int | None]:
     if getattr(obj, "type", None) == "mem_alloc" and hasattr(obj, "nbytes_at_build"):
         return obj.ptr, True, obj.nbytes_at_build  # a MemAllocNode: graph memory
     if isinstance(obj, DeviceBuffer):
@@ -82,7 +82,7 @@ def _locate(obj) -> tuple[int, bool, int | None]:
     if isinstance(obj, PinnedBuffer):
         return obj._live(), False, obj.nbytes
     if isinstance(obj, np.ndarray):
-        return host_pointer(obj), False, obj.nbytes
+        return host_pointer(obj, writable=write), False, obj.nbytes
     if isinstance(obj, (int, np.integer)) and not isinstance(obj, bool):
         ptr = int(obj)
         inside = graph_allocation(ptr)
@@ -103,12 +103,12 @@ def memcpy_args(dst, src, nbytes=None) -> tuple[int, int, int, object]:
     ValueError
         When the size is unknown, zero, or larger than either side.
     """
-    d, d_dev, d_size = locate(dst, "memcpy dst")
+    d, d_dev, d_size = locate(dst, "memcpy dst", write=True)
     s, s_dev, s_size = locate(src, "memcpy src")
     if nbytes is None:
         nbytes = s_size if s_size is not None else d_size
         if nbytes is None:
-            raise ValueError("memcpy between raw pointers needs nbytes=")
+            raise ArgumentError("memcpy between raw pointers needs nbytes=")
     nbytes = int_arg(nbytes, "memcpy nbytes")
     if nbytes <= 0:
         raise ArgumentError(f"memcpy needs a positive number of bytes (nbytes), got {nbytes}")
@@ -120,19 +120,23 @@ def memcpy_args(dst, src, nbytes=None) -> tuple[int, int, int, object]:
 
 
 def _value_bits(value, element_size: int) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+    if (isinstance(value, (bool, np.bool_, np.complexfloating))
+            or not isinstance(value, (int, float, np.number))):
         raise ArgumentError(f"memset value must be an int or a float, got {value!r} "
                             f"({type(value).__name__})")
     if isinstance(value, (float, np.floating)):
-        if element_size == 4:
-            return struct.unpack("<I", struct.pack("<f", value))[0]
-        if element_size == 2:
-            return struct.unpack("<H", struct.pack("<e", value))[0]
-        raise ValueError("a float memset value needs element_size 2 (half) or 4 (float)")
+        fmts = {4: ("<f", "<I"), 2: ("<e", "<H")}.get(element_size)
+        if fmts is not None:
+            try:
+                return struct.unpack(fmts[1], struct.pack(fmts[0], value))[0]
+            except (OverflowError, struct.error):
+                raise ArgumentError(f"memset value {value} does not fit a "
+                                    f"{'float' if element_size == 4 else 'half'}") from None
+        raise ArgumentError("a float memset value needs element_size 2 (half) or 4 (float)")
     v = int(value)
     bits = 8 * element_size
     if not -(1 << (bits - 1)) <= v < (1 << bits):
-        raise ValueError(f"memset value {value} does not fit {element_size} byte(s)")
+        raise ArgumentError(f"memset value {value} does not fit {element_size} byte(s)")
     return v & ((1 << bits) - 1)
 
 
@@ -196,7 +200,7 @@ def _pos(pos, what: str) -> tuple[int, int, int]:
 
 
 def _side(obj, name: str, width: int, height: int, depth: int, pitch, rows, pos):
-    ptr, on_device, size = locate(obj, f"memcpy_3d {name}")
+    ptr, on_device, size = locate(obj, f"memcpy_3d {name}", write=name == "dst")
     pitch = width if pitch is None else int_arg(pitch, f"{name}_pitch")
     rows = height if rows is None else int_arg(rows, f"{name}_rows")
     x, y, z = _pos(pos, f"{name}_pos")

@@ -296,7 +296,7 @@ class KernelNode(Node):
                                 f"{', '.join(map(repr, unknown))}; its fields are "
                                 "['args', 'grid', 'block', 'shared_mem']")
         if attributes:
-            raise TypeError(
+            raise ArgumentError(
                 f"an exec has no per-node attribute call ({', '.join(attributes)}): set it on "
                 "the graph node with node.set_attribute(...) and apply it with exe.update(graph)")
         pack = rec.args

@@ -196,8 +196,9 @@ class MemAllocNode(Node):
     @classmethod
     def build(cls, table, deps, nbytes: int) -> "MemAllocNode":
         """``cudaGraphAddMemAllocNode`` of device memory on the current device."""
-        if int_arg(nbytes, "add_mem_alloc: nbytes") <= 0:
-            raise ValueError(f"add_mem_alloc needs a positive size (nbytes), got {nbytes}")
+        if not 0 < int_arg(nbytes, "add_mem_alloc: nbytes") < 1 << 64:
+            raise ArgumentError(f"add_mem_alloc needs a positive size (nbytes) below 2**64, "
+                                f"got {nbytes}")
         raw_deps, nd = table.dep_list(deps)
         p = rt.cudaMemAllocNodeParams()
         p.poolProps.allocType = rt.cudaMemAllocationType.cudaMemAllocationTypePinned

@@ -12,7 +12,7 @@ from __future__ import annotations
 from .._cuda import call, ensure_device, rt
 from .._lifetime import release
 from ..errors import ArgumentError, ClosedError
-from ..runtime.values import raw_int
+from ..runtime.values import bool_arg, raw_int, seq_arg
 from .base import Node, NodeType
 
 __all__ = ["ExternalSemaphore", "ExtSemaphoreSignalNode", "ExtSemaphoreWaitNode",
@@ -31,8 +31,8 @@ class ExternalSemaphore:
     __slots__ = ("_raw", "_h", "_owner", "_fin", "__weakref__")
 
     def __init__(self, raw, owner=None, owned: bool = False):
+        self._h = raw_int(raw, "ExternalSemaphore")
         self._raw = raw
-        self._h = int(raw)
         self._owner = owner
         self._fin = release(self, rt.cudaDestroyExternalSemaphore, raw) if owned else None
 
@@ -50,6 +50,7 @@ class ExternalSemaphore:
         """
         if isinstance(fd, bool) or not isinstance(fd, int) or fd < 0:
             raise ArgumentError(f"import_fd: fd must be a non-negative int, got {fd!r}")
+        timeline = bool_arg(timeline, "import_fd: timeline")
         desc = rt.cudaExternalSemaphoreHandleDesc()
         desc.type = (_T.cudaExternalSemaphoreHandleTypeTimelineSemaphoreFd if timeline
                      else _T.cudaExternalSemaphoreHandleTypeOpaqueFd)
@@ -83,7 +84,8 @@ class ExternalSemaphore:
 def semaphore_list(semaphores, values, where: str) -> tuple[list, list[int]]:
     """(semaphores, one value each), checked: a non-empty list of ExternalSemaphore and
     values as None (0), one int for all, or one int per semaphore (0 <= v < 2**64)."""
-    sems = [semaphores] if isinstance(semaphores, ExternalSemaphore) else list(semaphores)
+    sems = ([semaphores] if isinstance(semaphores, (ExternalSemaphore, str, bytes))
+            else list(seq_arg(semaphores, f"{where}: semaphores")))
     if not sems:
         raise ArgumentError(f"{where}: needs at least one ExternalSemaphore")
     for s in sems:

@@ -23,7 +23,7 @@ class ChildGraphNode(Node):
         alive by this graph too.
         """
         if not isinstance(child, type(table.graph)):
-            raise TypeError(f"add_child_graph needs a Graph, got {type(child).__name__}")
+            raise ArgumentError(f"add_child_graph needs a Graph, got {type(child).__name__}")
         raw_deps, nd = table.dep_list(deps)
         raw = call(rt.cudaGraphAddChildGraphNode, table.raw, raw_deps, nd, child.handle)
         return table.register(cls(table, int(raw)), child.keepalive())

@@ -20,7 +20,7 @@ import operator
 from .. import _cuda
 from .._cuda import call, rt
 from .._cuda.context import current_device, seen, switch_device
-from ..errors import PyCudaGraphError
+from ..errors import ArgumentError, PyCudaGraphError
 
 __all__ = ["Device", "device", "device_count", "DeviceMismatchError", "check_same_device",
            "check_access", "peer_pairs", "devices_seen"]
@@ -60,12 +60,12 @@ def _ordinal(dev) -> int:
             raise TypeError
         dev = operator.index(dev)
     except TypeError:
-        raise TypeError(f"a device is a pycudagraph.Device or an int ordinal, "
-                        f"got {type(dev).__name__}") from None
+        raise ArgumentError(f"a device is a pycudagraph.Device or an int ordinal, "
+                            f"got {type(dev).__name__}") from None
     count = device_count()
     if not 0 <= dev < count:
         have = f"devices 0..{count - 1}" if count else "no usable CUDA device"
-        raise ValueError(f"there is no CUDA device {dev}: this process sees {have}")
+        raise ArgumentError(f"there is no CUDA device {dev}: this process sees {have}")
     return int(dev)
 
 

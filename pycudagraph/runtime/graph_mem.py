@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from .._cuda import call, dr, ensure_device, rt
 from .device import _ordinal
+from .values import bool_arg
 
 __all__ = ["graph_mem_info", "graph_mem_trim", "graph_mem_reset_high"]
 
@@ -73,7 +74,9 @@ def graph_mem_reset_high(device=None, used: bool = True, reserved: bool = True) 
     used, reserved : bool
         Which watermarks to reset.
     """
+    flags = [(name, bool_arg(on, f"graph_mem_reset_high: {name.split('_')[0]}"))
+             for name, on in (("used_high", used), ("reserved_high", reserved))]
     dev = _device(device)
-    for name, on in (("used_high", used), ("reserved_high", reserved)):
+    for name, on in flags:
         if on:
             call(rt.cudaDeviceSetGraphMemAttribute, dev, _ATTRS[name], dr.cuuint64_t(0))

@@ -19,15 +19,50 @@ from .._cuda import call, fast, rt
 from .._cuda.context import current_device, seen, thread_state
 from .._lifetime import release
 from .device import Device, device
-from ..errors import ClosedError
-from .pointers import device_pointer, host_pointer, nbytes_of, register_buffer
+from ..errors import ArgumentError, ClosedError
+from .pointers import (device_pointer, host_array_arg, host_pointer, nbytes_of,
+                       register_buffer)
 from .stream import stream_handle
+from .values import int_arg, short_repr
 
 __all__ = ["DeviceBuffer", "PinnedBuffer", "device_pointer", "host_pointer", "nbytes_of"]
 
 _LEGACY_STREAM = 1  # cudaStreamLegacy
 _H2D = rt.cudaMemcpyKind.cudaMemcpyHostToDevice
 _D2H = rt.cudaMemcpyKind.cudaMemcpyDeviceToHost
+
+
+def _size_arg(nbytes, cls: str) -> int:
+    """A buffer size: a positive int (a float, a bool or a string is refused, not truncated)."""
+    nbytes = int_arg(nbytes, f"{cls}: nbytes")
+    if nbytes <= 0:
+        raise ArgumentError(f"{cls} needs a positive size in bytes, got {nbytes}")
+    if nbytes >= 1 << 64:
+        raise ArgumentError(f"{cls}: nbytes is a 64-bit size, got {nbytes}")
+    return nbytes
+
+
+def _reshaped(arr: np.ndarray, shape, where: str) -> np.ndarray:
+    """``arr`` viewed with ``shape`` (``None``: as it is); a shape that does not fit is refused."""
+    if shape is None:
+        return arr
+    try:
+        return arr.reshape(shape)
+    except (TypeError, ValueError) as exc:
+        raise ArgumentError(f"{where}: shape {short_repr(shape)} does not fit {arr.size} "
+                            f"elements of {arr.dtype} ({exc})") from None
+
+
+def _dtype_arg(dtype, where: str) -> np.dtype:
+    """A numpy dtype that can view raw memory (not object, not empty)."""
+    try:
+        dtype = np.dtype(dtype)
+    except (TypeError, ValueError, KeyError, SyntaxError) as exc:
+        raise ArgumentError(f"{where}: dtype {short_repr(dtype)} is not a numpy dtype "
+                            f"({type(exc).__name__}: {exc})") from None
+    if dtype.hasobject or dtype.itemsize == 0:
+        raise ArgumentError(f"{where}: dtype {dtype} cannot view raw memory")
+    return dtype
 
 
 class DeviceBuffer(_lifetime.Releasable):
@@ -50,9 +85,7 @@ class DeviceBuffer(_lifetime.Releasable):
     __slots__ = ("ptr", "nbytes", "_addr", "_fin", "_dev", "__weakref__")
 
     def __init__(self, nbytes: int):
-        nbytes = int(nbytes)
-        if nbytes <= 0:
-            raise ValueError(f"DeviceBuffer needs a positive size in bytes, got {nbytes}")
+        nbytes = _size_arg(nbytes, "DeviceBuffer")
         self._dev = current_device()
         raw = call(rt.cudaMalloc, nbytes)
         self.ptr: int = int(raw)
@@ -79,7 +112,11 @@ class DeviceBuffer(_lifetime.Releasable):
         stream : Stream or stream-like, optional
             Copy with ``cudaMemcpyAsync`` on it instead.
         """
-        arr = np.ascontiguousarray(array)
+        if isinstance(array, np.ndarray) and not array.flags.c_contiguous:
+            array = np.ascontiguousarray(array)
+        arr = host_array_arg(array, "DeviceBuffer.from_array")
+        if stream is not None:
+            stream_handle(stream)  # a wrong or closed stream is refused before cudaMalloc
         buf = cls(max(arr.nbytes, 1))
         buf.copy_from(arr, stream=stream)
         return buf
@@ -109,13 +146,12 @@ class DeviceBuffer(_lifetime.Releasable):
         return {"shape": (self.nbytes,), "typestr": "|u1", "data": (self._live(), False),
                 "version": 3, "strides": None}
 
-    def _check_host(self, array, what: str) -> np.ndarray:
+    def _check_host(self, array, what: str, write: bool = False) -> np.ndarray:
         self._live()
-        arr = np.asarray(array)
-        if not arr.flags.c_contiguous:
-            raise ValueError(f"{what} needs a C-contiguous host array")
+        arr = host_array_arg(array, f"DeviceBuffer.{what}", write)
         if arr.nbytes > self.nbytes:
-            raise ValueError(f"{what}: the array has {arr.nbytes} bytes but the buffer only {self.nbytes}")
+            raise ArgumentError(f"{what}: the array has {arr.nbytes} bytes but the buffer only "
+                                f"{self.nbytes}")
         return arr
 
     def copy_from(self, host_array, stream=None) -> None:
@@ -162,9 +198,7 @@ class DeviceBuffer(_lifetime.Releasable):
         """
         if host_array is None:
             host_array = np.empty(self.nbytes, dtype=np.uint8)
-        arr = self._check_host(host_array, "copy_to")
-        if not arr.flags.writeable:
-            raise ValueError("copy_to needs a writeable host array")
+        arr = self._check_host(host_array, "copy_to", write=True)
         if stream is None:
             with self._on_own_device():
                 call(rt.cudaMemcpy, arr.ctypes.data, self.ptr, arr.nbytes, _D2H)
@@ -183,11 +217,11 @@ class DeviceBuffer(_lifetime.Releasable):
         shape : tuple of int, optional
             Default: 1-D, as many elements as fit in :attr:`nbytes`.
         """
-        dtype = np.dtype(dtype)
+        dtype = _dtype_arg(dtype, "DeviceBuffer.to_numpy")
         count = self.nbytes // dtype.itemsize
-        out = np.empty(count, dtype=dtype)
+        out = _reshaped(np.empty(count, dtype=dtype), shape, "DeviceBuffer.to_numpy")
         self.copy_to(out)
-        return out.reshape(shape) if shape is not None else out
+        return out
 
     def zero(self, stream=None) -> None:
         """Set every byte to 0 (``cudaMemset`` then ``cudaStreamSynchronize(cudaStreamLegacy)``,
@@ -242,9 +276,7 @@ class PinnedBuffer(_lifetime.Releasable):
     __slots__ = ("ptr", "nbytes", "_addr", "_fin", "_views", "__weakref__")
 
     def __init__(self, nbytes: int):
-        nbytes = int(nbytes)
-        if nbytes <= 0:
-            raise ValueError(f"PinnedBuffer needs a positive size in bytes, got {nbytes}")
+        nbytes = _size_arg(nbytes, "PinnedBuffer")
         _cuda.ensure_device()
         self.ptr: int = int(call(rt.cudaMallocHost, nbytes))
         self._addr = self.ptr
@@ -273,10 +305,10 @@ class PinnedBuffer(_lifetime.Releasable):
         """A numpy view of the pinned memory; it keeps this buffer alive, and a
         :meth:`free` waits until the last view is gone. No CUDA call."""
         self._live()
-        dtype = np.dtype(dtype)
+        dtype = _dtype_arg(dtype, "PinnedBuffer.array")
         raw = (ctypes.c_char * self.nbytes).from_address(self.ptr)
         arr = np.frombuffer(raw, dtype=np.uint8)[: self.nbytes - self.nbytes % dtype.itemsize].view(dtype)
-        arr = arr.reshape(shape) if shape is not None else arr
+        arr = _reshaped(arr, shape, "PinnedBuffer.array")
         _keep = _ViewOwner(self)
         raw._pycudagraph_owner = _keep  # the ctypes object holds the buffer alive
         self._views = [r for r in self._views if r() is not None]

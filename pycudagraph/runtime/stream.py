@@ -6,6 +6,8 @@ cuda.core, or a raw integer handle). :class:`Event` owns a ``cudaEvent_t``.
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import _cuda
 
 from . import hostfn
@@ -14,7 +16,8 @@ from .. import _lifetime
 from .._cuda.context import current_device, seen, stream_device
 from .._lifetime import release
 from .device import Device, check_same_device
-from ..errors import ClosedError, PyCudaGraphError
+from ..errors import ArgumentError, ClosedError, PyCudaGraphError
+from .values import ADDRESS_MAX, address_arg, bool_arg, int_arg, require_event, short_repr
 
 __all__ = ["Stream", "Event", "stream_handle"]
 
@@ -47,9 +50,11 @@ class Stream:
     __slots__ = ("_h", "_addr", "_raw", "_owner", "_fin", "_dev", "__weakref__")
 
     def __init__(self, non_blocking: bool = True, priority: int = 0):
+        non_blocking = bool_arg(non_blocking, "Stream: non_blocking")
+        priority = int_arg(priority, "Stream: priority", -(1 << 31), (1 << 31) - 1)
         dev = current_device()
         flags = rt.cudaStreamNonBlocking if non_blocking else rt.cudaStreamDefault
-        raw = call(rt.cudaStreamCreateWithPriority, flags, int(priority))
+        raw = call(rt.cudaStreamCreateWithPriority, flags, priority)
         self._init(int(raw), raw, None, dev)
         self._fin = release(self, rt.cudaStreamDestroy, raw)
 
@@ -151,6 +156,7 @@ class Stream:
         event : Event
             Recorded on any stream of this device.
         """
+        require_event(event, "Stream.wait")
         call(rt.cudaStreamWaitEvent, self.handle, event.handle, 0)
 
     def require_capturable(self, what: str = "capture") -> None:
@@ -198,24 +204,30 @@ def stream_handle(obj) -> int:
     """The raw integer handle of any stream-like object (``None`` -> 0, the legacy stream)."""
     if obj is None:
         return 0
-    if type(obj) is int:
+    if type(obj) is int and 0 <= obj <= ADDRESS_MAX:
         return obj
     if isinstance(obj, Stream):
         return obj._live()
     proto = getattr(obj, "__cuda_stream__", None)
     if proto is not None:
-        value = proto() if callable(proto) else proto
-        return int(value[1])
+        try:
+            value = proto() if callable(proto) else proto
+            return address_arg(value[1], "stream (its __cuda_stream__()[1])")
+        except (TypeError, IndexError, KeyError, ValueError) as exc:
+            raise ArgumentError(f"stream: {type(obj).__name__}.__cuda_stream__ must give "
+                                f"(version, handle), got {short_repr(proto)}: {exc}") from None
     for attr in ("cuda_stream", "ptr"):
         value = getattr(obj, attr, None)
-        if isinstance(value, int):
-            return value
+        if isinstance(value, int) and not isinstance(value, bool):
+            return address_arg(value, f"stream (its .{attr})")
     if isinstance(obj, rt.cudaStream_t) or type(obj).__name__ in ("CUstream", "cudaStream_t"):
         return int(obj)
-    raise TypeError(
-        f"cannot use {type(obj).__name__} as a CUDA stream: expected a pycudagraph.Stream, "
-        "an object with __cuda_stream__ (cuda.core), .cuda_stream (PyTorch), .ptr (CuPy), "
-        "a cuda.bindings stream or an int handle")
+    if isinstance(obj, (int, np.integer)) and not isinstance(obj, (bool, np.bool_)):
+        return address_arg(obj, "stream")
+    raise ArgumentError(
+        f"cannot use {type(obj).__name__} as a CUDA stream ({short_repr(obj)}): expected a "
+        "pycudagraph.Stream, an object with __cuda_stream__ (cuda.core), .cuda_stream "
+        "(PyTorch), .ptr (CuPy), a cuda.bindings stream or an int handle")
 
 
 def _handle_of(obj) -> int:
@@ -251,6 +263,8 @@ class Event(_lifetime.Releasable):
     __slots__ = ("_raw", "_h", "_addr", "_fin", "timing", "_dev", "__weakref__")
 
     def __init__(self, timing: bool = True, blocking: bool = False):
+        timing = bool_arg(timing, "Event: timing")
+        blocking = bool_arg(blocking, "Event: blocking")
         self._dev = current_device()
         flags = 0 if timing else rt.cudaEventDisableTiming
         if blocking:
@@ -325,6 +339,9 @@ class Event(_lifetime.Releasable):
         -------
         float
         """
+        if not isinstance(end, Event):
+            raise ArgumentError(f"Event.elapsed_ms: end must be a pycudagraph.Event, got "
+                                f"{short_repr(end)} ({type(end).__name__})")
         if seen.multi:
             check_same_device("Event.elapsed_ms", "the start event", self._dev, "the end event",
                               end._dev)

@@ -3,7 +3,10 @@
 >>> with pcg.trace() as t:
 ...     exe.launch(stream)
 >>> print(t)
-cuGraphLaunch(exec0, stream0)  -> CUDA_SUCCESS    # demo.py:42
+cuGraphLaunch(exec0, stream0)  -> CUDA_SUCCESS    # runtime: cudaGraphLaunch; demo.py:42
+
+A driver call (``cu*``) made where the runtime API has the function a reader looks up
+names both: the call made, then its runtime twin after the ``#`` (``runtime: ...``).
 
 Handles are named by kind and order of first appearance (``g0``, ``n3``, ``exec0``).
 When no trace is active the only cost on a hot path is one attribute read.
@@ -16,8 +19,10 @@ import threading
 from dataclasses import dataclass
 
 from .. import _cuda
+from ..errors import ArgumentError
+from .values import bool_arg, short_repr
 
-__all__ = ["trace", "TracedCall", "call_site"]
+__all__ = ["trace", "TracedCall", "runtime_twin", "call_site"]
 
 _PREFIX = {"cudaGraph_t": "g", "CUgraph": "g", "cudaGraphNode_t": "n", "CUgraphNode": "n",
            "cudaGraphExec_t": "exec", "CUgraphExec": "exec", "cudaStream_t": "stream",
@@ -27,17 +32,44 @@ _PREFIX = {"cudaGraph_t": "g", "CUgraph": "g", "cudaGraphNode_t": "n", "CUgraphN
 _PKG = __name__.split(".")[0]  # frames inside the package are not "the caller"
 
 
+#: Driver calls whose runtime twin is not ``cuda`` + the rest of the name (``None``: the
+#: runtime has none; the driver call is what a reader looks up).
+_RUNTIME_TWINS = {"cuLaunchKernel": "cudaLaunchKernel", "cuFuncGetAttribute": "cudaFuncGetAttributes",
+                  "cuKernelGetParamInfo": "cudaFuncGetParamInfo",
+                  "cuFuncGetParamInfo": "cudaFuncGetParamInfo",
+                  "cuMemGetAddressRange": None, "cuKernelGetFunction": None}
+
+
+def runtime_twin(api: str) -> str | None:
+    """The runtime function a reader would look up for the driver call ``api``
+    (``cuGraphAddKernelNode`` -> ``cudaGraphAddKernelNode``), or ``None`` (a runtime,
+    NVRTC or driver-only call). No CUDA call."""
+    if not api.startswith("cu") or api.startswith(("cuda", "cuCtx")):
+        return None
+    base = api[:-3] if api.endswith(("_v2", "_v3")) else api
+    if base in _RUNTIME_TWINS:
+        return _RUNTIME_TWINS[base]
+    twin = "cuda" + base[2:]
+    return twin if hasattr(_cuda.rt, twin) else None
+
+
 @dataclass
 class TracedCall:
-    """One recorded call: the API name, its C-like text, the result, and the caller."""
+    """One recorded call: the API name, its C-like text, the result, and the caller.
+
+    ``runtime`` is the runtime function a reader would look up when ``api`` is its driver
+    twin (``cuGraphLaunch`` -> ``cudaGraphLaunch``), else ``None``; the text shows both.
+    """
 
     api: str
     text: str
     result: str
     where: str
+    runtime: str | None = None
 
     def __str__(self) -> str:
-        return f"{self.text}  -> {self.result}    # {self.where}"
+        twin = f"runtime: {self.runtime}; " if self.runtime else ""
+        return f"{self.text}  -> {self.result}    # {twin}{self.where}"
 
 
 class trace:
@@ -58,7 +90,10 @@ class trace:
     _lock = threading.Lock()
 
     def __init__(self, echo: bool = False, file=None):
-        self.echo = echo
+        self.echo = bool_arg(echo, "trace: echo")
+        if file is not None and not callable(getattr(file, "write", None)):
+            raise ArgumentError(f"trace: file must have a write() method (a text file), got "
+                                f"{short_repr(file)} ({type(file).__name__})")
         self.file = file
         self.records: list[TracedCall] = []
         self._names: dict[int, str] = {}
@@ -96,7 +131,7 @@ class trace:
         if h is None:
             try:
                 h = int(obj)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 return repr(obj)
         if prefix is None:
             return hex(h)
@@ -148,7 +183,7 @@ class trace:
         status = getattr(code, "name", None) or ("CUDA_SUCCESS" if code == 0 else f"error {int(code)}")
         rest = [self._fmt(r) for r in result[1:]] if isinstance(result, tuple) else []
         res_text = status + (" " + ", ".join(rest) if rest else "")
-        rec = TracedCall(api, text, res_text, where)
+        rec = TracedCall(api, text, res_text, where, runtime_twin(api))
         self.records.append(rec)
         if self.echo:
             print(rec, file=self.file or sys.stdout)

@@ -7,13 +7,21 @@ naming the parameter and the value instead of reaching CUDA as ``invalid argumen
 from __future__ import annotations
 
 import operator
+import os
 
 import numpy as np
 
 from .._cuda import rt
 from ..errors import ArgumentError
 
-__all__ = ["int_arg", "is_int", "short_repr", "require_callable", "require_event", "raw_int"]
+__all__ = ["int_arg", "is_int", "bool_arg", "address_arg", "str_arg", "path_arg", "choice_arg", "seq_arg",
+           "str_items_arg",
+           "short_repr",
+           "require_callable",
+           "require_event", "raw_int", "ADDRESS_MAX"]
+
+#: The largest 64-bit address.
+ADDRESS_MAX = (1 << 64) - 1
 
 
 def is_int(value) -> bool:
@@ -29,16 +37,94 @@ def int_arg(value, what: str, lo: int | None = None, hi: int | None = None) -> i
     inclusively (a ``ValueError`` naming ``what`` and the bound).
     """
     if type(value) is not int:
-        if isinstance(value, (bool, np.bool_)) or not hasattr(value, "__index__"):
-            raise ArgumentError(f"{what} must be an int, got {short_repr(value)} "
-                                f"({type(value).__name__})")
-        value = operator.index(value)
+        value = _index(value, f"{what} must be an int")
     if lo is not None and value < lo:
         raise ArgumentError(f"{what} must be >= {lo}, got {value}")
     if hi is not None and value > hi:
         raise ArgumentError(f"{what} must be <= {hi}, got {value}")
     return value
 
+
+def _index(value, refusal: str) -> int:
+    """``operator.index(value)`` for integer-like objects (numpy integers); bools, floats,
+    strings, arrays ... raise ``ArgumentError(refusal + ", got ...")``."""
+    if not isinstance(value, (bool, np.bool_)) and hasattr(value, "__index__"):
+        try:
+            return operator.index(value)
+        except TypeError:  # a numpy array of several numbers, say
+            pass
+    raise ArgumentError(f"{refusal}, got {short_repr(value)} ({type(value).__name__})")
+
+
+def bool_arg(value, what: str) -> bool:
+    """``value`` as a bool: ``True``/``False``, numpy bools, or the ints 0 and 1.
+
+    Anything else (a string such as ``"no"``, ``None``, a float, 2) is refused with an
+    :class:`ArgumentError` naming ``what``: ``bool("no")`` is ``True``, which would turn a
+    flag on that the caller meant off.
+    """
+    if value is True or value is False:
+        return value
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if is_int(value) and value in (0, 1):
+        return bool(value)
+    raise ArgumentError(f"{what} must be True or False, got {short_repr(value)} "
+                        f"({type(value).__name__})")
+
+
+def address_arg(value, what: str) -> int:
+    """An integer address: a Python or numpy integer in 0 .. 2**64-1 (not a bool)."""
+    if type(value) is not int:
+        value = _index(value, f"{what}: an address must be an int")
+    if not 0 <= value <= ADDRESS_MAX:
+        raise ArgumentError(f"{what}: an address must be in 0 .. 2**64-1, got {value}")
+    return value
+
+
+def str_arg(value, what: str, empty: bool = True) -> str:
+    """``value`` if it is a ``str`` (non-empty unless ``empty``); else an :class:`ArgumentError`."""
+    if not isinstance(value, str):
+        raise ArgumentError(f"{what} must be a str, got {short_repr(value)} "
+                            f"({type(value).__name__})")
+    if not empty and not value:
+        raise ArgumentError(f"{what} must not be empty")
+    return value
+
+
+def path_arg(value, what: str) -> str:
+    """A file path: a non-empty ``str`` or ``os.PathLike`` (returned as a str)."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str) or not value:
+        raise ArgumentError(f"{what} must be a file path (str or os.PathLike), got "
+                            f"{short_repr(value)} ({type(value).__name__})")
+    return value
+
+
+def choice_arg(value, choices, what: str) -> str:
+    """``value`` if it is one of the names ``choices`` (a dict or a collection of str)."""
+    if not isinstance(value, str) or value not in choices:
+        raise ArgumentError(f"{what} must be one of {sorted(choices)}, got {short_repr(value)}")
+    return value
+
+
+def seq_arg(value, what: str) -> tuple:
+    """``value`` (a list, tuple or other iterable, not a str, bytes or dict) as a tuple."""
+    if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__"):
+        raise ArgumentError(f"{what} must be a sequence, got {short_repr(value)} "
+                            f"({type(value).__name__})")
+    return tuple(value)
+
+
+def str_items_arg(value, what: str) -> tuple:
+    """``value`` (a sequence of str, not a str itself) as a tuple; another item is refused."""
+    items = seq_arg(value, what)
+    for item in items:
+        if not isinstance(item, str):
+            raise ArgumentError(f"{what} must be str, got {short_repr(item)} "
+                                f"({type(item).__name__}) in {short_repr(items)}")
+    return items
 
 
 def short_repr(value) -> str:
@@ -67,11 +153,16 @@ def raw_int(handle, what: str) -> int:
     ``CUgraph``, ...) or anything with ``__int__``; a null handle raises."""
     if isinstance(handle, bool):
         raise ArgumentError(f"{what}: expected a {what} handle, got {handle!r}")
+    if isinstance(handle, (float, str, bytes, complex, np.bool_)):
+        raise ArgumentError(f"{what}: expected an int or a cuda.bindings handle, got "
+                            f"{short_repr(handle)} ({type(handle).__name__})")
     try:
         h = int(handle)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ArgumentError(f"{what}: expected an int or a cuda.bindings handle, got "
                             f"{type(handle).__name__}") from None
     if h <= 0:
         raise ArgumentError(f"{what}: the handle is null ({h})")
+    if h > ADDRESS_MAX:
+        raise ArgumentError(f"{what}: a handle is 64-bit, got {h}")
     return h

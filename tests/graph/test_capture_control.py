@@ -116,7 +116,7 @@ def test_update_capture_dependencies_12x(monkeypatch, graph_and_nodes):
 
 @pytest.mark.parametrize("kwargs,text", [
     (dict(nodes=[1]), "expected Nodes, got int"),
-    (dict(mode="replace"), "mode must be 'add' or 'set'"),
+    (dict(mode="replace"), r"mode must be one of \['add', 'set'\]"),
     (dict(ports=["default"]), "1 ports for 2 nodes"),
     (dict(ports=["sideways", "default"]), "port must be one of"),
 ])

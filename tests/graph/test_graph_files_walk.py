@@ -318,7 +318,7 @@ def test_load_values_decode_to_the_same_bytes(kernel):
         got = file_load._Loader.value(p, data, [])
         assert struct.pack("<" + p.fmt, bytes(got) if isinstance(got, bytes) else got) == data
     bf = pcg.compile.signature.Param(0, "b", "__nv_bfloat16", "bfloat16", 2, 2, "H")
-    from pycudagraph.compile.converters import _bfloat16_bits
+    from pycudagraph.compile.small_floats import bfloat16_bits as _bfloat16_bits
     for bits in (0x3F80, 0xC2F7, 0x0001, 0x7F80):
         assert _bfloat16_bits(file_load._Loader.value(bf, struct.pack("<H", bits), [])) == bits
 

@@ -8,10 +8,11 @@ import types
 import pytest
 
 import pycudagraph as pcg
-from pycudagraph.graph import profile, profile_cupti, profile_stamps
+from pycudagraph.graph import profile, profile_cupti, profile_records, profile_stamps
 from pycudagraph.graph.profile import NodeTime, Profile
 from pycudagraph.graph.tree import Place
 from tests.support.fakes import fake_graph, fake_node
+from tests.support.profile_fakes import FakeCupti, FakeExec, Handle, SBuffer, SGraph
 
 
 @pytest.fixture
@@ -77,7 +78,7 @@ def measured(diamond, monkeypatch):
 
     def measure(graph, pl, stream, repeats):
         runs.append(repeats)
-        out = profile_stamps.Samples("stamps", "empty nodes")
+        out = profile_records.Samples("stamps", "empty nodes")
         out.seen = {a, b, c, d, e}
         out.launches = [{a: (10.0, 1), b: (50.0, 1), c: (20.0, 1), d: (5.0, 1), e: (2.0, 3)},
                         {a: (12.0, 1), b: (52.0, 1), c: (22.0, 1), d: (5.0, 1), e: (3.0, 3)},
@@ -123,94 +124,23 @@ def test_cupti_records_are_grouped_by_launch_and_node(diamond):
         (9001, 8, 100_000, 112_000), (9002, 8, 113_000, 160_000),
         (4242, 99, 0, 5_000),  # another graph's launch: left out
     ]
-    s = profile_cupti._samples(records, copied, ids, places)
+    s = profile_records.samples(records, copied, ids, places)
     assert len(s.launches) == 2
     first = s.launches[0]
     assert first[b] == (50.0, 1) and first[e] == (4.0, 3)
     assert first[a] == (10.0, 1)  # a: its own record; spans only fill containers without one
     assert s.unattributed == [1.5, 0.0]
-    assert s.seen == {a, b, e}
-    with pytest.raises(profile_cupti.CuptiUnusable, match="none of CUPTI's 1 records"):
-        profile_cupti._samples([(4242, 1, 0, 10)], copied, ids, places)
+    assert s.seen == {a, b, e} and not s.complete  # 1.5 us unnamed; c and d left no record
+    assert any("named no node for: record x1" in n for n in s.notes), s.notes
+    with pytest.raises(profile_cupti.CuptiUnusable, match="none of CUPTI's 1 records") as exc:
+        profile_records.samples([(4242, 1, 0, 10)], copied, ids, places)
+    assert exc.value.about_graph
 
 
 def test_a_container_without_records_spans_its_inner_nodes(diamond):
     _, (a, b, c, d, e), places, _ = diamond
-    s = profile_cupti._samples([(5, 1, 2_000, 3_000), (5, 1, 7_000, 9_000)], {}, {5: e}, places)
+    s = profile_records.samples([(5, 1, 2_000, 3_000), (5, 1, 7_000, 9_000)], {}, {5: e}, places)
     assert s.launches[0][e] == (3.0, 2) and s.launches[0][a] == (7.0, 1)
-
-
-class FakeCupti:
-    """Stands for cupti-python's ``cupti`` module: the calls profile_cupti makes."""
-
-    class ActivityKind:
-        CONCURRENT_KERNEL, MEMCPY, MEMSET = 10, 1, 2
-
-    class CallbackDomain:
-        RESOURCE = 3
-
-    class CallbackIdResource:
-        GRAPHNODE_CLONED = 15
-
-    class ResourceData:
-        def __init__(self, descriptor):
-            self.resource_descriptor = descriptor
-
-    class GraphData:
-        table: dict = {}
-
-        @staticmethod
-        def from_ptr(ptr):
-            return FakeCupti.GraphData.table[ptr]
-
-    def __init__(self, node_ids):
-        self.node_ids = node_ids
-        self.calls = []
-        self.enabled = set()
-        self.pending = []
-
-    def get_timestamp(self):
-        return 1
-
-    def activity_register_callbacks(self, requested, completed):
-        self.calls.append("register")
-        assert requested() == (8 << 20, 0)
-        self.completed = completed
-
-    def get_graph_node_id(self, handle):
-        return self.node_ids[handle]
-
-    def subscribe(self, callback, userdata):
-        self.callback = callback
-        self.calls.append("subscribe")
-        return 77
-
-    def enable_callback(self, on, sub, domain, cbid):
-        assert (on, sub, domain, cbid) == (1, 77, 3, 15)
-
-    def unsubscribe(self, sub):
-        self.calls.append("unsubscribe")
-        self.callback = None
-
-    def activity_enable(self, kind):
-        self.enabled.add(kind)
-
-    def activity_disable(self, kind):
-        self.enabled.discard(kind)
-
-    def activity_flush_all(self, flag):
-        self.calls.append("flush")
-        self.completed([types.SimpleNamespace(graph_node_id=i, correlation_id=c, start=s, end=e)
-                        for i, c, s, e in self.pending] +
-                       [types.SimpleNamespace(graph_node_id=0, correlation_id=1, start=0, end=1)])
-        self.pending = []
-
-
-class Handle:
-    """A node as profile_cupti reads it: a handle CUPTI can be asked about."""
-
-    def __init__(self, h):
-        self.handle = h
 
 
 def test_the_cupti_method_maps_copies_made_at_instantiation(monkeypatch):
@@ -221,21 +151,8 @@ def test_the_cupti_method_maps_copies_made_at_instantiation(monkeypatch):
     monkeypatch.setattr(profile_cupti, "_cupti", lambda: fake)
     monkeypatch.setattr(profile_cupti, "_state", {"registered": False, "records": None})
 
-    class Exec:
-        launches = 0
-
-        def launch(self, stream):
-            Exec.launches += 1
-            if fake.enabled:
-                k = Exec.launches
-                fake.pending += [(9001, k, 0, 10_000), (9002, k, 11_000, 31_000),
-                                 (9005, k, 1_000, 2_000)]
-
-        def synchronize(self):
-            pass
-
-        def close(self):
-            fake.calls.append("close")
+    twin = FakeExec(fake, lambda k: [(9001, k, 0, 10_000), (9002, k, 11_000, 31_000),
+                                     (9005, k, 1_000, 2_000)])
 
     class Graph:
         def instantiate(self):
@@ -243,108 +160,17 @@ def test_the_cupti_method_maps_copies_made_at_instantiation(monkeypatch):
             for new, old in ((0x1A, 0xA), (0x1B, 0xB), (0x1E, 0xE)):
                 FakeCupti.GraphData.table[new] = types.SimpleNamespace(node=new, original_node=old)
                 fake.callback(None, 3, 15, FakeCupti.ResourceData(new))
-            return Exec()
+            return twin
 
     assert profile_cupti.unavailable() is None
     s = profile_cupti.measure(Graph(), places, None, repeats=2)
     assert fake.calls == ["register", "subscribe", "unsubscribe", "flush", "close"]
-    assert not fake.enabled and Exec.launches == 3  # one warm-up, not recorded
+    assert not fake.enabled and twin.launches == 3  # one warm-up, not recorded
     assert len(s.launches) == 2 and s.unattributed == [0.0, 0.0]
     assert s.launches[0] == {a: (10.0, 1), b: (20.0, 1), e: (1.0, 1)}
 
 
 # The stamps method against a stand-in graph: what it adds, where, and how it reads back.
-
-class SNode:
-    """A node of a stand-in graph: type, label, its graph, what it waits for."""
-
-    def __init__(self, graph, type_, label, deps=()):
-        self.graph, self.type, self.kernel_name = graph, type_, label
-        self.deps = list(deps)
-
-    @property
-    def dependencies(self):
-        return list(self.deps)
-
-    def describe(self):
-        return self.kernel_name
-
-
-class SGraph:
-    """Records the stamps added to it; its exec writes the stamp slots a launch would."""
-
-    def __init__(self, times, runs=None, clonable=True):
-        self.nodes, self.times, self.runs, self.clonable = [], times, runs or {}, clonable
-        self.added, self.removed, self.slot_of, self.closed = [], [], {}, False
-
-    def add(self, type_, label, deps=()):
-        node = SNode(self, type_, label, deps)
-        self.nodes.append(node)
-        return node
-
-    def clone(self):
-        if not self.clonable:
-            raise pcg.CudaError("cudaGraphClone", 1, "cudaErrorInvalidValue", "invalid argument")
-        twin = SGraph(self.times, self.runs)
-        copies = {}
-        for n in self.nodes:
-            copies[n] = twin.add(n.type, n.kernel_name, [copies[d] for d in n.deps])
-        twin.find = copies.__getitem__
-        return twin
-
-    def add_kernel(self, kernel, grid, block, args, deps=()):
-        node = SNode(self, "kernel", kernel, deps)
-        self.added.append(node)
-        if kernel == "end":  # slot i times what the end stamp waits for
-            self.slot_of[args[1]] = deps[0]
-        return node
-
-    def add_dependency(self, a, b):
-        b.deps.append(a)
-
-    def remove_node(self, node):
-        self.removed.append(node)
-
-    def instantiate(self):
-        return SExec(self)
-
-    def close(self):
-        self.closed = True
-
-
-class SExec:
-    slots = None
-
-    def __init__(self, graph):
-        self.graph = graph
-
-    def launch(self, stream):
-        g, mem = self.graph, SExec.slots.mem.reshape(-1, 3)
-        for i, node in g.slot_of.items():
-            label = "calibration" if node.kernel_name == "begin" else node.kernel_name
-            runs = g.runs.get(label, 1)
-            mem[i, 1] += int(1000 * g.times[label] * runs)
-            mem[i, 2] += runs
-
-    def synchronize(self):
-        pass
-
-    def close(self):
-        pass
-
-
-class SBuffer:
-    def __init__(self, nbytes):
-        import numpy as np
-        self.mem = np.zeros(nbytes // 8, np.uint64)
-        SExec.slots = self
-
-    def copy_from(self, arr):
-        self.mem[:] = arr
-
-    def copy_to(self, arr):
-        arr[:] = self.mem
-
 
 @pytest.fixture
 def stamped(monkeypatch):

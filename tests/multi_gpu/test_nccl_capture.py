@@ -1,87 +1,101 @@
-"""NCCL collectives captured into pycudagraph graphs, on 2 GPUs, run as users run them.
+"""NCCL collectives captured into pycudagraph graphs on 2, 4 and 8 GPUs, run as users run them.
 
-Each test starts the example as its own process (or two, under
-``python -m torch.distributed.run``), with NVLink multicast off (``NCCL_NVLS_ENABLE=0``),
-and checks that every replayed step matched. Skipped with a one-sentence reason when there
-are fewer than 2 GPUs, no NCCL binding (nccl4py or CuPy's), or no launcher.
+Each test starts an example as its own process (one driving every GPU), as N processes
+under ``python -m torch.distributed.run``, or as N processes the example starts with
+``multiprocessing`` (``--procs N``); NVLink multicast is off in each (the tests check
+every process says so). Results are compared with exact values or a single-GPU run
+inside the examples; here the tests check what they printed. A GPU count this machine
+lacks skips with "needs N GPUs; this machine has M."; so do missing NCCL bindings and,
+for the launcher, PyTorch.
 """
-
-import importlib.util
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-import pycudagraph as pcg
+from tests.multi_gpu.gpu_counts import (assert_multicast_off_in, count_lines, needs_nccl,
+                                        needs_torch, per_count, run_example, torchrun)
 
-ROOT = Path(__file__).resolve().parents[2]
-COUNT = pcg.device_count()
+pytestmark = [pytest.mark.gpu, needs_nccl]
 
-
-def _nccl_binding() -> str | None:
-    for name in ("nccl.bindings", "cupy.cuda.nccl"):
-        try:
-            if importlib.util.find_spec(name) is not None:
-                return name
-        except ImportError:
-            continue
-    return None
+NCCL_EX = "examples/multi_gpu_nccl.py"
+TP_EX = "examples/multi_gpu_tp_mlp.py"
+COLL_EX = "examples/multi_gpu_collectives.py"
+QUICK_COLL = ["--sizes", "64K,4M", "--iters", "5", "--launches", "2"]
 
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(COUNT < 2, reason=f"needs 2 GPUs; this machine has {COUNT}."),
-    pytest.mark.skipif(_nccl_binding() is None,
-                       reason="needs nccl4py or CuPy's NCCL module (pip install 'pycudagraph[nccl]')."),
-]
-needs_torchrun = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
-                                    reason="the launcher (python -m torch.distributed.run) needs PyTorch.")
+def _replays_matched(out: str) -> int:
+    return sum("1000 graph replays match the expected sums" in line for line in out.splitlines())
 
 
-def _run(args, timeout=90):
-    env = dict(os.environ, NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
-               NVSHMEM_DISABLE_NVLS="1", PYTHONUNBUFFERED="1")
-    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    try:
-        proc = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True,
-                              text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"{args} ran past {timeout} s\n{exc.stdout}\n{exc.stderr}")
-    print(proc.stdout)
-    report = f"exit {proc.returncode}\n--- stdout ---\n{proc.stdout}\n--- stderr ---\n{proc.stderr[-4000:]}"
-    assert proc.returncode == 0, report
-    assert not any(line.startswith("SKIPPED") for line in proc.stdout.splitlines()), report
-    return proc.stdout, report
-
-
-TORCHRUN = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-
-
-@needs_torchrun
-def test_one_process_per_gpu_replays_kernel_allreduce_kernel_1000_times():
-    out, report = _run(TORCHRUN + ["examples/multi_gpu_nccl.py", "--steps", "1000"])
-    lines = out.splitlines()
-    assert sum(line == "OK" for line in lines) == 2, report
-    assert sum("1000 graph replays match the expected sums" in line for line in lines) == 2, report
-    assert "rank 0 of 2" in out and "rank 1 of 2" in out, report
-
-
-def test_one_process_drives_both_gpus_with_group_calls_in_one_graph():
-    out, report = _run(["examples/multi_gpu_nccl.py", "--steps", "1000"])
-    assert "one process, " in out and "group calls" in out, report
-    assert "1000 graph replays match the expected sums" in out, report
+@pytest.mark.parametrize("n", per_count())
+def test_one_process_drives_n_gpus_with_group_calls_in_one_graph(n):
+    out, report = run_example([NCCL_EX, "--gpus", str(n), "--steps", "1000"], n)
+    assert f"one process, {n} GPUs, group calls" in out, report
+    assert f"one graph spanning {n} devices" in out or "per-device graphs" in out, report
+    assert "ncclAllReduce, ncclReduceScatter, ncclAllGather" in out, report
+    assert _replays_matched(out) == 1, report
+    assert_multicast_off_in(out, 1, report)
     assert out.splitlines()[-1] == "OK", report
 
 
-@needs_torchrun
-def test_tensor_parallel_mlp_eager_and_graph_match_numpy():
-    out, report = _run(TORCHRUN + ["examples/multi_gpu_tp_mlp.py", "--steps", "300"])
-    assert "results match" in out and "graph replay / eager" in out, report
-    assert sum(line == "OK" for line in out.splitlines()) == 2, report
+@needs_torch
+@pytest.mark.parametrize("n", per_count())
+def test_one_process_per_gpu_under_torchrun(n):
+    out, report = run_example(torchrun(n) + [NCCL_EX, "--steps", "1000"], n)
+    assert count_lines(out, "OK") == n, report
+    assert _replays_matched(out) == n, report
+    assert all(f"rank {r} of {n}" in out for r in range(n)), report
+    assert_multicast_off_in(out, n, report)
 
 
-def test_tensor_parallel_mlp_one_process():
-    out, report = _run(["examples/multi_gpu_tp_mlp.py", "--steps", "300"])
-    assert "results match" in out and out.splitlines()[-1] == "OK", report
+@pytest.mark.parametrize("n", per_count())
+def test_one_process_per_gpu_started_with_multiprocessing(n):
+    out, report = run_example([NCCL_EX, "--procs", str(n), "--steps", "1000"], n)
+    assert _replays_matched(out) == n, report
+    assert f"{n} processes (multiprocessing, one GPU each) exited 0" in out, report
+    assert count_lines(out, "OK") == n + 1 and out.splitlines()[-1] == "OK", report
+    assert_multicast_off_in(out, n, report)
+
+
+@pytest.mark.parametrize("n", per_count())
+def test_tensor_parallel_mlp_one_process_equals_one_gpu(n):
+    out, report = run_example([TP_EX, "--gpus", str(n), "--steps", "300"], n)
+    assert f"one process, {n} GPUs" in out, report
+    assert "results match" in out and "equal the single-GPU run" in out, report
+    assert "graph replay / eager" in out and "CPU launch/GPU" in out, report
+    assert_multicast_off_in(out, 1, report)
+    assert out.splitlines()[-1] == "OK", report
+
+
+@needs_torch
+@pytest.mark.parametrize("n", per_count())
+def test_tensor_parallel_mlp_under_torchrun_equals_one_gpu(n):
+    out, report = run_example(torchrun(n) + [TP_EX, "--steps", "300"], n)
+    assert f"{n} processes, one GPU each" in out, report
+    assert "results match" in out and "equal the single-GPU run" in out, report
+    assert count_lines(out, "OK") == n, report
+    assert_multicast_off_in(out, n, report)
+
+
+def _collective_rows(out: str) -> set:
+    names = ("all_reduce", "all_gather", "reduce_scatter")
+    return {line.split()[0] for line in out.splitlines()
+            if line.strip() and line.split()[0] in names}
+
+
+@pytest.mark.parametrize("n", per_count())
+def test_collectives_captured_one_process(n):
+    out, report = run_example([COLL_EX, "--gpus", str(n)] + QUICK_COLL, n)
+    assert "results checked (eager and graph)" in out, report
+    assert _collective_rows(out) == {"all_reduce", "all_gather", "reduce_scatter"}, report
+    assert_multicast_off_in(out, 1, report)
+    assert out.splitlines()[-1] == "OK", report
+
+
+@pytest.mark.parametrize("n", per_count())
+def test_collectives_captured_one_process_per_gpu(n):
+    out, report = run_example([COLL_EX, "--procs", str(n)] + QUICK_COLL, n)
+    assert f"{n} processes, one GPU each" in out, report
+    assert "results checked (eager and graph)" in out, report
+    assert _collective_rows(out) == {"all_reduce", "all_gather", "reduce_scatter"}, report
+    assert count_lines(out, "OK") == n + 1, report
+    assert_multicast_off_in(out, n, report)
