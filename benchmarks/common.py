@@ -98,33 +98,39 @@ def median(values) -> float:
 
 @dataclass
 class Settings:
-    """Repeat counts; ``quick`` trades precision for a run under a minute."""
+    """Sizes of one round of each figure, and the rounds per figure; ``quick`` trades
+    precision for time. ``floor.cu`` is told the same sizes (:meth:`floor_sizes`)."""
 
     quick: bool = False
-    spin_ms: float = 100.0  # the "held" spin kernel
+    rounds: int = 11  # rounds per figure, each contestant measured once per round
+    spin_ms: float = 20.0  # the spin kernel that keeps the GPU busy under held launches
     held_per_spin: dict = field(default_factory=lambda: {1: 20, 100: 20, 1000: 10})
-    held_spins: dict = field(default_factory=lambda: {1: 5, 100: 5, 1000: 10})
-    setarg_calls: int = 10000
-    repeats: int = 11  # set-arg, build/instantiate/update, recapture, eager
+    eager_batch: int = 200  # launches per eager round
+    calls: int = 1000  # calls per one-argument / all-argument update round
+    nodes: int = 1000  # nodes per build / instantiate / update round
+    captured: int = 1000  # launches per capture round
     gpu_launches: int = 20
-    gpu_repeats: int = 5
-    eager_batch: int = 500
-    eager_spin_ms: float = 50.0
     mlp_iters: int = 2000
     mlp_repeats: int = 5
-    nodes: int = 1000
 
     @classmethod
-    def make(cls, quick: bool) -> "Settings":
+    def make(cls, quick: bool, rounds: int | None = None) -> "Settings":
         s = cls(quick=quick)
         if quick:
-            s.held_spins = {1: 2, 100: 2, 1000: 3}
-            s.setarg_calls = 2000
-            s.repeats = 3
-            s.gpu_repeats = 3
+            s.rounds = 5
+            s.calls = 300
+            s.eager_batch = 100
             s.mlp_iters = 300
             s.mlp_repeats = 2
+        if rounds:
+            s.rounds = rounds
         return s
+
+    def floor_sizes(self) -> str:
+        """The ``sizes`` request of ``floor.cu``."""
+        h = self.held_per_spin
+        return (f"sizes {int(self.spin_ms)} {self.eager_batch} {self.calls} {self.nodes} "
+                f"{self.captured} {h[1]} {h[100]} {h[1000]} {self.gpu_launches}")
 
 
 now = time.perf_counter_ns
@@ -134,11 +140,22 @@ def elapsed_us(t0_ns: int) -> float:
     return (time.perf_counter_ns() - t0_ns) * US_PER_NS
 
 
+@dataclass
+class Entry:
+    """One contestant's rounds of one figure: ``fn()`` measures one round and returns
+    microseconds (per call, per node, or per capture, as the figure says); ``close()``
+    drops what the rounds needed."""
+
+    fn: object
+    close: object = None
+    note: str = ""
+
+
 class Peer:
-    """Base of one library's measurements. Subclasses define figure methods
-    (``held_launch(k)``, ``exec_set_arg()``, ``build()``, ``recapture()``,
-    ``gpu_per_node()``, ``eager_launch()``, ``mlp()``); a missing method means n/a,
-    with the reason in ``unsupported``."""
+    """Base of one contestant. A figure of kind ``K`` (``held``, ``eager``, ``set_arg``,
+    ``set_all``, ``build``, ``instantiate``, ``update``, ``capture``, ``gpu_per_node``) is
+    measured by the method ``r_K(arg)`` returning an :class:`Entry`; a missing method means
+    n/a, with the reason in ``unsupported[K]``."""
 
     key = ""
     label = ""

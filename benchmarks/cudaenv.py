@@ -104,12 +104,13 @@ class RawEnv:
         self.library = check(rt.cudaLibraryLoadData(self.cubin, None, None, 0, None, None, 0),
                              "cudaLibraryLoadData")
         self.kernels = {n: check(rt.cudaLibraryGetKernel(self.library, n.encode()), "cudaLibraryGetKernel")
-                        for n in ("empty", "empty3", "spin")}
+                        for n in ("empty", "empty3", "args10", "args30", "spin")}
         self._spin_f = dr.CUfunction(int(self.kernels["spin"]))  # a CUkernel works as a CUfunction
         self._ev_spin = check(rt.cudaEventCreateWithFlags(rt.cudaEventDisableTiming))
         self.ev_a = check(rt.cudaEventCreate(), "cudaEventCreate")
         self.ev_b = check(rt.cudaEventCreate(), "cudaEventCreate")
         self.cycles_per_ms = self._calibrate()
+        self.expired = 0  # held rounds whose spin kernel ended before the timed calls did
 
     def _calibrate(self) -> float:
         rt = self.rt

@@ -4,23 +4,23 @@
 through ``Stream.create_graph_builder()``, eager launches through ``cuda.core.launch``.
 
 cuda.core packs a Python ``float`` as a double and an ``int`` as an intptr_t, so scalar
-arguments are given as ``numpy.float32`` / ``numpy.int32`` and the pointer as an int.
+arguments are numpy scalars of the parameters' types and pointers ints
+(``argsets.numpy_values``); a node update takes every argument (its one way), so the
+argument tuples of a round are made before it is timed.
 """
 
 from __future__ import annotations
 
-from .common import HELPERS_CU, NotSupported, Peer, elapsed_us, na, now, ok
-from .timing import (build_instantiate_update, gpu_time_per_launch, held_batch, held_launch,
-                     timed_repeats)
+from . import argsets
+from .common import HELPERS_CU, Entry, NotSupported, Peer, elapsed_us, now
+from .timing import eager_round, gpu_round, held_round
 
 
 class CudaCorePeer(Peer):
     key = "cudacore"
     label = "cuda.core"
-    unsupported = {"mlp": "the demo MLP is measured for pycudagraph and PyTorch only"}
 
     def setup(self) -> None:
-        import numpy as np
         try:
             import cuda.core as cc
         except ImportError as exc:
@@ -29,7 +29,7 @@ class CudaCorePeer(Peer):
             from cuda.core.graph import GraphDefinition
         except ImportError:
             GraphDefinition = None  # older cuda.core: capture only
-        self.np, self.cc, self.GraphDefinition = np, cc, GraphDefinition
+        self.cc, self.GraphDefinition = cc, GraphDefinition
         self.dev = cc.Device(0)
         self.dev.set_current()
         self.stream = self.dev.create_stream()
@@ -37,93 +37,154 @@ class CudaCorePeer(Peer):
         prog = cc.Program(HELPERS_CU.read_text(), "c++", cc.ProgramOptions(name="helpers.cu"))
         mod = prog.compile("cubin")
         self.k_empty = mod.get_kernel("empty")
-        self.k3 = mod.get_kernel("empty3")
+        self.kernels = {n: mod.get_kernel(argsets.name(n)) for n in argsets.COUNTS}
         self.cfg = cc.LaunchConfig(grid=1, block=1)
-        self.buf = self.dev.allocate(4, stream=self.stream)
+        self.buf = self.dev.allocate(64, stream=self.stream)
         self.ptr = int(self.buf.handle)
-        self.n3 = np.int32(3)
         cc.launch(self.stream, self.cfg, self.k_empty)
-        cc.launch(self.stream, self.cfg, self.k3, self.ptr, np.float32(1.0), self.n3)
+        for n, k in self.kernels.items():
+            cc.launch(self.stream, self.cfg, k, *self.args(n))
         self.stream.sync()
         self._chains = {}
 
-    def _need_gdef(self):
+    def args(self, n: int, a: float = 1.0) -> tuple:
+        return argsets.numpy_values(n, [self.ptr], a)
+
+    def _gdef(self):
         if self.GraphDefinition is None:
             raise NotSupported(f"cuda.core {getattr(self.cc, '__version__', '?')} has no "
                                "cuda.core.graph.GraphDefinition (explicit graph building)")
-        return self.GraphDefinition
+        return self.GraphDefinition()
 
     def _chain(self, k: int):
-        if k in self._chains:
-            return self._chains[k]
-        gdef = self._need_gdef()()
-        node = gdef.launch(self.cfg, self.k_empty)
-        for _ in range(k - 1):
-            node = node.launch(self.cfg, self.k_empty)
-        exe = gdef.instantiate()
-        exe.upload(self.stream)
-        for _ in range(3):
-            exe.launch(self.stream)
-        self.stream.sync()
-        self._chains[k] = (gdef, exe)
-        return self._chains[k]
+        if k not in self._chains:
+            gdef = self._gdef()
+            node = gdef.launch(self.cfg, self.k_empty)
+            for _ in range(k - 1):
+                node = node.launch(self.cfg, self.k_empty)
+            exe = gdef.instantiate()
+            exe.upload(self.stream)
+            for _ in range(3):
+                exe.launch(self.stream)
+            self.stream.sync()
+            self._chains[k] = (gdef, exe)
+        return self._chains[k][1]
 
-    def _build3(self, n: int, a: float):
-        gdef = self._need_gdef()()
-        cfg, k3, ptr, fa, n3 = self.cfg, self.k3, self.ptr, self.np.float32(a), self.n3
-        t0 = now()
-        node = gdef.launch(cfg, k3, ptr, fa, n3)
-        nodes = [node]
-        for _ in range(n - 1):
-            node = node.launch(cfg, k3, ptr, fa, n3)
-            nodes.append(node)
-        return gdef, nodes, elapsed_us(t0)
+    def _build(self, n: int, nodes: int, a: float = 1.0):
+        gdef = self._gdef()
+        cfg, k, args = self.cfg, self.kernels[n], self.args(n, a)
+        node = gdef.launch(cfg, k, *args)
+        made = [node]
+        for _ in range(nodes - 1):
+            node = node.launch(cfg, k, *args)
+            made.append(node)
+        return gdef, made
 
-    # Figures ------------------------------------------------------------------------
+    def _exec_of(self, n: int):
+        key = ("exec", n)
+        if key not in self._chains:
+            gdef, made = self._build(n, self.settings.nodes)
+            exe = gdef.instantiate()
+            self._chains[key] = (gdef, exe, exe[made[len(made) // 2]])  # a view made once
+        return self._chains[key][1:]
 
-    def held_launch(self, k: int):
+    # Rounds ------------------------------------------------------------------------
+
+    def r_held(self, k: int) -> Entry:
         s = self.settings
-        _, exe = self._chain(k)
-        return held_launch(self.env, exe.launch, (self.stream,), self.s_int,
-                           s.held_per_spin[k], s.held_spins[k], s.spin_ms)
+        return Entry(held_round(self.env, self._chain(k).launch, (self.stream,), self.s_int,
+                                s.held_per_spin[k], s.spin_ms), note="graph.launch(stream)")
 
-    def exec_set_arg(self):
+    def r_eager(self, n: int) -> Entry:
         s = self.settings
-        gdef, nodes, _ = self._build3(s.nodes, 1.0)
-        exe = gdef.instantiate()
-        view = exe[nodes[len(nodes) // 2]]  # made once, reused (cheaper than exe[node] per call)
-        upd, cfg, k3, ptr, n3 = view.update, self.cfg, self.k3, self.ptr, self.n3
-        vals = [self.np.float32(i % 997) for i in range(s.setarg_calls)]
+        return Entry(eager_round(self.env, self.cc.launch,
+                                 (self.stream, self.cfg, self.kernels[n], *self.args(n)),
+                                 self.s_int, s.eager_batch, s.spin_ms),
+                     note="cuda.core.launch(stream, config, kernel, *args)")
 
-        def body():
+    def _update(self, n: int, sets: list, note: str) -> Entry:
+        _, view = self._exec_of(n)
+        upd, cfg, k = view.update, self.cfg, self.kernels[n]
+
+        def one() -> float:
             t0 = now()
-            for v in vals:
-                upd(config=cfg, kernel=k3, args=(ptr, v, n3))
-            return elapsed_us(t0) / len(vals)
+            for a in sets:
+                upd(config=cfg, kernel=k, args=a)
+            return elapsed_us(t0) / len(sets)
 
-        us = timed_repeats(body, s.repeats)
-        exe.launch(self.stream)
-        self.stream.sync()
-        return {"exec_set_arg": ok(us, "graph[node].update(config=, kernel=, args=) on a cached view"),
-                "exec_set_arg_alt": na("cuda.core has one node-update path (shown in the row above)")}
+        return Entry(one, note=note)
 
-    def build(self):
-        return build_instantiate_update(self._build3, self.settings.nodes, self.settings.repeats,
-                                        ("gdef.launch / node.launch(cfg, k, ptr, f32, i32)",
-                                         "GraphDefinition.instantiate()",
-                                         "Graph.update(definition)"))
+    def r_set_arg(self, n: int) -> Entry:
+        import numpy as np
+        base, i = list(self.args(n)), argsets.UPDATE_INDEX
+        sets = []
+        for j in range(self.settings.calls):
+            base[i] = np.float32(j % 997)
+            sets.append(tuple(base))
+        return self._update(n, sets, "graph[node].update(config=, kernel=, args=) on a cached "
+                                     "view (every argument: its one way)")
 
-    def recapture(self):
-        s, cc = self.settings, self.cc
-        stream, cfg, k = self.stream, self.cfg, self.k_empty
+    def r_set_all(self, n: int) -> Entry:
+        sets = [self.args(n, float(j % 997)) for j in range(self.settings.calls)]
+        return self._update(n, sets, "graph[node].update(config=, kernel=, args=) on a cached view")
+
+    def r_build(self, n: int) -> Entry:
+        nodes = self.settings.nodes
+        self._gdef()  # n/a when explicit graphs are missing
+
+        def one() -> float:
+            gdef = self._gdef()
+            cfg, k, args = self.cfg, self.kernels[n], self.args(n)
+            t0 = now()
+            node = gdef.launch(cfg, k, *args)
+            for _ in range(nodes - 1):
+                node = node.launch(cfg, k, *args)
+            us = elapsed_us(t0) / nodes
+            del node, gdef
+            return us
+
+        return Entry(one, note="gdef.launch / node.launch(config, kernel, *args)")
+
+    def r_instantiate(self, _arg=0) -> Entry:
+        nodes = self.settings.nodes
+        self._gdef()
+
+        def one() -> float:
+            gdef, _ = self._build(3, nodes)
+            t0 = now()
+            exe = gdef.instantiate()
+            us = elapsed_us(t0) / nodes
+            exe.close()
+            return us
+
+        return Entry(one, note="GraphDefinition.instantiate()")
+
+    def r_update(self, _arg=0) -> Entry:
+        nodes = self.settings.nodes
+        self._gdef()
+
+        def one() -> float:
+            g1, _ = self._build(3, nodes, 1.0)
+            g2, _ = self._build(3, nodes, 2.0)
+            exe = g1.instantiate()
+            t0 = now()
+            exe.update(g2)
+            us = elapsed_us(t0) / nodes
+            exe.close()
+            return us
+
+        return Entry(one, note="Graph.update(definition)")
+
+    def r_capture(self, _arg=0) -> Entry:
+        cc, stream, cfg, k, count = self.cc, self.stream, self.cfg, self.k_empty, self.settings.captured
         launch = cc.launch
 
-        def once():
+        def one() -> float:
             t0 = now()
             gb = stream.create_graph_builder()
             gb.begin_building("global")
             try:
-                for _ in range(1000):
+                for _ in range(count):
                     launch(gb, cfg, k)
             finally:
                 gb.end_building()
@@ -133,23 +194,15 @@ class CudaCorePeer(Peer):
             gb.close()
             return us
 
-        return ok(timed_repeats(once, s.repeats), "GraphBuilder capture + complete()")
+        return Entry(one, note="GraphBuilder capture + complete()")
 
-    def gpu_per_node(self):
-        s = self.settings
-        _, exe = self._chain(1000)
-        us = gpu_time_per_launch(self.env, exe.launch, (self.stream,), self.s_int,
-                                 s.gpu_launches, s.gpu_repeats)
-        return ok(us / 1000.0, f"events around {s.gpu_launches} launches")
-
-    def eager_launch(self):
-        s = self.settings
-        return held_batch(self.env, self.cc.launch, (self.stream, self.cfg, self.k_empty), self.s_int,
-                          s.eager_batch, s.repeats, s.eager_spin_ms)
+    def r_gpu_per_node(self, _arg=0) -> Entry:
+        return Entry(gpu_round(self.env, self._chain(1000).launch, (self.stream,), self.s_int,
+                               self.settings.gpu_launches, 1000))
 
     def close(self) -> None:
         if hasattr(self, "stream"):
             self.stream.sync()
-        for _, exe in getattr(self, "_chains", {}).values():
-            exe.close()
+        for item in getattr(self, "_chains", {}).values():
+            item[1].close()
         self._chains = {}

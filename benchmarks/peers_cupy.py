@@ -1,11 +1,13 @@
 """Peer: CuPy. Graphs come only from stream capture (``stream.begin_capture()`` ...
 ``stream.end_capture()`` returns an instantiated ``cupy.cuda.Graph``); kernels are
-``RawModule`` functions compiled from ``kernels/helpers.cu``."""
+``RawModule`` functions compiled from ``kernels/helpers.cu``, called with CuPy arrays for
+pointers and numpy scalars of the parameters' types (CuPy packs a Python float as a double)."""
 
 from __future__ import annotations
 
-from .common import HELPERS_CU, NotSupported, Peer, elapsed_us, now, ok
-from .timing import gpu_time_per_launch, held_batch, held_launch, timed_repeats
+from . import argsets
+from .common import HELPERS_CU, Entry, NotSupported, Peer, elapsed_us, now
+from .timing import eager_round, gpu_round, held_round
 
 _NO_NODE_API = "CuPy builds graphs only by stream capture; it has no node or exec-update API"
 
@@ -13,11 +15,9 @@ _NO_NODE_API = "CuPy builds graphs only by stream capture; it has no node or exe
 class CupyPeer(Peer):
     key = "cupy"
     label = "CuPy"
-    unsupported = {
-        "exec_set_arg": _NO_NODE_API,
-        "build": _NO_NODE_API,
-        "mlp": "the demo MLP is measured for pycudagraph and PyTorch only",
-    }
+    unsupported = {"set_arg": _NO_NODE_API, "set_all": _NO_NODE_API, "build": _NO_NODE_API,
+                   "instantiate": "CuPy's end_capture instantiates: see the capture figure",
+                   "update": _NO_NODE_API}
 
     def setup(self) -> None:
         try:
@@ -30,8 +30,12 @@ class CupyPeer(Peer):
         self.s_int = int(self.stream.ptr)
         self.module = cupy.RawModule(code=HELPERS_CU.read_text())
         self.k_empty = self.module.get_function("empty")
+        self.kernels = {n: self.module.get_function(argsets.name(n)) for n in argsets.COUNTS}
+        self.arrays = [cupy.zeros(16, dtype=cupy.float32) for _ in range(4)]
         with self.stream:
             self.k_empty((1,), (1,), ())
+            for n, k in self.kernels.items():
+                k((1,), (1,), argsets.numpy_values(n, self.arrays))
         self.stream.synchronize()
         self._chains = {}
 
@@ -47,47 +51,46 @@ class CupyPeer(Peer):
         return graph
 
     def _chain(self, k: int):
-        if k in self._chains:
-            return self._chains[k]
-        graph = self._capture(k)
-        graph.upload(self.stream)
-        for _ in range(3):
-            graph.launch(self.stream)
-        self.stream.synchronize()
-        self._chains[k] = graph
-        return graph
+        if k not in self._chains:
+            graph = self._capture(k)
+            graph.upload(self.stream)
+            for _ in range(3):
+                graph.launch(self.stream)
+            self.stream.synchronize()
+            self._chains[k] = graph
+        return self._chains[k]
 
-    def held_launch(self, k: int):
+    def r_held(self, k: int) -> Entry:
         s = self.settings
-        graph = self._chain(k)
-        return held_launch(self.env, graph.launch, (self.stream,), self.s_int,
-                           s.held_per_spin[k], s.held_spins[k], s.spin_ms)
+        return Entry(held_round(self.env, self._chain(k).launch, (self.stream,), self.s_int,
+                                s.held_per_spin[k], s.spin_ms), note="Graph.launch(stream)")
 
-    def recapture(self):
-        s = self.settings
+    def r_eager(self, n: int) -> Entry:
+        s, stream = self.settings, self.stream
+        one = eager_round(self.env, self.kernels[n], ((1,), (1,), argsets.numpy_values(n, self.arrays)),
+                          self.s_int, s.eager_batch, s.spin_ms)
 
-        def once():
+        def on_stream() -> float:
+            with stream:  # the launches go to the current stream
+                return one()
+
+        return Entry(on_stream, note="RawKernel((1,), (1,), args) in `with stream`")
+
+    def r_capture(self, _arg=0) -> Entry:
+        count = self.settings.captured
+
+        def one() -> float:
             t0 = now()
-            graph = self._capture(1000)
+            graph = self._capture(count)
             us = elapsed_us(t0)
             del graph
             return us
 
-        return ok(timed_repeats(once, s.repeats),
-                  "begin_capture + RawKernel x1000 + end_capture (instantiates)")
+        return Entry(one, note=f"begin_capture + RawKernel x{count} + end_capture (instantiates)")
 
-    def gpu_per_node(self):
-        s = self.settings
-        graph = self._chain(1000)
-        us = gpu_time_per_launch(self.env, graph.launch, (self.stream,), self.s_int,
-                                 s.gpu_launches, s.gpu_repeats)
-        return ok(us / 1000.0, f"events around {s.gpu_launches} launches")
-
-    def eager_launch(self):
-        s = self.settings
-        with self.stream:
-            return held_batch(self.env, self.k_empty, ((1,), (1,), ()), self.s_int,
-                              s.eager_batch, s.repeats, s.eager_spin_ms)
+    def r_gpu_per_node(self, _arg=0) -> Entry:
+        return Entry(gpu_round(self.env, self._chain(1000).launch, (self.stream,), self.s_int,
+                               self.settings.gpu_launches, 1000))
 
     def close(self) -> None:
         if hasattr(self, "stream"):

@@ -1,11 +1,16 @@
-"""Peer: pycudagraph, through its public API only (``Graph.add_kernel``,
-``GraphExec.launch / set_arg / set_params / update``, ``capture``, ``Kernel.launch``)."""
+"""Contestant: pycudagraph, through its public API only (``Graph.add_kernel``,
+``GraphExec.launch / set_arg / set_params / update``, ``capture``, ``Kernel.launch``).
+
+Kernels of 3, 10 and 30 arguments (``argsets.py``) get :class:`~pycudagraph.DeviceBuffer`
+objects for their pointers and Python numbers for their scalars: converted and checked
+against the signature on every call, as a user's would be.
+"""
 
 from __future__ import annotations
 
-from .common import HELPERS_CU, Peer, elapsed_us, now, ok
-from .timing import (build_instantiate_update, gpu_time_per_launch, held_batch, held_launch,
-                     timed_repeats)
+from . import argsets
+from .common import HELPERS_CU, Entry, Peer, elapsed_us, now
+from .timing import eager_round, gpu_round, held_round
 
 
 class PcgPeer(Peer):
@@ -16,111 +21,161 @@ class PcgPeer(Peer):
         import pycudagraph as pcg
         self.pcg = pcg
         self.stream = pcg.Stream()
+        self.s_int = self.stream.ptr
         self.module = pcg.Module.from_file(HELPERS_CU)
         self.k_empty = self.module["empty"]
-        self.k3 = self.module["empty3"]
-        self.buf = pcg.DeviceBuffer(4)
-        self.ptr = self.buf.ptr
-        self.k_empty.launch(1, 1, (), stream=self.stream)  # load the module, warm the path
-        self.k3.launch(1, 1, (self.ptr, 1.0, 3), stream=self.stream)
+        self.kernels = {n: self.module[argsets.name(n)] for n in argsets.COUNTS}
+        self.bufs = [pcg.DeviceBuffer(64) for _ in range(4)]
+        self.k_empty.launch(1, 1, (), self.stream)  # load the module, warm each path
+        for n, k in self.kernels.items():
+            k.launch(1, 1, self.args(n), self.stream)
         self.stream.synchronize()
         self._chains = {}
+        self.new_graph = pcg.Graph  # what makes a graph (a test's stand-in makes fakes)
 
-    def _chain(self, k: int):
-        if k in self._chains:
-            return self._chains[k]
-        g = self.pcg.Graph()
-        prev = None
-        for _ in range(k):
-            prev = g.add_kernel(self.k_empty, 1, 1, (), deps=(prev,) if prev is not None else ())
-        exe = g.instantiate()
-        exe.upload(self.stream)
-        for _ in range(3):
-            exe.launch(self.stream)
-        self.stream.synchronize()
-        self._chains[k] = exe
-        return exe
+    def args(self, n: int, a: float = 1.0) -> tuple:
+        return tuple(argsets.values(n, self.bufs, a))
 
-    def _build3(self, n: int, a: float):
-        """(graph, nodes, microseconds spent in the add_kernel loop)."""
-        g = self.pcg.Graph()
-        add, k3, ptr = g.add_kernel, self.k3, self.ptr
-        nodes, prev = [], None
-        t0 = now()
-        for _ in range(n):
-            prev = add(k3, 1, 1, (ptr, a, 3), deps=(prev,) if prev is not None else ())
-            nodes.append(prev)
-        return g, nodes, elapsed_us(t0)
+    def chain(self, k: int):
+        """An instantiated, uploaded, warmed-up chain of k empty kernels (kept)."""
+        if k not in self._chains:
+            g = self.new_graph()
+            prev = None
+            for _ in range(k):
+                prev = g.add_kernel(self.k_empty, 1, 1, (), deps=(prev,) if prev else ())
+            exe = g.instantiate()
+            exe.upload(self.stream)
+            for _ in range(3):
+                exe.launch(self.stream)
+            self.stream.synchronize()
+            self._chains[k] = exe
+        return self._chains[k]
 
-    # Figures ------------------------------------------------------------------------
+    def chain_of(self, n: int, nodes: int, a: float = 1.0):
+        """A graph of ``nodes`` chained kernel nodes of the n-argument kernel, and its nodes."""
+        g = self.new_graph()
+        add, k, args = g.add_kernel, self.kernels[n], self.args(n, a)
+        prev, made = None, []
+        for _ in range(nodes):
+            prev = add(k, 1, 1, args, deps=(prev,) if prev is not None else ())
+            made.append(prev)
+        return g, made
 
-    def held_launch(self, k: int):
+    def exec_of(self, n: int):
+        """A 1000-node chain of the n-argument kernel, instantiated; its middle node."""
+        key = ("exec", n)
+        if key not in self._chains:
+            g, made = self.chain_of(n, self.settings.nodes)
+            self._chains[key] = (g.instantiate(), made[len(made) // 2])
+        return self._chains[key]
+
+    # Rounds ---------------------------------------------------------------------------
+
+    def r_held(self, k: int) -> Entry:
         s = self.settings
-        exe = self._chain(k)
-        return held_launch(self.env, exe.launch, (self.stream,), self.stream.ptr,
-                           s.held_per_spin[k], s.held_spins[k], s.spin_ms)
+        exe = self.chain(k)
+        return Entry(held_round(self.env, exe.launch, (self.stream,), self.s_int,
+                                s.held_per_spin[k], s.spin_ms), note="exe.launch(stream)")
 
-    def exec_set_arg(self):
+    def r_eager(self, n: int) -> Entry:
         s = self.settings
-        g, nodes, _ = self._build3(s.nodes, 1.0)
-        exe = g.instantiate()
-        node = nodes[len(nodes) // 2]
-        vals = [float(i % 997) for i in range(s.setarg_calls)]
-        set_arg, set_params = exe.set_arg, exe.set_params
+        return Entry(eager_round(self.env, self.kernels[n].launch, (1, 1, self.args(n), self.stream),
+                                 self.s_int, s.eager_batch, s.spin_ms),
+                     note="k.launch(1, 1, args, stream)")
 
-        def fast():
+    def r_set_arg(self, n: int) -> Entry:
+        exe, node = self.exec_of(n)
+        vals = [float(i % 997) for i in range(self.settings.calls)]
+        set_arg, i = exe.set_arg, argsets.UPDATE_INDEX
+
+        def one() -> float:
             t0 = now()
             for v in vals:
-                set_arg(node, 1, v)
+                set_arg(node, i, v)
             return elapsed_us(t0) / len(vals)
 
-        def general():
+        return Entry(one, note=f"exe.set_arg(node, {i}, v)")
+
+    def r_set_all(self, n: int) -> Entry:
+        exe, node = self.exec_of(n)
+        sets = [self.args(n, float(i % 997)) for i in range(self.settings.calls)]
+        set_params = exe.set_params
+
+        def one() -> float:
             t0 = now()
-            for v in vals:
-                set_params(node, args={1: v})
-            return elapsed_us(t0) / len(vals)
+            for a in sets:
+                set_params(node, args=a)
+            return elapsed_us(t0) / len(sets)
 
-        fast_us = timed_repeats(fast, s.repeats)
-        gen_us = timed_repeats(general, s.repeats)
-        exe.launch(self.stream)  # the exec must still be valid
-        exe.synchronize()
-        where = f"node {len(nodes) // 2} of {len(nodes)}"
-        return {"exec_set_arg": ok(fast_us, f"exe.set_arg(node, 1, v), {where}"),
-                "exec_set_arg_alt": ok(gen_us, f"exe.set_params(node, args={{1: v}}), {where}")}
+        return Entry(one, note="exe.set_params(node, args=(...))")
 
-    def build(self):
-        return build_instantiate_update(self._build3, self.settings.nodes, self.settings.repeats,
-                                        ("g.add_kernel(k, 1, 1, (ptr, 1.0, 3), deps=(prev,))",
-                                         "g.instantiate()",
-                                         "exe.update(graph2)"))
+    def r_build(self, n: int) -> Entry:
+        nodes, k, args, Graph = self.settings.nodes, self.kernels[n], self.args(n), self.new_graph
 
-    def recapture(self):
-        pcg, s = self.pcg, self.settings
-        stream, launch = self.stream, self.k_empty.launch
+        def one() -> float:
+            g = Graph()
+            add = g.add_kernel
+            t0 = now()
+            prev = add(k, 1, 1, args)
+            for _ in range(nodes - 1):
+                prev = add(k, 1, 1, args, deps=(prev,))
+            us = elapsed_us(t0) / nodes
+            g.close()
+            return us
 
-        def once():
+        return Entry(one, note="g.add_kernel(k, 1, 1, args, deps=(prev,))")
+
+    def r_instantiate(self, _arg=0) -> Entry:
+        nodes = self.settings.nodes
+
+        def one() -> float:
+            g, _ = self.chain_of(3, nodes)
+            t0 = now()
+            exe = g.instantiate()
+            us = elapsed_us(t0) / nodes
+            exe.close()
+            g.close()
+            return us
+
+        return Entry(one, note="g.instantiate()")
+
+    def r_update(self, _arg=0) -> Entry:
+        nodes = self.settings.nodes
+
+        def one() -> float:
+            g1, _ = self.chain_of(3, nodes, 1.0)
+            g2, _ = self.chain_of(3, nodes, 2.0)
+            exe = g1.instantiate()
+            t0 = now()
+            exe.update(g2)
+            us = elapsed_us(t0) / nodes
+            exe.close()
+            g1.close()
+            g2.close()
+            return us
+
+        return Entry(one, note="exe.update(graph2)")
+
+    def r_capture(self, _arg=0) -> Entry:
+        pcg, stream, launch, count = self.pcg, self.stream, self.k_empty.launch, self.settings.captured
+
+        def one() -> float:
             t0 = now()
             with pcg.capture(stream) as cap:
-                for _ in range(1000):
-                    launch(1, 1, (), stream=stream)
+                for _ in range(count):
+                    launch(1, 1, (), stream)
             exe = cap.graph.instantiate()
             us = elapsed_us(t0)
             exe.close()
+            cap.graph.close()
             return us
 
-        return ok(timed_repeats(once, s.repeats), "pcg.capture + k.launch x1000 + instantiate")
+        return Entry(one, note=f"pcg.capture + k.launch x{count} + instantiate")
 
-    def gpu_per_node(self):
-        s = self.settings
-        exe = self._chain(1000)
-        us = gpu_time_per_launch(self.env, exe.launch, (self.stream,), self.stream.ptr,
-                                 s.gpu_launches, s.gpu_repeats)
-        return ok(us / 1000.0, f"events around {s.gpu_launches} launches")
-
-    def eager_launch(self):
-        s = self.settings
-        return held_batch(self.env, self.k_empty.launch, (1, 1, (), self.stream), self.stream.ptr,
-                          s.eager_batch, s.repeats, s.eager_spin_ms)
+    def r_gpu_per_node(self, _arg=0) -> Entry:
+        exe = self.chain(1000)
+        return Entry(gpu_round(self.env, exe.launch, (self.stream,), self.s_int,
+                               self.settings.gpu_launches, 1000))
 
     def mlp(self):
         from .mlp import pcg_mlp
@@ -133,6 +188,6 @@ class PcgPeer(Peer):
     def close(self) -> None:
         if hasattr(self, "stream"):
             self.stream.synchronize()
-        for exe in getattr(self, "_chains", {}).values():
-            exe.close()
+        for item in getattr(self, "_chains", {}).values():
+            (item[0] if isinstance(item, tuple) else item).close()
         self._chains = {}

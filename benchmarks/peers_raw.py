@@ -1,21 +1,19 @@
-"""Peer: raw ``cuda.bindings`` (runtime API), written the way a user of the bindings would.
+"""Peer: raw ``cuda.bindings`` (runtime API; the driver's ``cuLaunchKernel`` for launches),
+written the way a user of the bindings who cares for speed would.
 
-Kernel nodes use ``cudaGraphAddKernelNode`` with a ``cudaKernelNodeParams`` whose
-``kernelParams`` is the bindings' ``(values, ctypes types)`` tuple (the "tuple path"),
-or the address of a ``void*[]`` built once with ctypes (the "prepacked path").
-The runtime bindings have no ``cudaLaunchKernel``, so eager launches and stream capture
-use the driver's ``cuLaunchKernel`` (a ``cudaKernel_t`` is accepted as its function).
+Kernel arguments are *prepacked*: one ctypes object per parameter and the ``void*[]`` of
+their addresses are made once (``argsets.CtypesArgs``), ``kernelParams`` is that array's
+address, and each call writes only the values it changes (one for a one-argument update,
+all of them for an all-argument update and for each node built). The bindings' other form,
+a ``(values, ctypes types)`` tuple packed per call, is slower; it is not the one compared.
 """
 
 from __future__ import annotations
 
-import ctypes
-
-from .common import CudaCallError, Peer, elapsed_us, median, now, ok
+from . import argsets
+from .common import CudaCallError, Entry, Peer, elapsed_us, now
 from .cudaenv import check
-from .timing import gpu_time_per_launch, held_batch, held_launch, timed_repeats
-
-_ARG_TYPES = (ctypes.c_void_p, ctypes.c_float, ctypes.c_int)
+from .timing import eager_round, gpu_round, held_round
 
 
 def _check_rc(res):
@@ -26,7 +24,6 @@ def _check_rc(res):
 class RawPeer(Peer):
     key = "raw"
     label = "raw cuda.bindings"
-    unsupported = {"mlp": "the demo MLP is measured for pycudagraph and PyTorch only"}
 
     def setup(self) -> None:
         from cuda.bindings import driver as dr
@@ -35,12 +32,15 @@ class RawPeer(Peer):
         self.stream = check(rt.cudaStreamCreateWithFlags(rt.cudaStreamNonBlocking))
         self.s_int = int(self.stream)
         self.k_empty = self.env.kernels["empty"]
-        self.k3 = self.env.kernels["empty3"]
-        self.dptr = int(check(rt.cudaMalloc(4), "cudaMalloc"))
+        names = {3: "empty3", 10: "args10", 30: "args30"}
+        self.kernels = {n: self.env.kernels[names[n]] for n in argsets.COUNTS}
+        self.dptr = int(check(rt.cudaMalloc(64), "cudaMalloc"))
+        self.cargs = {n: argsets.CtypesArgs(n, [self.dptr]) for n in argsets.COUNTS}
         self._owned = []  # (destroy function, handle)
         self._chains = {}
         self.func_kind, conv = self._probe_func()
-        self.f_empty, self.f3 = conv(self.k_empty), conv(self.k3)
+        self.f_empty = conv(self.k_empty)
+        self.func = {n: conv(k) for n, k in self.kernels.items()}
 
     # Helpers -----------------------------------------------------------------------
 
@@ -68,7 +68,7 @@ class RawPeer(Peer):
             g = e = None
             try:
                 g = check(rt.cudaGraphCreate(0))
-                p = self._params(conv(self.k3), ((self.dptr, 1.0, 3), _ARG_TYPES))
+                p = self._params(conv(self.kernels[3]), self.cargs[3].address)
                 check(rt.cudaGraphAddKernelNode(g, None, 0, p), "cudaGraphAddKernelNode")
                 e = check(rt.cudaGraphInstantiate(g, 0), "cudaGraphInstantiate")
                 check(rt.cudaGraphLaunch(e, self.stream), "cudaGraphLaunch")
@@ -95,7 +95,7 @@ class RawPeer(Peer):
         prev = None
         for _ in range(k):
             deps = [prev] if prev is not None else None
-            prev = check(rt.cudaGraphAddKernelNode(g, deps, len(deps or ()), p), "cudaGraphAddKernelNode")
+            prev = check(rt.cudaGraphAddKernelNode(g, deps, len(deps or ()), p))
         e = check(rt.cudaGraphInstantiate(g, 0), "cudaGraphInstantiate")
         self._owned.append((rt.cudaGraphExecDestroy, e))
         check(rt.cudaGraphUpload(e, self.stream), "cudaGraphUpload")
@@ -105,119 +105,153 @@ class RawPeer(Peer):
         self._chains[k] = e
         return e
 
-    def _build3(self, g, n: int, a: float):
-        """Add n chained empty3 nodes to g (tuple path, args packed per node); return nodes."""
-        add = self.rt.cudaGraphAddKernelNode
-        p = self._params(self.f3)
-        ptr, nodes, prev = self.dptr, [], None
-        for _ in range(n):
-            p.kernelParams = ((ptr, a, 3), _ARG_TYPES)
-            res = add(g, None, 0, p) if prev is None else add(g, [prev], 1, p)
+    def _build(self, g, n: int, nodes: int, a: float = 1.0):
+        """Add ``nodes`` chained n-argument kernel nodes to g, each node's values written."""
+        add, cargs = self.rt.cudaGraphAddKernelNode, self.cargs[n]
+        p = self._params(self.func[n], cargs.address)
+        vals, write_all = argsets.values(n, [self.dptr], a), cargs.write_all
+        write_all(vals)
+        res = add(g, None, 0, p)
+        _check_rc(res)
+        prev, made = res[1], [res[1]]
+        for _ in range(nodes - 1):
+            write_all(vals)
+            res = add(g, [prev], 1, p)
             if res[0]:
                 _check_rc(res)
             prev = res[1]
-            nodes.append(prev)
-        return nodes
+            made.append(prev)
+        return made
 
-    # Figures ------------------------------------------------------------------------
+    def _exec_of(self, n: int):
+        key = ("exec", n)
+        if key not in self._chains:
+            rt = self.rt
+            g = check(rt.cudaGraphCreate(0))
+            self._owned.append((rt.cudaGraphDestroy, g))
+            made = self._build(g, n, self.settings.nodes)
+            e = check(rt.cudaGraphInstantiate(g, 0), "cudaGraphInstantiate")
+            self._owned.append((rt.cudaGraphExecDestroy, e))
+            self._chains[key] = (e, made[len(made) // 2])
+        return self._chains[key]
 
-    def held_launch(self, k: int):
+    # Rounds ------------------------------------------------------------------------
+
+    def r_held(self, k: int) -> Entry:
         s = self.settings
-        e = self._chain(k)
-        return held_launch(self.env, self.rt.cudaGraphLaunch, (e, self.stream), self.s_int,
-                           s.held_per_spin[k], s.held_spins[k], s.spin_ms, check_result=_check_rc)
+        return Entry(held_round(self.env, self.rt.cudaGraphLaunch, (self._chain(k), self.stream),
+                                self.s_int, s.held_per_spin[k], s.spin_ms, _check_rc),
+                     note="cudaGraphLaunch(exec, stream)")
 
-    def exec_set_arg(self):
-        rt, s = self.rt, self.settings
-        g = check(rt.cudaGraphCreate(0))
-        self._owned.append((rt.cudaGraphDestroy, g))
-        nodes = self._build3(g, s.nodes, 1.0)
-        e = check(rt.cudaGraphInstantiate(g, 0))
-        self._owned.append((rt.cudaGraphExecDestroy, e))
-        node = nodes[len(nodes) // 2]
-        vals = [float(i % 997) for i in range(s.setarg_calls)]
-        setp, ptr = rt.cudaGraphExecKernelNodeSetParams, self.dptr
+    def r_eager(self, n: int) -> Entry:
+        s, dr = self.settings, self.dr
+        f = dr.CUfunction(int(self.kernels[n]))  # a CUkernel works as a CUfunction
+        args = (f, 1, 1, 1, 1, 1, 1, 0, dr.CUstream(self.s_int), self.cargs[n].address, 0)
+        return Entry(eager_round(self.env, dr.cuLaunchKernel, args, self.s_int, s.eager_batch,
+                                 s.spin_ms, _check_rc),
+                     note="cuLaunchKernel(..., kernelParams=prepacked address)")
 
-        p = self._params(self.f3)
+    def r_set_arg(self, n: int) -> Entry:
+        e, node = self._exec_of(n)
+        q = self._params(self.func[n], self.cargs[n].address)
+        obj = self.cargs[n].objs[argsets.UPDATE_INDEX]
+        setp, vals = self.rt.cudaGraphExecKernelNodeSetParams, [float(i % 997)
+                                                                for i in range(self.settings.calls)]
 
-        def tuple_path():
+        def one() -> float:
             t0 = now()
             for v in vals:
-                p.kernelParams = ((ptr, v, 3), _ARG_TYPES)
-                res = setp(e, node, p)
-                if res[0]:
-                    _check_rc(res)
-            return elapsed_us(t0) / len(vals)
-
-        a_ptr, a_val, a_n = ctypes.c_void_p(ptr), ctypes.c_float(0.0), ctypes.c_int(3)
-        arr = (ctypes.c_void_p * 3)(ctypes.addressof(a_ptr), ctypes.addressof(a_val),
-                                    ctypes.addressof(a_n))
-        q = self._params(self.f3, ctypes.addressof(arr))
-
-        def prepacked_path():
-            t0 = now()
-            for v in vals:
-                a_val.value = v
+                obj.value = v
                 res = setp(e, node, q)
                 if res[0]:
                     _check_rc(res)
             return elapsed_us(t0) / len(vals)
 
-        tuple_us = timed_repeats(tuple_path, s.repeats)
-        pre_us = timed_repeats(prepacked_path, s.repeats)
-        check(rt.cudaGraphLaunch(e, self.stream))  # the exec must still be valid
-        check(rt.cudaStreamSynchronize(self.stream))
-        where = f"node {len(nodes) // 2} of {len(nodes)}; func as {self.func_kind}"
-        return {"exec_set_arg": ok(tuple_us, f"tuple path, {where}"),
-                "exec_set_arg_alt": ok(pre_us, f"prepacked kernelParams, {where}")}
+        return Entry(one, note="one ctypes value written, cudaGraphExecKernelNodeSetParams")
 
-    def build(self):
-        rt, s = self.rt, self.settings
-        n = s.nodes
-        res = {"build": [], "inst": [], "upd": []}
-        for r in range(s.repeats + 1):
-            g1 = check(rt.cudaGraphCreate(0))
-            g2 = check(rt.cudaGraphCreate(0))
-            e = None
+    def r_set_all(self, n: int) -> Entry:
+        e, node = self._exec_of(n)
+        q = self._params(self.func[n], self.cargs[n].address)
+        sets = [argsets.values(n, [self.dptr], float(i % 997)) for i in range(self.settings.calls)]
+        setp, write_all = self.rt.cudaGraphExecKernelNodeSetParams, self.cargs[n].write_all
+
+        def one() -> float:
+            t0 = now()
+            for vals in sets:
+                write_all(vals)
+                res = setp(e, node, q)
+                if res[0]:
+                    _check_rc(res)
+            return elapsed_us(t0) / len(sets)
+
+        return Entry(one, note="every ctypes value written, cudaGraphExecKernelNodeSetParams")
+
+    def r_build(self, n: int) -> Entry:
+        rt, nodes = self.rt, self.settings.nodes
+
+        def one() -> float:
+            g = check(rt.cudaGraphCreate(0))
             try:
                 t0 = now()
-                self._build3(g1, n, 1.0)
-                b = elapsed_us(t0)
+                self._build(g, n, nodes)
+                return elapsed_us(t0) / nodes
+            finally:
+                rt.cudaGraphDestroy(g)
+
+        return Entry(one, note="values written, cudaGraphAddKernelNode(g, [prev], 1, params)")
+
+    def r_instantiate(self, _arg=0) -> Entry:
+        rt, nodes = self.rt, self.settings.nodes
+
+        def one() -> float:
+            g = check(rt.cudaGraphCreate(0))
+            try:
+                self._build(g, 3, nodes)
                 t0 = now()
+                e = check(rt.cudaGraphInstantiate(g, 0), "cudaGraphInstantiate")
+                us = elapsed_us(t0) / nodes
+                rt.cudaGraphExecDestroy(e)
+                return us
+            finally:
+                rt.cudaGraphDestroy(g)
+
+        return Entry(one, note="cudaGraphInstantiate")
+
+    def r_update(self, _arg=0) -> Entry:
+        rt, nodes = self.rt, self.settings.nodes
+
+        def one() -> float:
+            g1, g2 = check(rt.cudaGraphCreate(0)), check(rt.cudaGraphCreate(0))
+            e = None
+            try:
+                self._build(g1, 3, nodes, 1.0)
+                self._build(g2, 3, nodes, 2.0)
                 e = check(rt.cudaGraphInstantiate(g1, 0), "cudaGraphInstantiate")
-                i = elapsed_us(t0)
-                self._build3(g2, n, 2.0)
                 t0 = now()
                 err, info = rt.cudaGraphExecUpdate(e, g2)
-                u = elapsed_us(t0)
+                us = elapsed_us(t0) / nodes
                 if err or int(info.result) != 0:
                     raise CudaCallError(f"cudaGraphExecUpdate failed: {err} / {info.result}")
+                return us
             finally:
                 if e is not None:
                     rt.cudaGraphExecDestroy(e)
                 rt.cudaGraphDestroy(g1)
                 rt.cudaGraphDestroy(g2)
-            if r:
-                res["build"].append(b / n)
-                res["inst"].append(i / n)
-                res["upd"].append(u / n)
-        return {"build_per_node": ok(median(res["build"]), "tuple kernelParams set per node"),
-                "instantiate_per_node": ok(median(res["inst"]), "cudaGraphInstantiate"),
-                "exec_update_per_node": ok(median(res["upd"]), "cudaGraphExecUpdate")}
 
-    def recapture(self):
-        rt, dr, s = self.rt, self.dr, self.settings
+        return Entry(one, note="cudaGraphExecUpdate")
+
+    def r_capture(self, _arg=0) -> Entry:
+        rt, dr, count = self.rt, self.dr, self.settings.captured
         f = dr.CUfunction(int(self.k_empty))
-        launch, stream = dr.cuLaunchKernel, self.stream
-        ds = dr.CUstream(self.s_int)
+        launch, stream, ds = dr.cuLaunchKernel, self.stream, dr.CUstream(self.s_int)
         mode = rt.cudaStreamCaptureMode.cudaStreamCaptureModeGlobal
 
-        def once():
+        def one() -> float:
             t0 = now()
             check(rt.cudaStreamBeginCapture(stream, mode), "cudaStreamBeginCapture")
-            g = None
             try:
-                for _ in range(1000):
+                for _ in range(count):
                     res = launch(f, 1, 1, 1, 1, 1, 1, 0, ds, 0, 0)
                     if res[0]:
                         _check_rc(res)
@@ -229,21 +263,11 @@ class RawPeer(Peer):
             rt.cudaGraphDestroy(g)
             return us
 
-        return ok(timed_repeats(once, s.repeats), "cuLaunchKernel x1000 in a global capture")
+        return Entry(one, note=f"cuLaunchKernel x{count} in a global capture + cudaGraphInstantiate")
 
-    def gpu_per_node(self):
-        s = self.settings
-        e = self._chain(1000)
-        us = gpu_time_per_launch(self.env, self.rt.cudaGraphLaunch, (e, self.stream), self.s_int,
-                                 s.gpu_launches, s.gpu_repeats, check_result=_check_rc)
-        return ok(us / 1000.0, f"events around {s.gpu_launches} launches")
-
-    def eager_launch(self):
-        s, dr = self.settings, self.dr
-        f = dr.CUfunction(int(self.k_empty))
-        args = (f, 1, 1, 1, 1, 1, 1, 0, dr.CUstream(self.s_int), 0, 0)
-        return held_batch(self.env, dr.cuLaunchKernel, args, self.s_int, s.eager_batch, s.repeats,
-                          s.eager_spin_ms, check_result=_check_rc)
+    def r_gpu_per_node(self, _arg=0) -> Entry:
+        return Entry(gpu_round(self.env, self.rt.cudaGraphLaunch, (self._chain(1000), self.stream),
+                               self.s_int, self.settings.gpu_launches, 1000))
 
     def close(self) -> None:
         rt = getattr(self, "rt", None)

@@ -1,21 +1,25 @@
 """Peer: PyTorch. ``torch.cuda.CUDAGraph`` captured on a side stream; each node is
 ``x.add_(1)`` on a 1-element float tensor (an elementwise kernel, NOT an empty kernel).
 Capture uses ``capture_begin()`` / ``capture_end()`` (what ``torch.cuda.graph`` calls,
-without its synchronize + gc.collect + empty_cache); ``capture_end`` instantiates."""
+without its synchronize + gc.collect + empty_cache); ``capture_end`` instantiates. PyTorch
+launches no kernel of our own, so the eager, update and build figures are n/a."""
 
 from __future__ import annotations
 
-from .common import NotSupported, Peer, elapsed_us, now, ok
-from .timing import gpu_time_per_launch, held_batch, held_launch, timed_repeats
+from .common import Entry, NotSupported, Peer, elapsed_us, now
+from .timing import gpu_round, held_round
 
 _NO_NODE_API = "PyTorch builds graphs only by stream capture; it has no node or exec-update API"
+_NO_KERNEL = "PyTorch launches no kernel of our own (no argument list to pass)"
 _ADD = "nodes are x.add_(1) kernels, not empty"
 
 
 class TorchPeer(Peer):
     key = "torch"
     label = "PyTorch"
-    unsupported = {"exec_set_arg": _NO_NODE_API, "build": _NO_NODE_API}
+    unsupported = {"eager": _NO_KERNEL, "set_arg": _NO_NODE_API, "set_all": _NO_NODE_API,
+                   "build": _NO_NODE_API, "update": _NO_NODE_API,
+                   "instantiate": "capture_end instantiates: see the capture figure"}
 
     def setup(self) -> None:
         try:
@@ -46,52 +50,44 @@ class TorchPeer(Peer):
         return g
 
     def _chain(self, k: int):
-        if k in self._chains:
-            return self._chains[k]
-        with self.torch.cuda.stream(self.stream):
-            g = self._capture(k)
-            for _ in range(3):
-                g.replay()
-        self.stream.synchronize()
-        self._chains[k] = g
-        return g
-
-    def held_launch(self, k: int):
-        s = self.settings
-        g = self._chain(k)
-        with self.torch.cuda.stream(self.stream):
-            cell = held_launch(self.env, g.replay, (), self.s_int,
-                               s.held_per_spin[k], s.held_spins[k], s.spin_ms)
-        cell.note = f"g.replay(); {_ADD}; {cell.note}"
-        return cell
-
-    def recapture(self):
-        s = self.settings
-
-        def once():
+        if k not in self._chains:
             with self.torch.cuda.stream(self.stream):
-                t0 = now()
-                g = self._capture(1000)
-                us = elapsed_us(t0)
+                g = self._capture(k)
+                for _ in range(3):
+                    g.replay()
+            self.stream.synchronize()
+            self._chains[k] = g
+        return self._chains[k]
+
+    def _on_stream(self, one):
+        def run() -> float:
+            with self.torch.cuda.stream(self.stream):
+                return one()
+        return run
+
+    def r_held(self, k: int) -> Entry:
+        s = self.settings
+        one = held_round(self.env, self._chain(k).replay, (), self.s_int, s.held_per_spin[k],
+                         s.spin_ms)
+        return Entry(self._on_stream(one), note=f"g.replay(); {_ADD}")
+
+    def r_capture(self, _arg=0) -> Entry:
+        count = self.settings.captured
+
+        def one() -> float:
+            t0 = now()
+            g = self._capture(count)
+            us = elapsed_us(t0)
             g.reset()
             return us
 
-        return ok(timed_repeats(once, s.repeats), f"capture_begin/x.add_(1) x1000/capture_end; {_ADD}")
+        return Entry(self._on_stream(one),
+                     note=f"capture_begin/x.add_(1) x{count}/capture_end; {_ADD}")
 
-    def gpu_per_node(self):
-        s = self.settings
-        g = self._chain(1000)
-        with self.torch.cuda.stream(self.stream):
-            us = gpu_time_per_launch(self.env, g.replay, (), self.s_int, s.gpu_launches, s.gpu_repeats)
-        return ok(us / 1000.0, f"events around {s.gpu_launches} replays; {_ADD}")
-
-    def eager_launch(self):
-        s = self.settings
-        with self.torch.cuda.stream(self.stream):
-            cell = held_batch(self.env, self.x.add_, (1,), self.s_int, s.eager_batch, s.repeats,
-                              s.eager_spin_ms)
-        cell.note = f"x.add_(1), not an empty kernel; {cell.note}"
-        return cell
+    def r_gpu_per_node(self, _arg=0) -> Entry:
+        one = gpu_round(self.env, self._chain(1000).replay, (), self.s_int,
+                        self.settings.gpu_launches, 1000)
+        return Entry(self._on_stream(one), note=_ADD)
 
     def mlp(self):
         from .mlp import torch_mlp

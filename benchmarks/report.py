@@ -1,133 +1,164 @@
-"""Output: the text report (environment, targets, notes, then the table LAST), the JSON
-file and, when matplotlib is importable, a PNG bar chart of ratios to the C++ floor."""
+"""Output: the environment, each run's tables (absolute figures; head-to-head ratios with
+their spread, the floor target and the split against the bare driver call), the summary
+over runs, as text and as Markdown. Everything here reads the runs' JSON (``figures`` as
+``runner.results_json`` makes it), so a summary can be made again from saved files."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from .common import Cell, fmt
-from .figures import BY_KEY, FIGURES, PEERS, TORCH_NOTE
+from .common import fmt
+from .figures import BY_KEY, FIGURES, PEERS, RIVALS, TORCH_NOTE
 
-LABEL_W, COL_W = 44, 13
+LABEL_W, COL_W = 40, 11
+_HEAD = {"floor": "C++ floor", "driver": "driver", "raw": "raw", "cudacore": "cuda.core",
+         "cupy": "CuPy", "torch": "PyTorch*", "pcg": "pcg"}
 
 
 def environment_lines(meta: dict) -> list[str]:
     v = meta.get("versions", {})
-    drv = meta.get("driver", "") or "?"
-    lines = [f"GPU: {meta.get('gpu', '?')} ({meta.get('arch', '?')}); driver {drv}, "
-             f"CUDA driver API {meta.get('cuda_driver', '?')}, runtime {meta.get('cuda_runtime', '?')}",
-             "versions: " + ", ".join(f"{k} {val}" for k, val in v.items())]
+    lines = [f"GPU: {meta.get('gpu', '?')} ({meta.get('arch', '?')}); driver "
+             f"{meta.get('driver', '') or '?'}, CUDA driver API {meta.get('cuda_driver', '?')}, "
+             f"runtime {meta.get('cuda_runtime', '?')}",
+             "versions: " + ", ".join(f"{k} {val}" for k, val in v.items()),
+             f"rounds per figure: {meta.get('rounds', '?')}; hot path: {meta.get('hot_path', '?')}; "
+             f"driver column: {meta.get('bare', '?')}"]
     if meta.get("quick"):
-        lines.append("mode: --quick (fewer repeats; numbers are rougher)")
+        lines.append("mode: --quick (smaller rounds; numbers are rougher)")
     return lines
 
 
-def target_lines(targets: list[dict]) -> list[str]:
-    out = ["targets:"]
-    for t in targets:
-        out.append(f"  {t['status']:<14} {t['target']}")
-        out.append(f"  {'':<14}   {t['detail']}")
-    return out
+def _cell(figs: dict, key: str, peer: str) -> dict | None:
+    return figs.get(key, {}).get("cells", {}).get(peer)
 
 
-def note_lines(results: dict) -> list[str]:
-    """Errors (full text) and n/a reasons worth knowing, one line each."""
+def _short(cell: dict | None) -> str:
+    if cell is None:
+        return ""
+    return fmt(cell.get("value")) if cell.get("status") == "ok" else cell.get("status", "")
+
+
+def table_lines(figs: dict) -> list[str]:
+    """Absolute figures: rows = figures, columns = contestants (microseconds unless [x])."""
+    head = f"{'figure (us; [x] = ratio), median of rounds':<{LABEL_W}}" + "".join(
+        f"{_HEAD[k]:>{COL_W}}" for k, *_ in PEERS)
+    rule = "-" * len(head)
+    out = [TORCH_NOTE, rule, head, rule]
+    for fig in FIGURES:
+        if fig.key not in figs:
+            continue
+        label = fig.label + (" [x]" if fig.unit == "x" else "")
+        out.append(f"{label[:LABEL_W - 1]:<{LABEL_W}}" + "".join(
+            f"{_short(_cell(figs, fig.key, k)):>{COL_W}}" for k, *_ in PEERS))
+    return out + [rule]
+
+
+def _ratio(r: dict | None) -> str:
+    if not r:
+        return "-"
+    return f"{r['median']:.2f} [{r['min']:.2f}-{r['max']:.2f}]"
+
+
+def _split(s: dict | None) -> str:
+    if not s:
+        return "-"
+    return f"{fmt(s['pcg'])} = {fmt(s['driver'])} + {fmt(s['rest'])}"
+
+
+def h2h_lines(figs: dict) -> list[str]:
+    """Head to head: pcg / contestant per figure, median [min-max] over rounds; whether pcg is
+    ahead of every rival; pcg / floor against the target; pcg = driver call + the rest."""
+    cols = [*RIVALS, "floor"]
+    head = (f"{'pcg / contestant, median [min-max]':<{LABEL_W}}" +
+            "".join(f"{_HEAD[k]:>18}" for k in cols) + f"{'ahead':>8}{'floor target':>16}"
+            + "   pcg = driver + rest (us)")
+    rule = "-" * len(head)
+    out = [rule, head, rule]
+    for fig in FIGURES:
+        j = figs.get(fig.key, {}).get("judged")
+        if not j or not j.get("ratios"):
+            continue
+        ahead = {None: "-", True: "yes", False: "NO"}[j.get("ahead")]
+        target = "-"
+        if fig.floor_target is not None and "floor" in j["ratios"]:
+            target = (f"<={fig.floor_target:g}x " + ("ok" if j.get("floor_ok") else "MISS"))
+        out.append(f"{fig.label[:LABEL_W - 1]:<{LABEL_W}}" +
+                   "".join(f"{_ratio(j['ratios'].get(k)):>18}" for k in cols) +
+                   f"{ahead:>8}{target:>16}   {_split(j.get('split'))}")
+    return out + [rule]
+
+
+def note_lines(figs: dict) -> list[str]:
+    """Errors (full text), one line each."""
     out = []
     for fig in FIGURES:
-        for peer, *_ in PEERS:
-            c: Cell | None = results.get(fig.key, {}).get(peer)
-            if c is not None and c.status == "error":
-                out.append(f"  error  {peer:<9} {fig.key}: {c.note}")
+        for peer, cell in figs.get(fig.key, {}).get("cells", {}).items():
+            if cell.get("status") == "error":
+                out.append(f"  error  {peer:<9} {fig.key}: {cell.get('note', '')}")
     return (["errors:"] + out) if out else []
 
 
-_HEAD = {"floor": ("C++", "floor"), "raw": ("raw", "cuda.bindings"), "cudacore": ("", "cuda.core"),
-         "cupy": ("", "CuPy"), "torch": ("", "PyTorch*"), "pcg": ("", "pycudagraph")}
-
-
-def table_lines(results: dict) -> list[str]:
-    """Rows = figures, columns = peers; the legend line first, then the table."""
-    w = COL_W + 2
-    head1 = f"{'':<{LABEL_W}}" + "".join(f"{_HEAD[k][0]:>{w}}" for k, *_ in PEERS)
-    head2 = f"{'figure (microseconds; [x] = ratio)':<{LABEL_W}}" + "".join(
-        f"{_HEAD[k][1]:>{w}}" for k, *_ in PEERS)
-    rule = "-" * len(head2)
-    out = [TORCH_NOTE, rule, head1, head2, rule]
+def run_markdown(figs: dict, title: str) -> list[str]:
+    """One run as two Markdown tables: absolute figures, then head to head."""
+    cols = [k for k, *_ in PEERS]
+    out = [f"### {title}", "", "| figure (us) | " + " | ".join(_HEAD[k] for k in cols) + " |",
+           "| --- |" + " ---: |" * len(cols)]
     for fig in FIGURES:
-        row = results.get(fig.key)
-        if not row:
+        if fig.key in figs:
+            out.append(f"| {fig.label} | " + " | ".join(
+                _short(_cell(figs, fig.key, k)) or "-" for k in cols) + " |")
+    out += ["", "| pcg / contestant: median [min-max] over rounds | " +
+            " | ".join(_HEAD[k] for k in (*RIVALS, "floor")) + " | ahead | floor target | "
+            "pcg = driver + rest (us) |", "| --- |" + " ---: |" * (len(RIVALS) + 3) + " --- |"]
+    for fig in FIGURES:
+        j = figs.get(fig.key, {}).get("judged")
+        if not j or not j.get("ratios"):
             continue
-        label = fig.label + (" [x]" if fig.unit == "x" else "")
-        cells = "".join(f"{(row[k].short() if k in row else '-'):>{w}}" for k, *_ in PEERS)
-        out.append(f"{label[:LABEL_W - 1]:<{LABEL_W}}" + cells)
-    out.append(rule)
+        target = "-" if fig.floor_target is None or j.get("floor_ok") is None else (
+            f"<= {fig.floor_target:g}x: " + ("ok" if j["floor_ok"] else "**miss**"))
+        ahead = {None: "-", True: "yes", False: "**no**"}[j.get("ahead")]
+        out.append(f"| {fig.label} | " + " | ".join(_ratio(j["ratios"].get(k))
+                                                     for k in (*RIVALS, "floor")) +
+                   f" | {ahead} | {target} | {_split(j.get('split'))} |")
+    return out + [""]
+
+
+def summary_rows(tallies: list[dict]) -> list[tuple]:
+    rows = []
+    for t in tallies:
+        fig = BY_KEY[t["figure"]]
+        ahead = f"{t['ahead']}/{t['ahead_judged']}" if t["ahead_judged"] else "-"
+        worst = ", ".join(f"{w['ratio']:.2f} ({_HEAD[w['rival']]})" if w else "-"
+                          for w in t["worst"]) or "-"
+        floor = "-"
+        if t["floor_judged"]:
+            floor = (f"{t['floor_ok']}/{t['floor_judged']} <= {fig.floor_target:g}x: " +
+                     ", ".join(f"{r:.2f}" if r is not None else "-" for r in t["floor"]))
+        split = ", ".join(_split(s) for s in t["split"] if s) or "-"
+        rows.append((fig.label, ahead, worst, floor, split))
+    return rows
+
+
+def summary_lines(tallies: list[dict], runs: int) -> list[str]:
+    out = [f"summary over {runs} run(s): in how many runs pcg was ahead of every rival (median "
+           "ratio <= 1), its worst median ratio in each run, the floor target per run, and "
+           "pcg = driver call + the rest (us) per run", ""]
+    for label, ahead, worst, floor, split in summary_rows(tallies):
+        out.append(f"  {label[:LABEL_W - 1]:<{LABEL_W}} ahead {ahead:<5} worst {worst}")
+        out.append(f"  {'':<{LABEL_W}} floor {floor};  {split}")
     return out
 
 
-def to_json(meta: dict, floor_raw, results: dict, targets: list[dict]) -> dict:
-    return {
-        "meta": meta,
-        "floor_raw": floor_raw,
-        "figures": [
-            {"key": f.key, "label": f.label.strip(), "unit": f.unit, "group": f.group,
-             "cells": {peer: c.to_json() for peer, c in results.get(f.key, {}).items()}}
-            for f in FIGURES if f.key in results
-        ],
-        "targets": targets,
-    }
+def summary_markdown(tallies: list[dict], runs: int) -> list[str]:
+    out = [f"### Summary over {runs} run(s)", "",
+           "| figure | ahead of every rival | worst median ratio per run (rival) | "
+           "pcg / floor per run (target) | pcg = driver + rest, us, per run |",
+           "| --- | ---: | --- | --- | --- |"]
+    out += [f"| {a} | {b} | {c} | {d} | {e} |" for a, b, c, d, e in summary_rows(tallies)]
+    return out + [""]
 
 
 def write_json(path: Path, data: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2, default=str) + "\n")
-
-
-def write_png(path: Path, results: dict, meta: dict) -> str | None:
-    """Grouped bars of value / C++ floor (log scale). Returns None or why it was skipped."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except Exception as exc:  # noqa: BLE001
-        return f"matplotlib is not importable ({exc})"
-    figs, peers = [], [(k, lbl) for k, lbl, *_ in PEERS if k != "floor"]
-    for f in FIGURES:
-        row = results.get(f.key, {})
-        floor = row.get("floor")
-        if f.floor_key is None or floor is None or floor.status != "ok" or not floor.value:
-            continue
-        ratios = {}
-        for k, _ in peers:
-            c = row.get(k)
-            if c is not None and c.status == "ok" and c.value:
-                ratios[k] = c.value / floor.value
-        if ratios:
-            figs.append((f, ratios))
-    if not figs:
-        return "no figure has both a C++ floor and a peer value"
-    width = 0.8 / len(peers)
-    fig, ax = plt.subplots(figsize=(max(8.0, 1.3 * len(figs) + 3), 5.5))
-    for j, (k, label) in enumerate(peers):
-        xs = [i + (j - (len(peers) - 1) / 2) * width for i in range(len(figs))]
-        ys = [r.get(k, 0) for _, r in figs]
-        bars = ax.bar(xs, [y if y > 0 else float("nan") for y in ys], width, label=label)
-        for b, y in zip(bars, ys):
-            if y > 0:
-                ax.annotate(fmt(y), (b.get_x() + b.get_width() / 2, y), ha="center", va="bottom",
-                            fontsize=6, rotation=90, xytext=(0, 2), textcoords="offset points")
-    ax.axhline(1.0, color="black", linewidth=0.8)
-    ax.set_yscale("log")
-    top = max(max(r.values()) for _, r in figs)
-    ax.set_ylim(top=max(top, 1.0) * 4)
-    ax.set_xticks(range(len(figs)))
-    ax.set_xticklabels([BY_KEY[f.key].label.strip() for f, _ in figs], rotation=30, ha="right",
-                       fontsize=7)
-    ax.set_ylabel("time / C++ floor (lower is better)")
-    ax.set_title(f"pycudagraph peers vs the C++ floor on {meta.get('gpu', '?')}", fontsize=10)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-    return None
+    path.write_text(json.dumps(data, indent=1, default=str))

@@ -1,186 +1,193 @@
-"""Runs the suite: the C++ floor, then each peer's figures, each in its own try block."""
+"""One run of the suite: set up every contestant, run each figure head to head (its
+contestants in alternating rounds, ``contest.py``), then the figures measured once per
+contestant (the demo MLP, the tensor-parallel step), and write the run's JSON."""
 
 from __future__ import annotations
 
 import gc
 import importlib
-import platform
-import subprocess
-import sys
 import time
 import traceback
-from pathlib import Path
 
-from .common import REPO, Cell, NotSupported, Settings, error_cell, na
-from .cudaenv import RawEnv
-from .figures import (FIGURES, PEERS, RUN_ORDER, TASKS, evaluate_targets, fill_derived)
-from .report import (environment_lines, note_lines, table_lines, target_lines, to_json, write_json,
-                     write_png)
+from .common import Cell, NotSupported, error_cell, fmt, na, ok
+from .contest import judge, run_contest, spread
+from .figures import FIGURES, PEERS, SETUP_ORDER
 
 
 def say(text: str) -> None:
     print(text, flush=True)
 
 
-def versions() -> dict:
-    from importlib import metadata
-    out = {"python": platform.python_version()}
-    for label, dists in (("cuda-bindings", ("cuda-bindings",)), ("cuda-core", ("cuda-core",)),
-                         ("cupy", ("cupy-cuda13x", "cupy-cuda12x", "cupy")), ("torch", ("torch",)),
-                         ("numpy", ("numpy",)), ("matplotlib", ("matplotlib",))):
-        out[label] = "not installed"
-        for dist in dists:
-            try:
-                out[label] = metadata.version(dist)
-                break
-            except metadata.PackageNotFoundError:
+def make_peers(env, settings, keys, progress=say, verbose: bool = False, made=None) -> tuple:
+    """``(peers, failed)``: the contestants of ``keys`` set up (in :data:`SETUP_ORDER`), and
+    a Cell saying why for each that could not be. ``made`` maps a key to a contestant object
+    made elsewhere (tests: a stand-in), which is set up here like the others."""
+    peers, failed = {}, {}
+    for key in SETUP_ORDER:
+        if key not in keys:
+            continue
+        _, label, module, cls_name = next(p for p in PEERS if p[0] == key)
+        t0 = time.monotonic()
+        try:
+            if made and key in made:
+                peer = made[key]
+            else:
+                cls = getattr(importlib.import_module(f".{module}", __package__), cls_name)
+                peer = cls(env, settings, peers.get("pcg")) if key == "driver" else cls(env, settings)
+            peer.setup()
+        except (NotSupported, ImportError) as exc:
+            failed[key] = na(str(exc))
+        except Exception as exc:  # noqa: BLE001
+            if verbose:
+                traceback.print_exc()
+            failed[key] = error_cell(exc)
+        else:
+            peers[key] = peer
+            progress(f"[setup] {label}: ready [{time.monotonic() - t0:.1f} s]")
+            continue
+        progress(f"[setup] {label}: {failed[key].describe()}")
+    return peers, failed
+
+
+def entries_of(fig, peers: dict, verbose: bool = False) -> tuple[dict, dict]:
+    """``(entries, cells)``: each contestant's rounds of ``fig``, and a Cell for each that has
+    none (n/a, with the reason, or the error of its preparation)."""
+    entries, cells = {}, {}
+    for key, peer in peers.items():
+        try:
+            if key == "floor":
+                if fig.floor is None:
+                    raise NotSupported("floor.cu does not measure this figure")
+                entries[key] = peer.entry(fig.floor)
                 continue
-    try:
-        import pycudagraph
-        ver = pycudagraph.__version__
-    except Exception as exc:  # noqa: BLE001
-        ver = f"not importable ({type(exc).__name__})"
-    try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                             text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--",
-                                "pycudagraph"], cwd=REPO, capture_output=True, text=True,
-                               timeout=10).stdout.strip()
-        if rev and dirty:  # a copied tree whose package differs from that commit
-            rev += " + uncommitted changes to pycudagraph/"
-    except Exception:  # noqa: BLE001
-        rev = ""
-    out["pycudagraph"] = f"{ver} ({rev})" if rev else ver
+            method = getattr(peer, f"r_{fig.kind}", None)
+            if method is None:
+                raise NotSupported(peer.unsupported.get(fig.kind, f"{peer.label} has no API for "
+                                                                  "this figure"))
+            entries[key] = method(fig.arg)
+        except NotSupported as exc:
+            cells[key] = na(str(exc))
+        except Exception as exc:  # noqa: BLE001
+            if verbose:
+                traceback.print_exc()
+            cells[key] = error_cell(exc)
+    return entries, cells
+
+
+def contest_figure(fig, peers: dict, rounds: int, verbose: bool = False) -> dict:
+    """One figure head to head: ``{"cells", "rounds", "judged"}`` (JSON-ready)."""
+    entries, cells = entries_of(fig, peers, verbose)
+    values, errors = run_contest(entries, rounds) if entries else ({}, {})
+    for key, entry in entries.items():
+        if entry.close is not None:
+            try:
+                entry.close()
+            except Exception:  # noqa: BLE001
+                pass
+        if key in errors:
+            if verbose:
+                traceback.print_exception(errors[key])
+            cells[key] = error_cell(errors[key])
+            values[key] = None
+            continue
+        s = spread(values[key])
+        cells[key] = ok(s["median"], entry.note) if s else na("no round kept")
+        if s:
+            cells[key].spread = s
+    return {"cells": cells, "rounds": values, "judged": judge(fig, values)}
+
+
+def _progress_line(i: int, total: int, fig, result: dict, seconds: float) -> str:
+    cells, ratios = result["cells"], result["judged"]["ratios"]
+    parts = []
+    for key, *_ in PEERS:
+        c = cells.get(key)
+        if c is None or c.status != "ok":
+            continue
+        text = f"{key} {fmt(c.value)}"
+        if key in ratios and key != "pcg":
+            text += f" ({ratios[key]['median']:.2f}x)"
+        parts.append(text)
+    ahead = result["judged"]["ahead"]
+    tag = "" if ahead is None else ("  AHEAD" if ahead else "  behind")
+    return f"[{i:>2}/{total}] {fig.key}: {' | '.join(parts)}{tag}  [{seconds:.1f} s]"
+
+
+def solo_figures(peers: dict, groups: set, results: dict, progress=say, verbose=False) -> None:
+    """The demo MLP (pycudagraph, PyTorch) and the tensor-parallel step (pycudagraph):
+    measured once per contestant, not head to head."""
+    jobs = [("mlp", key, "mlp") for key in ("pcg", "torch")] + [("tp", "pcg", "tp_step")]
+    for group, key, method in jobs:
+        if group not in groups or key not in peers:
+            continue
+        t0 = time.monotonic()
+        try:
+            out = getattr(peers[key], method)()
+        except NotSupported as exc:
+            out = {f.key: na(str(exc)) for f in FIGURES if f.group == group}
+        except Exception as exc:  # noqa: BLE001
+            if verbose:
+                traceback.print_exc()
+            out = {f.key: error_cell(exc) for f in FIGURES if f.group == group}
+        for fkey, cell in out.items():
+            results.setdefault(fkey, {"cells": {}, "rounds": {}, "judged": None})["cells"][key] = cell
+        progress(f"[{group}] {key}: " + ", ".join(f"{k} {c.short()}" for k, c in out.items())
+                 + f"  [{time.monotonic() - t0:.1f} s]")
+
+
+def derived(results: dict) -> None:
+    """update_vs_recapture: CuPy's capture + instantiate over each one-argument update."""
+    cupy = results.get("recapture_instantiate_1000", {}).get("cells", {}).get("cupy")
+    row = results.setdefault("update_vs_recapture", {"cells": {}, "rounds": {}, "judged": None})
+    for key, cell in results.get("set_arg_3", {}).get("cells", {}).items():
+        if cupy is None or cupy.status != "ok":
+            row["cells"][key] = na("needs CuPy's capture figure")
+        elif cell.status == "ok" and cell.value:
+            row["cells"][key] = ok(cupy.value / cell.value, f"{fmt(cupy.value)} us / {fmt(cell.value)} us")
+
+
+def run_figures(figures, peers: dict, settings, groups: set, progress=say,
+                verbose: bool = False) -> dict:
+    """Every selected figure: the contests in order, then the solo figures."""
+    results: dict = {}
+    contests = [f for f in figures if f.kind is not None and f.group in groups]
+    for i, fig in enumerate(contests, 1):
+        t0 = time.monotonic()
+        gc.collect()
+        results[fig.key] = contest_figure(fig, peers, settings.rounds, verbose)
+        progress(_progress_line(i, len(contests), fig, results[fig.key], time.monotonic() - t0))
+    solo_figures(peers, groups, results, progress, verbose)
+    derived(results)
+    return results
+
+
+def close_peers(peers: dict, progress=say) -> None:
+    for key in reversed(list(peers)):
+        try:
+            peers[key].close()
+        except Exception as exc:  # noqa: BLE001
+            progress(f"[{key}] cleanup failed: {type(exc).__name__}: {exc}")
+    peers.clear()
+    gc.collect()
+
+
+def cell_json(cell: Cell) -> dict:
+    out = cell.to_json()
+    s = getattr(cell, "spread", None)
+    if s:
+        out["spread"] = s
     return out
 
 
-def _cuda_version(v: int) -> str:
-    return f"{v // 1000}.{(v % 1000) // 10}"
-
-
-def collect_meta(env: RawEnv, settings: Settings) -> dict:
-    return {"gpu": env.gpu_name, "arch": env.arch, "driver": env.driver_string(),
-            "cuda_driver": _cuda_version(env.driver_cuda),
-            "cuda_runtime": _cuda_version(env.runtime_cuda),
-            "versions": versions(), "quick": settings.quick,
-            "spin_cycles_per_ms": round(env.cycles_per_ms),
-            "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-            "timer": "time.perf_counter_ns (CPU), CUDA events (GPU); medians over repeats"}
-
-
-def _floor(env: RawEnv, groups: set, results: dict):
-    from .floor import run_floor
-    want = [f for f in FIGURES if f.floor_key and (f.group in groups or groups == {"floor"})]
-    if "floor" not in groups:
-        for f in want:
-            results.setdefault(f.key, {})["floor"] = na("floor not selected")
-        return None
-    try:
-        raw = run_floor(env.arch, say)
-    except NotSupported as exc:
-        cell, raw = na(str(exc)), None
-    except Exception as exc:  # noqa: BLE001
-        cell, raw = error_cell(exc), None
-    for f in want:
-        row = results.setdefault(f.key, {})
-        if raw is None:
-            row["floor"] = cell
-        elif f.floor_key in raw:
-            row["floor"] = Cell(float(raw[f.floor_key]), "ok",
-                                f"spin expired in {raw.get('spin_expired', '?')} batches")
-        else:
-            row["floor"] = na(f"floor.cu does not print {f.floor_key}")
-    if raw is not None:
-        say("[floor] " + ", ".join(f"{k}={v}" for k, v in raw.items()))
-    return raw
-
-
-def _run_peer(key: str, env: RawEnv, settings: Settings, groups: set, results: dict,
-              verbose: bool) -> None:
-    tasks = [t for t in TASKS if t[0] in groups]
-    if not tasks:
-        return
-    _, label, module, cls_name = next(p for p in PEERS if p[0] == key)
-    say(f"[{key}] setting up {label} ...")
-
-    def fill_all(cell: Cell) -> None:
-        for *_, keys in tasks:
-            for k in keys:
-                results.setdefault(k, {})[key] = cell
-        say(f"[{key}] {cell.describe()}")
-
-    try:
-        cls = getattr(importlib.import_module(f".{module}", __package__), cls_name)
-        peer = cls(env, settings)
-        peer.setup()
-    except (NotSupported, ImportError) as exc:
-        fill_all(na(str(exc)))
-        return
-    except Exception as exc:  # noqa: BLE001
-        if verbose:
-            traceback.print_exc()
-        fill_all(error_cell(exc))
-        return
-    try:
-        for group, method, kwargs, keys in tasks:
-            fn = getattr(peer, method, None)
-            t0 = time.monotonic()
-            if fn is None:
-                out = na(peer.unsupported.get(group, f"{label} has no API for this figure"))
-            else:
-                try:
-                    out = fn(**kwargs)
-                except NotSupported as exc:
-                    out = na(str(exc))
-                except Exception as exc:  # noqa: BLE001
-                    if verbose:
-                        traceback.print_exc()
-                    out = error_cell(exc)
-            cells = {keys[0]: out} if isinstance(out, Cell) else dict(out)
-            for k in keys:
-                cell = cells.get(k) or na(peer.unsupported.get(k, f"{label} has no API for this figure"))
-                results.setdefault(k, {})[key] = cell
-                if fn is not None or k == keys[0]:
-                    say(f"[{key}] {k}: {cell.describe()}  [{time.monotonic() - t0:.1f} s]")
-    finally:
-        try:
-            peer.close()
-        except Exception as exc:  # noqa: BLE001
-            say(f"[{key}] cleanup failed: {type(exc).__name__}: {exc}")
-        del peer
-        gc.collect()
-
-
-def run(groups: set, peers: list, settings: Settings, out_dir: Path, verbose: bool = False) -> int:
-    t_start = time.monotonic()
-    try:
-        env = RawEnv()
-    except Exception as exc:  # noqa: BLE001
-        print(f"No benchmark was run: CUDA could not be set up on this machine "
-              f"({type(exc).__name__}: {exc}).", file=sys.stderr)
-        return 1
-    meta = collect_meta(env, settings)
-    for line in environment_lines(meta):
-        say(line)
-    results: dict = {}
-    floor_raw = _floor(env, groups, results)
-    for key in RUN_ORDER:
-        if key in peers:
-            _run_peer(key, env, settings, groups, results, verbose)
-    if "exec_set_arg" in groups:
-        fill_derived(results)
-    targets = evaluate_targets(results)
-    meta["duration_s"] = round(time.monotonic() - t_start, 1)
-
-    json_path, png_path = out_dir / "bench.json", out_dir / "bench.png"
-    write_json(json_path, to_json(meta, floor_raw, results, targets))
-    why_no_png = write_png(png_path, results, meta)
-    lines = [""] + environment_lines(meta) + [""] + target_lines(targets)
-    notes = note_lines(results)
-    if notes:
-        lines += [""] + notes
-    lines += ["", f"finished in {meta['duration_s']} s; wrote {json_path}"
-              + (f" and {png_path}" if why_no_png is None else f" (no PNG: {why_no_png})"), ""]
-    lines += table_lines(results)
-    print("\n".join(lines), flush=True)
-    return 0
+def results_json(results: dict, failed: dict) -> dict:
+    """The figures of one run, JSON-ready (a contestant that could not be set up reads n/a
+    or error in every figure)."""
+    out = {}
+    for fig in FIGURES:
+        r = results.get(fig.key)
+        if r is None:
+            continue
+        cells = {**{k: cell_json(c) for k, c in failed.items()},
+                 **{k: cell_json(c) for k, c in r["cells"].items()}}
+        out[fig.key] = {"cells": cells, "rounds": r["rounds"], "judged": r["judged"]}
+    return out

@@ -16,6 +16,36 @@ extern "C" __global__ void empty3(float* p, float a, int n)
     }
 }
 
+// Ten and thirty parameters, pointers and scalars mixed: the benchmarks' kernels of
+// realistic argument counts (benchmarks/argsets.py lists them). Like empty3 they touch
+// memory only when n < 0, so every parameter stays in the signature.
+extern "C" __global__ void args10(float* p0, float a, float* p1, int n, float* p2, long long q,
+                                  float* p3, float b, int m, double d)
+{
+    if (n < 0 && threadIdx.x == 0 && blockIdx.x == 0) {
+        p0[0] = a + b;
+        p1[0] = (float)(m + q);
+        p2[0] = (float)d;
+        p3[0] = 0.0f;
+    }
+}
+
+extern "C" __global__ void args30(float* p0, float a0, float* p1, int n, float* p2, long long q0,
+                                  float* p3, float a1, float* p4, double d0, float* p5,
+                                  unsigned int u0, float* p6, float a2, float* p7, int n1,
+                                  float* p8, long long q1, float* p9, float a3, float* p10,
+                                  double d1, float* p11, unsigned int u1, float a4, int n2,
+                                  float a5, int n3, int n4, int n5)
+{
+    if (n < 0 && threadIdx.x == 0 && blockIdx.x == 0) {
+        p0[0] = a0 + a1 + a2 + a3 + a4 + a5;
+        p1[0] = (float)(q0 + q1 + n1 + n2 + n3 + n4 + n5);
+        p2[0] = (float)(d0 + d1);
+        p3[0] = (float)(u0 + u1);
+        p4[0] = p5[0] = p6[0] = p7[0] = p8[0] = p9[0] = p10[0] = p11[0] = 0.0f;
+    }
+}
+
 // Busy-waits `cycles` clock64() cycles on one thread to keep the GPU busy.
 extern "C" __global__ void spin(unsigned long long cycles)
 {

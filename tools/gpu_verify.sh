@@ -7,6 +7,8 @@
 #   bash tools/gpu_verify.sh suites   # build the compiled path; GPU suite compiled and ctypes (1 GPU)
 #   bash tools/gpu_verify.sh cu12     # GPU suite on cuda-bindings 12.9 + NVRTC 12; soak      (1 GPU)
 #   bash tools/gpu_verify.sh show     # demo, demo --decode, demo --torch; benchmarks twice (1 GPU)
+#   bash tools/gpu_verify.sh h2h      # build; hot-path tests; benchmarks head to head, 3 runs (1 GPU):
+#                                   # run1..3.json, summary.json, tables.md, h2h.log, tests.log
 #   (cu12only, demos, bench: the parts of cu12 and show alone, for reruns)
 #   bash tools/gpu_verify.sh final-suites   # the GPU suite three ways at once: compiled,
 #                                   # PYCUDAGRAPH_NO_NATIVE=1, cuda-bindings 12.9 (carry .whl) (1 GPU)
@@ -100,6 +102,19 @@ demos)
         timeout 150 python3 -m pycudagraph demo $mode --out "$out/demo" > "$out/demo${mode#--}.txt" 2>&1
         echo "rc=$?"; tail -14 "$out/demo${mode#--}.txt"
     done
+    ;;
+h2h)
+    step "build the compiled hot path in place"
+    python3 setup.py build_ext --inplace > /dev/null 2>&1; echo "build rc=$?"
+    python3 -m pycudagraph info 2>&1 | grep -i "hot path"
+    step "hot-path tests (GPU end to end; CPU against the driver stub; the suite's plumbing)"
+    timeout 150 python3 -m pytest -q -rs -p no:cacheprovider tests/runtime/test_native_end_to_end.py \
+        tests/runtime/test_fast_all_args.py tests/runtime/test_fast_layer.py tests/benchmarks \
+        > "$out/tests.log" 2>&1; summary "$out/tests.log"
+    grep -E "^(FAILED|ERROR)" "$out/tests.log" | head -20
+    step "benchmarks head to head, 3 runs"
+    timeout 500 python3 -m benchmarks --runs 3 --time-limit 480 --out "$out" > "$out/h2h.log" 2>&1
+    echo "rc=$?"; tail -60 "$out/h2h.log"
     ;;
 bench)
     for run in A B; do

@@ -7,16 +7,20 @@
  *
  * The code takes ints, bytes and sequences only: a plan (bytes fast.py builds: where each
  * argument goes and what C type it has), the converters tuple, argument values, handles.
- * It reads no attribute of any object and constructs no pycudagraph object.
+ * It reads no attribute of any object and constructs no pycudagraph object; the fields it
+ * reads are slots whose descriptors fast.py hands over, of objects of the types they belong
+ * to: a DeviceBuffer's address (set_pointer_slot), a graph node's handle and removed mark
+ * (set_node_slots), a Stream's handle (set_stream_slot).
  *
- * Each call (launch_graph, launch_kernel, add_kernel, set_arg) makes the driver call itself
+ * Each call (launch_graph, launch_kernel, add_kernel, set_arg, set_args) makes the driver call itself
  * when it can; otherwise (a value it does not convert, a thread whose context fast.py has
  * not made current yet, a trace being recorded, several devices in use, a failed driver
  * call) it calls fast.py's ctypes route for the same call with the same arguments and
  * returns what that returns. That route checks, traces and raises the clear error.
  *
- * Files: _native_convert.c (values -> bytes, grid/block, plans), _native_calls.c (the four
- * calls), _native_module.c (state, set-up, the module).
+ * Files: _native_convert.c (values -> bytes, grid/block, plans), _native_calls.c (the hot
+ * calls), _native_method.c (GraphExec.launch as a method in C), _native_module.c (state,
+ * set-up, the module).
  */
 #ifndef PCG_NATIVE_H
 #define PCG_NATIVE_H
@@ -73,7 +77,7 @@ enum { K_I8, K_U8, K_I16, K_U16, K_I32, K_U32, K_I64, K_U64, K_F32, K_F64, K_BOO
 extern const int KIND_SIZE[K_OTHER + 1];
 
 /* Which Python route each call falls back to (fast.py's order). */
-enum { R_LAUNCH_GRAPH, R_LAUNCH_KERNEL, R_ADD_KERNEL, R_SET_ARG, R_COUNT };
+enum { R_LAUNCH_GRAPH, R_LAUNCH_KERNEL, R_ADD_KERNEL, R_SET_ARG, R_SET_ARGS, R_COUNT };
 
 /* What fast.py set: entry points, routes, and the state the calls depend on. */
 typedef struct {
@@ -85,6 +89,14 @@ typedef struct {
     PyObject *captures;         /* a list that is not empty while a capture is open */
     int tracing;                /* a trace records: every call takes the ctypes route */
     int multi;                  /* several devices in use: launches and adds take it too */
+    PyTypeObject *buffer_type;  /* objects of this exact type (DeviceBuffer) keep their    */
+    Py_ssize_t buffer_slot;     /* device address in the slot at this offset (0: freed)     */
+    PyTypeObject *node_type;    /* graph nodes (Node and its subclasses) keep their handle */
+    Py_ssize_t node_h_slot;     /* in one slot and REMOVED, once removed, in another:       */
+    Py_ssize_t node_raw_slot;   /* what a dependency list is judged by                      */
+    PyObject *removed;
+    PyTypeObject *stream_type;  /* streams of this exact type keep their handle (an int;  */
+    Py_ssize_t stream_slot;     /* None once closed) in the slot at this offset            */
 } native_state;
 
 extern native_state S;
@@ -92,6 +104,8 @@ extern _Thread_local int thread_ready;
 
 /* _native_convert.c: 0 done, -1 not converted here (no Python error set). */
 int as_u32(PyObject *o, uint32_t *out);
+int buffer_address(PyObject *v, uint64_t *out);
+int stream_of(PyObject *s, void **out);
 int as_ptr(PyObject *o, void **out);
 int put(int kind, char *dst, PyObject *v, PyObject *converter);
 int dims(PyObject *o, uint32_t out[3]);
@@ -99,12 +113,20 @@ const plan_head *plan_of(PyObject *plan);
 int fits(const plan_head *p, PyObject *grid, PyObject *block, PyObject *shm);
 int fill(const plan_head *p, PyObject *converters, char *buf, PyObject *grid, PyObject *block,
          PyObject *shm, PyObject *args);
-int handles(PyObject *seq, void **stack, void ***out, Py_ssize_t *n);
+int dep_handles(PyObject *deps, PyObject *nodes, void **stack, void ***out, Py_ssize_t *n);
+
+/* _native_module.c: the offset of an object slot of cls (descr: its member descriptor), or
+ * -1 with an error set. */
+Py_ssize_t slot_offset(PyObject *cls, PyObject *descr);
+
+/* _native_method.c */
+PyObject *exec_launch_method(PyObject *m, PyObject *args);
 
 /* _native_calls.c */
 PyObject *launch_graph(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
 PyObject *launch_kernel(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
 PyObject *add_kernel(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
 PyObject *set_arg(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
+PyObject *set_args(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
 
 #endif

@@ -41,12 +41,12 @@ static const plan_head *hot_plan(PyObject *hot, Py_ssize_t items)
     return plan_of(PyTuple_GET_ITEM(hot, 0));
 }
 
-/* launch_graph(exec_h, stream_h, exe) -> None: cuGraphLaunch. */
+/* launch_graph(exec_h, stream, exe) -> None: cuGraphLaunch. */
 PyObject *launch_graph(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
 {
     NARGS(3);
     void *e, *s;
-    if (S.graph_launch && ready() && !as_ptr(a[0], &e) && !as_ptr(a[1], &s)) {
+    if (S.graph_launch && ready() && !as_ptr(a[0], &e) && !stream_of(a[1], &s)) {
         CUresult rc;
         Py_BEGIN_ALLOW_THREADS
         rc = S.graph_launch(e, s);
@@ -57,17 +57,17 @@ PyObject *launch_graph(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
     return route(R_LAUNCH_GRAPH, a, nargs);
 }
 
-/* launch_kernel(hot, grid, block, args, stream_h, shared_mem, kernel, stream, prepare)
- *   -> None: cuLaunchKernel with the arguments packed on the C stack. While a capture is
- * open only a configuration within the function's known limits goes (a refused launch
- * could invalidate the capture). */
+/* launch_kernel(hot, grid, block, args, stream, shared_mem, kernel, prepare) -> None:
+ * cuLaunchKernel with the arguments packed on the C stack. While a capture is open only a
+ * configuration within the function's known limits goes (a refused launch could
+ * invalidate the capture). */
 PyObject *launch_kernel(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
 {
-    NARGS(9);
+    NARGS(8);
     const plan_head *p;
     void *s;
     if (S.launch_kernel && ready() && !S.multi && (p = hot_plan(a[0], 2)) != NULL &&
-        p->size <= STACK_PACK && !as_ptr(a[4], &s) &&
+        p->size <= STACK_PACK && !stream_of(a[4], &s) &&
         (!capturing() || fits(p, a[1], a[2], a[5]))) {
         _Alignas(16) char buf[STACK_PACK];
         if (!fill(p, PyTuple_GET_ITEM(a[0], 1), buf, a[1], a[2], a[5], a[3])) {
@@ -96,7 +96,7 @@ static PyObject *add_here(PyObject *const *a, int *declined)
     *declined = 1;
     /* the driver checks no launch limits when a node is added: they are checked here */
     if (!p || !fits(p, a[1], a[2], a[4]) || as_ptr(a[5], &graph_h) || !graph_h ||
-        handles(a[6], stack, &deps, &nd))
+        dep_handles(a[6], a[7], stack, &deps, &nd))
         return NULL;
     buf = PyByteArray_FromStringAndSize(NULL, p->size);
     if (!buf) {
@@ -107,14 +107,18 @@ static PyObject *add_here(PyObject *const *a, int *declined)
     memset(mem, 0, p->size);
     if (fill(p, PyTuple_GET_ITEM(hot, 1), mem, a[1], a[2], a[4], args))
         goto done;
-    /* The pack is made before the node exists: nothing but the result can fail after. */
+    /* The pack is made before the node exists: nothing but the result can fail after. Its
+     * refs are a new list of the arguments (a list given was copied by fill's caller). */
     PyObject *addr = PyLong_FromVoidPtr(mem);
-    if (!addr) {
+    PyObject *refs = addr ? PySequence_List(args) : NULL;
+    if (!refs) {
+        Py_XDECREF(addr);
         *declined = 0;
         goto done;
     }
-    PyObject *adopt_args[] = {a[7], args, buf, addr};
+    PyObject *adopt_args[] = {a[8], refs, buf, addr};
     pack = PyObject_Vectorcall(PyTuple_GET_ITEM(hot, 2), adopt_args, 4, NULL);
+    Py_DECREF(refs);
     Py_DECREF(addr);
     if (!pack) {
         *declined = 0;
@@ -141,10 +145,11 @@ done:
     return out;
 }
 
-/* add_kernel(hot, grid, block, args, shared_mem, graph_h, deps_h, kernel, graph, deps,
+/* add_kernel(hot, grid, block, args, shared_mem, graph_h, deps, nodes, kernel, graph,
  *            prepare) -> (node_h, pack): cuGraphAddKernelNode with the launch packed into a
- * new buffer, which hot's adopt (ArgPack.adopt) makes the node's pack. deps_h: a tuple of
- * the dependencies' handles, checked in Python. */
+ * new buffer, which hot's adopt(kernel, refs, buf, address) makes the node's pack (refs: a
+ * new list of the arguments). deps: the dependencies (node objects, a tuple or list),
+ * judged against nodes, the graph's handle -> node dict (dep_handles). */
 PyObject *add_kernel(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
 {
     NARGS(11);
@@ -169,23 +174,40 @@ static PyObject *replaced(PyObject *old, PyObject *value)
     return old;
 }
 
-/* set_arg(exec_h, node_h, hot, address, refs, index, value, pack, exe, node) -> the replaced
- * object or None: one argument of a kernel node of an exec, written into the exec's pack at
- * address, then cuGraphExecKernelNodeSetParams. A failed call leaves the slot unchanged. */
+/* The index of the argument a set_arg key names: an int, or a parameter name looked up in
+ * names (the layout's name -> index dict); -1 when not judged here. */
+static Py_ssize_t key_index(PyObject *key, PyObject *names)
+{
+    if (PyUnicode_CheckExact(key) && PyDict_CheckExact(names)) {
+        key = PyDict_GetItemWithError(names, key);   /* a str key runs no Python code */
+        if (!key) {
+            PyErr_Clear();
+            return -1;
+        }
+    }
+    if (!PyLong_CheckExact(key))
+        return -1;
+    Py_ssize_t i = PyLong_AsSsize_t(key);
+    if (i == -1 && PyErr_Occurred())
+        PyErr_Clear();
+    return i;
+}
+
+/* set_arg(exec_h, node_h, hot, address, refs, key, value, pack, exe, node) -> the replaced
+ * object or None: one argument (key: its index, or its parameter's name) of a kernel node
+ * of an exec, written into the exec's pack at address, then cuGraphExecKernelNodeSetParams.
+ * hot: the layout's (plan, converters, names). A failed call leaves the slot unchanged. */
 PyObject *set_arg(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
 {
     NARGS(10);
     const plan_head *p;
     void *e, *node, *base;
     PyObject *refs = a[4], *value = a[6];
-    if (!S.exec_set || !ready() || (p = hot_plan(a[2], 2)) == NULL || as_ptr(a[0], &e) ||
-        as_ptr(a[1], &node) || as_ptr(a[3], &base) || !base || !PyList_CheckExact(refs) ||
-        !PyLong_CheckExact(a[5]))
+    if (!S.exec_set || !ready() || (p = hot_plan(a[2], 3)) == NULL || as_ptr(a[0], &e) ||
+        as_ptr(a[1], &node) || as_ptr(a[3], &base) || !base || !PyList_CheckExact(refs))
         return route(R_SET_ARG, a, nargs);
-    Py_ssize_t i = PyLong_AsSsize_t(a[5]), n = p->n;
+    Py_ssize_t i = key_index(a[5], PyTuple_GET_ITEM(a[2], 2)), n = p->n;
     PyObject *conv = PyTuple_GET_ITEM(a[2], 1);
-    if (i == -1 && PyErr_Occurred())
-        PyErr_Clear();
     if (i < 0 || i >= n || !PyTuple_CheckExact(conv) || PyTuple_GET_SIZE(conv) != n ||
         PyList_GET_SIZE(refs) != n)
         return route(R_SET_ARG, a, nargs);
@@ -211,4 +233,75 @@ PyObject *set_arg(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
     PyObject *old = PyList_GET_ITEM(refs, i);
     PyList_SET_ITEM(refs, i, Py_NewRef(value));
     return replaced(old, value);
+}
+
+/* set_args(exec_h, node_h, hot, address, refs, args, pack, exe, node) -> a list or None:
+ * every argument of a kernel node of an exec rewritten in the exec's pack at address (all
+ * converted before the call), then cuGraphExecKernelNodeSetParams; the pack's refs take
+ * args. The list has, per argument, the object replaced (for the caller to retire) or
+ * None (the same object, or a plain int / float / bool); None when no argument has one.
+ * A refused value or call leaves the pack as it was: the slots' region is saved first. */
+PyObject *set_args(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
+{
+    NARGS(9);
+    const plan_head *p;
+    void *e, *node;
+    char *base;
+    PyObject *refs = a[4], *args = a[5];
+    if (!S.exec_set || !ready() || (p = hot_plan(a[2], 2)) == NULL || !p->simple ||
+        p->size > STACK_PACK || as_ptr(a[0], &e) || as_ptr(a[1], &node) ||
+        as_ptr(a[3], (void **)&base) || !base || !PyList_CheckExact(refs) ||
+        (!PyTuple_CheckExact(args) && !PyList_CheckExact(args)))
+        return route(R_SET_ARGS, a, nargs);
+    Py_ssize_t n = p->n;
+    PyObject *conv = PyTuple_GET_ITEM(a[2], 1);
+    if (!PyTuple_CheckExact(conv) || PyTuple_GET_SIZE(conv) != n ||
+        PyList_GET_SIZE(refs) != n || PySequence_Fast_GET_SIZE(args) != n)
+        return route(R_SET_ARGS, a, nargs);
+    /* A list is copied: a converter (a __cuda_array_interface__ property) could change it.
+     * The result is made before anything is written: nothing can fail after the call. */
+    PyObject *seq = PyList_CheckExact(args) ? PyList_AsTuple(args) : Py_NewRef(args);
+    PyObject *out = seq ? PyList_New(n) : NULL;
+    if (!out) {
+        Py_XDECREF(seq);
+        return NULL;
+    }
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    const plan_slot *slots = (const plan_slot *)(p + 1);
+    size_t start = HEADER + 8 * (size_t)n, len = p->size - start;
+    char saved[STACK_PACK];
+    memcpy(saved, base + start, len);
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < n && !rc; i++) {
+        const plan_slot *s = &slots[i];
+        rc = s->kind >= K_OTHER || s->offset < start || s->offset + KIND_SIZE[s->kind] > p->size ||
+             put(s->kind, base + s->offset, items[i], PyTuple_GET_ITEM(conv, i));
+    }
+    if (!rc) {
+        CUresult cr;
+        Py_BEGIN_ALLOW_THREADS
+        cr = S.exec_set(e, node, base);
+        Py_END_ALLOW_THREADS
+        rc = cr != 0;
+    }
+    if (rc || PyList_GET_SIZE(refs) != n) {   /* refused, or a converter changed refs */
+        memcpy(base + start, saved, len);
+        Py_DECREF(out);
+        Py_DECREF(seq);
+        return route(R_SET_ARGS, a, nargs);   /* it repeats the update, or raises */
+    }
+    Py_ssize_t kept = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *old = PyList_GET_ITEM(refs, i), *value = items[i];
+        PyList_SET_ITEM(refs, i, Py_NewRef(value));
+        PyObject *r = replaced(old, value);   /* steals old */
+        kept += r != Py_None;
+        PyList_SET_ITEM(out, i, r);
+    }
+    Py_DECREF(seq);
+    if (!kept) {   /* nothing to retire: the common case */
+        Py_DECREF(out);
+        Py_RETURN_NONE;
+    }
+    return out;
 }

@@ -145,17 +145,52 @@ static int put_value(int kind, char *dst, PyObject *v)
     }
 }
 
+/* The address of a DeviceBuffer (exactly that type, as fast.set_pointer_slot named it):
+ * what device_pointer returns for it, read from its slot. 0 in the slot (a freed buffer)
+ * or anything but an int there is left to the converter, which raises the ClosedError. */
+int buffer_address(PyObject *v, uint64_t *out)
+{
+    if (!S.buffer_type || Py_TYPE(v) != S.buffer_type)
+        return -1;
+    PyObject *ptr = *(PyObject **)((char *)v + S.buffer_slot);
+    if (!ptr || !PyLong_CheckExact(ptr) || as_u64(ptr, out) || !*out)
+        return -1;
+    return 0;
+}
+
+/* A stream's handle: None (the legacy default stream, 0), an int, or a Stream (exactly that
+ * type, set_stream_slot) whose slot holds an int. Anything else, and a closed Stream (None
+ * in its slot), goes to the route: its stream_handle converts it or raises. */
+int stream_of(PyObject *s, void **out)
+{
+    if (s == Py_None) {
+        *out = NULL;
+        return 0;
+    }
+    if (S.stream_type && Py_TYPE(s) == S.stream_type) {
+        s = *(PyObject **)((char *)s + S.stream_slot);
+        if (!s)
+            return -1;
+    }
+    return as_ptr(s, out);
+}
+
 /* One argument into its slot, through the slot's converter when it has one (a pointer
- * given as a plain int skips device_pointer, which returns it unchanged). The value is
+ * given as a plain int skips device_pointer, which returns it unchanged; so does a live
+ * DeviceBuffer, whose address device_pointer reads from the same slot). The value is
  * converted into scratch space first: on -1 the slot is unchanged. */
 int put(int kind, char *dst, PyObject *v, PyObject *converter)
 {
     char tmp[8];
     int rc;
+    uint64_t addr;
     if (kind == K_OTHER)
         return -1;
     if (converter == Py_None || (kind == K_PTR && PyLong_CheckExact(v))) {
         rc = put_value(kind, tmp, v);
+    } else if (kind == K_PTR && !buffer_address(v, &addr)) {
+        memcpy(tmp, &addr, 8);
+        rc = 0;
     } else {
         PyObject *r = PyObject_CallOneArg(converter, v);
         if (!r)
@@ -256,22 +291,71 @@ int fill(const plan_head *p, PyObject *converters, char *buf, PyObject *grid, Py
     return rc;
 }
 
-/* Node handles from a tuple of ints (checked in Python: nodes of the graph, none twice).
- * Up to STACK_DEPS go in stack; more in memory the caller frees when *out != stack. */
-int handles(PyObject *seq, void **stack, void ***out, Py_ssize_t *n)
+static int cmp_handle(const void *x, const void *y)
 {
-    if (!PyTuple_CheckExact(seq))
+    uintptr_t a = (uintptr_t)*(void *const *)x, b = (uintptr_t)*(void *const *)y;
+    return (a > b) - (a < b);
+}
+
+/* No handle twice among n (pairwise for a few, sorted in scratch for many). */
+static int distinct(void **h, Py_ssize_t n)
+{
+    if (n <= 8) {
+        for (Py_ssize_t i = 1; i < n; i++)
+            for (Py_ssize_t j = 0; j < i; j++)
+                if (h[i] == h[j])
+                    return 0;
+        return 1;
+    }
+    void **tmp = PyMem_Malloc(sizeof(void *) * n);
+    if (!tmp)
+        return fail() + 1;   /* not judged here: the route judges */
+    memcpy(tmp, h, sizeof(void *) * n);
+    qsort(tmp, (size_t)n, sizeof(void *), cmp_handle);
+    int ok = 1;
+    for (Py_ssize_t i = 1; i < n && ok; i++)
+        ok = tmp[i] != tmp[i - 1];
+    PyMem_Free(tmp);
+    return ok;
+}
+
+/* The handles of a dependency list (a tuple or list of node objects), judged as every
+ * builder's deps= is: each the graph's own node object for its handle (`nodes`, the
+ * graph's handle -> node dict: a node of another graph, a removed node or a node of a
+ * destroyed graph is not there), not marked removed, none twice. Handles are read from
+ * the nodes' slot (set_node_slots), only of objects of the node type. Up to STACK_DEPS go
+ * in stack; more in memory the caller frees when *out != stack. -1: not judged here (the
+ * route raises the error naming the node). */
+int dep_handles(PyObject *deps, PyObject *nodes, void **stack, void ***out, Py_ssize_t *n)
+{
+    if ((!PyTuple_CheckExact(deps) && !PyList_CheckExact(deps)) || !PyDict_CheckExact(nodes) ||
+        !S.node_type)
         return -1;
-    *n = PyTuple_GET_SIZE(seq);
+    *n = PySequence_Fast_GET_SIZE(deps);
     *out = *n > STACK_DEPS ? PyMem_Malloc(sizeof(void *) * *n) : stack;
     if (!*out)
         return fail();
-    for (Py_ssize_t i = 0; i < *n; i++) {
-        if (as_ptr(PyTuple_GET_ITEM(seq, i), &(*out)[i])) {
-            if (*out != stack)
-                PyMem_Free(*out);
-            return -1;
+    PyObject **items = PySequence_Fast_ITEMS(deps);
+    int ok = 1;
+    for (Py_ssize_t i = 0; i < *n && ok; i++) {
+        PyObject *d = items[i];
+        if (!PyObject_TypeCheck(d, S.node_type)) {
+            ok = 0;
+            break;
         }
+        PyObject *h = *(PyObject **)((char *)d + S.node_h_slot);
+        PyObject *raw = *(PyObject **)((char *)d + S.node_raw_slot);
+        /* an int key: looking it up runs no Python code */
+        ok = h && PyLong_CheckExact(h) && raw != S.removed &&
+             PyDict_GetItemWithError(nodes, h) == d && !as_ptr(h, &(*out)[i]);
+    }
+    if (ok)
+        ok = distinct(*out, *n);
+    if (!ok) {
+        PyErr_Clear();
+        if (*out != stack)
+            PyMem_Free(*out);
+        return -1;
     }
     if (!*n)
         *out = NULL;

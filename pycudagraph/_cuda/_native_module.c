@@ -1,8 +1,10 @@
-/* The module: the state fast.py sets (entry points, routes, flags), and two test entries
+/* The module: the state fast.py sets (entry points, routes, flags, the slots of buffers and
+ * nodes the calls read), and two test entries
  * that expose the converters to the CPU tests comparing them with the Python ones. */
 #include "_native.h"
 
 #include <string.h>
+#include <structmember.h>   /* PyMemberDef (in descrobject.h from Python 3.12) */
 
 native_state S;
 _Thread_local int thread_ready;
@@ -58,6 +60,79 @@ static PyObject *set_routes(PyObject *m, PyObject *args)
     Py_RETURN_NONE;
 }
 
+#ifndef Py_T_OBJECT
+#define Py_T_OBJECT 6
+#endif
+#ifndef Py_T_OBJECT_EX
+#define Py_T_OBJECT_EX 16
+#endif
+
+/* The offset of the object slot that descriptor (cls.__dict__[name], a member descriptor
+ * of cls itself) describes, or -1 with an error set. */
+Py_ssize_t slot_offset(PyObject *cls, PyObject *descr)
+{
+    if (!Py_IS_TYPE(descr, &PyMemberDescr_Type) || PyDescr_TYPE(descr) != (PyTypeObject *)cls) {
+        PyErr_SetString(PyExc_TypeError, "a slot of the class was expected");
+        return -1;
+    }
+    PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+    if ((member->type != Py_T_OBJECT && member->type != Py_T_OBJECT_EX) ||
+        member->offset < (Py_ssize_t)sizeof(PyObject) ||
+        member->offset + (Py_ssize_t)sizeof(PyObject *) > ((PyTypeObject *)cls)->tp_basicsize) {
+        PyErr_SetString(PyExc_ValueError, "the slot does not hold an object");
+        return -1;
+    }
+    return member->offset;
+}
+
+/* set_pointer_slot(cls, descriptor): objects of exactly type cls keep their device address
+ * (0 once freed) in that slot: the address put() takes for a pointer argument. */
+static PyObject *set_pointer_slot(PyObject *m, PyObject *args)
+{
+    PyObject *cls, *descr;
+    if (!PyArg_ParseTuple(args, "O!O", &PyType_Type, &cls, &descr))
+        return NULL;
+    Py_ssize_t at = slot_offset(cls, descr);
+    if (at < 0)
+        return NULL;
+    Py_XSETREF(S.buffer_type, (PyTypeObject *)Py_NewRef(cls));
+    S.buffer_slot = at;
+    Py_RETURN_NONE;
+}
+
+/* set_stream_slot(cls, descriptor): streams of exactly type cls keep their handle (an int,
+ * None once closed) in that slot: what launches read a stream argument's handle from. */
+static PyObject *set_stream_slot(PyObject *m, PyObject *args)
+{
+    PyObject *cls, *descr;
+    if (!PyArg_ParseTuple(args, "O!O", &PyType_Type, &cls, &descr))
+        return NULL;
+    Py_ssize_t at = slot_offset(cls, descr);
+    if (at < 0)
+        return NULL;
+    Py_XSETREF(S.stream_type, (PyTypeObject *)Py_NewRef(cls));
+    S.stream_slot = at;
+    Py_RETURN_NONE;
+}
+
+/* set_node_slots(cls, handle_descriptor, raw_descriptor, removed): objects of type cls (and
+ * its subclasses) keep their handle (an int) in one slot and `removed` in the other once
+ * removed from their graph: what dep_handles() judges a dependency list by. */
+static PyObject *set_node_slots(PyObject *m, PyObject *args)
+{
+    PyObject *cls, *h_descr, *raw_descr, *removed;
+    if (!PyArg_ParseTuple(args, "O!OOO", &PyType_Type, &cls, &h_descr, &raw_descr, &removed))
+        return NULL;
+    Py_ssize_t h_at = slot_offset(cls, h_descr), raw_at = h_at < 0 ? -1 : slot_offset(cls, raw_descr);
+    if (raw_at < 0)
+        return NULL;
+    Py_XSETREF(S.node_type, (PyTypeObject *)Py_NewRef(cls));
+    Py_XSETREF(S.removed, Py_NewRef(removed));
+    S.node_h_slot = h_at;
+    S.node_raw_slot = raw_at;
+    Py_RETURN_NONE;
+}
+
 /* set_flags(tracing, multi): a trace records; several devices are in use. */
 static PyObject *set_flags(PyObject *m, PyObject *args)
 {
@@ -110,16 +185,28 @@ static PyObject *convert_entry(PyObject *m, PyObject *args)
 #define FAST(name, doc) {#name, (PyCFunction)(void (*)(void))name, METH_FASTCALL, doc}
 
 static PyMethodDef methods[] = {
-    FAST(launch_graph, "launch_graph(exec_h, stream_h, exe) -> None: cuGraphLaunch"),
-    FAST(launch_kernel, "launch_kernel(hot, grid, block, args, stream_h, shared_mem, kernel, "
-                        "stream, prepare) -> None: cuLaunchKernel"),
-    FAST(add_kernel, "add_kernel(hot, grid, block, args, shared_mem, graph_h, deps_h, kernel, "
-                     "graph, deps, prepare) -> (node_h, pack): cuGraphAddKernelNode"),
-    FAST(set_arg, "set_arg(exec_h, node_h, hot, address, refs, index, value, pack, exe, node)"
+    FAST(launch_graph, "launch_graph(exec_h, stream, exe) -> None: cuGraphLaunch"),
+    FAST(launch_kernel, "launch_kernel(hot, grid, block, args, stream, shared_mem, kernel, "
+                        "prepare) -> None: cuLaunchKernel"),
+    FAST(add_kernel, "add_kernel(hot, grid, block, args, shared_mem, graph_h, deps, nodes, "
+                     "kernel, graph, prepare) -> (node_h, pack): cuGraphAddKernelNode"),
+    FAST(set_arg, "set_arg(exec_h, node_h, hot, address, refs, key, value, pack, exe, node)"
                   " -> replaced object or None: cuGraphExecKernelNodeSetParams"),
+    FAST(set_args, "set_args(exec_h, node_h, hot, address, refs, args, pack, exe, node)"
+                   " -> list of replaced objects or None: cuGraphExecKernelNodeSetParams"),
     {"set_driver", set_driver, METH_O, "set_driver(entry_points: dict[str, int])"},
     {"set_routes", set_routes, METH_VARARGS, "set_routes(routes: tuple, captures: list)"},
     {"set_flags", set_flags, METH_VARARGS, "set_flags(tracing: bool, multi: bool)"},
+    {"exec_launch_method", exec_launch_method, METH_VARARGS,
+     "exec_launch_method(cls, handle_slot, last_slot, fallback, after, pending, doc) -> "
+     "GraphExec.launch as a method descriptor"},
+    {"set_pointer_slot", set_pointer_slot, METH_VARARGS,
+     "set_pointer_slot(cls, descriptor): where a cls object keeps its device address"},
+    {"set_stream_slot", set_stream_slot, METH_VARARGS,
+     "set_stream_slot(cls, descriptor): where a cls object keeps its stream handle"},
+    {"set_node_slots", set_node_slots, METH_VARARGS,
+     "set_node_slots(cls, handle_descriptor, raw_descriptor, removed): a node's handle slot"
+     " and removed mark"},
     {"mark_thread", mark_thread, METH_NOARGS, "the calling thread has a current context"},
     {"thread_ready", thread_is_ready, METH_NOARGS, "whether mark_thread ran in this thread"},
     {"dims", dims_entry, METH_O, "dims(value) -> (x, y, z) or None (not converted here)"},

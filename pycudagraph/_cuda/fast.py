@@ -1,6 +1,6 @@
-"""The hot calls: graph launch, eager kernel launch, kernel-node add, one-argument exec update.
+"""The hot calls: graph launch, eager kernel launch, kernel-node add, exec argument updates.
 
-Four plain functions, each the one way its call is made (the callers have no other):
+Five plain functions, each the one way its call is made (the callers have no other):
 
 ===================== ================================== ===================================
 function              driver call made                   runtime twin a reader looks up
@@ -9,6 +9,7 @@ function              driver call made                   runtime twin a reader l
 :func:`launch_kernel` ``cuLaunchKernel``                 ``cudaLaunchKernel``
 :func:`add_kernel`    ``cuGraphAddKernelNode``           ``cudaGraphAddKernelNode``
 :func:`set_arg`       ``cuGraphExecKernelNodeSetParams`` ``cudaGraphExecKernelNodeSetParams``
+:func:`set_args`      ``cuGraphExecKernelNodeSetParams`` ``cudaGraphExecKernelNodeSetParams``
 ===================== ================================== ===================================
 
 Each has two routes, both here. The compiled one (the C extension ``_native``, built from
@@ -22,8 +23,11 @@ packing, makes the call through ctypes, traces it (:func:`.check.report`) and ra
 (cudaGraphLaunch) failed: ...``. ``PYCUDAGRAPH_NO_NATIVE=1`` (read at import) leaves only
 the ctypes route; :func:`native_status` says which is active (``pycudagraph info``).
 
-The compiled route reads argument layouts from a *plan*: bytes made by :func:`layout_plan`
-(slot offsets and kinds) and :func:`kernel_plan` (plus the function and its 1-D limits).
+The compiled route reads argument layouts from a *plan* (``plans.py``): bytes made by
+:func:`layout_plan` (slot offsets and kinds) and :func:`kernel_plan` (plus the function and
+its 1-D limits); and a :class:`~pycudagraph.DeviceBuffer`'s address, a graph node's handle,
+a :class:`~pycudagraph.Stream`'s handle and a :class:`~pycudagraph.GraphExec`'s from their
+slots (:func:`pointer_slot`, :func:`node_slots`, :func:`stream_slot`, :func:`method_launch`).
 The other ctypes calls (exec update, instantiate, kernel-node set) are here too. See
 ``docs/HOT_PATH.md``.
 """
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import ctypes
 import importlib
+import inspect
 import os
 import struct
 import sys
@@ -40,9 +45,12 @@ from ..errors import CudaNotAvailableError
 from . import check
 from .context import (current_device, ensure_device, multi_hooks, on_first_use, seen,
                       switch_device, thread_state)
+from .plans import (K_BOOL, K_F32, K_F64, K_I8, K_I16, K_I32, K_I64, K_OTHER, K_PTR,  # noqa: F401
+                    K_U8, K_U16, K_U32, K_U64, PLAN_HEAD, PLAN_SLOT, kernel_plan, layout_plan)
 from .structs import KERNEL_NODE_PARAMS_SIZE
 
-__all__ = ["launch_graph", "launch_kernel", "add_kernel", "set_arg", "kernel_node_set_params",
+__all__ = ["launch_graph", "launch_kernel", "add_kernel", "set_arg", "set_args",
+           "pointer_slot", "node_slots", "stream_slot", "method_launch", "kernel_node_set_params",
            "exec_kernel_node_set_params", "exec_update", "graph_instantiate", "native_status",
            "layout_plan", "kernel_plan", "use_driver_library", "NATIVE_ENV"]
 
@@ -132,57 +140,30 @@ def native_status() -> str:
 on_first_use.append(_load)
 
 # ----------------------------------------------------------------------------------
-# Plans: what the compiled route reads about a kernel's arguments
-
-#: func, block1, grid1, smem (limits; 0: not known), n, size, simple
-PLAN_HEAD = struct.Struct("<Q6I")
-#: per parameter: offset of its slot, kind (K_*)
-PLAN_SLOT = struct.Struct("<2I")
-# Kinds the compiled route packs (the K_* codes of _native.h); others go to the ctypes route.
-K_I8, K_U8, K_I16, K_U16, K_I32, K_U32, K_I64, K_U64, K_F32, K_F64, K_BOOL, K_PTR, K_OTHER = range(13)
-_INT_KINDS = {"b": K_I8, "B": K_U8, "h": K_I16, "H": K_U16, "i": K_I32, "I": K_U32,
-              "q": K_I64, "Q": K_U64}
-
-
-def _kind(p) -> int:
-    if p.parts or p.convert is not None:  # several kernel parameters, or a converter of its own
-        return K_OTHER
-    if p.kind == "pointer":
-        return K_PTR
-    if p.kind == "bool":
-        return K_BOOL
-    if p.kind == "float":
-        return K_F32 if p.fmt == "f" else K_F64
-    if p.kind == "int":
-        return _INT_KINDS.get(p.fmt, K_OTHER)
-    return K_OTHER  # half, bfloat16, vectors, structs, handles: packed in Python
-
-
-def layout_plan(params, offsets, size: int, hidden: int = 0) -> bytes:
-    """The plan of a :class:`~pycudagraph.compile.args.Layout`: its slots, no function. With
-    ``hidden`` kernel parameters no argument fills, whole packs are made in Python only."""
-    kinds = [_kind(p) for p in params]
-    head = PLAN_HEAD.pack(0, 0, 0, 0, len(kinds), size, K_OTHER not in kinds and not hidden)
-    return head + b"".join(PLAN_SLOT.pack(off, k) for off, k in zip(offsets, kinds))
-
-
-def kernel_plan(plan: bytes, func: int, block1: int = 0, grid1: int = 0, smem: int = 0) -> bytes:
-    """A layout's plan naming the ``CUfunction`` ``func`` and its 1-D limits (0: not known)."""
-    return struct.pack("<Q3I", func, block1, grid1, smem) + plan[20:]
-
-
-# ----------------------------------------------------------------------------------
 # The ctypes routes (the compiled functions call them when they hand a call on)
 
-def _launch_graph(exec_h: int, stream_h: int, exe) -> None:
+def _plain_stream(obj) -> int:
+    """A stream handle from None (0: the legacy stream) or an int (until :func:`stream_slot`
+    names the resolver of every stream-like object)."""
+    if obj is None:
+        return 0
+    if type(obj) is int:
+        return obj
+    raise TypeError(f"cannot use {type(obj).__name__} as a CUDA stream here")
+
+
+_stream_handle = _plain_stream
+
+
+def _launch_graph(exec_h: int, stream, exe) -> None:
+    stream_h = _stream_handle(stream)  # a closed Stream raises its ClosedError
     _ensure()
     rc = _f.launch(exec_h, stream_h)
     if rc or check.tracer is not None:
         check.report("cuGraphLaunch", rc, (exe, stream_h), "cudaGraphLaunch")
 
 
-def _launch_kernel(hot, grid, block, args, stream_h: int, shared_mem, kernel, stream,
-                   prepare) -> None:
+def _launch_kernel(hot, grid, block, args, stream, shared_mem, kernel, prepare) -> None:
     func, g, b, smem, s, dev, pack = prepare(kernel, grid, block, args, stream, shared_mem)
     back = None
     if seen.multi and dev != thread_state.device:  # CUDA launches on the current device
@@ -199,9 +180,9 @@ def _launch_kernel(hot, grid, block, args, stream_h: int, shared_mem, kernel, st
             switch_device(back)
 
 
-def _add_kernel(hot, grid, block, args, shared_mem, graph_h: int, deps_h: tuple, kernel, graph,
-                deps, prepare) -> tuple:
-    pack = prepare(kernel, args, grid, block, shared_mem)
+def _add_kernel(hot, grid, block, args, shared_mem, graph_h: int, deps, nodes: dict, kernel,
+                graph, prepare) -> tuple:
+    pack, deps_h = prepare(kernel, args, grid, block, shared_mem, graph, deps)
     _ensure()
     n = len(deps_h)
     out = _VP()
@@ -213,8 +194,18 @@ def _add_kernel(hot, grid, block, args, shared_mem, graph_h: int, deps_h: tuple,
     return out.value, pack
 
 
-def _set_arg(exec_h: int, node_h: int, hot, address: int, refs: list, index: int, value, pack,
-             exe, node):
+def _set_arg(exec_h: int, node_h: int, hot, address: int, refs: list, key, value, pack, exe,
+             node):
+    layout, t = pack.layout, type(key)
+    if t is int and 0 <= key < layout.count:
+        index = key
+    elif t is str and key in layout.index:
+        index = layout.index[key]
+    else:
+        index = layout.slot_index(key)  # raises naming a key that names no parameter
+    if _native is not None and t is not int and t is not str:
+        # a numpy integer, say: the compiled route takes the index it names
+        return _native.set_arg(exec_h, node_h, hot, address, refs, index, value, pack, exe, node)
     saved = pack.write(index, value)  # the slot writer: raises for a value that does not fit
     _ensure()
     rc = _f.exec_set(exec_h, node_h, address)
@@ -228,11 +219,28 @@ def _set_arg(exec_h: int, node_h: int, hot, address: int, refs: list, index: int
     return None if old is value or type(old) in _PLAIN else old
 
 
+def _set_args(exec_h: int, node_h: int, hot, address: int, refs: list, args, pack, exe,
+              node) -> list | None:
+    state = pack.state()
+    try:
+        old = pack.apply(args)  # the checked packing: raises for a value that does not fit
+        _ensure()
+        rc = _f.exec_set(exec_h, node_h, address)
+        if rc or check.tracer is not None:
+            check.report("cuGraphExecKernelNodeSetParams", rc, (exe, node, pack),
+                         "cudaGraphExecKernelNodeSetParams")
+    except BaseException:
+        pack.reset(state)  # refused: the exec's pack (bytes and refs) is as it was
+        raise
+    out = [None if o is v or type(o) in _PLAIN else o for o, v in zip(old, pack.refs)]
+    return out if any(o is not None for o in out) else None
+
+
 # ----------------------------------------------------------------------------------
 # The four hot calls
 
 if _native is not None:
-    _native.set_routes((_launch_graph, _launch_kernel, _add_kernel, _set_arg),
+    _native.set_routes((_launch_graph, _launch_kernel, _add_kernel, _set_arg, _set_args),
                        check.capture_watchers)
 
     def _follow_flags() -> None:
@@ -242,28 +250,84 @@ if _native is not None:
     multi_hooks.append(_follow_flags)
     _follow_flags()
 
-#: ``launch_graph(exec_h, stream_h, exe)``: ``cuGraphLaunch`` (``cudaGraphLaunch``) of an
-#: exec (``exe`` names it in the trace) on a stream.
+#: ``launch_graph(exec_h, stream, exe)``: ``cuGraphLaunch`` (``cudaGraphLaunch``) of an
+#: exec (``exe`` names it in the trace) on a stream (any stream-like object: see
+#: :func:`stream_slot`).
 launch_graph = _native.launch_graph if _native is not None else _launch_graph
-#: ``launch_kernel(hot, grid, block, args, stream_h, shared_mem, kernel, stream, prepare)``:
+#: ``launch_kernel(hot, grid, block, args, stream, shared_mem, kernel, prepare)``:
 #: ``cuLaunchKernel`` (``cudaLaunchKernel``). ``hot`` is the kernel's
 #: ``(kernel_plan, converters)`` or None; ``prepare(kernel, grid, block, args, stream,
 #: shared_mem)`` is the checked packing, run by the ctypes route: it returns ``(func, grid3,
 #: block3, shared_mem, stream_h, device, pack)``.
 launch_kernel = _native.launch_kernel if _native is not None else _launch_kernel
-#: ``add_kernel(hot, grid, block, args, shared_mem, graph_h, deps_h, kernel, graph, deps,
+#: ``add_kernel(hot, grid, block, args, shared_mem, graph_h, deps, nodes, kernel, graph,
 #: prepare) -> (node_h, pack)``: ``cuGraphAddKernelNode`` (``cudaGraphAddKernelNode``).
-#: ``hot`` is ``(kernel_plan, converters, adopt)`` or None, ``adopt(kernel, args, buf,
-#: address)`` makes the pack of a buffer the compiled route packed; ``deps_h`` the tuple of
-#: the dependencies' handles (checked by the caller), ``graph`` and ``deps`` name them in the
-#: trace; ``prepare(kernel, args, grid, block, shared_mem)`` is the checked packing.
+#: ``hot`` is ``(kernel_plan, converters, adopt)`` or None, ``adopt(kernel, refs, buf,
+#: address)`` makes the pack of a buffer the compiled route packed; ``deps`` the dependencies
+#: (node objects, a tuple or list), ``nodes`` the graph's handle -> node dict they are judged
+#: by (each the graph's own object for its handle, not removed, none twice: see
+#: :func:`node_slots`), ``graph`` names the graph in the trace; ``prepare(kernel, args, grid,
+#: block, shared_mem, graph, deps) -> (pack, dependency handles)`` is the checked packing and
+#: judging of ``deps``, which raises the error naming what is wrong.
 add_kernel = _native.add_kernel if _native is not None else _add_kernel
-#: ``set_arg(exec_h, node_h, hot, address, refs, index, value, pack, exe, node)``:
+#: ``set_arg(exec_h, node_h, hot, address, refs, key, value, pack, exe, node)``:
 #: ``cuGraphExecKernelNodeSetParams`` (``cudaGraphExecKernelNodeSetParams``) after argument
-#: ``index`` of the exec's pack (at ``address``; ``hot`` is its layout's) is rewritten; the
-#: pack's ``refs`` take ``value``. Returns the object replaced (for the exec to retire) or
-#: None for a plain int / float / bool. A refused value or call leaves the pack unchanged.
+#: ``key`` (its index or its parameter's name) of the exec's pack (at ``address``; ``hot`` is
+#: its layout's ``(plan, converters, names)``) is rewritten; the pack's ``refs`` take
+#: ``value``. Returns the object replaced (for the exec to retire) or None for a plain int /
+#: float / bool. A refused key, value or call leaves the pack unchanged.
 set_arg = _native.set_arg if _native is not None else _set_arg
+#: ``set_args(exec_h, node_h, hot, address, refs, args, pack, exe, node) -> list | None``:
+#: ``cuGraphExecKernelNodeSetParams`` (``cudaGraphExecKernelNodeSetParams``) after every
+#: argument of the exec's pack is rewritten from the sequence ``args`` (all converted first);
+#: the pack's ``refs`` take them. Returns, per argument, the object replaced (for the exec to
+#: retire) or None; None when there is none. A refused value or call leaves the pack unchanged.
+set_args = _native.set_args if _native is not None else _set_args
+
+
+def method_launch(cls: type, handle: str, last: str, after: str, pending: list) -> None:
+    """Make ``cls.launch`` (an exec's graph launch, ``cuGraphLaunch``) a method in C that does
+    what the Python method does without its frame: the launch of the handle in slot
+    ``handle`` on the stream (read as :func:`launch_graph` reads it), the stream kept in slot
+    ``last``, then ``cls.<after>(exe)`` when ``pending`` (host nodes' errors) is not empty.
+    Anything else is the Python method's (kept, and called with the same arguments). No
+    effect on the ctypes route."""
+    if _native is None:
+        return
+    own = cls.__dict__
+    python = own["launch"]
+    doc = "launch($self, stream=None)\n--\n\n" + inspect.cleandoc(python.__doc__ or "")
+    cls.launch = _native.exec_launch_method(cls, own[handle], own[last], python, own[after],
+                                            pending, doc)
+
+
+def stream_slot(cls: type, descriptor, resolve) -> None:
+    """Objects of exactly type ``cls`` (streams) keep their handle (an int, None once closed)
+    in the slot ``descriptor``: the compiled launches read a stream argument's handle there.
+    ``resolve(obj)`` is the handle of any stream-like object (or raises naming what is wrong),
+    which the ctypes routes use."""
+    global _stream_handle
+    _stream_handle = resolve
+    if _native is not None:
+        _native.set_stream_slot(cls, descriptor)
+
+
+def node_slots(cls: type, handle, raw, removed) -> None:
+    """Objects of type ``cls`` (graph nodes) keep their handle (an int) in the slot ``handle``
+    and ``removed`` in the slot ``raw`` once removed from their graph: the compiled
+    :func:`add_kernel` reads a dependency's handle there (from objects of that type only)
+    and judges it against the graph's node dict. No effect on the ctypes route."""
+    if _native is not None:
+        _native.set_node_slots(cls, handle, raw, removed)
+
+
+def pointer_slot(cls: type, descriptor) -> None:
+    """Objects of exactly type ``cls`` keep their device address in the slot ``descriptor``
+    (``cls.__dict__[name]``), 0 once freed: the compiled route reads a pointer argument's
+    address there, as :func:`~pycudagraph.runtime.pointers.device_pointer` does, and hands a
+    freed one (0) to the converter, which raises. No effect on the ctypes route."""
+    if _native is not None:
+        _native.set_pointer_slot(cls, descriptor)
 
 
 # ----------------------------------------------------------------------------------

@@ -17,7 +17,6 @@ Grid, block and shared memory are normalised by :mod:`pycudagraph.compile.dims`.
 from __future__ import annotations
 
 import ctypes
-import functools
 import struct
 
 import numpy as np
@@ -39,6 +38,7 @@ HEADER_SIZE = _HEADER.size  #: 72: the kernelParams array starts right after the
 _DIMS = struct.Struct("<7I")  # grid xyz, block xyz, shared memory
 _FUNC = struct.Struct("<Q")  # the header's first field: func
 _DIMS_OFFSET = DIMS_OFFSET
+_new = object.__new__
 
 
 class Layout:
@@ -102,20 +102,32 @@ class Layout:
         self.fixup = struct.Struct(f"<{n_ptr}Q")
         self.buffer_type = ctypes.c_char * self.size
         self.index = {p.name: p.index for p in params}
-        #: parameter name or position -> position: what ``set_arg`` resolves a key with
-        self.slot_of = {**self.index, **{i: i for i in range(n)}}
-        #: the compiled route's view: (its plan of these slots, the converters). Its C
-        #: packing knows one kernel parameter per argument and the usual conversions only.
+        #: the compiled route's view: (its plan of these slots, the converters, name ->
+        #: index). Its C packing knows one kernel parameter per argument and the usual
+        #: conversions only.
         self.hot = (fast.layout_plan(params, offsets, self.size, len(self.hidden)),
-                    self.converters)
+                    self.converters, self.index)
 
     def kernel_hot(self, func: int, limits=None) -> tuple:
         """What the compiled route of ``fast.launch_kernel`` / ``fast.add_kernel`` takes for a
         kernel with this layout: (its plan naming ``func`` and its
-        :class:`~pycudagraph.compile.limits.KernelLimits`, the converters, ArgPack.adopt)."""
+        :class:`~pycudagraph.compile.limits.KernelLimits`, the converters, ``adopt``: the
+        function that makes the :class:`ArgPack` of a buffer it packed)."""
         lims = (limits.block1, limits.grid1, limits.smem) if limits is not None else ()
-        return (fast.kernel_plan(self.hot[0], func, *lims), self.converters,
-                functools.partial(ArgPack.adopt, self))
+        layout = self
+
+        def adopt(kernel, refs: list, buf, address: int) -> ArgPack:
+            """The pack of a buffer the compiled route packed (``buf``, at ``address``) from
+            the arguments ``refs`` (a new list, kept as is); nothing is converted here."""
+            pack = _new(ArgPack)
+            pack.layout = layout
+            pack.kernel = kernel
+            pack.refs = refs
+            pack.buf = buf
+            pack.address = address
+            return pack
+
+        return fast.kernel_plan(self.hot[0], func, *lims), self.converters, adopt
 
     def sequence(self, args) -> tuple | list:
         """``args`` as a tuple or list (an iterator is read once); a str, bytes, dict or
@@ -225,18 +237,6 @@ class ArgPack:
             for i, value in enumerate(args):  # the slot writer names the value that does not fit
                 self.write(i, value)
             raise
-
-    @classmethod
-    def adopt(cls, layout: Layout, kernel, args, buf, address: int) -> "ArgPack":
-        """The pack of a buffer the compiled route of :mod:`pycudagraph._cuda.fast` packed
-        (``buf``, at ``address``) from ``args``; nothing is converted or written here."""
-        self = cls.__new__(cls)
-        self.layout = layout
-        self.kernel = kernel
-        self.refs = list(args)
-        self.buf = buf
-        self.address = address
-        return self
 
     def write(self, i: int, value) -> bytes | bytearray:
         """Convert ``value`` for argument ``i`` and write it into its slot: the one slot

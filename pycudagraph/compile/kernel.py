@@ -347,8 +347,7 @@ class Kernel(KernelChecks):
         with that device made current for the call (``cudaSetDevice`` there and back);
         inside ``with pcg.device(...)`` of the stream's device no switch is made.
         """
-        s = stream._h if type(stream) is Stream else stream_handle(stream)
-        _launch(self._hot, grid, block, args, s, shared_mem, self, stream, _prepare_launch)
+        _launch(self._hot, grid, block, args, stream, shared_mem, self, _prepare_launch)
         if _lifetime.capture_keeps and args:  # captured: the graph keeps the arguments
             _lifetime.keep_in_captures(tuple(args))
 

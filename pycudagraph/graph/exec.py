@@ -20,7 +20,7 @@ from ..errors import ArgumentError, ClosedError, CudaError
 from ..nodes import KernelNode, Node
 from ..nodes.exec_node import ExecNodes
 from ..nodes.generic import exec_set_node_params
-from ..nodes.kernel_node import exec_set_arg
+from ..nodes.kernel_node import exec_set_arg, exec_set_args
 from ..nodes.table import node_arg
 from ..runtime.hostfn import hostcall_ids, pending as _pending, raise_pending
 from ..runtime.stream import Stream, stream_handle
@@ -198,13 +198,16 @@ class GraphExec(ExecUpdate, ExecIntrospection):
             ``None`` is the legacy default stream.
         """
         h = self._h
-        s = stream._h if type(stream) is Stream else stream_handle(stream)
-        if h is None or s is None:  # this exec or the stream was closed
+        if h is None:  # this exec was closed
             self._refuse(stream)
-        _launch_graph(h, s, self)
+        _launch_graph(h, stream, self)  # a closed stream is refused there
         self._last_stream = stream
         if _pending:
-            raise_pending(ids=self._hostcalls())
+            self._after_launch()
+
+    def _after_launch(self) -> None:
+        """Raise the first pending exception of one of this exec's host nodes."""
+        raise_pending(ids=self._hostcalls())
 
     def upload(self, stream=None) -> None:
         """Upload the exec's work descriptors ahead of the first launch (``cudaGraphUpload``)."""
@@ -258,11 +261,13 @@ class GraphExec(ExecUpdate, ExecIntrospection):
             Converted and checked as the kernel's signature says.
         """
         rec = self._nodes.get(id(node))
-        if rec is None or rec.node is not node or not node.live:  # twins go the long way
+        if rec is None or rec.node is not node:  # twins go the long way
             if not isinstance(node, KernelNode):
                 node_arg(None, node, "node", "set_arg")
                 raise ArgumentError(f"set_arg: node must be a KernelNode, got {node!r}")
             rec = self.exec_node(node)
+        else:
+            node.check_live()  # removed, or its graph destroyed: ClosedError
         exec_set_arg(rec, index_or_name, value)
 
     def set_params(self, node: Node, **changes) -> None:
@@ -287,6 +292,12 @@ class GraphExec(ExecUpdate, ExecIntrospection):
         ``ops`` (``cuGraphExecBatchMemOpNodeSetParams``). A refused change leaves the exec
         as it was.
         """
+        if type(node) is KernelNode and len(changes) == 1 and "args" in changes:
+            rec = self._nodes.get(id(node))  # the common case: every argument, as set_arg
+            if rec is not None and rec.node is node:
+                node.check_live()
+                exec_set_args(rec, changes["args"])
+                return
         node_arg(None, node, "node", "set_params")
         check_changes(node, changes)
         rec = self.exec_node(node)
@@ -362,3 +373,8 @@ class GraphExec(ExecUpdate, ExecIntrospection):
     def __repr__(self) -> str:
         state = " closed" if self._h is None else ""
         return f"<pycudagraph.GraphExec 0x{self._addr:x}{state}>"
+
+
+# launch() without its Python frame where the compiled route is built (the method above
+# stays the fallback of everything but the plain launch)
+fast.method_launch(GraphExec, "_h", "_last_stream", "_after_launch", _pending)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 
-from .._cuda import call, rt, versions
+from .._cuda import call, fast, rt, versions
 from .edges import port_name
 from ..errors import ArgumentError, ClosedError, PyCudaGraphError
 from .exec_node import ExecNode
@@ -38,7 +38,7 @@ class _Removed:
 REMOVED = _Removed()
 
 #: Slots a node copy (:meth:`Node.copy_for`) does not take from the original.
-_OWN_SLOTS = ("_table", "_h", "_raw", "_cvp", "__weakref__")
+_OWN_SLOTS = ("_table", "_h", "_raw", "__weakref__")
 
 
 class NodeType(str, enum.Enum):
@@ -255,3 +255,7 @@ class Node:
         except PyCudaGraphError as exc:  # a repr never raises: say why the node is unread
             what = f"(parameters not readable: {type(exc).__name__})"
         return f"<{type(self).__name__} 0x{self._h:x} {what}>"
+
+
+# the compiled kernel-node add judges a dependency by the node's handle and removed mark
+fast.node_slots(Node, Node.__dict__["_h"], Node.__dict__["_raw"], REMOVED)

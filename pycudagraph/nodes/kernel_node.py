@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 from dataclasses import dataclass, field
 
 from .._cuda import call, context, dr, fast, rt, versions
@@ -16,32 +15,42 @@ from .base import REMOVED, Node, NodeType
 from .captured_args import CapturedArgs
 from .exec_node import ExecNode
 
-__all__ = ["KernelNode", "KernelParams", "short_kernel_name", "exec_set_arg", "pack_arguments"]
+__all__ = ["KernelNode", "KernelParams", "short_kernel_name", "exec_set_arg", "exec_set_args",
+           "pack_arguments"]
 
 _PLAIN = (int, float, bool)
 _add_kernel = fast.add_kernel
 _set_arg = fast.set_arg
+_set_args = fast.set_args
+_new = object.__new__
 
 
 def _dep_handles(table, deps) -> tuple:
     """The handles of ``deps`` (a tuple or list), checked as every builder's ``deps=``: nodes
-    of the table's graph, not removed, none twice. The common case is judged here; anything
-    else goes to ``table.dep_nodes``, which raises the error naming the node."""
-    graph = table.graph
+    of the table's graph, not removed, none twice (what the compiled ``fast.add_kernel``
+    judges in C; this is its ctypes route's). The common case is judged here (each one the
+    table's own object for its handle, which a destroyed graph has none of); anything else
+    goes to ``table.dep_nodes``, which raises the error naming the node."""
+    nodes = table.nodes
     hs = []
     for d in deps:
-        if not isinstance(d, Node) or d.graph is not graph or d._raw is REMOVED:
+        if not isinstance(d, Node):
             break
-        hs.append(d._h)
+        h = d._h
+        if nodes.get(h) is not d or d._raw is REMOVED:
+            break
+        hs.append(h)
     else:
         if len(hs) < 2 or len(set(hs)) == len(hs):
             return tuple(hs)
     return tuple([int(d) for d in table.dep_nodes(deps)])
 
 
-def _node_pack(kernel, args, grid, block, shared_mem):
-    """The checked packing of a kernel node (run by the ctypes route of ``fast.add_kernel``)."""
-    return require_kernel(kernel, "add_kernel").pack(args, grid, block, shared_mem)
+def _node_pack(kernel, args, grid, block, shared_mem, graph, deps) -> tuple:
+    """The checked judging of ``deps`` and packing of a kernel node (run by the ctypes route of
+    ``fast.add_kernel``): ``(pack, dependency handles)``."""
+    deps_h = _dep_handles(graph.table, deps) if deps else ()
+    return require_kernel(kernel, "add_kernel").pack(args, grid, block, shared_mem), deps_h
 
 
 def short_kernel_name(name: str) -> str:
@@ -84,12 +93,13 @@ class KernelNode(Node):
     """
 
     type = NodeType.KERNEL
-    __slots__ = ("_pack", "_cvp")
+    __slots__ = ("_pack",)
 
-    def __init__(self, table, h: int, pack=None, cvp=None):
-        super().__init__(table, h)
+    def __init__(self, table, h: int, pack=None):
+        self._table = table  # what Node.__init__ sets, without its call: one node per add
+        self._h = h
+        self._raw = None
         self._pack = pack  # the ArgPack the node was built (or last set) with
-        self._cvp = cvp  # the handle as a c_void_p (a one-node dependency array), or None
 
     @classmethod
     def build(cls, table, deps, kernel, grid, block, args=(), shared_mem: int = 0,
@@ -105,12 +115,18 @@ class KernelNode(Node):
                 if attributes else ())
         if type(deps) is not tuple and type(deps) is not list:
             deps = table.dep_nodes(deps)  # None, one node, generators ...: checked
-        elif not table.usable:
+        elif table.closed or table.dead:
             table.refuse()
-        h, pack = _add_kernel(getattr(kernel, "_hot", None), grid, block, args, shared_mem,
-                              table.h, _dep_handles(table, deps) if deps else (), kernel,
-                              table.graph, deps, _node_pack)
-        node = table.register(cls(table, h, pack), pack)
+        try:
+            hot = kernel._hot
+        except AttributeError:  # not a Kernel: the checked packing says so
+            hot = None
+        h, pack = _add_kernel(hot, grid, block, args, shared_mem, table.h, deps, table.nodes,
+                              kernel, table.graph, _node_pack)
+        node = _new(cls)  # cls(...) less the type call; table.register without its calls
+        node.__init__(table, h, pack)
+        table.nodes[h] = node
+        table.ledger.held[id(node)] = (node, pack)
         if todo:
             try:
                 for attr, value in todo:
@@ -122,18 +138,6 @@ class KernelNode(Node):
             if window is not None:
                 table.keep_also(node, window.base)
         return node
-
-    def copy_for(self, table, h: int) -> "KernelNode":
-        """This node's copy in a clone: the same pack. No CUDA call."""
-        node = super().copy_for(table, h)
-        node._cvp = ctypes.c_void_p(h)
-        return node
-
-    @property
-    def cvp(self):
-        """The node handle as a ``ctypes.c_void_p`` (a one-node dependency array), or None.
-        No CUDA call."""
-        return self._cvp
 
     def _driver_params(self):
         self.check_live()
@@ -298,6 +302,9 @@ class KernelNode(Node):
         pack = rec.args
         if type(pack) is not ArgPack:  # bytes by index (its twin was captured)
             return pack.exec_set(rec, args, grid, block, shared_mem)
+        if (grid is None and block is None and shared_mem is None and not seen.multi and
+                (type(args) is tuple or type(args) is list)):
+            return exec_set_args(rec, args)  # every argument, packed by the compiled route
         if seen.multi and args is not None:  # DeviceBuffers of the node's device (or peers)
             args = pack.kernel._check_pack_args(pack, args, "GraphExec.set_params")
         if grid is not None or block is not None or shared_mem is not None:
@@ -323,19 +330,37 @@ class KernelNode(Node):
 
 def exec_set_arg(rec: ExecNode, index_or_name, value) -> None:
     """One argument of a kernel node in an exec (``cuGraphExecKernelNodeSetParams``): one slot
-    of the exec's own argument storage is rewritten; the value it replaced is retired."""
+    of the exec's own argument storage is rewritten; the value it replaced is retired. The
+    argument is named by index or name (resolved by ``fast.set_arg``, which raises naming a
+    key that is neither)."""
     pack = rec.args
     if type(pack) is not ArgPack:  # bytes by index (read back from the driver)
         pack.exec_set_arg(rec, index_or_name, value)
         return
-    layout = pack.layout
-    t = type(index_or_name)
-    i = layout.slot_of.get(index_or_name) if t is int or t is str else None
-    if i is None:  # numpy integers; anything else raises naming what is wrong
-        i = layout.slot_index(index_or_name)
     if seen.multi:  # the value's device against the node's
+        i = pack.layout.slot_index(index_or_name)
         pack.kernel._check_pack_args(pack, {i: value}, "set_arg")
-    old = _set_arg(rec.exec_h, rec.node_h, layout.hot, pack.address, pack.refs, i, value, pack,
-                   rec.exec_raw, rec.node)
+    old = _set_arg(rec.exec_h, rec.node_h, pack.layout.hot, pack.address, pack.refs,
+                   index_or_name, value, pack, rec.exec_raw, rec.node)
     if old is not None:  # a queued launch may still read it
         rec.retire(old)
+
+
+def exec_set_args(rec: ExecNode, args) -> None:
+    """Every argument of a kernel node in an exec (``cuGraphExecKernelNodeSetParams``):
+    ``args`` (a sequence) is converted and written into the exec's own argument storage,
+    through the same plan as a node add; the values replaced are retired. A refused value
+    or call changes nothing."""
+    pack = rec.args
+    if (seen.multi or type(pack) is not ArgPack or
+            (type(args) is not tuple and type(args) is not list)):
+        # several devices (the values' devices are checked there), bytes by index, a dict
+        # or an iterator: the general path
+        rec.node.exec_set(rec, args=args)
+        return
+    olds = _set_args(rec.exec_h, rec.node_h, pack.layout.hot, pack.address, pack.refs, args, pack,
+                     rec.exec_raw, rec.node)
+    if olds is not None:
+        for old in olds:
+            if old is not None:  # a queued launch may still read it
+                rec.retire(old)

@@ -15,7 +15,7 @@ import weakref
 import numpy as np
 
 from .. import _cuda, _lifetime
-from .._cuda import call, rt
+from .._cuda import call, fast, rt
 from .._cuda.context import current_device, seen, thread_state
 from .._lifetime import release
 from .device import Device, device
@@ -357,3 +357,5 @@ def _view_gone(_ref) -> None:
 
 register_buffer(DeviceBuffer)
 register_buffer(PinnedBuffer)
+# the compiled hot calls read a DeviceBuffer argument's address where device_pointer does
+fast.pointer_slot(DeviceBuffer, DeviceBuffer.__dict__["ptr"])

@@ -11,7 +11,7 @@ import numpy as np
 from .. import _cuda
 
 from . import hostfn
-from .._cuda import call, rt
+from .._cuda import call, fast, rt
 from .. import _lifetime
 from .._cuda.context import current_device, seen, stream_device
 from .._lifetime import release
@@ -228,6 +228,19 @@ def stream_handle(obj) -> int:
         f"cannot use {type(obj).__name__} as a CUDA stream ({short_repr(obj)}): expected a "
         "pycudagraph.Stream, an object with __cuda_stream__ (cuda.core), .cuda_stream "
         "(PyTorch), .ptr (CuPy), a cuda.bindings stream or an int handle")
+
+
+def _handle_of(obj) -> int:
+    """:func:`stream_handle`, a Stream's first: what the ctypes launch routes call."""
+    if type(obj) is Stream:
+        h = obj._h
+        if h is not None:
+            return h
+    return stream_handle(obj)
+
+
+# the compiled launches read a Stream's handle where its methods do
+fast.stream_slot(Stream, Stream.__dict__["_h"], _handle_of)
 
 
 class Event(_lifetime.Releasable):

@@ -164,8 +164,9 @@ def _source(obj) -> str:
         return inspect.getsource(obj)
     except (TypeError, OSError):
         # A cuda.bindings function kept as a class attribute (``_set = staticmethod(
-        # rt.cudaGraphEventWaitNodeSetEvent)``): its name is what it calls.
-        return getattr(obj, "__name__", "")
+        # rt.cudaGraphEventWaitNodeSetEvent)``): its name is what it calls; a method made in
+        # C (GraphExec.launch with the compiled hot path): its docstring names the call.
+        return f"{getattr(obj, '__name__', '')}\n{getattr(obj, '__doc__', None) or ''}"
 
 
 _SELF_ATTR = re.compile(r"\b(?:self|cls|type\(self\))\.(\w+)")

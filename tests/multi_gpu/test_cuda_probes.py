@@ -50,7 +50,7 @@ def _raw_launch(func: int, pack, s: int, k) -> None:
     with no compiled view and a prepare that makes no choice of function or device."""
     from pycudagraph._cuda import fast
     from pycudagraph._cuda.context import thread_state
-    fast.launch_kernel(None, 1, 32, (), s, 0, k, None, lambda *a: (
+    fast.launch_kernel(None, 1, 32, (), s, 0, k, lambda *a: (
         func, (1, 1, 1), (32, 1, 1), 0, s, thread_state.device, pack))
 
 

@@ -38,11 +38,16 @@ def setup(monkeypatch):
     monkeypatch.setattr(fast, "exec_kernel_node_set_params",
                         lambda e, h, p, n: sent.append(("exec", p)))
 
-    def set_arg(exec_h, h, hot, address, refs, i, value, pack, exe, node):
-        pack.set(i, value)
+    def set_arg(exec_h, h, hot, address, refs, key, value, pack, exe, node):
+        pack.set(pack.layout.slot_index(key), value)
+        sent.append(("exec", pack))
+
+    def set_args(exec_h, h, hot, address, refs, args, pack, exe, node):
+        pack.apply(args)
         sent.append(("exec", pack))
 
     monkeypatch.setattr(kernel_node_mod, "_set_arg", set_arg)
+    monkeypatch.setattr(kernel_node_mod, "_set_args", set_args)
     monkeypatch.setattr(validate, "raise_dynamic_smem",
                         lambda lim, n: raised.append((lim.func, n)))
     yield k, f1, node, exe, sent, raised

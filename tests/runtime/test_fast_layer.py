@@ -39,6 +39,45 @@ def test_launch_graph(native):
 
 
 @both
+def test_launch_as_a_method_in_c(native):
+    """With the compiled route, ``GraphExec.launch`` is a method made in C: a plain launch
+    makes the driver call itself and keeps the stream; keywords, a pending host-node error
+    and a wrong object take the Python method, with the same result."""
+    run('''
+        from pycudagraph.runtime import hostfn
+        g = fake_graph()
+        g.add_kernel(k, 1, 32, (buffer(), 1.0, 4))
+        exe = g.instantiate()
+        s, s2 = stream(), stream()
+        s2._h = s2._addr = 0x6000
+        kind = type(pcg.GraphExec.__dict__["launch"]).__name__
+        assert kind == ("method_descriptor" if COMPILED else "function"), kind
+        assert route(lambda: exe.launch(s)) == C and exe._last_stream is s
+        assert route(lambda: exe.launch(stream=s2)) == C and exe._last_stream is s2
+        assert stub.ints(2) == (int(exe.handle), 0x6000)
+        launch = exe.launch  # bound, as the benchmarks hold it
+        assert route(lambda: launch(s)) == C and exe._last_stream is s
+        exe._host_ids = {4242}
+        hostfn.pending.append((4242, "cb", ValueError("boom")))
+        made = stub.calls("cuGraphLaunch")
+        refused_launch = False
+        try:
+            exe.launch(s2)
+        except pcg.HostCallbackError as exc:
+            refused_launch = "boom" in str(exc)
+        assert refused_launch and stub.calls("cuGraphLaunch") == made + 1  # launched, then raised
+        assert exe._last_stream is s2 and not hostfn.pending
+        try:  # the method in C refuses it (TypeError), the Python one finds no handle
+            pcg.GraphExec.launch(object(), s)
+        except (TypeError, AttributeError):
+            pass
+        else:
+            raise AssertionError("no error")
+        refused(lambda: exe.launch(s, s), TypeError, "")
+    ''', native)
+
+
+@both
 def test_launch_kernel(native):
     run('''
         s, y = stream(), buffer()

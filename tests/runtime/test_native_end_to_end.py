@@ -152,3 +152,41 @@ def test_capture_of_compiled_launches(helpers, stream):
     exe.launch(stream)
     stream.synchronize()
     assert (values(dev) == 10.0).all()
+
+
+def test_every_argument_at_once_and_kernels_of_30_arguments(helpers, stream):
+    """``exe.set_params(node, args=...)`` (every argument, packed by the compiled route) and a
+    kernel of 30 mixed arguments (benchmarks/argsets.py) launched, built and updated: each
+    gives NumPy's result; a freed buffer is refused and changes nothing."""
+    from benchmarks import argsets
+    x = pcg.DeviceBuffer.from_array(np.arange(N, dtype=np.float32))
+    y, y2 = pcg.DeviceBuffer(4 * N), pcg.DeviceBuffer(4 * N)
+    g = pcg.Graph()
+    a = g.add_kernel(helpers["fill"], 1, N, (y, 1.0, N))
+    b = g.add_kernel(helpers["axpy"], 1, N, (y, x, 2.0, N), deps=(a,))  # y = 1 + 2 x
+    exe = g.instantiate()
+    exe.set_params(a, args=(y2, 3.0, N))        # every argument: another buffer, value
+    exe.set_params(b, args=[y2, x, 0.5, N])      # a list as well
+    exe.launch(stream)
+    stream.synchronize()
+    np.testing.assert_allclose(values(y2), 3.0 + 0.5 * np.arange(N, dtype=np.float32))
+    gone = pcg.DeviceBuffer(4 * N)
+    gone.free()
+    with pytest.raises(pcg.ClosedError, match="was freed"):
+        exe.set_params(b, args=(gone, x, 1.0, N))
+    exe.launch(stream)  # the exec still has y2 and 0.5
+    stream.synchronize()
+    np.testing.assert_allclose(values(y2), 3.0 + 0.5 * np.arange(N, dtype=np.float32))
+
+    k30 = helpers[argsets.name(30)]
+    bufs = [pcg.DeviceBuffer(64) for _ in range(4)]
+    args = argsets.values(30, bufs)
+    k30.launch(1, 1, args, stream)
+    g30 = pcg.Graph()
+    node = g30.add_kernel(k30, 1, 1, args)
+    exe30 = g30.instantiate()
+    exe30.set_params(node, args=argsets.values(30, bufs, 2.0))
+    exe30.set_arg(node, argsets.UPDATE_INDEX, 5.0)
+    exe30.launch(stream)
+    stream.synchronize()
+    assert exe30.exec_node(node).args.values()[argsets.UPDATE_INDEX] == 5.0

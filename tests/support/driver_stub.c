@@ -18,7 +18,7 @@
 #endif
 
 enum { E_LAUNCH, E_LAUNCH_KERNEL, E_ADD, E_NODE_SET, E_EXEC_SET, E_UPDATE, E_INSTANTIATE,
-       E_COUNT };
+       E_EXEC_DESTROY, E_CREATE, E_DESTROY, E_BEGIN_CAPTURE, E_END_CAPTURE, E_COUNT };
 
 int stub_rc[E_COUNT];
 long long stub_calls[E_COUNT];
@@ -140,6 +140,44 @@ int cuGraphInstantiateWithFlags(void **exec, void *graph, unsigned long long fla
     }
     if (!rc)
         *exec = (void *)(uintptr_t)(0xE0E000 + stub_calls[E_INSTANTIATE]);
+    return rc;
+}
+
+/* What the benchmarks' bare driver calls (benchmarks/bare.c) use besides the hot calls. */
+int cuGraphExecDestroy(void *exec)
+{
+    (void)exec;
+    return enter(E_EXEC_DESTROY);
+}
+
+int cuGraphCreate(void **graph, unsigned flags)
+{
+    int rc = enter(E_CREATE);
+    (void)flags;
+    if (!rc)
+        *graph = (void *)(uintptr_t)(0x6A0000 + stub_calls[E_CREATE]);
+    return rc;
+}
+
+int cuGraphDestroy(void *graph)
+{
+    (void)graph;
+    return enter(E_DESTROY);
+}
+
+int cuStreamBeginCapture_v2(void *stream, int mode)
+{
+    (void)stream;
+    (void)mode;
+    return enter(E_BEGIN_CAPTURE);
+}
+
+int cuStreamEndCapture(void *stream, void **graph)
+{
+    int rc = enter(E_END_CAPTURE);
+    (void)stream;
+    if (!rc)
+        *graph = (void *)(uintptr_t)(0x6B0000 + stub_calls[E_END_CAPTURE]);
     return rc;
 }
 

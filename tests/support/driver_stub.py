@@ -21,7 +21,9 @@ CALLGRIND_HEADER = "/usr/include/valgrind/callgrind.h"
 #: entry point -> its index in the stub's counters (the order of driver_stub.c's enum)
 ENTRIES = {"cuGraphLaunch": 0, "cuLaunchKernel": 1, "cuGraphAddKernelNode": 2,
            "cuGraphKernelNodeSetParams": 3, "cuGraphExecKernelNodeSetParams": 4,
-           "cuGraphExecUpdate": 5, "cuGraphInstantiateWithFlags": 6}
+           "cuGraphExecUpdate": 5, "cuGraphInstantiateWithFlags": 6, "cuGraphExecDestroy": 7,
+           "cuGraphCreate": 8, "cuGraphDestroy": 9, "cuStreamBeginCapture": 10,
+           "cuStreamEndCapture": 11}
 
 
 def build(folder: str) -> str:

@@ -30,11 +30,16 @@ def driver(monkeypatch):
     cuGraphExecUpdate succeeds."""
     sent = []
 
-    def set_arg(exec_h, h, hot, address, refs, i, value, pack, exe, node):
-        pack.set(i, value)
+    def set_arg(exec_h, h, hot, address, refs, key, value, pack, exe, node):
+        pack.set(pack.layout.slot_index(key), value)
+        sent.append((h, list(pack.values())))
+
+    def set_args(exec_h, h, hot, address, refs, args, pack, exe, node):
+        pack.apply(args)
         sent.append((h, list(pack.values())))
 
     monkeypatch.setattr(kernel_node_mod, "_set_arg", set_arg)
+    monkeypatch.setattr(kernel_node_mod, "_set_args", set_args)
     monkeypatch.setattr(fast, "exec_kernel_node_set_params",
                         lambda exe, h, pack, node: sent.append((h, list(pack.values()))))
     monkeypatch.setattr(fast, "exec_update", lambda exe, graph, info: 0)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import tempfile
+import types
 
 import numpy as np
 from cuda.bindings import runtime as rt
@@ -135,7 +136,8 @@ def targets() -> list[tuple[str, str]]:
             if name.startswith("_") or name in SKIP:
                 continue
             attr = inspect.getattr_static(cls, name)
-            if isinstance(attr, (staticmethod, classmethod)) or inspect.isfunction(attr):
+            if (isinstance(attr, (staticmethod, classmethod, types.MethodDescriptorType))
+                    or inspect.isfunction(attr)):  # a method descriptor: made in C
                 out.append((key, name))
     return sorted(set(out))
 
