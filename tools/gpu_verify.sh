@@ -55,20 +55,28 @@ final-suites)
     grep -h -E "^(FAILED|ERROR)" "$out"/gpu_*.log | head -30
     ;;
 final-bench)
-    runs=${2:-3}
-    (cd .before && python3 setup.py build_ext --inplace > /dev/null 2>&1); python3 setup.py build_ext --inplace > /dev/null 2>&1
+    # Before and after through the same runner: the earlier commit's benchmarks (a copy in
+    # ./.before) time the earlier package (./.before) and this one, twice each, alternating.
+    old=/tmp/oldbench; rm -rf $old; mkdir -p $old; cp -r .before/benchmarks $old/
+    (cd .before && python3 setup.py build_ext --inplace > /dev/null 2>&1)
+    python3 setup.py build_ext --inplace > /dev/null 2>&1
+    groups=held_launch,exec_set_arg,build,recapture,eager_launch
     for run in A B; do
-        step "pycudagraph before ($run)"
-        (cd .before && PYTHONPATH=$PWD timeout 100 python3 -m benchmarks --peers pcg --out "/tmp/before_$run") >> "$out/bench_before.txt" 2>&1
-        step "pycudagraph after ($run)"
-        timeout 100 python3 -m benchmarks --peers pcg --out "/tmp/after_$run" >> "$out/bench_after.txt" 2>&1
+        for side in before after; do
+            pkg=$PWD; [[ $side == before ]] && pkg=$PWD/.before
+            step "pycudagraph $side ($run)"
+            (cd $old && PYTHONPATH=$old:$pkg timeout 90 python3 -m benchmarks --only $groups \
+                --peers pcg --out /tmp/b_${side}_$run) >> "$out/bench_before_after.txt" 2>&1
+        done
     done
-    tail -16 "$out/bench_before.txt"; tail -16 "$out/bench_after.txt"
-    step "head to head, $runs runs"
-    timeout 330 python3 -m benchmarks --runs "$runs" --out "$out/h2h" > "$out/bench_h2h.txt" 2>&1
-    echo "rc=$?"; tail -40 "$out/bench_h2h.txt"
+    grep -E "^\|" "$out/bench_before_after.txt" | grep -iE "pycudagraph|held|update|build|instantiate|capture|eager" | head -40
+    step "head to head, ${2:-3} runs"
+    timeout 330 python3 -m benchmarks --runs "${2:-3}" --time-limit 300 --out /tmp/h2h > "$out/h2h.log" 2>&1
+    echo "rc=$?"; cp /tmp/h2h/summary.json /tmp/h2h/tables.md "$out/" 2>/dev/null; tail -50 "$out/h2h.log"
     step "soak"
-    timeout 60 python3 tools/soak.py > "$out/soak.txt" 2>&1; tail -5 "$out/soak.txt"
+    timeout 45 python3 tools/soak.py > "$out/soak.txt" 2>&1; tail -4 "$out/soak.txt"
+    step "graph files start-up"
+    timeout 40 python3 benchmarks/graph_files_startup.py > "$out/files.txt" 2>&1; tail -14 "$out/files.txt"
     ;;
 suites)
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
