@@ -194,7 +194,18 @@ def _measure(cupti, graph, places, stream, repeats: int, exe) -> Samples:
                             f"graph of its graph ({refused.name}; {ONE_EXEC}), so no node "
                             "copies were reported and records were matched to nodes by kernel "
                             "name and size")
+        if any(getattr(pl.node, "kind", "") == "while" for pl in places):
+            out.notes.append(WHILE_ONE_PASS)
+            out.detail["while_one_pass"] = True
     return out
+
+
+#: Seen on an H100 (CUDA 13.0 driver, cupti-python 13.0.1): timing the exec itself, CUPTI
+#: reported one record per launch for each node of a ``while`` body that ran 5 passes.
+WHILE_ONE_PASS = ("while bodies: timing the exec itself, CUPTI was seen to record one pass "
+                  "of a while body per launch, so the body's times and runs here may be one "
+                  "pass's, not the loop's (close the exec's twin-blocking siblings, or time "
+                  "the loop as a whole from its conditional node's row)")
 
 
 def _record(cupti, run, stream, repeats: int) -> list:

@@ -186,6 +186,12 @@ report(method=p.method, notes=list(p.notes), runs=p.runs(step), step=p[step], lo
         if r["loop_seen"]:  # stamps outside the bodies: the loop timed as a whole
             assert r["loop"] >= 25.0 * 0.9, out
         return
+    if r["method"] == "cupti" and "CUPTI was seen to record one pass" in notes:
+        # the exec timed itself (one exec at a time of this graph): CUPTI's records of a
+        # while body cover one pass per launch (H100, CUDA 13.0); the profile says so
+        assert "CUPTI timed the exec itself" in notes, out
+        assert r["runs"] >= 1 and r["step"] >= 5.0 * 0.9 and r["loop"] >= r["step"], out
+        return
     if method == "cupti" and r["runs"] == 0:
         pytest.xfail(f"CUPTI gave no record of the while body's kernels (unattributed "
                      f"{r['unattributed']:.1f} us per launch):\n{out}")
