@@ -57,7 +57,7 @@ final-suites)
 final-bench)
     # Before and after through the same runner: the earlier commit's benchmarks (a copy in
     # ./.before) time the earlier package (./.before) and this one, twice each, alternating.
-    old=/tmp/oldbench; rm -rf $old; mkdir -p $old; cp -r .before/benchmarks $old/
+    old=/tmp/oldbench; rm -rf $old; mkdir -p $old; cp -r .before/benchmarks .before/kernels $old/
     (cd .before && python3 setup.py build_ext --inplace > /dev/null 2>&1)
     python3 setup.py build_ext --inplace > /dev/null 2>&1
     groups=held_launch,exec_set_arg,build,recapture,eager_launch
