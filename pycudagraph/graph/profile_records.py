@@ -235,19 +235,10 @@ def samples(records, copied: dict, ids: dict, places, launches: int | None = Non
                          "averages per launch over all records, runs the records per launch")
         ours = []
     for recs in ours:
-        times: dict = {}
+        times, lost = _totals(recs, lost_kinds)
         spans: dict = {}
-        lost = 0.0
-        for node, _, start, end, sig in recs:
-            us = (end - start) / 1000.0
-            if node is None:
-                lost += us
-                key = "record" if sig is None else f"{sig[0]} {sig[1]}"
-                lost_kinds[key] = lost_kinds.get(key, 0) + 1
-                continue
-            t, n = times.get(node, (0.0, 0))
-            times[node] = (t + us, n + 1)
-            up = parents.get(node)
+        for node, _, start, end, _sig in recs:
+            up = parents.get(node) if node is not None else None
             while up is not None:  # a child graph or conditional node spans its inner work
                 a, b = spans.get(up, (start, end))
                 spans[up] = (min(a, start), max(b, end))
@@ -265,10 +256,9 @@ def samples(records, copied: dict, ids: dict, places, launches: int | None = Non
     return out
 
 
-def _averaged(out: Samples, recs: list, launches: int, parents: dict, lost_kinds: dict) -> None:
-    """One launch's times as the average of ``launches``: each node's record time and count
-    over all records, divided by the launch count; a container gets the sum of its inner
-    nodes' times (their spans cannot be told apart)."""
+def _totals(recs: list, lost_kinds: dict) -> tuple[dict, float]:
+    """``{node: (microseconds, records)}`` over ``recs`` and the microseconds of records that
+    name no node (counted by kind in ``lost_kinds``)."""
     totals: dict = {}
     lost = 0.0
     for node, _, start, end, sig in recs:
@@ -280,6 +270,14 @@ def _averaged(out: Samples, recs: list, launches: int, parents: dict, lost_kinds
             continue
         t, n = totals.get(node, (0.0, 0))
         totals[node] = (t + us, n + 1)
+    return totals, lost
+
+
+def _averaged(out: Samples, recs: list, launches: int, parents: dict, lost_kinds: dict) -> None:
+    """One launch's times as the average of ``launches``: each node's record time and count
+    over all records, divided by the launch count; a container gets the sum of its inner
+    nodes' times (their spans cannot be told apart)."""
+    totals, lost = _totals(recs, lost_kinds)
     times = {node: (t / launches, n / launches) for node, (t, n) in totals.items()}
     for node, (t, _) in list(times.items()):
         up = parents.get(node)
