@@ -22,7 +22,7 @@ from pycudagraph.frameworks.pools import CapturePool, framework_pools, pool_of
 from tests.support.fake_frameworks import (FakeMemoryPool, install_cupy, install_torch,
                                            without_frameworks)
 from tests.support.fakes import fake_graph
-from tests.support.watchdog import run_snippet
+from tests.support.watchdog import run_ok
 
 STREAM = SimpleNamespace(device=0, ptr=0xABC)
 
@@ -330,27 +330,21 @@ print("OK")
 """
 
 
-def _run(code):
-    out = run_snippet(code, timeout=300)
-    if out.kind == "ok" and "SKIP" in out.output:
-        pytest.skip(out.output.strip())
-    assert out.kind == "ok" and "OK" in out.output, str(out)
-    return out.output
 
 
 @pytest.mark.gpu
 def test_torch_capture_is_memory_safe():
-    print(_run(TORCH_SAFE))
+    print(run_ok(TORCH_SAFE))
 
 
 @pytest.mark.gpu
 def test_cupy_capture_is_memory_safe():
-    print(_run(CUPY_SAFE))
+    print(run_ok(CUPY_SAFE))
 
 
 @pytest.mark.gpu
 def test_captures_share_a_pool():
-    _run(SHARED)
+    run_ok(SHARED)
 
 
 def test_capture_signature_takes_pool():

@@ -16,7 +16,7 @@ from pycudagraph.frameworks.arrays import array_info, flatten, substitute
 from tests.support.fake_frameworks import (FakeCupyArray, FakeTensor, install_cupy,
                                            install_torch)
 from tests.support.fakes import fake_buffer
-from tests.support.watchdog import run_snippet
+from tests.support.watchdog import run_ok
 
 P = 0x7F00_0000_0000
 
@@ -268,24 +268,18 @@ print("OK")
 """
 
 
-def _run(code):
-    out = run_snippet(code, timeout=300)
-    if out.kind == "ok" and "SKIP" in out.output:
-        pytest.skip(out.output.strip())
-    assert out.kind == "ok" and "OK" in out.output, str(out)
-    return out.output
 
 
 @pytest.mark.gpu
 def test_graphed_torch_rebinds_100_calls():
-    print(_run(TORCH_CALLS))
+    print(run_ok(TORCH_CALLS))
 
 
 @pytest.mark.gpu
 def test_graphed_cupy_rebinds_100_calls():
-    print(_run(CUPY_CALLS))
+    print(run_ok(CUPY_CALLS))
 
 
 @pytest.mark.gpu
 def test_check_refuses_addresses_in_device_memory():
-    print(_run(CHECK_REFUSES))
+    print(run_ok(CHECK_REFUSES))

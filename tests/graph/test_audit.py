@@ -15,7 +15,7 @@ from pycudagraph.graph import audit as audit_mod
 from pycudagraph.graph.audit import Baked, Finding, PointerInfo, pointer_slots
 from tests.support.fake_frameworks import install_torch, without_frameworks
 from tests.support.fakes import fake_buffer, fake_graph, fake_node
-from tests.support.watchdog import run_snippet
+from tests.support.watchdog import run_ok
 
 Q = struct.Struct("<Q")
 
@@ -213,19 +213,13 @@ print("OK")
 """
 
 
-def _run(code):
-    out = run_snippet(code, timeout=300)
-    if out.kind == "ok" and "SKIP" in out.output:
-        pytest.skip(out.output.strip())
-    assert out.kind == "ok" and "OK" in out.output, str(out)
-    return out.output
 
 
 @pytest.mark.gpu
 def test_audit_names_a_freed_cupy_input():
-    print(_run(CUPY_FREED))
+    print(run_ok(CUPY_FREED))
 
 
 @pytest.mark.gpu
 def test_audit_names_a_freed_torch_input():
-    print(_run(TORCH_FREED))
+    print(run_ok(TORCH_FREED))

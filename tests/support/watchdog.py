@@ -55,3 +55,15 @@ def run_snippet(code: str, timeout: float = 120.0) -> Outcome:
     else:
         kind = "crash"
     return Outcome(kind, rc, out)
+
+
+def run_ok(code: str, timeout: float = 300.0) -> str:
+    """``run_snippet(code)`` for a GPU check that prints ``OK`` when it passed, or a line
+    with ``SKIP`` and the reason when a framework it needs is missing (the test skips with
+    it); anything else fails the test with the child's output. Returns that output."""
+    import pytest
+    out = run_snippet(code, timeout=timeout)
+    if out.kind == "ok" and "SKIP" in out.output:
+        pytest.skip(out.output.strip())
+    assert out.kind == "ok" and "OK" in out.output, str(out)
+    return out.output
