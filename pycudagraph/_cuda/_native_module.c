@@ -85,9 +85,8 @@ Py_ssize_t slot_offset(PyObject *cls, PyObject *descr)
     return member->offset;
 }
 
-/* set_pointer_slot(cls, descriptor): objects of exactly type cls keep their device address
- * (0 once freed) in that slot: the address put() takes for a pointer argument. */
-static PyObject *set_pointer_slot(PyObject *m, PyObject *args)
+/* The type and slot offset of one (cls, descriptor) pair of args into *type and *slot. */
+static PyObject *set_type_slot(PyObject *args, PyTypeObject **type, Py_ssize_t *slot)
 {
     PyObject *cls, *descr;
     if (!PyArg_ParseTuple(args, "O!O", &PyType_Type, &cls, &descr))
@@ -95,24 +94,23 @@ static PyObject *set_pointer_slot(PyObject *m, PyObject *args)
     Py_ssize_t at = slot_offset(cls, descr);
     if (at < 0)
         return NULL;
-    Py_XSETREF(S.buffer_type, (PyTypeObject *)Py_NewRef(cls));
-    S.buffer_slot = at;
+    Py_XSETREF(*type, (PyTypeObject *)Py_NewRef(cls));
+    *slot = at;
     Py_RETURN_NONE;
+}
+
+/* set_pointer_slot(cls, descriptor): objects of exactly type cls keep their device address
+ * (0 once freed) in that slot: the address put() takes for a pointer argument. */
+static PyObject *set_pointer_slot(PyObject *m, PyObject *args)
+{
+    return set_type_slot(args, &S.buffer_type, &S.buffer_slot);
 }
 
 /* set_stream_slot(cls, descriptor): streams of exactly type cls keep their handle (an int,
  * None once closed) in that slot: what launches read a stream argument's handle from. */
 static PyObject *set_stream_slot(PyObject *m, PyObject *args)
 {
-    PyObject *cls, *descr;
-    if (!PyArg_ParseTuple(args, "O!O", &PyType_Type, &cls, &descr))
-        return NULL;
-    Py_ssize_t at = slot_offset(cls, descr);
-    if (at < 0)
-        return NULL;
-    Py_XSETREF(S.stream_type, (PyTypeObject *)Py_NewRef(cls));
-    S.stream_slot = at;
-    Py_RETURN_NONE;
+    return set_type_slot(args, &S.stream_type, &S.stream_slot);
 }
 
 /* set_node_slots(cls, handle_descriptor, raw_descriptor, removed): objects of type cls (and
