@@ -75,7 +75,7 @@ for r in range(REPS + 1):
         res["pcg graph, g.instantiate()"].append(t)
         g = pcg_graph()
         e = VP()
-        _, t = timed(lambda: cuInst(ctypes.byref(e), VP(g._h), 0))
+        _, t = timed(lambda: cuInst(ctypes.byref(e), VP(g.table.h), 0))
         cuExecDestroy(e)
         g.close()
         res["pcg graph, cuGraphInstantiateWithFlags"].append(t)

@@ -57,7 +57,6 @@ class Graph(GraphTopology, GraphClone, GraphText, GraphIntrospection, GraphUserO
 
     def _setup(self, raw, owner) -> None:
         self.table = NodeTable(self, raw, owner, _inner_graph)
-        self._h = self.table.h
         self._fin = None
         self._origin = None  # the graph this one is a clone of
 
@@ -381,7 +380,7 @@ class Graph(GraphTopology, GraphClone, GraphText, GraphIntrospection, GraphUserO
 
     def __repr__(self) -> str:
         state = " closed" if self.table.closed else (" destroyed" if self.table.dead else "")
-        return f"<pycudagraph.Graph 0x{self._h:x}{state}>"
+        return f"<pycudagraph.Graph 0x{self.table.h:x}{state}>"
 
 
 def _inner_graph(raw, owner) -> Graph:

@@ -87,7 +87,7 @@ def describe_graph(graph) -> str:
     deps: dict = {n: [] for n in nodes}
     for a, b in edges:
         deps[b].append(pos[a])
-    lines = [f"Graph 0x{graph._h:x}: {len(nodes)} nodes, {len(edges)} edges"]
+    lines = [f"Graph 0x{graph.table.h:x}: {len(nodes)} nodes, {len(edges)} edges"]
     for n in order:
         what = _kernel_text(n) if str(n.type) == "kernel" else n.describe()
         d = ", ".join(str(i) for i in sorted(deps[n])) or "-"

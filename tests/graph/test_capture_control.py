@@ -37,7 +37,7 @@ def test_capture_info_13x(monkeypatch, graph_and_nodes):
 
     def info(stream):
         seen.append(int(stream))
-        return _OK, _ACTIVE, 17, rt.cudaGraph_t(g._h), [a.handle, b.handle], data, 2
+        return _OK, _ACTIVE, 17, rt.cudaGraph_t(g.table.h), [a.handle, b.handle], data, 2
     info.__name__ = "cudaStreamGetCaptureInfo"
     monkeypatch.setattr(versions, "BINDINGS_MAJOR", 13)
     monkeypatch.setattr(rt, "cudaStreamGetCaptureInfo", info)
@@ -52,7 +52,7 @@ def test_capture_info_12x_uses_v3_for_edge_data(monkeypatch, graph_and_nodes):
     monkeypatch.setattr(versions, "BINDINGS_MAJOR", 12)
 
     def v3(stream):
-        return _OK, _ACTIVE, 5, rt.cudaGraph_t(g._h), [a.handle], [rt.cudaGraphEdgeData()], 1
+        return _OK, _ACTIVE, 5, rt.cudaGraph_t(g.table.h), [a.handle], [rt.cudaGraphEdgeData()], 1
     v3.__name__ = "cudaStreamGetCaptureInfo_v3"
     monkeypatch.setattr(rt, "cudaStreamGetCaptureInfo_v3", v3, raising=False)
     got = pcg.capture_info(S, graph=g)
@@ -60,7 +60,7 @@ def test_capture_info_12x_uses_v3_for_edge_data(monkeypatch, graph_and_nodes):
     monkeypatch.delattr(rt, "cudaStreamGetCaptureInfo_v3")
 
     def plain(stream):
-        return _OK, _ACTIVE, 5, rt.cudaGraph_t(g._h), [a.handle, b.handle], 2
+        return _OK, _ACTIVE, 5, rt.cudaGraph_t(g.table.h), [a.handle, b.handle], 2
     plain.__name__ = "cudaStreamGetCaptureInfo"
     monkeypatch.setattr(rt, "cudaStreamGetCaptureInfo", plain)
     got = pcg.capture_info(S, graph=g)
@@ -178,7 +178,7 @@ def test_recapture_calls_with_the_graph(monkeypatch, cpu_device):
     monkeypatch.setattr(versions, "driver_version", lambda: 13030)
     rc = pcg.recapture(S, g, mode="relaxed")
     rc._begin(rc.stream, rt.cudaStreamCaptureMode.cudaStreamCaptureModeRelaxed)
-    assert seen == [(S, int(rt.cudaStreamCaptureMode.cudaStreamCaptureModeRelaxed), g._h, None)]
+    assert seen == [(S, int(rt.cudaStreamCaptureMode.cudaStreamCaptureModeRelaxed), g.table.h, None)]
 
 
 def test_capture_info_edge_data_outlives_the_drivers_array(monkeypatch, graph_and_nodes):
@@ -190,7 +190,7 @@ def test_capture_info_edge_data_outlives_the_drivers_array(monkeypatch, graph_an
     data = [edge_data("programmatic")[0]]
 
     def info(stream):
-        return _OK, _ACTIVE, 3, rt.cudaGraph_t(g._h), [a.handle], data, 1
+        return _OK, _ACTIVE, 3, rt.cudaGraph_t(g.table.h), [a.handle], data, 1
     info.__name__ = "cudaStreamGetCaptureInfo"
     monkeypatch.setattr(versions, "BINDINGS_MAJOR", 13)
     monkeypatch.setattr(rt, "cudaStreamGetCaptureInfo", info)

@@ -61,7 +61,7 @@ def test_describe_lists_nodes_in_topological_order(listing, monkeypatch):
     text = g.describe()
     assert str(g) == text
     lines = text.splitlines()
-    assert lines[0] == f"Graph 0x{g._h:x}: 3 nodes, 2 edges"
+    assert lines[0] == f"Graph 0x{g.table.h:x}: 3 nodes, 2 edges"
     assert re.match(rf"  \[0\] kernel +id=- +node=0x{k1._h:x}  at::native::vectorized_elementwise_kernel"
                     rf"<<<\(120,1,1\), \(128,1,1\), 0>>> func=0x{0xF00 + (k1._h & 0xFFF):x}  deps: -$", lines[1]), lines[1]
     assert re.match(rf"  \[1\] kernel +id=- +node=0x{k2._h:x}  gemm<<<\(4,2,1\), \(128,1,1\), 1024>>> "
@@ -109,9 +109,9 @@ def test_ids_make_their_calls(monkeypatch, cpu_device):
     assert exe.id == 4 and seen == [0x6300_0000]
     seen = _recorder(monkeypatch, "cudaGraphNodeGetToolsId", 1 << 40)
     assert n.tools_id == 1 << 40 and seen == [n._h]
-    _recorder(monkeypatch, "cudaGraphNodeGetContainingGraph", rt.cudaGraph_t(g._h))
+    _recorder(monkeypatch, "cudaGraphNodeGetContainingGraph", rt.cudaGraph_t(g.table.h))
     assert n.containing_graph is g
-    _recorder(monkeypatch, "cudaGraphNodeGetContainingGraph", rt.cudaGraph_t(g._h + 1))
+    _recorder(monkeypatch, "cudaGraphNodeGetContainingGraph", rt.cudaGraph_t(g.table.h + 1))
     with pytest.raises(pcg.ClosedError, match="is held by graph"):
         n.containing_graph
 

@@ -83,7 +83,7 @@ def test_node_params_round_trip(drv):
     node = g.add_batch_mem_op([pcg.write_value(ADDR, 7), pcg.wait_value(ADDR + 8, 1 << 33, "and", bits=64),
                                pcg.memory_barrier()], deps=[a])
     assert isinstance(node, pcg.BatchMemOpNode) and node.type == "batch_mem_op"
-    assert drv[-1] == ("add", g._h, [a._h], 1)
+    assert drv[-1] == ("add", g.table.h, [a._h], 1)
     ops = node.params
     assert [(o.kind, o.address, o.value, o.bits) for o in ops] == [
         ("write", ADDR, 7, 32), ("wait", ADDR + 8, 1 << 33, 64), ("barrier", 0, 0, 0)]

@@ -77,7 +77,7 @@ def test_add_and_set_make_their_calls(monkeypatch, cpu_device):
     node = g.add_memcpy_3d(dst, src, 4, 4, deps=[a], src_pitch=8, dst_pitch=8)
     assert isinstance(node, pcg.MemcpyNode) and node._h == 0x4700_0000
     _, graph, deps, n, p = seen[-1]
-    assert (graph, deps, n, p.extent.width, p.extent.height) == (g._h, [a._h], 1, 4, 4)
+    assert (graph, deps, n, p.extent.width, p.extent.height) == (g.table.h, [a._h], 1, 4, 4)
     assert any(x is src for x in g.table.kept(node))
     g.set_memcpy_3d(node, dst, src, 2, 2, src_pitch=8, dst_pitch=8, src_rows=8, src_pos=(4, 4))
     assert seen[-1][0] == "set" and seen[-1][2].srcPos.x == 4

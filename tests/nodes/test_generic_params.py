@@ -70,7 +70,7 @@ def test_add_node_13x(cuda, monkeypatch):
     node = g.add_node(p, deps=[a, b], keep=[k])
     assert isinstance(node, pcg.EmptyNode) and node._h == NEW
     _, graph, deps, data, n, params = cuda[-1]
-    assert (int(graph), [int(d) for d in deps], data, n, params) == (g._h, [a._h, b._h], None, 2, p)
+    assert (int(graph), [int(d) for d in deps], data, n, params) == (g.table.h, [a._h, b._h], None, 2, p)
     assert any(x is k for x in g.table.kept(node)) and any(x is p for x in g.table.kept(node))
     g.add_node(_params(), deps=[a, b], port="programmatic")
     data = cuda[-1][3]

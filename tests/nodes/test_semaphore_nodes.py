@@ -50,7 +50,7 @@ def test_signal_node_params_and_calls(rec):
     assert isinstance(node, pcg.ExtSemaphoreSignalNode) and node.type == "ext_semaphore_signal"
     name, graph, deps, n, p = rec[-1]
     assert (name, int(graph), [int(d) for d in deps], n) == (
-        "cudaGraphAddExternalSemaphoresSignalNode", g._h, [a._h], 1)
+        "cudaGraphAddExternalSemaphoresSignalNode", g.table.h, [a._h], 1)
     assert int(p.numExtSems) == 2
     assert node.params == [(S1, 5), (S2, 7)]
     node.set_params(s2, values=9)

@@ -98,9 +98,9 @@ def test_graph_retain_and_release_and_the_wrapper_references(cuda):
     calls, made = cuda
     g = fake_graph()
     uo = g.retain_user_object(Payload(), count=2)
-    assert calls[-1] == ("cudaGraphRetainUserObject", g._h, 0x5001, 2, 0)
+    assert calls[-1] == ("cudaGraphRetainUserObject", g.table.h, 0x5001, 2, 0)
     g.release_user_object(uo)
-    assert calls[-1] == ("cudaGraphReleaseUserObject", g._h, 0x5001, 1)
+    assert calls[-1] == ("cudaGraphReleaseUserObject", g.table.h, 0x5001, 1)
     uo.retain(2)
     assert calls[-1] == ("cudaUserObjectRetain", 0x5001, 2) and uo._refs() == 3
     uo.release()
