@@ -19,7 +19,8 @@
  * returns what that returns. That route checks, traces and raises the clear error.
  *
  * Files: _native_convert.c (values -> bytes, grid/block, plans), _native_calls.c (the hot
- * calls), _native_method.c (GraphExec.launch as a method in C), _native_module.c (state,
+ * calls), _native_nodes.c (add_node: a kernel node with its pack and node objects made in
+ * C), _native_method.c (GraphExec.launch as a method in C), _native_module.c (state,
  * set-up, the module).
  */
 #ifndef PCG_NATIVE_H
@@ -119,8 +120,23 @@ int dep_handles(PyObject *deps, PyObject *nodes, void **stack, void ***out, Py_s
  * -1 with an error set. */
 Py_ssize_t slot_offset(PyObject *cls, PyObject *descr);
 
+/* _native_nodes.c */
+PyObject *set_node_maker(PyObject *m, PyObject *args);
+PyObject *add_node(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
+
 /* _native_method.c */
 PyObject *exec_launch_method(PyObject *m, PyObject *args);
+PyObject *kernel_launch_method(PyObject *m, PyObject *args);
+
+/* _native_calls.c: shared with _native_nodes.c */
+int ready(void);
+PyObject *route(int r, PyObject *const *a, Py_ssize_t nargs);
+const plan_head *hot_plan(PyObject *hot, Py_ssize_t items);
+typedef PyObject *(*maker_fn)(void *ctx, PyObject *refs, PyObject *buf, PyObject *addr);
+enum { ADD_DONE, ADD_DECLINED, ADD_ERROR };
+int add_core(PyObject *hot, PyObject *grid, PyObject *block, PyObject *args, PyObject *shm,
+             void *graph_h, PyObject *deps_seq, PyObject *nodes, maker_fn make, void *ctx,
+             PyObject **made, void **node_h);
 
 /* _native_calls.c */
 PyObject *launch_graph(PyObject *m, PyObject *const *a, Py_ssize_t nargs);

@@ -12,7 +12,7 @@
     }
 
 /* Ready for a compiled call: this thread's context is current, no trace records. */
-static int ready(void)
+int ready(void)
 {
     return thread_ready && !S.tracing;
 }
@@ -23,7 +23,7 @@ static int capturing(void)
 }
 
 /* fast.py's ctypes route of call r, with the same arguments. */
-static PyObject *route(int r, PyObject *const *a, Py_ssize_t nargs)
+PyObject *route(int r, PyObject *const *a, Py_ssize_t nargs)
 {
     if (!S.route[r]) {
         PyErr_SetString(PyExc_RuntimeError, "pycudagraph._cuda._native has no routes: "
@@ -34,7 +34,7 @@ static PyObject *route(int r, PyObject *const *a, Py_ssize_t nargs)
 }
 
 /* (plan, converters, ...) with at least `items` items: the plan, or NULL. */
-static const plan_head *hot_plan(PyObject *hot, Py_ssize_t items)
+const plan_head *hot_plan(PyObject *hot, Py_ssize_t items)
 {
     if (!PyTuple_CheckExact(hot) || PyTuple_GET_SIZE(hot) < items)
         return NULL;
@@ -85,64 +85,69 @@ PyObject *launch_kernel(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
     return route(R_LAUNCH_KERNEL, a, nargs);
 }
 
-/* The add itself: the new (node_h, pack), or NULL with *declined (nothing added, no error
- * set: the route runs) or with an error set. */
-static PyObject *add_here(PyObject *const *a, int *declined)
+/* The add itself, shared by add_kernel and add_node (_native_nodes.c): the launch packed
+ * into a new bytearray, make(ctx, refs, buf, address) called with it (refs: a new list of
+ * the arguments) to make what the caller returns, then cuGraphAddKernelNode. What make
+ * returned is in *made and the node's handle in *node_h on ADD_DONE; on ADD_DECLINED
+ * nothing was added and no error is set (the route runs); on ADD_ERROR an error is set.
+ * hot: (plan, converters, ...); a: grid, block, args, shared_mem as the calls name them. */
+int add_core(PyObject *hot, PyObject *grid, PyObject *block, PyObject *args, PyObject *shm,
+             void *graph_h, PyObject *deps_seq, PyObject *nodes, maker_fn make, void *ctx,
+             PyObject **made, void **node_h)
 {
-    PyObject *hot = a[0], *args = a[3], *buf = NULL, *pack = NULL, *out = NULL;
+    PyObject *buf = NULL, *addr = NULL, *refs = NULL;
     const plan_head *p = plan_of(PyTuple_GET_ITEM(hot, 0));
-    void *graph_h, *stack[STACK_DEPS], **deps = NULL;
+    void *stack[STACK_DEPS], **deps = NULL;
     Py_ssize_t nd;
-    *declined = 1;
+    int status = ADD_DECLINED;
+    *made = NULL;
     /* the driver checks no launch limits when a node is added: they are checked here */
-    if (!p || !fits(p, a[1], a[2], a[4]) || as_ptr(a[5], &graph_h) || !graph_h ||
-        dep_handles(a[6], a[7], stack, &deps, &nd))
-        return NULL;
+    if (!p || !graph_h || !fits(p, grid, block, shm) ||
+        dep_handles(deps_seq, nodes, stack, &deps, &nd))
+        return ADD_DECLINED;
     buf = PyByteArray_FromStringAndSize(NULL, p->size);
     if (!buf) {
-        *declined = 0;
+        status = ADD_ERROR;
         goto done;
     }
     char *mem = PyByteArray_AS_STRING(buf);
     memset(mem, 0, p->size);
-    if (fill(p, PyTuple_GET_ITEM(hot, 1), mem, a[1], a[2], a[4], args))
+    if (fill(p, PyTuple_GET_ITEM(hot, 1), mem, grid, block, shm, args))
         goto done;
-    /* The pack is made before the node exists: nothing but the result can fail after. Its
-     * refs are a new list of the arguments (a list given was copied by fill's caller). */
-    PyObject *addr = PyLong_FromVoidPtr(mem);
-    PyObject *refs = addr ? PySequence_List(args) : NULL;
-    if (!refs) {
-        Py_XDECREF(addr);
-        *declined = 0;
-        goto done;
-    }
-    PyObject *adopt_args[] = {a[8], refs, buf, addr};
-    pack = PyObject_Vectorcall(PyTuple_GET_ITEM(hot, 2), adopt_args, 4, NULL);
-    Py_DECREF(refs);
-    Py_DECREF(addr);
-    if (!pack) {
-        *declined = 0;
+    /* What the caller returns is made before the node exists: nothing but the handle can
+     * fail after. The refs are a new list of the arguments. */
+    addr = PyLong_FromVoidPtr(mem);
+    refs = addr ? PySequence_List(args) : NULL;
+    *made = refs ? make(ctx, refs, buf, addr) : NULL;
+    if (!*made) {
+        status = ADD_ERROR;
         goto done;
     }
-    void *node = NULL;
     CUresult rc;
+    *node_h = NULL;
     Py_BEGIN_ALLOW_THREADS
-    rc = S.add_kernel(&node, graph_h, deps, (size_t)nd, mem);
+    rc = S.add_kernel(node_h, graph_h, deps, (size_t)nd, mem);
     Py_END_ALLOW_THREADS
-    if (rc)
-        goto done;   /* the route repeats it and raises the CudaError naming it */
-    *declined = 0;
-    PyObject *h = PyLong_FromVoidPtr(node);
-    if (h) {
-        out = PyTuple_Pack(2, h, pack);
-        Py_DECREF(h);
+    if (rc) {   /* the route repeats it and raises the CudaError naming it */
+        Py_CLEAR(*made);
+        goto done;
     }
+    status = ADD_DONE;
 done:
-    Py_XDECREF(pack);
+    Py_XDECREF(refs);
+    Py_XDECREF(addr);
     Py_XDECREF(buf);
     if (deps != stack && deps != NULL)
         PyMem_Free(deps);
-    return out;
+    return status;
+}
+
+/* add_kernel's maker: hot's adopt(kernel, refs, buf, address) -> the pack. */
+static PyObject *adopt_pack(void *ctx, PyObject *refs, PyObject *buf, PyObject *addr)
+{
+    PyObject *const *a = ctx;
+    PyObject *adopt_args[] = {a[8], refs, buf, addr};
+    return PyObject_Vectorcall(PyTuple_GET_ITEM(a[0], 2), adopt_args, 4, NULL);
 }
 
 /* add_kernel(hot, grid, block, args, shared_mem, graph_h, deps, nodes, kernel, graph,
@@ -153,11 +158,20 @@ done:
 PyObject *add_kernel(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
 {
     NARGS(11);
-    if (S.add_kernel && ready() && !S.multi && hot_plan(a[0], 3) != NULL) {
-        int declined;
-        PyObject *out = add_here(a, &declined);
-        if (out || !declined)
+    void *graph_h, *node_h;
+    PyObject *pack;
+    if (S.add_kernel && ready() && !S.multi && hot_plan(a[0], 3) != NULL &&
+        !as_ptr(a[5], &graph_h)) {
+        int st = add_core(a[0], a[1], a[2], a[3], a[4], graph_h, a[6], a[7], adopt_pack,
+                          (void *)a, &pack, &node_h);
+        if (st == ADD_ERROR)
+            return NULL;
+        if (st == ADD_DONE) {
+            PyObject *h = PyLong_FromVoidPtr(node_h), *out = h ? PyTuple_Pack(2, h, pack) : NULL;
+            Py_XDECREF(h);
+            Py_DECREF(pack);
             return out;
+        }
     }
     return route(R_ADD_KERNEL, a, nargs);
 }

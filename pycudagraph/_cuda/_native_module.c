@@ -192,12 +192,20 @@ static PyMethodDef methods[] = {
                   " -> replaced object or None: cuGraphExecKernelNodeSetParams"),
     FAST(set_args, "set_args(exec_h, node_h, hot, address, refs, args, pack, exe, node)"
                    " -> list of replaced objects or None: cuGraphExecKernelNodeSetParams"),
+    FAST(add_node, "add_node(table, deps, kernel, grid, block, args, shared_mem) -> the new "
+                   "KernelNode, registered: cuGraphAddKernelNode"),
+    {"set_node_maker", set_node_maker, METH_VARARGS,
+     "set_node_maker(table_cls, table_slots, ledger_cls, held, kernel_cls, hot, node_cls, "
+     "node_slots, pack_cls, pack_slots, fallback): what add_node reads and makes"},
     {"set_driver", set_driver, METH_O, "set_driver(entry_points: dict[str, int])"},
     {"set_routes", set_routes, METH_VARARGS, "set_routes(routes: tuple, captures: list)"},
     {"set_flags", set_flags, METH_VARARGS, "set_flags(tracing: bool, multi: bool)"},
     {"exec_launch_method", exec_launch_method, METH_VARARGS,
      "exec_launch_method(cls, handle_slot, last_slot, fallback, after, pending, doc) -> "
      "GraphExec.launch as a method descriptor"},
+    {"kernel_launch_method", kernel_launch_method, METH_VARARGS,
+     "kernel_launch_method(cls, hot_slot, fallback, prepare, keeps, keep, doc) -> "
+     "Kernel.launch as a method descriptor"},
     {"set_pointer_slot", set_pointer_slot, METH_VARARGS,
      "set_pointer_slot(cls, descriptor): where a cls object keeps its device address"},
     {"set_stream_slot", set_stream_slot, METH_VARARGS,

@@ -301,6 +301,37 @@ def method_launch(cls: type, handle: str, last: str, after: str, pending: list) 
                                             pending, doc)
 
 
+def node_maker(table, ledger, kernel, node, pack, fallback):
+    """``add_node(table, deps, kernel, grid, block, args, shared_mem) -> node``: a kernel
+    node added (``cuGraphAddKernelNode``, i.e. ``cudaGraphAddKernelNode``) with its pack and
+    node objects made and recorded in the table in C, as ``fallback`` (the same call in
+    Python: ``KernelNode.build``) does; anything the compiled route does not do itself is
+    ``fallback``'s, with the same arguments. Each argument but ``fallback`` is ``(cls,
+    *slot descriptors)``: the table's ``h, nodes, closed, dead, ledger``, the ledger's
+    ``held``, the kernel's ``_hot``, the node's ``_table, _h, _raw, _pack`` and the pack's
+    ``layout, buf, address, refs, kernel``. Returns ``fallback`` itself on the ctypes route."""
+    if _native is None:
+        return fallback
+    _native.set_node_maker(table[0], table[1:], ledger[0], ledger[1], kernel[0], kernel[1],
+                           node[0], node[1:], pack[0], pack[1:], fallback)
+    return _native.add_node
+
+
+def method_kernel_launch(cls: type, hot, prepare, keeps: list, keep) -> None:
+    """Make ``cls.launch`` (an eager kernel launch, ``cuLaunchKernel``) a method in C that does
+    what the Python method does without its frame: :func:`launch_kernel` with the kernel's
+    plan from the slot ``hot`` (a member descriptor) and ``prepare`` (the checked packing),
+    then ``keep(args)`` while ``keeps`` (open captures' lists) is not empty. A call it cannot
+    parse is the Python method's (kept, and called with the same arguments). No effect on the
+    ctypes route."""
+    if _native is None:
+        return
+    python = cls.__dict__["launch"]
+    doc = ("launch($self, grid, block, args=(), stream=None, shared_mem=0)\n--\n\n" +
+           inspect.cleandoc(python.__doc__ or ""))
+    cls.launch = _native.kernel_launch_method(cls, hot, python, prepare, keeps, keep, doc)
+
+
 def stream_slot(cls: type, descriptor, resolve) -> None:
     """Objects of exactly type ``cls`` (streams) keep their handle (an int, None once closed)
     in the slot ``descriptor``: the compiled launches read a stream argument's handle there.

@@ -109,10 +109,11 @@ class Layout:
                     self.converters, self.index)
 
     def kernel_hot(self, func: int, limits=None) -> tuple:
-        """What the compiled route of ``fast.launch_kernel`` / ``fast.add_kernel`` takes for a
-        kernel with this layout: (its plan naming ``func`` and its
-        :class:`~pycudagraph.compile.limits.KernelLimits`, the converters, ``adopt``: the
-        function that makes the :class:`ArgPack` of a buffer it packed)."""
+        """What the compiled route of ``fast.launch_kernel`` / ``fast.add_kernel`` /
+        ``fast.add_node`` takes for a kernel with this layout: (its plan naming ``func`` and
+        its :class:`~pycudagraph.compile.limits.KernelLimits`, the converters, ``adopt``: the
+        function that makes the :class:`ArgPack` of a buffer it packed, this layout, which
+        ``add_node`` gives the pack it makes itself)."""
         lims = (limits.block1, limits.grid1, limits.smem) if limits is not None else ()
         layout = self
 
@@ -127,7 +128,7 @@ class Layout:
             pack.address = address
             return pack
 
-        return fast.kernel_plan(self.hot[0], func, *lims), self.converters, adopt
+        return fast.kernel_plan(self.hot[0], func, *lims), self.converters, adopt, layout
 
     def sequence(self, args) -> tuple | list:
         """``args`` as a tuple or list (an iterator is read once); a str, bytes, dict or

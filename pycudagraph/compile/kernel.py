@@ -74,6 +74,9 @@ class Kernel(KernelChecks):
         launch and node gets at least this much. 0 for other kernels.
     """
 
+    # ``_hot`` is a slot: the compiled node add (``fast.add_node``) reads it there.
+    __slots__ = ("_hot", "__dict__", "__weakref__")
+
     def __init__(self, module, name: str, params: tuple[Param, ...] | None,
                  symbol: str | None = None, origin=None):
         self.module = module
@@ -387,3 +390,15 @@ class Kernel(KernelChecks):
 
 
 _prepare_launch = Kernel._prepare_launch
+
+
+def _keep_launched(args) -> None:
+    """A launch made while a capture is open: the captured graph keeps its arguments."""
+    if args:
+        _lifetime.keep_in_captures(tuple(args))
+
+
+# launch() without its Python frame where the compiled route is built (the method above
+# stays the fallback of a call the method in C does not parse)
+fast.method_kernel_launch(Kernel, Kernel._hot, _prepare_launch, _lifetime.capture_keeps,
+                          _keep_launched)

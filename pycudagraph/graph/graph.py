@@ -21,6 +21,7 @@ from ..nodes import (BatchMemOpNode, ChildGraphNode, ConditionalHandle, EmptyNod
                      MemAllocNode, MemcpyNode, MemFreeNode, MemsetNode, Node, NodeTable,
                      SwitchNode, WhileNode)
 from ..nodes.generic import add_node
+from ..nodes.kernel_node import add_kernel_node
 from ..runtime.user_objects import GraphUserObjects
 from ..runtime.values import raw_int
 from . import audit as _audit
@@ -144,7 +145,7 @@ class Graph(GraphTopology, GraphClone, GraphText, GraphIntrospection, GraphUserO
         """
         if (priority is None and cluster is None and cooperative is None and access_policy is None
                 and mem_sync_domain is None and device_updatable is None):  # the common case
-            return KernelNode.build(self.table, deps, kernel, grid, block, args, shared_mem)
+            return add_kernel_node(self.table, deps, kernel, grid, block, args, shared_mem)
         return KernelNode.build(self.table, deps, kernel, grid, block, args, shared_mem,
                                priority=priority, cluster=cluster, cooperative=cooperative,
                                access_policy=access_policy, mem_sync_domain=mem_sync_domain,

@@ -216,11 +216,14 @@ def test_one_module_knows_the_extension():
                     assert not any(n.split(".")[-1] == "_native" for n in names), path
 
 
-def test_the_c_code_reads_no_attribute_and_makes_no_object_of_ours():
+def test_the_c_code_reads_no_attribute_and_makes_objects_only_in_add_node():
+    """No attribute lookup anywhere; objects of ours (a node and its pack) are made only by
+    add_node, in _native_nodes.c, of the types set_node_maker was handed."""
     for name in _build.SOURCES + _build.HEADERS:
         text = open(os.path.join(PACKAGE, "_cuda", name), encoding="utf-8").read()
         code = re.sub(r"/\*.*?\*/", "", text, flags=re.S)  # comments may name things
-        for call in ("GetAttr", "SetAttr", "tp_alloc", "PyObject_Call(", "_PyObject_LookupAttr",
+        for call in ("GetAttr", "SetAttr", "PyObject_Call(", "_PyObject_LookupAttr",
                      "PyObject_GenericSetAttr", "PyImport"):
             assert call not in code, (name, call)
+        assert ("tp_alloc" in code) == (name == "_native_nodes.c"), name
         assert len(text.splitlines()) < 400, name

@@ -1,0 +1,181 @@
+/* add_node: a kernel node added, its pack and node objects made and registered in C.
+ *
+ * Graph.add_kernel's common case is one call, add_node(table, deps, kernel, grid, block,
+ * args, shared_mem), that does what KernelNode.build does without its Python frames: the
+ * launch packed through the kernel's plan into a new bytearray, the ArgPack of that buffer
+ * and the KernelNode made (object.__new__ and their slots set, what their Python makers
+ * set), cuGraphAddKernelNode, then the node recorded in the graph's table (nodes[h] = node,
+ * ledger.held[id(node)] = (node, pack)), exactly as NodeTable.register records it.
+ *
+ * What it reads and writes are slots, by the offsets of member descriptors fast.py hands
+ * over (set_node_maker), of objects whose types it checked: the table (NodeTable), its
+ * ledger (Ledger), the kernel (Kernel: its _hot), the new pack (ArgPack) and node
+ * (KernelNode). Anything else (a closed or destroyed graph, a kernel whose plan it lacks,
+ * a value it does not convert, a dependency it does not judge, a trace, a new thread,
+ * several devices, a refused call) is the fallback's (KernelNode.build), called with the
+ * same arguments: it converts, checks, raises the clear error, or adds the node itself.
+ */
+#include "_native.h"
+
+#include <string.h>
+
+#define SLOT(o, at) (*(PyObject **)((char *)(o) + (at)))
+
+enum { T_H, T_NODES, T_CLOSED, T_DEAD, T_LEDGER, T_COUNT };
+enum { N_TABLE, N_H, N_RAW, N_PACK, N_COUNT };
+enum { P_LAYOUT, P_BUF, P_ADDRESS, P_REFS, P_KERNEL, P_COUNT };
+
+static struct {
+    PyTypeObject *table, *ledger, *kernel, *node, *pack;
+    Py_ssize_t t[T_COUNT], held, hot, n[N_COUNT], p[P_COUNT];
+    PyObject *fallback;
+} M;
+
+/* The offset of the object slot descr describes, descr being a slot of cls or of one of
+ * its bases; -1 with an error set. */
+static Py_ssize_t member_offset(PyTypeObject *cls, PyObject *descr)
+{
+    if (!Py_IS_TYPE(descr, &PyMemberDescr_Type) || !PyType_IsSubtype(cls, PyDescr_TYPE(descr))) {
+        PyErr_SetString(PyExc_TypeError, "set_node_maker: a slot of the class was expected");
+        return -1;
+    }
+    return slot_offset((PyObject *)PyDescr_TYPE(descr), descr);
+}
+
+/* The offsets of a tuple of n descriptors of cls into out; -1 with an error set. */
+static int offsets(PyTypeObject *cls, PyObject *descrs, Py_ssize_t n, Py_ssize_t *out)
+{
+    if (!PyTuple_Check(descrs) || PyTuple_GET_SIZE(descrs) != n) {
+        PyErr_Format(PyExc_TypeError, "set_node_maker: %zd slots of %s were expected", n,
+                     cls->tp_name);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if ((out[i] = member_offset(cls, PyTuple_GET_ITEM(descrs, i))) < 0)
+            return -1;
+    return 0;
+}
+
+/* set_node_maker(table_cls, (h, nodes, closed, dead, ledger), ledger_cls, held, kernel_cls,
+ *                hot, node_cls, (_table, _h, _raw, _pack), pack_cls, (layout, buf, address,
+ *                refs, kernel), fallback): the slots add_node reads and writes. */
+PyObject *set_node_maker(PyObject *m, PyObject *args)
+{
+    PyTypeObject *tc, *lc, *kc, *nc, *pc;
+    PyObject *td, *held, *hot, *nd, *pd, *fb;
+    if (!PyArg_ParseTuple(args, "O!OO!OO!OO!OO!OO", &PyType_Type, &tc, &td, &PyType_Type, &lc,
+                          &held, &PyType_Type, &kc, &hot, &PyType_Type, &nc, &nd, &PyType_Type,
+                          &pc, &pd, &fb))
+        return NULL;
+    Py_ssize_t t[T_COUNT], n[N_COUNT], p[P_COUNT], h_at, hot_at;
+    if (offsets(tc, td, T_COUNT, t) || offsets(nc, nd, N_COUNT, n) ||
+        offsets(pc, pd, P_COUNT, p) || (h_at = member_offset(lc, held)) < 0 ||
+        (hot_at = member_offset(kc, hot)) < 0)
+        return NULL;
+    if (!PyCallable_Check(fb)) {
+        PyErr_SetString(PyExc_TypeError, "set_node_maker: the fallback must be callable");
+        return NULL;
+    }
+    Py_XSETREF(M.table, (PyTypeObject *)Py_NewRef(tc));
+    Py_XSETREF(M.ledger, (PyTypeObject *)Py_NewRef(lc));
+    Py_XSETREF(M.kernel, (PyTypeObject *)Py_NewRef(kc));
+    Py_XSETREF(M.node, (PyTypeObject *)Py_NewRef(nc));
+    Py_XSETREF(M.pack, (PyTypeObject *)Py_NewRef(pc));
+    memcpy(M.t, t, sizeof t);
+    memcpy(M.n, n, sizeof n);
+    memcpy(M.p, p, sizeof p);
+    M.held = h_at;
+    M.hot = hot_at;
+    Py_XSETREF(M.fallback, Py_NewRef(fb));
+    Py_RETURN_NONE;
+}
+
+/* An object of type t (object.__new__(t): no __init__), or NULL with an error set. */
+static PyObject *bare_object(PyTypeObject *t)
+{
+    return t->tp_alloc(t, 0);
+}
+
+typedef struct {
+    PyObject *table, *kernel, *layout, *node;
+} make_ctx;
+
+/* add_core's maker: the ArgPack of the new buffer and the node holding it (its handle is
+ * set once the node exists); returns the pack, ctx->node the node. */
+static PyObject *make_pack_and_node(void *ctx, PyObject *refs, PyObject *buf, PyObject *addr)
+{
+    make_ctx *c = ctx;
+    PyObject *pack = bare_object(M.pack);
+    if (!pack)
+        return NULL;
+    SLOT(pack, M.p[P_LAYOUT]) = Py_NewRef(c->layout);
+    SLOT(pack, M.p[P_BUF]) = Py_NewRef(buf);
+    SLOT(pack, M.p[P_ADDRESS]) = Py_NewRef(addr);
+    SLOT(pack, M.p[P_REFS]) = Py_NewRef(refs);
+    SLOT(pack, M.p[P_KERNEL]) = Py_NewRef(c->kernel);
+    c->node = bare_object(M.node);
+    if (!c->node) {
+        Py_DECREF(pack);
+        return NULL;
+    }
+    SLOT(c->node, M.n[N_TABLE]) = Py_NewRef(c->table);
+    SLOT(c->node, M.n[N_RAW]) = Py_NewRef(Py_None);
+    SLOT(c->node, M.n[N_PACK]) = Py_NewRef(pack);
+    return pack;
+}
+
+static PyObject *fallback(PyObject *const *a, Py_ssize_t nargs)
+{
+    if (!M.fallback) {
+        PyErr_SetString(PyExc_RuntimeError, "pycudagraph._cuda._native.add_node: "
+                        "set_node_maker was not called");
+        return NULL;
+    }
+    return PyObject_Vectorcall(M.fallback, a, nargs, NULL);
+}
+
+/* add_node(table, deps, kernel, grid, block, args, shared_mem) -> the new KernelNode:
+ * cuGraphAddKernelNode, as KernelNode.build(table, deps, kernel, grid, block, args,
+ * shared_mem) does it. */
+PyObject *add_node(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
+{
+    PyObject *table = nargs == 7 ? a[0] : NULL, *kernel = nargs == 7 ? a[2] : NULL;
+    if (!table || !M.table || !S.add_kernel || !ready() || S.multi ||
+        !Py_IS_TYPE(table, M.table) || !PyObject_TypeCheck(kernel, M.kernel))
+        return fallback(a, nargs);
+    PyObject *closed = SLOT(table, M.t[T_CLOSED]), *dead = SLOT(table, M.t[T_DEAD]);
+    PyObject *nodes = SLOT(table, M.t[T_NODES]), *ledger = SLOT(table, M.t[T_LEDGER]);
+    PyObject *hot = SLOT(kernel, M.hot), *h = SLOT(table, M.t[T_H]), *held;
+    void *graph_h;
+    if (closed != Py_False || !dead || !PyUnicode_CheckExact(dead) ||
+        PyUnicode_GET_LENGTH(dead) != 0 || !nodes || !PyDict_CheckExact(nodes) || !ledger ||
+        !Py_IS_TYPE(ledger, M.ledger) || !(held = SLOT(ledger, M.held)) ||
+        !PyDict_CheckExact(held) || !hot || !hot_plan(hot, 4) || !h || as_ptr(h, &graph_h))
+        return fallback(a, nargs);
+    make_ctx c = {table, kernel, PyTuple_GET_ITEM(hot, 3), NULL};
+    PyObject *pack;
+    void *node_h;
+    int st = add_core(hot, a[3], a[4], a[5], a[6], graph_h, a[1], nodes, make_pack_and_node, &c,
+                      &pack, &node_h);
+    if (st != ADD_DONE) {
+        Py_XDECREF(c.node);
+        return st == ADD_ERROR ? NULL : fallback(a, nargs);
+    }
+    /* The node exists: record it as NodeTable.register does. */
+    PyObject *node = c.node, *key = PyLong_FromVoidPtr(node), *entry = PyTuple_Pack(2, node, pack);
+    PyObject *hh = PyLong_FromVoidPtr(node_h);
+    int bad = !key || !entry || !hh;
+    if (!bad) {
+        SLOT(node, M.n[N_H]) = Py_NewRef(hh);
+        bad = PyDict_SetItem(nodes, hh, node) || PyDict_SetItem(held, key, entry);
+    }
+    Py_XDECREF(hh);
+    Py_XDECREF(key);
+    Py_XDECREF(entry);
+    Py_DECREF(pack);
+    if (bad) {
+        Py_DECREF(node);
+        return NULL;
+    }
+    return node;
+}
