@@ -23,7 +23,9 @@ static struct {
     PyObject *fallback, *after, *pending;
 } X;
 
-static PyObject *fallback(PyObject *self, PyObject *const *a, Py_ssize_t nargs, PyObject *kwnames)
+/* fn(self, *a, **kw): a Python method called with the arguments a method in C was given. */
+static PyObject *call_method(PyObject *fn, PyObject *self, PyObject *const *a, Py_ssize_t nargs,
+                             PyObject *kwnames)
 {
     Py_ssize_t total = nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
     PyObject *small[8], **all = total < 8 ? small : PyMem_Malloc(sizeof(PyObject *) * (total + 1));
@@ -31,10 +33,15 @@ static PyObject *fallback(PyObject *self, PyObject *const *a, Py_ssize_t nargs, 
         return PyErr_NoMemory();
     all[0] = self;
     memcpy(all + 1, a, sizeof(PyObject *) * total);
-    PyObject *out = PyObject_Vectorcall(X.fallback, all, nargs + 1, kwnames);
+    PyObject *out = PyObject_Vectorcall(fn, all, nargs + 1, kwnames);
     if (all != small)
         PyMem_Free(all);
     return out;
+}
+
+static PyObject *fallback(PyObject *self, PyObject *const *a, Py_ssize_t nargs, PyObject *kwnames)
+{
+    return call_method(X.fallback, self, a, nargs, kwnames);
 }
 
 /* exe.launch(stream=None): cuGraphLaunch, as GraphExec.launch. */
@@ -99,4 +106,87 @@ PyObject *exec_launch_method(PyObject *m, PyObject *args)
     Py_XSETREF(X.after, Py_NewRef(after));
     Py_XSETREF(X.pending, Py_NewRef(pending));
     return PyDescr_NewMethod((PyTypeObject *)cls, &launch_def);
+}
+
+/* Kernel.launch as a method of the class in C: the eager launch without the Python frame of
+ * the method. kernel_launch_method hands over the class, its _hot slot, the Python method
+ * (the fallback of a call it cannot parse), the checked packing (prepare, what
+ * launch_kernel's route runs), the list that is not empty while a capture keeps launched
+ * arguments, and the function that hands them to it (keep(args)). A call is the Python
+ * method's: launch_kernel(hot, grid, block, args, stream, shared_mem, kernel, prepare) (the
+ * compiled call, which takes its ctypes route for what it does not do itself), then
+ * keep(args) while a capture is open. */
+static struct {
+    PyTypeObject *type;
+    Py_ssize_t hot_slot;
+    PyObject *fallback, *prepare, *keeps, *keep, *zero, *empty;
+} K;
+
+static const char *const KW[] = {"grid", "block", "args", "stream", "shared_mem"};
+
+/* k.launch(grid, block, args=(), stream=None, shared_mem=0): cuLaunchKernel. */
+static PyObject *kernel_launch(PyObject *self, PyObject *const *a, Py_ssize_t nargs,
+                               PyObject *kwnames)
+{
+    PyObject *v[5] = {NULL, NULL, K.empty, Py_None, K.zero};
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    int ok = K.type && PyObject_TypeCheck(self, K.type) && nargs <= 5;
+    for (Py_ssize_t i = 0; ok && i < nargs; i++)
+        v[i] = a[i];
+    for (Py_ssize_t j = 0; ok && j < nkw; j++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, j);
+        int at = -1;
+        for (int w = 0; w < 5 && at < 0; w++)
+            if (PyUnicode_CompareWithASCIIString(name, KW[w]) == 0)
+                at = w;
+        ok = at >= nargs;   /* unknown (-1), or given twice: the Python method says so */
+        if (ok)
+            v[at] = a[nargs + j];
+    }
+    if (!ok || !v[0] || !v[1])
+        return call_method(K.fallback, self, a, nargs, kwnames);
+    PyObject *hot = *(PyObject **)((char *)self + K.hot_slot);
+    PyObject *call[] = {hot ? hot : Py_None, v[0], v[1], v[2], v[3], v[4], self, K.prepare};
+    PyObject *r = launch_kernel(NULL, call, 8);
+    if (!r || !PyList_GET_SIZE(K.keeps))
+        return r;
+    Py_DECREF(r);
+    return PyObject_CallOneArg(K.keep, v[2]);   /* a capture keeps what was launched */
+}
+
+static PyMethodDef kernel_launch_def = {"launch", (PyCFunction)(void (*)(void))kernel_launch,
+                                        METH_FASTCALL | METH_KEYWORDS, NULL};
+
+/* kernel_launch_method(cls, hot_descriptor, fallback, prepare, keeps, keep, doc) -> the
+ * method descriptor. */
+PyObject *kernel_launch_method(PyObject *m, PyObject *args)
+{
+    PyObject *cls, *hot_descr, *fb, *prepare, *keeps, *keep;
+    const char *doc;
+    if (!PyArg_ParseTuple(args, "O!OOOO!Os", &PyType_Type, &cls, &hot_descr, &fb, &prepare,
+                          &PyList_Type, &keeps, &keep, &doc))
+        return NULL;
+    Py_ssize_t at = slot_offset(cls, hot_descr);
+    if (at < 0)
+        return NULL;
+    if (!PyCallable_Check(fb) || !PyCallable_Check(prepare) || !PyCallable_Check(keep)) {
+        PyErr_SetString(PyExc_TypeError, "kernel_launch_method: callables were expected");
+        return NULL;
+    }
+    if (!K.zero && (!(K.zero = PyLong_FromLong(0)) || !(K.empty = PyTuple_New(0))))
+        return NULL;
+    if (!kernel_launch_def.ml_doc) {
+        char *copy = PyMem_RawMalloc(strlen(doc) + 1);
+        if (!copy)
+            return PyErr_NoMemory();
+        strcpy(copy, doc);
+        kernel_launch_def.ml_doc = copy;
+    }
+    Py_XSETREF(K.type, (PyTypeObject *)Py_NewRef(cls));
+    K.hot_slot = at;
+    Py_XSETREF(K.fallback, Py_NewRef(fb));
+    Py_XSETREF(K.prepare, Py_NewRef(prepare));
+    Py_XSETREF(K.keeps, Py_NewRef(keeps));
+    Py_XSETREF(K.keep, Py_NewRef(keep));
+    return PyDescr_NewMethod((PyTypeObject *)cls, &kernel_launch_def);
 }
