@@ -9,6 +9,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <time.h>
 
 typedef int CUresult;
 
@@ -170,6 +171,56 @@ static PyObject *end_capture(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
     return PyLong_FromVoidPtr(graph);
 }
 
+/* repeat(which, n, a0, a1, a2) -> ns: one of graph_launch (0: exec, stream), launch_kernel
+ * (1: func, stream, params) or exec_set (3: exec, node, params) made n times in a C loop, the
+ * GIL released once around the loop: the driver call's own cost in this process, with no
+ * Python between two calls (what a C++ program pays). Per-call time is ns / n. */
+static PyObject *repeat(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
+{
+    void *p[5];
+    if (ptrs(a, nargs, 5, p))
+        return NULL;
+    int which = (int)(intptr_t)p[0];
+    long n = (long)(intptr_t)p[1];
+    if ((which != LAUNCH && which != LAUNCH_KERNEL && which != EXEC_SET) || n <= 0 || !fn[which]) {
+        PyErr_SetString(PyExc_ValueError, "repeat: which is 0, 1 or 3 (and available); n > 0");
+        return NULL;
+    }
+    CUresult rc = 0;
+    struct timespec t0, t1;
+    Py_BEGIN_ALLOW_THREADS
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (long i = 0; i < n && !rc; i++) {
+        if (which == LAUNCH)
+            rc = ((CUresult (*)(void *, void *))fn[LAUNCH])(p[2], p[3]);
+        else if (which == EXEC_SET)
+            rc = ((CUresult (*)(void *, void *, const void *))fn[EXEC_SET])(p[2], p[3], p[4]);
+        else
+            rc = ((CUresult (*)(void *, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                unsigned, unsigned, void *, void **, void **))fn[LAUNCH_KERNEL])(
+                p[2], 1, 1, 1, 1, 1, 1, 0, p[3], (void **)p[4], NULL);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    Py_END_ALLOW_THREADS
+    if (rc)
+        return failed(which, rc);
+    return PyLong_FromLongLong((long long)(t1.tv_sec - t0.tv_sec) * 1000000000LL +
+                               (t1.tv_nsec - t0.tv_nsec));
+}
+
+/* exec_set_gil(exec, node, params): exec_set with the GIL held across the call */
+static PyObject *exec_set_gil(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
+{
+    void *p[3];
+    if (ptrs(a, nargs, 3, p))
+        return NULL;
+    CUresult rc = fn[EXEC_SET] ? ((CUresult (*)(void *, void *, const void *))fn[EXEC_SET])(
+                                     p[0], p[1], p[2]) : -1;
+    if (rc)
+        return failed(EXEC_SET, rc);
+    Py_RETURN_NONE;
+}
+
 /* set_driver({name: address}): the entry points (a missing one makes its function raise) */
 static PyObject *set_driver(PyObject *m, PyObject *table)
 {
@@ -191,7 +242,7 @@ static PyObject *set_driver(PyObject *m, PyObject *table)
 static PyMethodDef methods[] = {
     FAST(graph_launch), FAST(launch_kernel), FAST(add_kernel), FAST(exec_set), FAST(instantiate),
     FAST(exec_destroy), FAST(exec_update), FAST(graph_create), FAST(graph_destroy),
-    FAST(begin_capture), FAST(end_capture),
+    FAST(begin_capture), FAST(end_capture), FAST(repeat), FAST(exec_set_gil),
     {"set_driver", set_driver, METH_O, "set_driver({name: address})"},
     {NULL, NULL, 0, NULL}};
 
