@@ -20,8 +20,9 @@
  *
  * Files: _native_convert.c (values -> bytes, grid/block, plans), _native_calls.c (the hot
  * calls), _native_nodes.c (add_node: a kernel node with its pack and node objects made in
- * C), _native_method.c (GraphExec.launch as a method in C), _native_module.c (state,
- * set-up, the module).
+ * C), _native_method.c (GraphExec.launch and Kernel.launch as methods in C),
+ * _native_exec.c (GraphExec.set_arg and set_params(node, args=) as methods in C),
+ * _native_module.c (state, set-up, the module).
  */
 #ifndef PCG_NATIVE_H
 #define PCG_NATIVE_H
@@ -127,6 +128,12 @@ PyObject *add_node(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
 /* _native_method.c */
 PyObject *exec_launch_method(PyObject *m, PyObject *args);
 PyObject *kernel_launch_method(PyObject *m, PyObject *args);
+PyObject *call_method(PyObject *fn, PyObject *self, PyObject *const *a, Py_ssize_t nargs,
+                      PyObject *kwnames);
+int method_doc(PyMethodDef *def, const char *doc);
+
+/* _native_exec.c */
+PyObject *exec_update_methods(PyObject *m, PyObject *args);
 
 /* _native_calls.c: shared with _native_nodes.c */
 int ready(void);

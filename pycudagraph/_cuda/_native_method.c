@@ -24,7 +24,7 @@ static struct {
 } X;
 
 /* fn(self, *a, **kw): a Python method called with the arguments a method in C was given. */
-static PyObject *call_method(PyObject *fn, PyObject *self, PyObject *const *a, Py_ssize_t nargs,
+PyObject *call_method(PyObject *fn, PyObject *self, PyObject *const *a, Py_ssize_t nargs,
                              PyObject *kwnames)
 {
     Py_ssize_t total = nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
@@ -76,6 +76,21 @@ static PyObject *exec_launch(PyObject *self, PyObject *const *a, Py_ssize_t narg
 static PyMethodDef launch_def = {"launch", (PyCFunction)(void (*)(void))exec_launch,
                                  METH_FASTCALL | METH_KEYWORDS, NULL};
 
+/* def->ml_doc = a copy of doc (kept as long as the process), once; -1 with an error set. */
+int method_doc(PyMethodDef *def, const char *doc)
+{
+    if (def->ml_doc)
+        return 0;
+    char *copy = PyMem_RawMalloc(strlen(doc) + 1);
+    if (!copy) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    strcpy(copy, doc);
+    def->ml_doc = copy;
+    return 0;
+}
+
 /* exec_launch_method(cls, handle_descriptor, last_descriptor, fallback, after, pending, doc)
  * -> the method descriptor: the slots are cls's own object slots (slot_offset checks). */
 PyObject *exec_launch_method(PyObject *m, PyObject *args)
@@ -92,13 +107,8 @@ PyObject *exec_launch_method(PyObject *m, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "exec_launch_method: fallback and after must be callable");
         return NULL;
     }
-    if (!launch_def.ml_doc) {   /* the method's docstring lives as long as the process */
-        char *copy = PyMem_RawMalloc(strlen(doc) + 1);
-        if (!copy)
-            return PyErr_NoMemory();
-        strcpy(copy, doc);
-        launch_def.ml_doc = copy;
-    }
+    if (method_doc(&launch_def, doc))
+        return NULL;
     Py_XSETREF(X.type, (PyTypeObject *)Py_NewRef(cls));
     X.h_slot = h_at;
     X.last_slot = last_at;
@@ -175,13 +185,8 @@ PyObject *kernel_launch_method(PyObject *m, PyObject *args)
     }
     if (!K.zero && (!(K.zero = PyLong_FromLong(0)) || !(K.empty = PyTuple_New(0))))
         return NULL;
-    if (!kernel_launch_def.ml_doc) {
-        char *copy = PyMem_RawMalloc(strlen(doc) + 1);
-        if (!copy)
-            return PyErr_NoMemory();
-        strcpy(copy, doc);
-        kernel_launch_def.ml_doc = copy;
-    }
+    if (method_doc(&kernel_launch_def, doc))
+        return NULL;
     Py_XSETREF(K.type, (PyTypeObject *)Py_NewRef(cls));
     K.hot_slot = at;
     Py_XSETREF(K.fallback, Py_NewRef(fb));

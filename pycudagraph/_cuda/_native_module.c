@@ -206,6 +206,9 @@ static PyMethodDef methods[] = {
     {"kernel_launch_method", kernel_launch_method, METH_VARARGS,
      "kernel_launch_method(cls, hot_slot, fallback, prepare, keeps, keep, doc) -> "
      "Kernel.launch as a method descriptor"},
+    {"exec_update_methods", exec_update_methods, METH_VARARGS,
+     "exec_update_methods(classes, slots, removed, set_arg, set_params, set_arg_doc, "
+     "set_params_doc) -> GraphExec.set_arg and set_params as method descriptors"},
     {"set_pointer_slot", set_pointer_slot, METH_VARARGS,
      "set_pointer_slot(cls, descriptor): where a cls object keeps its device address"},
     {"set_stream_slot", set_stream_slot, METH_VARARGS,

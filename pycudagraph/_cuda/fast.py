@@ -308,11 +308,11 @@ def node_maker(table, ledger, kernel, node, pack, fallback):
     Python: ``KernelNode.build``) does; anything the compiled route does not do itself is
     ``fallback``'s, with the same arguments. Each argument but ``fallback`` is ``(cls,
     *slot descriptors)``: the table's ``h, nodes, closed, dead, ledger``, the ledger's
-    ``held``, the kernel's ``_hot``, the node's ``_table, _h, _raw, _pack`` and the pack's
+    ``held, shared`` (a shared ``held`` is the fallback's to copy first), the kernel's ``_hot``, the node's ``_table, _h, _raw, _pack`` and the pack's
     ``layout, buf, address, refs, kernel``. Returns ``fallback`` itself on the ctypes route."""
     if _native is None:
         return fallback
-    _native.set_node_maker(table[0], table[1:], ledger[0], ledger[1], kernel[0], kernel[1],
+    _native.set_node_maker(table[0], table[1:], ledger[0], ledger[1:], kernel[0], kernel[1],
                            node[0], node[1:], pack[0], pack[1:], fallback)
     return _native.add_node
 
@@ -330,6 +330,27 @@ def method_kernel_launch(cls: type, hot, prepare, keeps: list, keep) -> None:
     doc = ("launch($self, grid, block, args=(), stream=None, shared_mem=0)\n--\n\n" +
            inspect.cleandoc(python.__doc__ or ""))
     cls.launch = _native.kernel_launch_method(cls, hot, python, prepare, keeps, keep, doc)
+
+
+def method_exec_updates(classes: tuple, slots: tuple, removed) -> None:
+    """Make ``set_arg`` and ``set_params`` of ``classes[0]`` (GraphExec) methods in C that do
+    what the Python methods do for a kernel node the exec has a record of, without their
+    frames: :func:`set_arg` / :func:`set_args` with the record's handles and pack, then the
+    replaced objects handed to the record's ``retire``. ``classes``: (GraphExec, ExecNode,
+    Node, NodeTable, ArgPack, Layout, KernelNode); ``slots``: the member descriptors of the
+    exec's ``_h, _nodes``, the record's ``node, node_h, exec_raw, exec_h, args, retire``, the
+    node's ``_raw, _table``, the table's ``dead``, the pack's ``layout, address, refs`` and the
+    layout's ``hot``; ``removed`` the mark of a removed node. Anything else is the Python
+    methods' (kept, and called with the same arguments). No effect on the ctypes route."""
+    if _native is None:
+        return
+    cls = classes[0]
+    py_arg, py_params = cls.__dict__["set_arg"], cls.__dict__["set_params"]
+    doc_a = ("set_arg($self, node, index_or_name, value)\n--\n\n" +
+             inspect.cleandoc(py_arg.__doc__ or ""))
+    doc_p = "set_params($self, node, /, **changes)\n--\n\n" + inspect.cleandoc(py_params.__doc__ or "")
+    cls.set_arg, cls.set_params = _native.exec_update_methods(classes, slots, removed, py_arg,
+                                                              py_params, doc_a, doc_p)
 
 
 def stream_slot(cls: type, descriptor, resolve) -> None:

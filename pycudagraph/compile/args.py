@@ -49,6 +49,9 @@ class Layout:
     per slot for single-argument rewrites.
     """
 
+    # ``hot`` is a slot: the compiled exec updates (GraphExec.set_arg, set_params) read it there.
+    __slots__ = ("hot", "__dict__", "__weakref__")
+
     def __init__(self, kernel_name: str, params: tuple[Param, ...], hidden: tuple[int, ...] = ()):
         for p in params:
             if p.size is None:

@@ -18,10 +18,12 @@ from .._cuda import call, fast, rt
 from .._lifetime import Ledger, release
 from ..errors import ArgumentError, ClosedError, CudaError
 from ..nodes import KernelNode, Node
-from ..nodes.exec_node import ExecNodes
+from ..compile.args import ArgPack, Layout
+from ..nodes.base import REMOVED
+from ..nodes.exec_node import ExecNode, ExecNodes
 from ..nodes.generic import exec_set_node_params
 from ..nodes.kernel_node import exec_set_arg, exec_set_args
-from ..nodes.table import node_arg
+from ..nodes.table import NodeTable, node_arg
 from ..runtime.hostfn import hostcall_ids, pending as _pending, raise_pending
 from ..runtime.stream import Stream, stream_handle
 from ..runtime.values import bool_arg, raw_int
@@ -378,3 +380,10 @@ class GraphExec(ExecUpdate, ExecIntrospection):
 # launch() without its Python frame where the compiled route is built (the method above
 # stays the fallback of everything but the plain launch)
 fast.method_launch(GraphExec, "_h", "_last_stream", "_after_launch", _pending)
+# set_arg and set_params(node, args=) without their Python frames, for a node with a record
+fast.method_exec_updates(
+    (GraphExec, ExecNode, Node, NodeTable, ArgPack, Layout, KernelNode),
+    (GraphExec._h, GraphExec._nodes, ExecNode.node, ExecNode.node_h, ExecNode.exec_raw,
+     ExecNode.exec_h, ExecNode.args, ExecNode.retire, Node._raw, Node._table, NodeTable.dead,
+     ArgPack.layout, ArgPack.address, ArgPack.refs, Layout.hot),
+    REMOVED)
