@@ -105,10 +105,11 @@ class Ledger:
     launch can still read them. ``owner`` names the graph or exec in messages.
     """
 
-    __slots__ = ("held", "extra", "retired", "closed", "_owner", "__weakref__")
+    __slots__ = ("held", "shared", "extra", "retired", "closed", "_owner", "__weakref__")
 
     def __init__(self, held: dict | None = None, owner=None):
         self.held: dict = {} if held is None else held
+        self.shared = False  # ``held`` was handed out by share(): copied before it changes
         self.extra: list = []
         self.retired: list = []
         self.closed = False  # the owner was destroyed: it holds, but no longer uses, things
@@ -116,19 +117,36 @@ class Ledger:
         key = id(self)
         _ledgers[key] = weakref.ref(self, lambda _ref, key=key: _ledger_gone(key))
 
+    def share(self) -> dict:
+        """``held`` as it is now, for a copy of the owner to keep (an exec, of its graph's
+        entries): the dict itself, which this ledger no longer changes (it copies it before
+        its next change, :meth:`writable`). O(1): a graph instantiated or given to an update
+        is not walked."""
+        self.shared = True
+        return self.held
+
+    def writable(self) -> dict:
+        """``held``, to change: a copy of it first if it was shared."""
+        if self.shared:
+            self.held = dict(self.held)
+            self.shared = False
+        return self.held
+
     def hold(self, key, *objs) -> None:
         """Keep ``objs`` under ``key``, replacing what was kept there."""
-        old = self.held.get(key)
+        held = self.writable()
+        old = held.get(key)
         if objs:
-            self.held[key] = objs
+            held[key] = objs
         elif old is not None:
-            del self.held[key]
+            del held[key]
         if old is not None and _pending_frees:
             retry_frees()
 
     def add(self, key, *objs) -> None:
         """Keep ``objs`` under ``key`` in addition to what is kept there."""
-        self.held[key] = self.held.get(key, ()) + objs
+        held = self.writable()
+        held[key] = held.get(key, ()) + objs
 
     def keep_also(self, *objs) -> None:
         """Keep ``objs`` for the owner as a whole."""
@@ -136,7 +154,7 @@ class Ledger:
 
     def drop(self, key) -> None:
         """Stop keeping what is under ``key`` (now: nothing can launch it any more)."""
-        self.held.pop(key, None)
+        self.writable().pop(key, None)
         if _pending_frees:
             retry_frees()
 
@@ -153,7 +171,10 @@ class Ledger:
 
     def clear(self) -> None:
         """Keep nothing any more (the owner was destroyed)."""
-        self.held.clear()
+        if self.shared:  # a copy of the owner still keeps the shared dict
+            self.held, self.shared = {}, False
+        else:
+            self.held.clear()
         self.extra = []
         self.retired = []
         if _pending_frees:

@@ -10,7 +10,8 @@
  * What it reads and writes are slots, by the offsets of member descriptors fast.py hands
  * over (set_node_maker), of objects whose types it checked: the table (NodeTable), its
  * ledger (Ledger), the kernel (Kernel: its _hot), the new pack (ArgPack) and node
- * (KernelNode). Anything else (a closed or destroyed graph, a kernel whose plan it lacks,
+ * (KernelNode). Anything else (a closed or destroyed graph, a ledger whose entries an exec
+ * shares (the fallback copies them first: Ledger.writable), a kernel whose plan it lacks,
  * a value it does not convert, a dependency it does not judge, a trace, a new thread,
  * several devices, a refused call) is the fallback's (KernelNode.build), called with the
  * same arguments: it converts, checks, raises the clear error, or adds the node itself.
@@ -27,7 +28,7 @@ enum { P_LAYOUT, P_BUF, P_ADDRESS, P_REFS, P_KERNEL, P_COUNT };
 
 static struct {
     PyTypeObject *table, *ledger, *kernel, *node, *pack;
-    Py_ssize_t t[T_COUNT], held, hot, n[N_COUNT], p[P_COUNT];
+    Py_ssize_t t[T_COUNT], held, shared, hot, n[N_COUNT], p[P_COUNT];
     PyObject *fallback;
 } M;
 
@@ -56,20 +57,21 @@ static int offsets(PyTypeObject *cls, PyObject *descrs, Py_ssize_t n, Py_ssize_t
     return 0;
 }
 
-/* set_node_maker(table_cls, (h, nodes, closed, dead, ledger), ledger_cls, held, kernel_cls,
+/* set_node_maker(table_cls, (h, nodes, closed, dead, ledger), ledger_cls, (held, shared),
+ *                kernel_cls,
  *                hot, node_cls, (_table, _h, _raw, _pack), pack_cls, (layout, buf, address,
  *                refs, kernel), fallback): the slots add_node reads and writes. */
 PyObject *set_node_maker(PyObject *m, PyObject *args)
 {
     PyTypeObject *tc, *lc, *kc, *nc, *pc;
-    PyObject *td, *held, *hot, *nd, *pd, *fb;
+    PyObject *td, *ld, *hot, *nd, *pd, *fb;
     if (!PyArg_ParseTuple(args, "O!OO!OO!OO!OO!OO", &PyType_Type, &tc, &td, &PyType_Type, &lc,
-                          &held, &PyType_Type, &kc, &hot, &PyType_Type, &nc, &nd, &PyType_Type,
+                          &ld, &PyType_Type, &kc, &hot, &PyType_Type, &nc, &nd, &PyType_Type,
                           &pc, &pd, &fb))
         return NULL;
-    Py_ssize_t t[T_COUNT], n[N_COUNT], p[P_COUNT], h_at, hot_at;
+    Py_ssize_t t[T_COUNT], n[N_COUNT], p[P_COUNT], l[2], hot_at;
     if (offsets(tc, td, T_COUNT, t) || offsets(nc, nd, N_COUNT, n) ||
-        offsets(pc, pd, P_COUNT, p) || (h_at = member_offset(lc, held)) < 0 ||
+        offsets(pc, pd, P_COUNT, p) || offsets(lc, ld, 2, l) ||
         (hot_at = member_offset(kc, hot)) < 0)
         return NULL;
     if (!PyCallable_Check(fb)) {
@@ -84,7 +86,8 @@ PyObject *set_node_maker(PyObject *m, PyObject *args)
     memcpy(M.t, t, sizeof t);
     memcpy(M.n, n, sizeof n);
     memcpy(M.p, p, sizeof p);
-    M.held = h_at;
+    M.held = l[0];
+    M.shared = l[1];
     M.hot = hot_at;
     Py_XSETREF(M.fallback, Py_NewRef(fb));
     Py_RETURN_NONE;
@@ -149,7 +152,8 @@ PyObject *add_node(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
     void *graph_h;
     if (closed != Py_False || !dead || !PyUnicode_CheckExact(dead) ||
         PyUnicode_GET_LENGTH(dead) != 0 || !nodes || !PyDict_CheckExact(nodes) || !ledger ||
-        !Py_IS_TYPE(ledger, M.ledger) || !(held = SLOT(ledger, M.held)) ||
+        !Py_IS_TYPE(ledger, M.ledger) || SLOT(ledger, M.shared) != Py_False ||
+        !(held = SLOT(ledger, M.held)) ||
         !PyDict_CheckExact(held) || !hot || !hot_plan(hot, 4) || !h || as_ptr(h, &graph_h))
         return fallback(a, nargs);
     make_ctx c = {table, kernel, PyTuple_GET_ITEM(hot, 3), NULL};

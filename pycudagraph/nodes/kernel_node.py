@@ -129,7 +129,7 @@ class KernelNode(Node):
         node = _new(cls)  # cls(...) less the type call; table.register without its calls
         node.__init__(table, h, pack)
         table.nodes[h] = node
-        table.ledger.held[id(node)] = (node, pack)
+        table.ledger.writable()[id(node)] = (node, pack)
         if todo:
             try:
                 for attr, value in todo:
@@ -375,7 +375,7 @@ def exec_set_args(rec: ExecNode, args) -> None:
 #: it does not do itself, and the whole call on the ctypes route, is ``KernelNode.build``'s.
 add_kernel_node = fast.node_maker(
     (NodeTable, NodeTable.h, NodeTable.nodes, NodeTable.closed, NodeTable.dead, NodeTable.ledger),
-    (Ledger, Ledger.held), (Kernel, Kernel._hot),
+    (Ledger, Ledger.held, Ledger.shared), (Kernel, Kernel._hot),
     (KernelNode, Node._table, Node._h, Node._raw, KernelNode._pack),
     (ArgPack, ArgPack.layout, ArgPack.buf, ArgPack.address, ArgPack.refs, ArgPack.kernel),
     KernelNode.build)

@@ -117,8 +117,8 @@ class NodeTable:
 
     def keep_also(self, node, *objs) -> None:
         """``node`` keeps ``objs`` alive too (an attribute's window, generic parameters)."""
-        entry = self.ledger.held.get(id(node))
-        self.ledger.held[id(node)] = (entry or (node,)) + objs
+        held = self.ledger.writable()
+        held[id(node)] = (held.get(id(node)) or (node,)) + objs
 
     def kept(self, node) -> tuple:
         """What ``node`` keeps alive (its parameters' Python objects), ``()`` for none."""
@@ -187,12 +187,14 @@ class NodeTable:
             table = owner.graph.table if isinstance(owner, Node) else None
         return False
 
-    def snapshot(self) -> list:
-        """Copies of the ledger entries of this graph and of its inner graphs, one dict each
-        (made at C speed): what an exec keeps alive and finds its nodes' parameters in."""
-        out = [dict(self.ledger.held)]
+    def snapshot(self, share: bool = True) -> list:
+        """The ledger entries of this graph and of its inner graphs as they are now, one dict
+        each: what an exec keeps alive and finds its nodes' parameters in. ``share``: the
+        dicts themselves (``Ledger.share``: O(1), the ledgers copy them before their next
+        change), for a caller that never changes them; else copies."""
+        out = [self.ledger.share() if share else dict(self.ledger.held)]
         for inner in self.inner_tables():
-            out += inner.snapshot()
+            out += inner.snapshot(share)
         return out
 
     def extras(self) -> tuple:
@@ -202,8 +204,9 @@ class NodeTable:
         return own + tuple(inner.extras() for inner in self.inner_tables())
 
     def keepalive(self) -> tuple:
-        """Everything this graph's nodes point at, inner graphs included."""
-        return (self.snapshot(), self.extras())
+        """Everything this graph's nodes point at, inner graphs included (copies: the
+        caller may keep and change them)."""
+        return (self.snapshot(share=False), self.extras())
 
 
 # ----------------------------------------------------------------------------------
