@@ -158,8 +158,9 @@ static PyObject *kernel_launch(PyObject *self, PyObject *const *a, Py_ssize_t na
     PyObject *hot = *(PyObject **)((char *)self + K.hot_slot);
     PyObject *call[] = {hot ? hot : Py_None, v[0], v[1], v[2], v[3], v[4], self, K.prepare};
     PyObject *r = launch_kernel(NULL, call, 8);
-    if (!r || !PyList_GET_SIZE(K.keeps))
-        return r;
+    if (!r || !PyList_GET_SIZE(K.keeps) ||
+        ((PyTuple_CheckExact(v[2]) || PyList_CheckExact(v[2])) && !PySequence_Fast_GET_SIZE(v[2])))
+        return r;   /* no capture open, or nothing launched to keep */
     Py_DECREF(r);
     return PyObject_CallOneArg(K.keep, v[2]);   /* a capture keeps what was launched */
 }
