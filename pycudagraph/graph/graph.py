@@ -96,6 +96,11 @@ class Graph(GraphTopology, GraphClone, GraphText, GraphIntrospection, GraphUserO
         """The raw ``cudaGraph_t``; :class:`ClosedError` once closed. No CUDA call."""
         return self.table.raw
 
+    def __int__(self) -> int:
+        """The raw ``cudaGraph_t`` as an int (what ``pcg.trace()`` names it by), closed or
+        not. No CUDA call."""
+        return self.table.h
+
     @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called (or the raw graph is gone). No CUDA call."""

@@ -51,3 +51,17 @@ def test_traced_call_without_twin_reads_as_before():
 def test_trace_options_are_checked(kwargs, words):
     with pytest.raises(pcg.ArgumentError, match=words):
         pcg.trace(**kwargs)
+
+
+def test_a_graph_is_named_by_its_handle_in_every_call():
+    """A Graph argument reads as g0 wherever it appears, as its raw handle does (int(g))."""
+    from tests.support.fakes import fake_graph
+    g, other = fake_graph(), fake_graph()
+    with pcg.trace() as t:
+        check.tracer("cudaGraphCreate", (0,), (0, g.handle))
+        check.report("cuGraphAddKernelNode", 0, (0x10, g, [], None))
+        check.report("cuGraphAddKernelNode", 0, (0x11, other, [], None))
+    assert int(g) == g.table.h
+    create, add, add2 = (str(r) for r in t.records)
+    assert "g0" in create and "cuGraphAddKernelNode(16, g0, {}, NULL)" in add, (create, add)
+    assert "(17, g1, {}, NULL)" in add2 and "pycudagraph.Graph" not in add + add2
