@@ -60,7 +60,7 @@ final-bench)
     old=/tmp/oldbench; rm -rf $old; mkdir -p $old; cp -r .before/benchmarks .before/kernels $old/
     (cd .before && python3 setup.py build_ext --inplace > /dev/null 2>&1)
     python3 setup.py build_ext --inplace > /dev/null 2>&1
-    groups=held_launch,exec_set_arg,build,recapture,eager_launch
+    groups=held_launch,eager,set_arg,set_all,build,instantiate,recapture
     for run in A B; do
         for side in before after; do
             pkg=$PWD; [[ $side == before ]] && pkg=$PWD/.before

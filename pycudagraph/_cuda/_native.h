@@ -7,10 +7,15 @@
  *
  * The code takes ints, bytes and sequences only: a plan (bytes fast.py builds: where each
  * argument goes and what C type it has), the converters tuple, argument values, handles.
- * It reads no attribute of any object and constructs no pycudagraph object; the fields it
- * reads are slots whose descriptors fast.py hands over, of objects of the types they belong
- * to: a DeviceBuffer's address (set_pointer_slot), a graph node's handle and removed mark
- * (set_node_slots), a Stream's handle (set_stream_slot).
+ * It reads no attribute of any object by name; the fields it reads (and, for a new node,
+ * writes) are slots whose member descriptors fast.py hands over, of objects whose types it
+ * checked: a DeviceBuffer's address (set_pointer_slot), a graph node's handle and removed
+ * mark (set_node_slots), a Stream's handle (set_stream_slot), the fields of a node table,
+ * ledger, kernel, argument pack and kernel node (set_node_maker), of an exec and its
+ * records (exec_launch_method, exec_update_methods) and a kernel's plan
+ * (kernel_launch_method). The only objects of pycudagraph's it makes are a new kernel
+ * node and its argument pack (add_node: object.__new__ of their classes and their slots,
+ * what their Python makers set).
  *
  * Each call (launch_graph, launch_kernel, add_kernel, set_arg, set_args) makes the driver call itself
  * when it can; otherwise (a value it does not convert, a thread whose context fast.py has

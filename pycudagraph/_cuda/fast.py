@@ -301,6 +301,14 @@ def method_launch(cls: type, handle: str, last: str, after: str, pending: list) 
                                             pending, doc)
 
 
+def _slot(cls: type, name: str):
+    """The member descriptor of slot ``name`` of ``cls`` (declared by it or a base)."""
+    for c in cls.__mro__:
+        if name in c.__dict__:
+            return c.__dict__[name]
+    raise AttributeError(f"{cls.__name__} has no slot {name!r}")
+
+
 def node_maker(table, ledger, kernel, node, pack, fallback):
     """``add_node(table, deps, kernel, grid, block, args, shared_mem) -> node``: a kernel
     node added (``cuGraphAddKernelNode``, i.e. ``cudaGraphAddKernelNode``) with its pack and
@@ -309,18 +317,22 @@ def node_maker(table, ledger, kernel, node, pack, fallback):
     ``fallback``'s, with the same arguments. Each argument but ``fallback`` is ``(cls,
     *slot descriptors)``: the table's ``h, nodes, closed, dead, ledger``, the ledger's
     ``held, shared`` (a shared ``held`` is the fallback's to copy first), the kernel's ``_hot``, the node's ``_table, _h, _raw, _pack`` and the pack's
-    ``layout, buf, address, refs, kernel``. Returns ``fallback`` itself on the ctypes route."""
+    ``layout, buf, address, refs, kernel`` (slot names). Returns ``fallback`` itself on the
+    ctypes route."""
     if _native is None:
         return fallback
-    _native.set_node_maker(table[0], table[1:], ledger[0], ledger[1:], kernel[0], kernel[1],
-                           node[0], node[1:], pack[0], pack[1:], fallback)
+
+    def slots(spec):
+        return tuple(_slot(spec[0], name) for name in spec[1:])
+    _native.set_node_maker(table[0], slots(table), ledger[0], slots(ledger), kernel[0],
+                           _slot(*kernel), node[0], slots(node), pack[0], slots(pack), fallback)
     return _native.add_node
 
 
-def method_kernel_launch(cls: type, hot, prepare, keeps: list, keep) -> None:
+def method_kernel_launch(cls: type, hot: str, prepare, keeps: list, keep) -> None:
     """Make ``cls.launch`` (an eager kernel launch, ``cuLaunchKernel``) a method in C that does
     what the Python method does without its frame: :func:`launch_kernel` with the kernel's
-    plan from the slot ``hot`` (a member descriptor) and ``prepare`` (the checked packing),
+    plan from the slot named ``hot`` and ``prepare`` (the checked packing),
     then ``keep(args)`` while ``keeps`` (open captures' lists) is not empty. A call it cannot
     parse is the Python method's (kept, and called with the same arguments). No effect on the
     ctypes route."""
@@ -329,7 +341,8 @@ def method_kernel_launch(cls: type, hot, prepare, keeps: list, keep) -> None:
     python = cls.__dict__["launch"]
     doc = ("launch($self, grid, block, args=(), stream=None, shared_mem=0)\n--\n\n" +
            inspect.cleandoc(python.__doc__ or ""))
-    cls.launch = _native.kernel_launch_method(cls, hot, python, prepare, keeps, keep, doc)
+    cls.launch = _native.kernel_launch_method(cls, _slot(cls, hot), python, prepare, keeps,
+                                              keep, doc)
 
 
 def method_exec_updates(classes: tuple, slots: tuple, removed) -> None:
@@ -337,7 +350,7 @@ def method_exec_updates(classes: tuple, slots: tuple, removed) -> None:
     what the Python methods do for a kernel node the exec has a record of, without their
     frames: :func:`set_arg` / :func:`set_args` with the record's handles and pack, then the
     replaced objects handed to the record's ``retire``. ``classes``: (GraphExec, ExecNode,
-    Node, NodeTable, ArgPack, Layout, KernelNode); ``slots``: the member descriptors of the
+    Node, NodeTable, ArgPack, Layout, KernelNode); ``slots``: ``(class, slot name)`` of the
     exec's ``_h, _nodes``, the record's ``node, node_h, exec_raw, exec_h, args, retire``, the
     node's ``_raw, _table``, the table's ``dead``, the pack's ``layout, address, refs`` and the
     layout's ``hot``; ``removed`` the mark of a removed node. Anything else is the Python
@@ -349,8 +362,9 @@ def method_exec_updates(classes: tuple, slots: tuple, removed) -> None:
     doc_a = ("set_arg($self, node, index_or_name, value)\n--\n\n" +
              inspect.cleandoc(py_arg.__doc__ or ""))
     doc_p = "set_params($self, node, /, **changes)\n--\n\n" + inspect.cleandoc(py_params.__doc__ or "")
-    cls.set_arg, cls.set_params = _native.exec_update_methods(classes, slots, removed, py_arg,
-                                                              py_params, doc_a, doc_p)
+    descriptors = tuple(_slot(owner, name) for owner, name in slots)
+    cls.set_arg, cls.set_params = _native.exec_update_methods(classes, descriptors, removed,
+                                                              py_arg, py_params, doc_a, doc_p)
 
 
 def stream_slot(cls: type, descriptor, resolve) -> None:

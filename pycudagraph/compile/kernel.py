@@ -400,5 +400,5 @@ def _keep_launched(args) -> None:
 
 # launch() without its Python frame where the compiled route is built (the method above
 # stays the fallback of a call the method in C does not parse)
-fast.method_kernel_launch(Kernel, Kernel._hot, _prepare_launch, _lifetime.capture_keeps,
+fast.method_kernel_launch(Kernel, "_hot", _prepare_launch, _lifetime.capture_keeps,
                           _keep_launched)

@@ -383,7 +383,8 @@ fast.method_launch(GraphExec, "_h", "_last_stream", "_after_launch", _pending)
 # set_arg and set_params(node, args=) without their Python frames, for a node with a record
 fast.method_exec_updates(
     (GraphExec, ExecNode, Node, NodeTable, ArgPack, Layout, KernelNode),
-    (GraphExec._h, GraphExec._nodes, ExecNode.node, ExecNode.node_h, ExecNode.exec_raw,
-     ExecNode.exec_h, ExecNode.args, ExecNode.retire, Node._raw, Node._table, NodeTable.dead,
-     ArgPack.layout, ArgPack.address, ArgPack.refs, Layout.hot),
+    ((GraphExec, "_h"), (GraphExec, "_nodes"), (ExecNode, "node"), (ExecNode, "node_h"),
+     (ExecNode, "exec_raw"), (ExecNode, "exec_h"), (ExecNode, "args"), (ExecNode, "retire"),
+     (Node, "_raw"), (Node, "_table"), (NodeTable, "dead"), (ArgPack, "layout"),
+     (ArgPack, "address"), (ArgPack, "refs"), (Layout, "hot")),
     REMOVED)

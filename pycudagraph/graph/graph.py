@@ -12,8 +12,10 @@ graph's table (:mod:`pycudagraph.nodes`). Topology (edges, listing, removal) is 
 
 from __future__ import annotations
 
-from .._cuda import call, context, rt
-from .._lifetime import release
+from .._cuda import call, context, fast, rt
+from .._lifetime import Ledger, release
+from ..compile.args import ArgPack
+from ..compile.kernel import Kernel
 from ..errors import ArgumentError
 from ..nodes import (BatchMemOpNode, ChildGraphNode, ConditionalHandle, EmptyNode,
                      EventRecordNode, EventWaitNode, ExtSemaphoreSignalNode,
@@ -21,7 +23,6 @@ from ..nodes import (BatchMemOpNode, ChildGraphNode, ConditionalHandle, EmptyNod
                      MemAllocNode, MemcpyNode, MemFreeNode, MemsetNode, Node, NodeTable,
                      SwitchNode, WhileNode)
 from ..nodes.generic import add_node
-from ..nodes.kernel_node import add_kernel_node
 from ..runtime.user_objects import GraphUserObjects
 from ..runtime.values import raw_int
 from . import audit as _audit
@@ -35,6 +36,15 @@ from .file_save import save_graph
 from .topology import GraphTopology
 
 __all__ = ["Graph"]
+
+#: ``add_kernel_node(table, deps, kernel, grid, block, args, shared_mem) -> KernelNode``: what
+#: ``KernelNode.build`` does (``cuGraphAddKernelNode``), made in C where the compiled route is
+#: built (``fast.node_maker``: the pack and node objects made and recorded there); anything it
+#: does not do itself, and the whole call on the ctypes route, is ``KernelNode.build``'s.
+add_kernel_node = fast.node_maker(
+    (NodeTable, "h", "nodes", "closed", "dead", "ledger"), (Ledger, "held", "shared"),
+    (Kernel, "_hot"), (KernelNode, "_table", "_h", "_raw", "_pack"),
+    (ArgPack, "layout", "buf", "address", "refs", "kernel"), KernelNode.build)
 
 
 class Graph(GraphTopology, GraphClone, GraphText, GraphIntrospection, GraphUserObjects):

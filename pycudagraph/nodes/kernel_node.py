@@ -6,9 +6,7 @@ from dataclasses import dataclass, field
 
 from .._cuda import call, context, dr, fast, rt, versions
 from .._cuda.context import seen
-from .._lifetime import Ledger
 from ..compile.args import ArgPack
-from ..compile.kernel import Kernel
 from ..compile.cxx_names import mangled_scope
 from ..compile.limits import require_kernel
 from ..errors import ArgumentError
@@ -16,7 +14,6 @@ from . import attributes as _attrs
 from .base import REMOVED, Node, NodeType
 from .captured_args import CapturedArgs
 from .exec_node import ExecNode
-from .table import NodeTable
 
 __all__ = ["KernelNode", "KernelParams", "short_kernel_name", "exec_set_arg", "exec_set_args",
            "pack_arguments"]
@@ -368,14 +365,3 @@ def exec_set_args(rec: ExecNode, args) -> None:
             if old is not None:  # a queued launch may still read it
                 rec.retire(old)
 
-
-#: ``add_kernel_node(table, deps, kernel, grid, block, args, shared_mem) -> KernelNode``: what
-#: ``KernelNode.build`` does (``cuGraphAddKernelNode``), made in C where the compiled route is
-#: built (``fast.node_maker``: the pack and node objects made and recorded there); anything
-#: it does not do itself, and the whole call on the ctypes route, is ``KernelNode.build``'s.
-add_kernel_node = fast.node_maker(
-    (NodeTable, NodeTable.h, NodeTable.nodes, NodeTable.closed, NodeTable.dead, NodeTable.ledger),
-    (Ledger, Ledger.held, Ledger.shared), (Kernel, Kernel._hot),
-    (KernelNode, Node._table, Node._h, Node._raw, KernelNode._pack),
-    (ArgPack, ArgPack.layout, ArgPack.buf, ArgPack.address, ArgPack.refs, ArgPack.kernel),
-    KernelNode.build)

@@ -9,8 +9,9 @@ through it later (:meth:`NodeTable.node`, :meth:`NodeTable.kept`), so the node l
 imports the graph layer nor reads a graph's private state.
 
 What a node keeps alive is its ledger entry, keyed by the node's identity (``id(node)`` ->
-``(node, *objects)``): an exec copies the entries when it is made (:meth:`snapshot`, at C
-speed) and finds there what each of its nodes had then, whatever the graph does later.
+``(node, *objects)``): an exec takes the entries when it is made (:meth:`snapshot`: the
+ledger's dict itself, which the ledger copies before its next change) and finds there what
+each of its nodes had then, whatever the graph does later.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""``Graph.add_kernel``'s one call, ``add_kernel_node`` (``fast.node_maker``): with the compiled
-route the node, its pack and their record in the table are made in C, and must be what
-``KernelNode.build`` makes in Python; whatever C does not do itself goes to ``build`` with
-the same arguments (CPU, the driver stub; as built and with PYCUDAGRAPH_NO_NATIVE=1)."""
+"""``Graph.add_kernel``'s one call, ``add_kernel_node`` (``graph/graph.py``,
+``fast.node_maker``): with the compiled route the node, its pack and their record in the
+table are made in C, and must be what ``KernelNode.build`` makes in Python; whatever C does
+not do itself goes to ``build`` with the same arguments (CPU, the driver stub; as built and
+with PYCUDAGRAPH_NO_NATIVE=1)."""
 
 from tests.support.native_driver import both, run
 
@@ -11,10 +12,10 @@ def test_the_node_made_in_c_is_the_one_build_makes(native):
     run('''
         import ctypes
         import sys
-        from pycudagraph.nodes import kernel_node
+        from pycudagraph.graph import graph as graph_module
         from pycudagraph.nodes.kernel_node import KernelNode
         from pycudagraph.compile.args import ArgPack
-        assert (kernel_node.add_kernel_node == KernelNode.build) == (not COMPILED)
+        assert (graph_module.add_kernel_node == KernelNode.build) == (not COMPILED)
         g, y = fake_graph(), buffer()
         entered = []
 
