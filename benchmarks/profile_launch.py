@@ -6,7 +6,8 @@ Run from the repository root on a GPU: ``python benchmarks/profile_launch.py``.
 1. The kernel-node parameters of a node made by pycudagraph, by pycudagraph's capture and by
    cuda.core (``cuGraphKernelNodeGetParams``): what differs between the graphs.
 2. Held launch (the suite's harness: CPU time per call while a spin kernel holds the GPU),
-   K = 1 and 100, for one graph through several callers and for graphs made several ways.
+   K = 1, 100 and 1000, for one graph through several callers and for graphs made several
+   ways (CuPy's also through the same ctypes call as pycudagraph's).
 """
 from __future__ import annotations
 
@@ -86,13 +87,13 @@ print("\n== 2. held launch (us per call, median; the suite's harness) ==")
 
 
 def run(label, fn, args, k):
-    one = held_round(env, fn, args, int(s.ptr), 20, 100.0)
+    one = held_round(env, fn, args, int(s.ptr), 10 if k >= 1000 else 20, 100.0)
     with gc_paused():
         us = median([one() for _ in range(5)])
     print(f"K={k:<4d} {label:44s} {us:6.2f}   spin ended early: {env.expired}", flush=True)
 
 
-for k in (1, 100):
+for k in (1, 100, 1000):
     exe = pcg_built(k).instantiate()
     exe.upload(s)
     for _ in range(3):
@@ -129,6 +130,8 @@ for k in (1, 100):
         cg.upload(cs)
         cs.synchronize()
         run("CuPy-captured graph, cupy Graph.launch", cg.launch, (cs,), k)
+        run("CuPy-captured graph, ctypes cuGraphLaunch", fast._f.launch,
+            (int(cg.graphExec), int(s.ptr)), k)
     except Exception:  # noqa: BLE001
         traceback.print_exc()
 print(f"\nhot path: {fast.native_status()}; numpy {np.__version__}")
