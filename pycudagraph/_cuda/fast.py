@@ -27,8 +27,12 @@ The compiled route reads argument layouts from a *plan* (``plans.py``): bytes ma
 :func:`layout_plan` (slot offsets and kinds) and :func:`kernel_plan` (plus the function and
 its 1-D limits); and a :class:`~pycudagraph.DeviceBuffer`'s address, a graph node's handle,
 a :class:`~pycudagraph.Stream`'s handle and a :class:`~pycudagraph.GraphExec`'s from their
-slots (:func:`pointer_slot`, :func:`node_slots`, :func:`stream_slot`, :func:`method_launch`).
-The other ctypes calls (exec update, instantiate, kernel-node set) are here too. See
+slots (:func:`pointer_slot`, :func:`node_slots`, :func:`stream_slot`). Where the Python frames
+around a call cost as much as the call, the extension also makes ``GraphExec.launch``,
+``Kernel.launch``, ``GraphExec.set_arg`` / ``set_params`` methods in C (:func:`method_launch`,
+:func:`method_kernel_launch`, :func:`method_exec_updates`) and the kernel-node add with its
+node and pack objects (:func:`node_maker`), the Python code kept as their fallback. The
+other ctypes calls (exec update, instantiate, kernel-node set) are here too. See
 ``docs/HOT_PATH.md``.
 """
 
@@ -50,7 +54,8 @@ from .plans import (K_BOOL, K_F32, K_F64, K_I8, K_I16, K_I32, K_I64, K_OTHER, K_
 from .structs import KERNEL_NODE_PARAMS_SIZE
 
 __all__ = ["launch_graph", "launch_kernel", "add_kernel", "set_arg", "set_args",
-           "pointer_slot", "node_slots", "stream_slot", "method_launch", "kernel_node_set_params",
+           "pointer_slot", "node_slots", "stream_slot", "method_launch", "method_kernel_launch",
+           "method_exec_updates", "node_maker", "kernel_node_set_params",
            "exec_kernel_node_set_params", "exec_update", "graph_instantiate", "native_status",
            "layout_plan", "kernel_plan", "use_driver_library", "NATIVE_ENV"]
 
@@ -296,9 +301,8 @@ def method_launch(cls: type, handle: str, last: str, after: str, pending: list) 
         return
     own = cls.__dict__
     python = own["launch"]
-    doc = "launch($self, stream=None)\n--\n\n" + inspect.cleandoc(python.__doc__ or "")
     cls.launch = _native.exec_launch_method(cls, own[handle], own[last], python, own[after],
-                                            pending, doc)
+                                            pending, _doc("launch($self, stream=None)", python))
 
 
 def _slot(cls: type, name: str):
@@ -309,16 +313,20 @@ def _slot(cls: type, name: str):
     raise AttributeError(f"{cls.__name__} has no slot {name!r}")
 
 
+def _doc(signature: str, method) -> str:
+    """A method in C's docstring: its signature line, then the Python method's text."""
+    return f"{signature}\n--\n\n" + inspect.cleandoc(method.__doc__ or "")
+
+
 def node_maker(table, ledger, kernel, node, pack, fallback):
-    """``add_node(table, deps, kernel, grid, block, args, shared_mem) -> node``: a kernel
-    node added (``cuGraphAddKernelNode``, i.e. ``cudaGraphAddKernelNode``) with its pack and
-    node objects made and recorded in the table in C, as ``fallback`` (the same call in
-    Python: ``KernelNode.build``) does; anything the compiled route does not do itself is
-    ``fallback``'s, with the same arguments. Each argument but ``fallback`` is ``(cls,
-    *slot descriptors)``: the table's ``h, nodes, closed, dead, ledger``, the ledger's
-    ``held, shared`` (a shared ``held`` is the fallback's to copy first), the kernel's ``_hot``, the node's ``_table, _h, _raw, _pack`` and the pack's
-    ``layout, buf, address, refs, kernel`` (slot names). Returns ``fallback`` itself on the
-    ctypes route."""
+    """``add_node(table, deps, kernel, grid, block, args, shared_mem) -> node``: the kernel
+    node added (``cuGraphAddKernelNode``, i.e. ``cudaGraphAddKernelNode``) and its pack and
+    node objects made and recorded in the table in C, as ``fallback`` (``KernelNode.build``)
+    does; anything else is ``fallback``'s, with the same arguments (the whole call on the
+    ctypes route, where ``fallback`` itself is returned). Each argument but ``fallback`` is
+    ``(cls, *slot names)``: the table's ``h, nodes, closed, dead, ledger``, the ledger's
+    ``held, shared``, the kernel's ``_hot``, the node's ``_table, _h, _raw, _pack`` and the
+    pack's ``layout, buf, address, refs, kernel``."""
     if _native is None:
         return fallback
 
@@ -330,41 +338,33 @@ def node_maker(table, ledger, kernel, node, pack, fallback):
 
 
 def method_kernel_launch(cls: type, hot: str, prepare, keeps: list, keep) -> None:
-    """Make ``cls.launch`` (an eager kernel launch, ``cuLaunchKernel``) a method in C that does
-    what the Python method does without its frame: :func:`launch_kernel` with the kernel's
-    plan from the slot named ``hot`` and ``prepare`` (the checked packing),
-    then ``keep(args)`` while ``keeps`` (open captures' lists) is not empty. A call it cannot
-    parse is the Python method's (kept, and called with the same arguments). No effect on the
-    ctypes route."""
-    if _native is None:
-        return
-    python = cls.__dict__["launch"]
-    doc = ("launch($self, grid, block, args=(), stream=None, shared_mem=0)\n--\n\n" +
-           inspect.cleandoc(python.__doc__ or ""))
-    cls.launch = _native.kernel_launch_method(cls, _slot(cls, hot), python, prepare, keeps,
-                                              keep, doc)
+    """``cls.launch`` (``cuLaunchKernel``) as a method in C: :func:`launch_kernel` with the
+    plan in slot ``hot`` and ``prepare`` (the checked packing), then ``keep(args)`` while
+    ``keeps`` (open captures' lists) is not empty; a call it cannot parse is the Python
+    method's. No effect on the ctypes route."""
+    if _native is not None:
+        python = cls.__dict__["launch"]
+        cls.launch = _native.kernel_launch_method(
+            cls, _slot(cls, hot), python, prepare, keeps, keep,
+            _doc("launch($self, grid, block, args=(), stream=None, shared_mem=0)", python))
 
 
 def method_exec_updates(classes: tuple, slots: tuple, removed) -> None:
-    """Make ``set_arg`` and ``set_params`` of ``classes[0]`` (GraphExec) methods in C that do
-    what the Python methods do for a kernel node the exec has a record of, without their
-    frames: :func:`set_arg` / :func:`set_args` with the record's handles and pack, then the
-    replaced objects handed to the record's ``retire``. ``classes``: (GraphExec, ExecNode,
-    Node, NodeTable, ArgPack, Layout, KernelNode); ``slots``: ``(class, slot name)`` of the
-    exec's ``_h, _nodes``, the record's ``node, node_h, exec_raw, exec_h, args, retire``, the
-    node's ``_raw, _table``, the table's ``dead``, the pack's ``layout, address, refs`` and the
-    layout's ``hot``; ``removed`` the mark of a removed node. Anything else is the Python
-    methods' (kept, and called with the same arguments). No effect on the ctypes route."""
-    if _native is None:
-        return
-    cls = classes[0]
-    py_arg, py_params = cls.__dict__["set_arg"], cls.__dict__["set_params"]
-    doc_a = ("set_arg($self, node, index_or_name, value)\n--\n\n" +
-             inspect.cleandoc(py_arg.__doc__ or ""))
-    doc_p = "set_params($self, node, /, **changes)\n--\n\n" + inspect.cleandoc(py_params.__doc__ or "")
-    descriptors = tuple(_slot(owner, name) for owner, name in slots)
-    cls.set_arg, cls.set_params = _native.exec_update_methods(classes, descriptors, removed,
-                                                              py_arg, py_params, doc_a, doc_p)
+    """``set_arg`` and ``set_params`` of ``classes[0]`` (GraphExec) as methods in C for a
+    kernel node the exec has a record of: :func:`set_arg` / :func:`set_args` with the
+    record's handles and pack, the replaced objects handed to its ``retire``; anything else
+    is the Python methods'. ``classes``: (GraphExec, ExecNode, Node, NodeTable, ArgPack,
+    Layout, KernelNode); ``slots``: ``(class, slot name)`` of the exec's ``_h, _nodes``, the
+    record's ``node, node_h, exec_raw, exec_h, args, retire``, the node's ``_raw, _table``,
+    the table's ``dead``, the pack's ``layout, address, refs``, the layout's ``hot``;
+    ``removed``: a removed node's mark. No effect on the ctypes route."""
+    if _native is not None:
+        cls = classes[0]
+        arg, params = cls.__dict__["set_arg"], cls.__dict__["set_params"]
+        cls.set_arg, cls.set_params = _native.exec_update_methods(
+            classes, tuple(_slot(owner, name) for owner, name in slots), removed, arg, params,
+            _doc("set_arg($self, node, index_or_name, value)", arg),
+            _doc("set_params($self, node, /, **changes)", params))
 
 
 def stream_slot(cls: type, descriptor, resolve) -> None:
