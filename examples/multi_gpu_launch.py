@@ -166,19 +166,36 @@ def _child(target, rank: int, world: int, mailbox, args) -> None:
     target(rank, world, mailbox, *args)
 
 
+class Mailbox:
+    """What the processes of :func:`spawn` share: ``put`` / ``get`` carry their results (what
+    :func:`spawn` returns), and ``ids``, a queue of its own, carries rank 0's NCCL id
+    (:func:`share_unique_id`), so a result one rank puts early is never taken for the id by
+    a rank still waiting for it."""
+
+    def __init__(self, ctx):
+        self.results = ctx.Queue()
+        self.ids = ctx.Queue()
+
+    def put(self, item) -> None:
+        self.results.put(item)
+
+    def get(self, timeout: float | None = None):
+        return self.results.get(timeout=timeout)
+
+
 def spawn(target, nprocs: int, *args, timeout: float | None = None) -> list:
     """Run ``target(rank, nprocs, mailbox, *args)`` in ``nprocs`` fresh processes
     (:mod:`multiprocessing`, spawn start method: no CUDA state is inherited), rank r on
     GPU r, with ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` set as torchrun sets them and
-    ``MASTER_ADDR`` / ``MASTER_PORT`` chosen here. ``mailbox`` is a queue shared by all
-    (:func:`share_unique_id` passes NCCL's id through it). When a process fails the others
+    ``MASTER_ADDR`` / ``MASTER_PORT`` chosen here. ``mailbox`` (a :class:`Mailbox`) is shared
+    by all (:func:`share_unique_id` passes NCCL's id through its own queue). When a process fails the others
     are stopped and SystemExit names the rank and its exit code. Returns what the
     processes left in the mailbox."""
     ctx = multiprocessing.get_context("spawn")
     multicast_off()
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ["MASTER_PORT"] = str(free_port())
-    mailbox = ctx.Queue()
+    mailbox = Mailbox(ctx)
     procs = [ctx.Process(target=_child, args=(target, r, nprocs, mailbox, args), name=f"rank{r}")
              for r in range(nprocs)]
     for p in procs:
@@ -226,12 +243,13 @@ def share_unique_id(nccl, rank: int, world: int, mailbox=None) -> bytes:
     outside NCCL.
     """
     if mailbox is not None:
+        ids = getattr(mailbox, "ids", mailbox)  # spawn's Mailbox: the id's own queue
         if rank == 0:
             uid = nccl.unique_id()
             for _ in range(world - 1):
-                mailbox.put(uid)
+                ids.put(uid)
             return uid
-        return bytes(mailbox.get(timeout=120))
+        return bytes(ids.get(timeout=120))
     e = os.environ
     if "MASTER_ADDR" in e and "MASTER_PORT" in e:
         from datetime import timedelta

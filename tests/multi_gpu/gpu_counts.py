@@ -107,7 +107,14 @@ class _OneIdOnRankZero:
 
 def share_id_probe(rank: int, world: int, mailbox) -> None:
     """A spawned rank (``multi_gpu_launch.spawn``) receives rank 0's NCCL id through the
-    mailbox and answers with it."""
+    mailbox and answers with it; every other rank has put a message of its own in the
+    mailbox before rank 0 shares the id, and none may be taken for it."""
+    import time
+
     from multi_gpu_launch import share_unique_id
+    if rank:  # a message of this rank's own is in the mailbox before rank 0's id is
+        mailbox.put(("early", rank))
+    else:
+        time.sleep(0.5)
     uid = share_unique_id(_OneIdOnRankZero(rank), rank, world, mailbox)
     mailbox.put(("id", rank, os.environ["LOCAL_RANK"], uid))

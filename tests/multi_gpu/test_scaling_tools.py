@@ -70,9 +70,13 @@ def test_guard_reaches_spawned_processes():
 def test_spawned_ranks_get_rank_zeros_nccl_id_through_the_mailbox():
     proc = _python("import multi_gpu_launch as m\n"
                    "from tests.multi_gpu.gpu_counts import share_id_probe\n"
-                   "for a in sorted(m.spawn(share_id_probe, 4, timeout=100)): print(a[:3], a[3] == bytes(range(128)))")
+                   "got = m.spawn(share_id_probe, 4, timeout=100)\n"
+                   "print(sorted(a for a in got if a[0] == 'early'))\n"
+                   "for a in sorted(a for a in got if a[0] == 'id'): print(a[:3], a[3] == bytes(range(128)))")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split("\n")[:4] == [f"('id', {r}, '{r}') True" for r in range(4)]
+    lines = proc.stdout.split("\n")
+    assert lines[0] == "[('early', 1), ('early', 2), ('early', 3)]", proc.stdout
+    assert lines[1:5] == [f"('id', {r}, '{r}') True" for r in range(4)], proc.stdout
 
 
 def test_spawn_stops_the_others_and_names_the_failed_rank():
