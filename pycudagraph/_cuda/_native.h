@@ -25,7 +25,7 @@
  *
  * Files: _native_convert.c (values -> bytes, grid/block, plans), _native_calls.c (the hot
  * calls), _native_nodes.c (add_node: a kernel node with its pack and node objects made in
- * C), _native_method.c (GraphExec.launch and Kernel.launch as methods in C),
+ * C; dependency lists), _native_method.c (GraphExec.launch and Kernel.launch as methods in C),
  * _native_exec.c (GraphExec.set_arg and set_params(node, args=) as methods in C),
  * _native_module.c (state, set-up, the module).
  */
@@ -120,13 +120,14 @@ const plan_head *plan_of(PyObject *plan);
 int fits(const plan_head *p, PyObject *grid, PyObject *block, PyObject *shm);
 int fill(const plan_head *p, PyObject *converters, char *buf, PyObject *grid, PyObject *block,
          PyObject *shm, PyObject *args);
-int dep_handles(PyObject *deps, PyObject *nodes, void **stack, void ***out, Py_ssize_t *n);
+
 
 /* _native_module.c: the offset of an object slot of cls (descr: its member descriptor), or
  * -1 with an error set. */
 Py_ssize_t slot_offset(PyObject *cls, PyObject *descr);
 
 /* _native_nodes.c */
+int dep_handles(PyObject *deps, PyObject *nodes, void **stack, void ***out, Py_ssize_t *n);
 PyObject *set_node_maker(PyObject *m, PyObject *args);
 PyObject *add_node(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
 

@@ -91,6 +91,25 @@ static void store_int(int kind, char *dst, long long x)
     }
 }
 
+/* An exact int that fits a long long into *x: 0; -1 (no error set) when it does not. One
+ * digit is read in line on Python 3.12+ (a compact int). */
+static inline int small_int(PyObject *v, long long *x)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    if (PyUnstable_Long_IsCompact((PyLongObject *)v)) {
+        *x = (long long)PyUnstable_Long_CompactValue((PyLongObject *)v);
+        return 0;
+    }
+#endif
+    int overflow;
+    *x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (*x == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+    }
+    return overflow ? -1 : 0;
+}
+
 /* An integer of kind K_I8..K_U64, as struct packs it (numpy integers through __index__). */
 static int put_int(int kind, char *dst, PyObject *v)
 {
@@ -200,8 +219,28 @@ int put(int kind, char *dst, PyObject *v, PyObject *converter)
     char tmp[8];
     int rc;
     uint64_t addr;
+    long long x;
     if (kind == K_OTHER)
         return -1;
+    if (converter == Py_None) {   /* a plain float or int: what put_value does, in line */
+        PyTypeObject *t = Py_TYPE(v);
+        if (t == &PyFloat_Type && (kind == K_F32 || kind == K_F64)) {
+            double d = PyFloat_AS_DOUBLE(v);
+            float f = (float)d;
+            if (kind == K_F64)
+                memcpy(dst, &d, 8);
+            else if (isinf(f) && !isinf(d))
+                return -1;   /* struct refuses it: "float too large to pack with f format" */
+            else
+                memcpy(dst, &f, 4);
+            return 0;
+        }
+        if (t == &PyLong_Type && kind <= K_U64 && !small_int(v, &x) &&
+            (kind == K_U64 ? x >= 0 : in_range(kind, x))) {
+            store_int(kind, dst, x);
+            return 0;
+        }   /* anything else (out of range, past 63 bits): put_value decides */
+    }
     /* put_value writes dst only when it converts the value: the common cases go there */
     if (kind == K_PTR) {
         if (converter == Py_None || PyLong_CheckExact(v))
@@ -309,75 +348,4 @@ int fill(const plan_head *p, PyObject *converters, char *buf, PyObject *grid, Py
     }
     Py_DECREF(seq);
     return rc;
-}
-
-static int cmp_handle(const void *x, const void *y)
-{
-    uintptr_t a = (uintptr_t)*(void *const *)x, b = (uintptr_t)*(void *const *)y;
-    return (a > b) - (a < b);
-}
-
-/* No handle twice among n (pairwise for a few, sorted in scratch for many). */
-static int distinct(void **h, Py_ssize_t n)
-{
-    if (n <= 8) {
-        for (Py_ssize_t i = 1; i < n; i++)
-            for (Py_ssize_t j = 0; j < i; j++)
-                if (h[i] == h[j])
-                    return 0;
-        return 1;
-    }
-    void **tmp = PyMem_Malloc(sizeof(void *) * n);
-    if (!tmp)
-        return fail() + 1;   /* not judged here: the route judges */
-    memcpy(tmp, h, sizeof(void *) * n);
-    qsort(tmp, (size_t)n, sizeof(void *), cmp_handle);
-    int ok = 1;
-    for (Py_ssize_t i = 1; i < n && ok; i++)
-        ok = tmp[i] != tmp[i - 1];
-    PyMem_Free(tmp);
-    return ok;
-}
-
-/* The handles of a dependency list (a tuple or list of node objects), judged as every
- * builder's deps= is: each the graph's own node object for its handle (`nodes`, the
- * graph's handle -> node dict: a node of another graph, a removed node or a node of a
- * destroyed graph is not there), not marked removed, none twice. Handles are read from
- * the nodes' slot (set_node_slots), only of objects of the node type. Up to STACK_DEPS go
- * in stack; more in memory the caller frees when *out != stack. -1: not judged here (the
- * route raises the error naming the node). */
-int dep_handles(PyObject *deps, PyObject *nodes, void **stack, void ***out, Py_ssize_t *n)
-{
-    if ((!PyTuple_CheckExact(deps) && !PyList_CheckExact(deps)) || !PyDict_CheckExact(nodes) ||
-        !S.node_type)
-        return -1;
-    *n = PySequence_Fast_GET_SIZE(deps);
-    *out = *n > STACK_DEPS ? PyMem_Malloc(sizeof(void *) * *n) : stack;
-    if (!*out)
-        return fail();
-    PyObject **items = PySequence_Fast_ITEMS(deps);
-    int ok = 1;
-    for (Py_ssize_t i = 0; i < *n && ok; i++) {
-        PyObject *d = items[i];
-        if (!PyObject_TypeCheck(d, S.node_type)) {
-            ok = 0;
-            break;
-        }
-        PyObject *h = *(PyObject **)((char *)d + S.node_h_slot);
-        PyObject *raw = *(PyObject **)((char *)d + S.node_raw_slot);
-        /* an int key: looking it up runs no Python code */
-        ok = h && PyLong_CheckExact(h) && raw != S.removed &&
-             PyDict_GetItemWithError(nodes, h) == d && !as_ptr(h, &(*out)[i]);
-    }
-    if (ok)
-        ok = distinct(*out, *n);
-    if (!ok) {
-        PyErr_Clear();
-        if (*out != stack)
-            PyMem_Free(*out);
-        return -1;
-    }
-    if (!*n)
-        *out = NULL;
-    return 0;
 }
