@@ -75,8 +75,8 @@ def test_host_node_runs_and_errors_are_raised(stream):
     with pytest.raises(pcg.HostCallbackError, match="inside the host node") as info:
         exe2.synchronize()
     assert isinstance(info.value.__cause__, ValueError)
-    exe2.launch(stream)
-    with pytest.raises(pcg.HostCallbackError):
+    with pytest.raises(pcg.HostCallbackError):  # at the launch if the host node already ran,
+        exe2.launch(stream)                    # else at the next synchronize
         stream.synchronize()
     exe.launch(stream)  # an unrelated exec is not blamed
     exe.synchronize()
