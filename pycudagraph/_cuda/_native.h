@@ -144,6 +144,8 @@ PyObject *exec_update_methods(PyObject *m, PyObject *args);
 /* _native_calls.c: shared with _native_nodes.c */
 int ready(void);
 PyObject *route(int r, PyObject *const *a, Py_ssize_t nargs);
+typedef PyObject *(*native_fn)(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
+PyObject *call_held(native_fn fn, PyObject *const *a, Py_ssize_t nargs);
 const plan_head *hot_plan(PyObject *hot, Py_ssize_t items);
 typedef PyObject *(*maker_fn)(void *ctx, PyObject *refs, PyObject *buf, PyObject *addr);
 enum { ADD_DONE, ADD_DECLINED, ADD_ERROR };

@@ -33,6 +33,19 @@ PyObject *route(int r, PyObject *const *a, Py_ssize_t nargs)
     return PyObject_Vectorcall(S.route[r], a, nargs, NULL);
 }
 
+/* fn(a) with a reference to each argument held for the call: what a method in C reads from
+ * slots is borrowed, and a converter (Python code) or another thread while the GIL is
+ * released could replace it; a Python caller's frame holds its arguments the same way. */
+PyObject *call_held(native_fn fn, PyObject *const *a, Py_ssize_t nargs)
+{
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        Py_INCREF(a[i]);
+    PyObject *out = fn(NULL, a, nargs);
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        Py_DECREF(a[i]);
+    return out;
+}
+
 /* (plan, converters, ...) with at least `items` items: the plan, or NULL. */
 const plan_head *hot_plan(PyObject *hot, Py_ssize_t items)
 {

@@ -75,7 +75,7 @@ static PyObject *record_of(PyObject *self, PyObject *node, PyObject **hot)
 /* rec.retire(old) for each replaced object (old: one object, or a list with Nones). */
 static PyObject *retire(PyObject *rec, PyObject *old, int many)
 {
-    PyObject *fn = SLOT(rec, U.at[R_RETIRE]);
+    PyObject *fn = Py_NewRef(SLOT(rec, U.at[R_RETIRE]));
     Py_ssize_t n = many ? PyList_GET_SIZE(old) : 1;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *o = many ? PyList_GET_ITEM(old, i) : old;
@@ -83,11 +83,13 @@ static PyObject *retire(PyObject *rec, PyObject *old, int many)
             continue;
         PyObject *r = PyObject_CallOneArg(fn, o);
         if (!r) {
+            Py_DECREF(fn);
             Py_DECREF(old);
             return NULL;
         }
         Py_DECREF(r);
     }
+    Py_DECREF(fn);
     Py_DECREF(old);
     Py_RETURN_NONE;
 }
@@ -104,7 +106,7 @@ static PyObject *exec_set_arg(PyObject *self, PyObject *const *a, Py_ssize_t nar
                         SLOT(pack, U.at[P_ADDRESS]), SLOT(pack, U.at[P_REFS]), a[1], a[2], pack,
                         SLOT(rec, U.at[R_EXEC_RAW]), a[0]};
     Py_INCREF(rec);   /* a converter could drop the exec's records meanwhile */
-    PyObject *old = set_arg(NULL, call, 10);
+    PyObject *old = call_held(set_arg, call, 10);
     PyObject *out = !old ? NULL : old == Py_None ? old : retire(rec, old, 0);
     Py_DECREF(rec);
     return out;
@@ -126,7 +128,7 @@ static PyObject *exec_set_params(PyObject *self, PyObject *const *a, Py_ssize_t 
                         SLOT(pack, U.at[P_ADDRESS]), SLOT(pack, U.at[P_REFS]), args, pack,
                         SLOT(rec, U.at[R_EXEC_RAW]), a[0]};
     Py_INCREF(rec);
-    PyObject *olds = set_args(NULL, call, 9);
+    PyObject *olds = call_held(set_args, call, 9);
     PyObject *out = !olds ? NULL : olds == Py_None ? olds
                   : PyList_CheckExact(olds) ? retire(rec, olds, 1) : olds;
     Py_DECREF(rec);

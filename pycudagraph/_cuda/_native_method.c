@@ -55,6 +55,7 @@ static PyObject *exec_launch(PyObject *self, PyObject *const *a, Py_ssize_t narg
         !(h = *(PyObject **)((char *)self + X.h_slot)) || as_ptr(h, &e) || stream_of(stream, &s))
         return fallback(self, a, nargs, kwnames);
     CUresult rc;
+    Py_INCREF(h);   /* another thread may close the exec while the GIL is released */
     Py_BEGIN_ALLOW_THREADS
     rc = S.graph_launch(e, s);
     Py_END_ALLOW_THREADS
@@ -63,9 +64,12 @@ static PyObject *exec_launch(PyObject *self, PyObject *const *a, Py_ssize_t narg
         PyObject *r = S.route[R_LAUNCH_GRAPH]
                           ? PyObject_Vectorcall(S.route[R_LAUNCH_GRAPH], route_args, 3, NULL)
                           : fallback(self, a, nargs, kwnames);
+        Py_DECREF(h);
         if (!r)
             return NULL;
         Py_DECREF(r);
+    } else {
+        Py_DECREF(h);
     }
     Py_XSETREF(*(PyObject **)((char *)self + X.last_slot), Py_NewRef(stream));
     if (PyList_GET_SIZE(X.pending))   /* a host node of this launch may have failed already */
@@ -157,7 +161,7 @@ static PyObject *kernel_launch(PyObject *self, PyObject *const *a, Py_ssize_t na
         return call_method(K.fallback, self, a, nargs, kwnames);
     PyObject *hot = *(PyObject **)((char *)self + K.hot_slot);
     PyObject *call[] = {hot ? hot : Py_None, v[0], v[1], v[2], v[3], v[4], self, K.prepare};
-    PyObject *r = launch_kernel(NULL, call, 8);
+    PyObject *r = call_held(launch_kernel, call, 8);
     if (!r || !PyList_GET_SIZE(K.keeps) ||
         ((PyTuple_CheckExact(v[2]) || PyList_CheckExact(v[2])) && !PySequence_Fast_GET_SIZE(v[2])))
         return r;   /* no capture open, or nothing launched to keep */

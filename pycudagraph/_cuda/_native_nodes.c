@@ -111,7 +111,7 @@ enum { P_LAYOUT, P_BUF, P_ADDRESS, P_REFS, P_KERNEL, P_COUNT };
 static struct {
     PyTypeObject *table, *ledger, *kernel, *node, *pack;
     Py_ssize_t t[T_COUNT], held, shared, hot, n[N_COUNT], p[P_COUNT];
-    PyObject *fallback;
+    PyObject *fallback, *record;
 } M;
 
 /* The offset of the object slot descr describes, descr being a slot of cls or of one of
@@ -140,24 +140,24 @@ static int offsets(PyTypeObject *cls, PyObject *descrs, Py_ssize_t n, Py_ssize_t
 }
 
 /* set_node_maker(table_cls, (h, nodes, closed, dead, ledger), ledger_cls, (held, shared),
- *                kernel_cls,
- *                hot, node_cls, (_table, _h, _raw, _pack), pack_cls, (layout, buf, address,
- *                refs, kernel), fallback): the slots add_node reads and writes. */
+ *                kernel_cls, hot, node_cls, (_table, _h, _raw, _pack), pack_cls, (layout,
+ *                buf, address, refs, kernel), fallback, record): the slots add_node reads
+ *                and writes, its fallback, and record(table, node, pack). */
 PyObject *set_node_maker(PyObject *m, PyObject *args)
 {
     PyTypeObject *tc, *lc, *kc, *nc, *pc;
-    PyObject *td, *ld, *hot, *nd, *pd, *fb;
-    if (!PyArg_ParseTuple(args, "O!OO!OO!OO!OO!OO", &PyType_Type, &tc, &td, &PyType_Type, &lc,
+    PyObject *td, *ld, *hot, *nd, *pd, *fb, *rec;
+    if (!PyArg_ParseTuple(args, "O!OO!OO!OO!OO!OOO", &PyType_Type, &tc, &td, &PyType_Type, &lc,
                           &ld, &PyType_Type, &kc, &hot, &PyType_Type, &nc, &nd, &PyType_Type,
-                          &pc, &pd, &fb))
+                          &pc, &pd, &fb, &rec))
         return NULL;
     Py_ssize_t t[T_COUNT], n[N_COUNT], p[P_COUNT], l[2], hot_at;
     if (offsets(tc, td, T_COUNT, t) || offsets(nc, nd, N_COUNT, n) ||
         offsets(pc, pd, P_COUNT, p) || offsets(lc, ld, 2, l) ||
         (hot_at = member_offset(kc, hot)) < 0)
         return NULL;
-    if (!PyCallable_Check(fb)) {
-        PyErr_SetString(PyExc_TypeError, "set_node_maker: the fallback must be callable");
+    if (!PyCallable_Check(fb) || !PyCallable_Check(rec)) {
+        PyErr_SetString(PyExc_TypeError, "set_node_maker: fallback and record must be callable");
         return NULL;
     }
     Py_XSETREF(M.table, (PyTypeObject *)Py_NewRef(tc));
@@ -172,6 +172,7 @@ PyObject *set_node_maker(PyObject *m, PyObject *args)
     M.shared = l[1];
     M.hot = hot_at;
     Py_XSETREF(M.fallback, Py_NewRef(fb));
+    Py_XSETREF(M.record, Py_NewRef(rec));
     Py_RETURN_NONE;
 }
 
@@ -238,30 +239,44 @@ PyObject *add_node(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
         !(held = SLOT(ledger, M.held)) ||
         !PyDict_CheckExact(held) || !hot || !hot_plan(hot, 4) || !h || as_ptr(h, &graph_h))
         return fallback(a, nargs);
+    /* What is read from slots is held for the add: a converter (Python code), or another
+     * thread while the GIL is released, could replace it. */
+    PyObject *held_refs[] = {hot, nodes, ledger, held};
+    for (int i = 0; i < 4; i++)
+        Py_INCREF(held_refs[i]);
     make_ctx c = {table, kernel, PyTuple_GET_ITEM(hot, 3), NULL};
-    PyObject *pack;
+    PyObject *pack, *node = NULL;
     void *node_h;
     int st = add_core(hot, a[3], a[4], a[5], a[6], graph_h, a[1], nodes, make_pack_and_node, &c,
                       &pack, &node_h);
-    if (st != ADD_DONE) {
+    if (st == ADD_DONE) {   /* the node exists: record it as NodeTable.register does */
+        node = c.node;
+        PyObject *key = PyLong_FromVoidPtr(node), *entry = PyTuple_Pack(2, node, pack);
+        PyObject *hh = PyLong_FromVoidPtr(node_h);
+        int bad = !key || !entry || !hh;
+        if (!bad) {
+            SLOT(node, M.n[N_H]) = Py_NewRef(hh);
+            if (SLOT(table, M.t[T_NODES]) == nodes && SLOT(table, M.t[T_LEDGER]) == ledger &&
+                SLOT(ledger, M.held) == held && SLOT(ledger, M.shared) == Py_False) {
+                bad = PyDict_SetItem(nodes, hh, node) || PyDict_SetItem(held, key, entry);
+            } else {   /* the table changed meanwhile: record it through Python */
+                PyObject *r = PyObject_CallFunctionObjArgs(M.record, table, node, pack, NULL);
+                bad = !r;
+                Py_XDECREF(r);
+            }
+        }
+        Py_XDECREF(hh);
+        Py_XDECREF(key);
+        Py_XDECREF(entry);
+        Py_DECREF(pack);
+        if (bad)
+            Py_CLEAR(node);
+    } else {
         Py_XDECREF(c.node);
-        return st == ADD_ERROR ? NULL : fallback(a, nargs);
     }
-    /* The node exists: record it as NodeTable.register does. */
-    PyObject *node = c.node, *key = PyLong_FromVoidPtr(node), *entry = PyTuple_Pack(2, node, pack);
-    PyObject *hh = PyLong_FromVoidPtr(node_h);
-    int bad = !key || !entry || !hh;
-    if (!bad) {
-        SLOT(node, M.n[N_H]) = Py_NewRef(hh);
-        bad = PyDict_SetItem(nodes, hh, node) || PyDict_SetItem(held, key, entry);
-    }
-    Py_XDECREF(hh);
-    Py_XDECREF(key);
-    Py_XDECREF(entry);
-    Py_DECREF(pack);
-    if (bad) {
-        Py_DECREF(node);
-        return NULL;
-    }
-    return node;
+    for (int i = 0; i < 4; i++)
+        Py_DECREF(held_refs[i]);
+    if (st == ADD_DECLINED)
+        return fallback(a, nargs);
+    return node;   /* NULL with an error set: ADD_ERROR, or the record failed */
 }

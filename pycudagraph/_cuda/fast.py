@@ -318,7 +318,7 @@ def _doc(signature: str, method) -> str:
     return f"{signature}\n--\n\n" + inspect.cleandoc(method.__doc__ or "")
 
 
-def node_maker(table, ledger, kernel, node, pack, fallback):
+def node_maker(table, ledger, kernel, node, pack, fallback, record):
     """``add_node(table, deps, kernel, grid, block, args, shared_mem) -> node``: the kernel
     node added (``cuGraphAddKernelNode``, i.e. ``cudaGraphAddKernelNode``) and its pack and
     node objects made and recorded in the table in C, as ``fallback`` (``KernelNode.build``)
@@ -326,14 +326,16 @@ def node_maker(table, ledger, kernel, node, pack, fallback):
     ctypes route, where ``fallback`` itself is returned). Each argument but ``fallback`` is
     ``(cls, *slot names)``: the table's ``h, nodes, closed, dead, ledger``, the ledger's
     ``held, shared``, the kernel's ``_hot``, the node's ``_table, _h, _raw, _pack`` and the
-    pack's ``layout, buf, address, refs, kernel``."""
+    pack's ``layout, buf, address, refs, kernel``; ``record(table, node, pack)`` records a
+    node whose table changed under the add (while the GIL was released)."""
     if _native is None:
         return fallback
 
     def slots(spec):
         return tuple(_slot(spec[0], name) for name in spec[1:])
     _native.set_node_maker(table[0], slots(table), ledger[0], slots(ledger), kernel[0],
-                           _slot(*kernel), node[0], slots(node), pack[0], slots(pack), fallback)
+                           _slot(*kernel), node[0], slots(node), pack[0], slots(pack), fallback,
+                           record)
     return _native.add_node
 
 

@@ -23,6 +23,7 @@ from ..nodes import (BatchMemOpNode, ChildGraphNode, ConditionalHandle, EmptyNod
                      MemAllocNode, MemcpyNode, MemFreeNode, MemsetNode, Node, NodeTable,
                      SwitchNode, WhileNode)
 from ..nodes.generic import add_node
+from ..nodes.kernel_node import record_built
 from ..runtime.user_objects import GraphUserObjects
 from ..runtime.values import raw_int
 from . import audit as _audit
@@ -44,7 +45,7 @@ __all__ = ["Graph"]
 add_kernel_node = fast.node_maker(
     (NodeTable, "h", "nodes", "closed", "dead", "ledger"), (Ledger, "held", "shared"),
     (Kernel, "_hot"), (KernelNode, "_table", "_h", "_raw", "_pack"),
-    (ArgPack, "layout", "buf", "address", "refs", "kernel"), KernelNode.build)
+    (ArgPack, "layout", "buf", "address", "refs", "kernel"), KernelNode.build, record_built)
 
 
 class Graph(GraphTopology, GraphClone, GraphText, GraphIntrospection, GraphUserObjects):

@@ -53,6 +53,13 @@ def _node_pack(kernel, args, grid, block, shared_mem, graph, deps) -> tuple:
     return require_kernel(kernel, "add_kernel").pack(args, grid, block, shared_mem), deps_h
 
 
+def record_built(table, node, pack) -> None:
+    """Record a kernel node just added with its pack, as ``NodeTable.register`` does (the node
+    add made in C calls it when the table changed under it while the GIL was released)."""
+    table.nodes[int(node)] = node
+    table.ledger.writable()[id(node)] = (node, pack)
+
+
 def short_kernel_name(name: str) -> str:
     """A readable name for a C++-mangled kernel: ``_ZN2at6native6kernelI...`` -> ``at::native::kernel``."""
     parts = mangled_scope(name)
@@ -125,8 +132,7 @@ class KernelNode(Node):
                               kernel, table.graph, _node_pack)
         node = _new(cls)  # cls(...) less the type call; table.register without its calls
         node.__init__(table, h, pack)
-        table.nodes[h] = node
-        table.ledger.writable()[id(node)] = (node, pack)
+        record_built(table, node, pack)
         if todo:
             try:
                 for attr, value in todo:

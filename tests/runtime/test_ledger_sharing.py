@@ -46,3 +46,25 @@ def test_what_an_exec_took_outlives_later_changes_to_its_graph(native):
         g.table.keep_also(a, z)
         assert g.table.ledger.held[id(a)] == (a, a._pack, z) and taken[id(a)] == (a, a._pack)
     ''', native)
+
+
+@both
+def test_a_graph_instantiated_while_its_node_is_added_keeps_both_right(native):
+    """Python code run by the add itself (an argument's __index__) shares the ledger before
+    the node is recorded: the node goes to a copy, and what was taken stays without it."""
+    run('''
+        g, y = fake_graph(), buffer()
+        a = g.add_kernel(k, 1, 32, (y, 1.0, 4))
+        taken = []
+
+        class Count:
+            def __index__(self):
+                taken.append(g.table.snapshot()[0])
+                return 4
+        b = g.add_kernel(k, 1, 32, (y, 1.0, Count()), deps=[a])
+        assert len(taken) == 1 and id(a) in taken[0] and id(b) not in taken[0]
+        assert g.table.nodes[int(b)] is b and g.table.ledger.held[id(b)] == (b, b._pack)
+        assert not g.table.ledger.shared and g.table.ledger.held is not taken[0]
+        assert stub.values(k.params) == (y.ptr, 1.0, 4)
+    ''', native)
+
