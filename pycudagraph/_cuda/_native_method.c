@@ -159,9 +159,13 @@ static PyObject *kernel_launch(PyObject *self, PyObject *const *a, Py_ssize_t na
     }
     if (!ok || !v[0] || !v[1])
         return call_method(K.fallback, self, a, nargs, kwnames);
+    /* the plan is read from a slot: held for the call (a converter could replace it); the
+     * other arguments are the caller's */
     PyObject *hot = *(PyObject **)((char *)self + K.hot_slot);
-    PyObject *call[] = {hot ? hot : Py_None, v[0], v[1], v[2], v[3], v[4], self, K.prepare};
-    PyObject *r = call_held(launch_kernel, call, 8);
+    hot = Py_NewRef(hot ? hot : Py_None);
+    PyObject *call[] = {hot, v[0], v[1], v[2], v[3], v[4], self, K.prepare};
+    PyObject *r = launch_kernel(NULL, call, 8);
+    Py_DECREF(hot);
     if (!r || !PyList_GET_SIZE(K.keeps) ||
         ((PyTuple_CheckExact(v[2]) || PyList_CheckExact(v[2])) && !PySequence_Fast_GET_SIZE(v[2])))
         return r;   /* no capture open, or nothing launched to keep */
