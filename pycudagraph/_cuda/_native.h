@@ -127,6 +127,9 @@ int fill(const plan_head *p, PyObject *converters, char *buf, PyObject *grid, Py
 Py_ssize_t slot_offset(PyObject *cls, PyObject *descr);
 
 /* _native_nodes.c */
+int pack_class_known(void);
+PyObject *new_pack(PyObject *layout, PyObject *kernel, PyObject *refs, PyObject *buf,
+                   PyObject *addr);
 int dep_handles(PyObject *deps, PyObject *nodes, void **stack, void ***out, Py_ssize_t *n);
 PyObject *set_node_maker(PyObject *m, PyObject *args);
 PyObject *add_node(PyObject *m, PyObject *const *a, Py_ssize_t nargs);

@@ -155,27 +155,27 @@ done:
     return status;
 }
 
-/* add_kernel's maker: hot's adopt(kernel, refs, buf, address) -> the pack. */
-static PyObject *adopt_pack(void *ctx, PyObject *refs, PyObject *buf, PyObject *addr)
+/* add_kernel's maker: the pack (new_pack, _native_nodes.c) of the kernel a[8] and hot's
+ * layout. */
+static PyObject *pack_maker(void *ctx, PyObject *refs, PyObject *buf, PyObject *addr)
 {
     PyObject *const *a = ctx;
-    PyObject *adopt_args[] = {a[8], refs, buf, addr};
-    return PyObject_Vectorcall(PyTuple_GET_ITEM(a[0], 2), adopt_args, 4, NULL);
+    return new_pack(PyTuple_GET_ITEM(a[0], 2), a[8], refs, buf, addr);
 }
 
 /* add_kernel(hot, grid, block, args, shared_mem, graph_h, deps, nodes, kernel, graph,
  *            prepare) -> (node_h, pack): cuGraphAddKernelNode with the launch packed into a
- * new buffer, which hot's adopt(kernel, refs, buf, address) makes the node's pack (refs: a
- * new list of the arguments). deps: the dependencies (node objects, a tuple or list),
+ * new buffer, made the node's pack (new_pack) before the node is added. hot: the kernel's
+ * (plan, converters, layout). deps: the dependencies (node objects, a tuple or list),
  * judged against nodes, the graph's handle -> node dict (dep_handles). */
 PyObject *add_kernel(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
 {
     NARGS(11);
     void *graph_h, *node_h;
     PyObject *pack;
-    if (S.add_kernel && ready() && !S.multi && hot_plan(a[0], 3) != NULL &&
+    if (S.add_kernel && ready() && !S.multi && pack_class_known() && hot_plan(a[0], 3) != NULL &&
         !as_ptr(a[5], &graph_h)) {
-        int st = add_core(a[0], a[1], a[2], a[3], a[4], graph_h, a[6], a[7], adopt_pack,
+        int st = add_core(a[0], a[1], a[2], a[3], a[4], graph_h, a[6], a[7], pack_maker,
                           (void *)a, &pack, &node_h);
         if (st == ADD_ERROR)
             return NULL;

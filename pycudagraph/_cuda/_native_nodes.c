@@ -186,19 +186,36 @@ typedef struct {
     PyObject *table, *kernel, *layout, *node;
 } make_ctx;
 
+/* Whether set_node_maker named the pack class new_pack makes. */
+int pack_class_known(void)
+{
+    return M.pack != NULL;
+}
+
+/* The ArgPack of a buffer the compiled route packed (object.__new__ and the slots its
+ * Python maker sets; refs: a new list of the arguments), or NULL with an error set. */
+PyObject *new_pack(PyObject *layout, PyObject *kernel, PyObject *refs, PyObject *buf,
+                   PyObject *addr)
+{
+    PyObject *pack = bare_object(M.pack);
+    if (!pack)
+        return NULL;
+    SLOT(pack, M.p[P_LAYOUT]) = Py_NewRef(layout);
+    SLOT(pack, M.p[P_BUF]) = Py_NewRef(buf);
+    SLOT(pack, M.p[P_ADDRESS]) = Py_NewRef(addr);
+    SLOT(pack, M.p[P_REFS]) = Py_NewRef(refs);
+    SLOT(pack, M.p[P_KERNEL]) = Py_NewRef(kernel);
+    return pack;
+}
+
 /* add_core's maker: the ArgPack of the new buffer and the node holding it (its handle is
  * set once the node exists); returns the pack, ctx->node the node. */
 static PyObject *make_pack_and_node(void *ctx, PyObject *refs, PyObject *buf, PyObject *addr)
 {
     make_ctx *c = ctx;
-    PyObject *pack = bare_object(M.pack);
+    PyObject *pack = new_pack(c->layout, c->kernel, refs, buf, addr);
     if (!pack)
         return NULL;
-    SLOT(pack, M.p[P_LAYOUT]) = Py_NewRef(c->layout);
-    SLOT(pack, M.p[P_BUF]) = Py_NewRef(buf);
-    SLOT(pack, M.p[P_ADDRESS]) = Py_NewRef(addr);
-    SLOT(pack, M.p[P_REFS]) = Py_NewRef(refs);
-    SLOT(pack, M.p[P_KERNEL]) = Py_NewRef(c->kernel);
     c->node = bare_object(M.node);
     if (!c->node) {
         Py_DECREF(pack);
@@ -237,14 +254,14 @@ PyObject *add_node(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
         PyUnicode_GET_LENGTH(dead) != 0 || !nodes || !PyDict_CheckExact(nodes) || !ledger ||
         !Py_IS_TYPE(ledger, M.ledger) || SLOT(ledger, M.shared) != Py_False ||
         !(held = SLOT(ledger, M.held)) ||
-        !PyDict_CheckExact(held) || !hot || !hot_plan(hot, 4) || !h || as_ptr(h, &graph_h))
+        !PyDict_CheckExact(held) || !hot || !hot_plan(hot, 3) || !h || as_ptr(h, &graph_h))
         return fallback(a, nargs);
     /* What is read from slots is held for the add: a converter (Python code), or another
      * thread while the GIL is released, could replace it. */
     PyObject *held_refs[] = {hot, nodes, ledger, held};
     for (int i = 0; i < 4; i++)
         Py_INCREF(held_refs[i]);
-    make_ctx c = {table, kernel, PyTuple_GET_ITEM(hot, 3), NULL};
+    make_ctx c = {table, kernel, PyTuple_GET_ITEM(hot, 2), NULL};
     PyObject *pack, *node = NULL;
     void *node_h;
     int st = add_core(hot, a[3], a[4], a[5], a[6], graph_h, a[1], nodes, make_pack_and_node, &c,

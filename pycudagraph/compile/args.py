@@ -38,7 +38,6 @@ HEADER_SIZE = _HEADER.size  #: 72: the kernelParams array starts right after the
 _DIMS = struct.Struct("<7I")  # grid xyz, block xyz, shared memory
 _FUNC = struct.Struct("<Q")  # the header's first field: func
 _DIMS_OFFSET = DIMS_OFFSET
-_new = object.__new__
 
 
 class Layout:
@@ -114,24 +113,10 @@ class Layout:
     def kernel_hot(self, func: int, limits=None) -> tuple:
         """What the compiled route of ``fast.launch_kernel`` / ``fast.add_kernel`` /
         ``fast.add_node`` takes for a kernel with this layout: (its plan naming ``func`` and
-        its :class:`~pycudagraph.compile.limits.KernelLimits`, the converters, ``adopt``: the
-        function that makes the :class:`ArgPack` of a buffer it packed, this layout, which
-        ``add_node`` gives the pack it makes itself)."""
+        its :class:`~pycudagraph.compile.limits.KernelLimits`, the converters, this layout,
+        which the :class:`ArgPack` a node add makes in C names)."""
         lims = (limits.block1, limits.grid1, limits.smem) if limits is not None else ()
-        layout = self
-
-        def adopt(kernel, refs: list, buf, address: int) -> ArgPack:
-            """The pack of a buffer the compiled route packed (``buf``, at ``address``) from
-            the arguments ``refs`` (a new list, kept as is); nothing is converted here."""
-            pack = _new(ArgPack)
-            pack.layout = layout
-            pack.kernel = kernel
-            pack.refs = refs
-            pack.buf = buf
-            pack.address = address
-            return pack
-
-        return fast.kernel_plan(self.hot[0], func, *lims), self.converters, adopt, layout
+        return fast.kernel_plan(self.hot[0], func, *lims), self.converters, self
 
     def sequence(self, args) -> tuple | list:
         """``args`` as a tuple or list (an iterator is read once); a str, bytes, dict or

@@ -28,7 +28,10 @@ def test_the_node_made_in_c_is_the_one_build_makes(native):
         sys.setprofile(None)
         assert (entered == []) == COMPILED, entered  # no Python frame of build when compiled
         m = KernelNode.build(g.table, (a,), k, (2, 1), (32, 1, 1), [y, 2.5, 7], 16)  # tuples: the same
-        for node in (b, m):  # the same slots as the Python maker sets
+        made = []  # build itself, 1-D: fast.add_kernel's compiled route makes the pack in C
+        assert route(lambda: made.append(KernelNode.build(g.table, (a,), k, 2, 32, [y, 2.5, 7],
+                                                          16))) == C
+        for node in (b, m, made[0]):  # the same slots as the Python maker sets
             assert type(node) is KernelNode and node._table is g.table and node._raw is None
             assert g.table.nodes[node._h] is node and isinstance(node._h, int)
             assert g.table.ledger.held[id(node)] == (node, node._pack)
