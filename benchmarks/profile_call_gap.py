@@ -12,8 +12,8 @@ the collector paused, per call in microseconds:
 - ``Python -> C, GIL held`` (the update only): the same without releasing the GIL;
 - ``pycudagraph``: the public call.
 
-Then, per node of a 1,000-node chain: ``g.instantiate()`` against the bare call and against
-the bare call followed by the exec object's constructor.
+Instantiate and whole-graph update by each way of making the call:
+``profile_instantiate_order.py``.
 
 Run from the repository root on a GPU: ``python benchmarks/profile_call_gap.py``.
 """
@@ -114,116 +114,6 @@ CASES = {
 }
 
 
-class Split:
-    """Times the calls made inside a public call: wraps ``fast.graph_instantiate`` /
-    ``fast.exec_update`` (the driver call) and the exec's constructor / ``_adopt`` (its
-    bookkeeping) while active."""
-
-    def __init__(self):
-        from pycudagraph import GraphExec
-        from pycudagraph._cuda import fast
-        self.parts = {}
-        self.saved = [(fast, "graph_instantiate"), (fast, "exec_update"),
-                      (GraphExec, "__init__"), (GraphExec, "_adopt")]
-        self.originals = [getattr(o, n) for o, n in self.saved]
-
-    def _wrap(self, name, fn):
-        def timed(*a, **kw):
-            t0 = pc()
-            try:
-                return fn(*a, **kw)
-            finally:
-                self.parts[name] = self.parts.get(name, 0) + pc() - t0
-        return timed
-
-    def __enter__(self):
-        self.parts = {}
-        for (o, n), f in zip(self.saved, self.originals):
-            setattr(o, n, self._wrap(n, f))
-        return self
-
-    def __exit__(self, *exc):
-        for (o, n), f in zip(self.saved, self.originals):
-            setattr(o, n, f)
-
-
-def instantiate_case():
-    from pycudagraph import GraphExec
-    from cuda.bindings import runtime as rt
-    n = settings.nodes
-    out = {k: [] for k in ("bare", "bare + GraphExec(...)", "g.instantiate()",
-                           "  of which fast.graph_instantiate", "  of which GraphExec.__init__",
-                           "g.instantiate() (split timers on)", "bare (after pcg)")}
-    split = Split()
-    for r in range(ROUNDS):
-        g, _ = pcg_peer.chain_of(3, n)
-        t0 = pc()
-        e = bare.instantiate(g.table.h)
-        out["bare"].append((pc() - t0) / n / 1000)
-        bare.exec_destroy(e)
-        g.close()
-        g, _ = pcg_peer.chain_of(3, n)
-        t0 = pc()
-        exe = GraphExec(rt.cudaGraphExec_t(bare.instantiate(g.table.h)), g)
-        out["bare + GraphExec(...)"].append((pc() - t0) / n / 1000)
-        exe.close()
-        g.close()
-        g, _ = pcg_peer.chain_of(3, n)
-        t0 = pc()
-        exe = g.instantiate()
-        out["g.instantiate()"].append((pc() - t0) / n / 1000)
-        exe.close()
-        g.close()
-        g, _ = pcg_peer.chain_of(3, n)
-        with split:
-            t0 = pc()
-            exe = g.instantiate()
-            out["g.instantiate() (split timers on)"].append((pc() - t0) / n / 1000)
-        out["  of which fast.graph_instantiate"].append(split.parts["graph_instantiate"] / n / 1000)
-        out["  of which GraphExec.__init__"].append(split.parts["__init__"] / n / 1000)
-        exe.close()
-        g.close()
-        g, _ = pcg_peer.chain_of(3, n)
-        t0 = pc()
-        e = bare.instantiate(g.table.h)
-        out["bare (after pcg)"].append((pc() - t0) / n / 1000)
-        bare.exec_destroy(e)
-        g.close()
-    return out
-
-
-def update_case():
-    n = settings.nodes
-    out = {k: [] for k in ("bare exec_update", "exe.update(g2)", "  of which fast.exec_update",
-                           "  of which _adopt", "exe.update(g2) (split timers on)")}
-    split = Split()
-    for r in range(ROUNDS):
-        for way in ("bare", "pcg", "split"):
-            g1, _ = pcg_peer.chain_of(3, n, 1.0)
-            g2, _ = pcg_peer.chain_of(3, n, 2.0)
-            exe = g1.instantiate()
-            if way == "bare":
-                h2 = g2.table.h
-                t0 = pc()
-                bare.exec_update(int(exe.handle), h2)
-                out["bare exec_update"].append((pc() - t0) / n / 1000)
-            elif way == "pcg":
-                t0 = pc()
-                exe.update(g2)
-                out["exe.update(g2)"].append((pc() - t0) / n / 1000)
-            else:
-                with split:
-                    t0 = pc()
-                    exe.update(g2)
-                    out["exe.update(g2) (split timers on)"].append((pc() - t0) / n / 1000)
-                out["  of which fast.exec_update"].append(split.parts["exec_update"] / n / 1000)
-                out["  of which _adopt"].append(split.parts["_adopt"] / n / 1000)
-            exe.close()
-            g1.close()
-            g2.close()
-    return out
-
-
 print(f"per call, us: median [min-max] of {ROUNDS} interleaved rounds (collector paused)")
 with gc_paused():
     for figure, ways in CASES.items():
@@ -234,7 +124,3 @@ with gc_paused():
         print(f"\n{figure}")
         for w, v in got.items():
             print(f"  {w:28s} {statistics.median(v):7.3f}  [{min(v):.3f}-{max(v):.3f}]")
-    for title, case in (("instantiate", instantiate_case), ("whole-graph update", update_case)):
-        print(f"\n{title}, per node of a 1000-node chain of the 3-argument kernel")
-        for w, v in case().items():
-            print(f"  {w:36s} {statistics.median(v):7.3f}  [{min(v):.3f}-{max(v):.3f}]")
