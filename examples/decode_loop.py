@@ -78,7 +78,5 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
+    with pcg.errors.needs_gpu():  # no GPU: one sentence, no traceback
         main()
-    except pcg.CudaNotAvailableError as exc:  # no GPU: one sentence, no traceback
-        raise SystemExit(f"This example needs an NVIDIA GPU; none is usable here ({exc.name}).")

@@ -12,7 +12,10 @@ have their own classes so that callers can catch exactly what they expect.
 
 from __future__ import annotations
 
+import contextlib
+
 __all__ = [
+    "needs_gpu",
     "PyCudaGraphError",
     "CudaError",
     "CudaNotAvailableError",
@@ -211,3 +214,17 @@ class GraphFileError(PyCudaGraphError, ValueError):
 class GraphFileWarning(UserWarning):
     """A graph was saved, but loading it will need something from the loading process
     (a resolver for kernels pycudagraph did not compile)."""
+
+
+@contextlib.contextmanager
+def needs_gpu(what: str = "This example"):
+    """Run a script's work; without a usable GPU, exit with one sentence and no traceback.
+
+    ``with pcg.errors.needs_gpu(): main()`` turns a :class:`CudaNotAvailableError` into
+    ``SystemExit("This example needs an NVIDIA GPU; none is usable here (...)")``, naming
+    what was missing. No CUDA call.
+    """
+    try:
+        yield
+    except CudaNotAvailableError as exc:
+        raise SystemExit(f"{what} needs an NVIDIA GPU; none is usable here ({exc.name}).") from None
