@@ -109,7 +109,9 @@ typedef struct {
 extern native_state S;
 extern _Thread_local int thread_ready;
 
-/* _native_convert.c: 0 done, -1 not converted here (no Python error set). */
+/* _native_convert.c: 0 done, -1 not converted here (no Python error set). fail(): clear
+ * the error a Python call left, and -1. */
+int fail(void);
 int as_u32(PyObject *o, uint32_t *out);
 int buffer_address(PyObject *v, uint64_t *out);
 int stream_of(PyObject *s, void **out);
@@ -125,6 +127,8 @@ int fill(const plan_head *p, PyObject *converters, char *buf, PyObject *grid, Py
 /* _native_module.c: the offset of an object slot of cls (descr: its member descriptor), or
  * -1 with an error set. */
 Py_ssize_t slot_offset(PyObject *cls, PyObject *descr);
+/* The same for a slot of cls or of one of its bases. */
+Py_ssize_t member_offset(PyTypeObject *cls, PyObject *descr);
 
 /* _native_nodes.c */
 int pack_class_known(void);
@@ -152,9 +156,9 @@ PyObject *call_held(native_fn fn, PyObject *const *a, Py_ssize_t nargs);
 const plan_head *hot_plan(PyObject *hot, Py_ssize_t items);
 typedef PyObject *(*maker_fn)(void *ctx, PyObject *refs, PyObject *buf, PyObject *addr);
 enum { ADD_DONE, ADD_DECLINED, ADD_ERROR };
-int add_core(PyObject *hot, PyObject *grid, PyObject *block, PyObject *args, PyObject *shm,
-             void *graph_h, PyObject *deps_seq, PyObject *nodes, maker_fn make, void *ctx,
-             PyObject **made, void **node_h);
+int add_core(const plan_head *p, PyObject *hot, PyObject *grid, PyObject *block,
+             PyObject *args, PyObject *shm, void *graph_h, PyObject *deps_seq, PyObject *nodes,
+             maker_fn make, void *ctx, PyObject **made, void **node_h);
 
 /* _native_calls.c */
 PyObject *launch_graph(PyObject *m, PyObject *const *a, Py_ssize_t nargs);

@@ -103,13 +103,13 @@ PyObject *launch_kernel(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
  * the arguments) to make what the caller returns, then cuGraphAddKernelNode. What make
  * returned is in *made and the node's handle in *node_h on ADD_DONE; on ADD_DECLINED
  * nothing was added and no error is set (the route runs); on ADD_ERROR an error is set.
- * hot: (plan, converters, ...); a: grid, block, args, shared_mem as the calls name them. */
-int add_core(PyObject *hot, PyObject *grid, PyObject *block, PyObject *args, PyObject *shm,
-             void *graph_h, PyObject *deps_seq, PyObject *nodes, maker_fn make, void *ctx,
-             PyObject **made, void **node_h)
+ * p: hot's plan (hot_plan), hot: (plan, converters, ...); grid, block, args, shared_mem as
+ * the calls name them. */
+int add_core(const plan_head *p, PyObject *hot, PyObject *grid, PyObject *block,
+             PyObject *args, PyObject *shm, void *graph_h, PyObject *deps_seq, PyObject *nodes,
+             maker_fn make, void *ctx, PyObject **made, void **node_h)
 {
     PyObject *buf = NULL, *addr = NULL, *refs = NULL;
-    const plan_head *p = plan_of(PyTuple_GET_ITEM(hot, 0));
     void *stack[STACK_DEPS], **deps = NULL;
     Py_ssize_t nd;
     int status = ADD_DECLINED;
@@ -172,10 +172,11 @@ PyObject *add_kernel(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
 {
     NARGS(11);
     void *graph_h, *node_h;
+    const plan_head *p;
     PyObject *pack;
-    if (S.add_kernel && ready() && !S.multi && pack_class_known() && hot_plan(a[0], 3) != NULL &&
-        !as_ptr(a[5], &graph_h)) {
-        int st = add_core(a[0], a[1], a[2], a[3], a[4], graph_h, a[6], a[7], pack_maker,
+    if (S.add_kernel && ready() && !S.multi && pack_class_known() &&
+        (p = hot_plan(a[0], 3)) != NULL && !as_ptr(a[5], &graph_h)) {
+        int st = add_core(p, a[0], a[1], a[2], a[3], a[4], graph_h, a[6], a[7], pack_maker,
                           (void *)a, &pack, &node_h);
         if (st == ADD_ERROR)
             return NULL;

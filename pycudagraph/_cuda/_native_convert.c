@@ -13,7 +13,7 @@
 
 const int KIND_SIZE[K_OTHER + 1] = {1, 1, 2, 2, 4, 4, 8, 8, 4, 8, 1, 8, 0};
 
-static int fail(void)
+int fail(void)
 {
     PyErr_Clear();
     return -1;

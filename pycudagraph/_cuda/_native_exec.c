@@ -164,13 +164,7 @@ PyObject *exec_update_methods(PyObject *m, PyObject *args)
     Py_ssize_t at[AT_COUNT];
     for (int i = 0; i < AT_COUNT; i++) {
         PyTypeObject *owner = (PyTypeObject *)PyTuple_GET_ITEM(classes, OWNER[i]);
-        PyObject *d = PyTuple_GET_ITEM(slots, i);
-        if (!Py_IS_TYPE(d, &PyMemberDescr_Type) || !PyType_IsSubtype(owner, PyDescr_TYPE(d))) {
-            PyErr_Format(PyExc_TypeError, "exec_update_methods: slot %d is not one of %s", i,
-                         owner->tp_name);
-            return NULL;
-        }
-        if ((at[i] = slot_offset((PyObject *)PyDescr_TYPE(d), d)) < 0)
+        if ((at[i] = member_offset(owner, PyTuple_GET_ITEM(slots, i))) < 0)
             return NULL;
     }
     if (!PyCallable_Check(fa) || !PyCallable_Check(fp)) {

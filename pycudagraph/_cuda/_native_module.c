@@ -85,6 +85,17 @@ Py_ssize_t slot_offset(PyObject *cls, PyObject *descr)
     return member->offset;
 }
 
+/* The offset of the object slot descr describes, descr being a slot of cls or of one of
+ * its bases; -1 with an error set. */
+Py_ssize_t member_offset(PyTypeObject *cls, PyObject *descr)
+{
+    if (!Py_IS_TYPE(descr, &PyMemberDescr_Type) || !PyType_IsSubtype(cls, PyDescr_TYPE(descr))) {
+        PyErr_SetString(PyExc_TypeError, "a slot of the class or of a base was expected");
+        return -1;
+    }
+    return slot_offset((PyObject *)PyDescr_TYPE(descr), descr);
+}
+
 /* The type and slot offset of one (cls, descriptor) pair of args into *type and *slot. */
 static PyObject *set_type_slot(PyObject *args, PyTypeObject **type, Py_ssize_t *slot)
 {

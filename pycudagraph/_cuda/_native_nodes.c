@@ -24,12 +24,6 @@
 
 #define SLOT(o, at) (*(PyObject **)((char *)(o) + (at)))
 
-static int fail(void)
-{
-    PyErr_Clear();
-    return -1;
-}
-
 /* Dependency lists, judged for both node adds (add_node here, add_kernel in
  * _native_calls.c). */
 
@@ -113,17 +107,6 @@ static struct {
     Py_ssize_t t[T_COUNT], held, shared, hot, n[N_COUNT], p[P_COUNT];
     PyObject *fallback, *record;
 } M;
-
-/* The offset of the object slot descr describes, descr being a slot of cls or of one of
- * its bases; -1 with an error set. */
-static Py_ssize_t member_offset(PyTypeObject *cls, PyObject *descr)
-{
-    if (!Py_IS_TYPE(descr, &PyMemberDescr_Type) || !PyType_IsSubtype(cls, PyDescr_TYPE(descr))) {
-        PyErr_SetString(PyExc_TypeError, "set_node_maker: a slot of the class was expected");
-        return -1;
-    }
-    return slot_offset((PyObject *)PyDescr_TYPE(descr), descr);
-}
 
 /* The offsets of a tuple of n descriptors of cls into out; -1 with an error set. */
 static int offsets(PyTypeObject *cls, PyObject *descrs, Py_ssize_t n, Py_ssize_t *out)
@@ -249,12 +232,13 @@ PyObject *add_node(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
     PyObject *closed = SLOT(table, M.t[T_CLOSED]), *dead = SLOT(table, M.t[T_DEAD]);
     PyObject *nodes = SLOT(table, M.t[T_NODES]), *ledger = SLOT(table, M.t[T_LEDGER]);
     PyObject *hot = SLOT(kernel, M.hot), *h = SLOT(table, M.t[T_H]), *held;
+    const plan_head *p;
     void *graph_h;
     if (closed != Py_False || !dead || !PyUnicode_CheckExact(dead) ||
         PyUnicode_GET_LENGTH(dead) != 0 || !nodes || !PyDict_CheckExact(nodes) || !ledger ||
         !Py_IS_TYPE(ledger, M.ledger) || SLOT(ledger, M.shared) != Py_False ||
         !(held = SLOT(ledger, M.held)) ||
-        !PyDict_CheckExact(held) || !hot || !hot_plan(hot, 3) || !h || as_ptr(h, &graph_h))
+        !PyDict_CheckExact(held) || !hot || !(p = hot_plan(hot, 3)) || !h || as_ptr(h, &graph_h))
         return fallback(a, nargs);
     /* What is read from slots is held for the add: a converter (Python code), or another
      * thread while the GIL is released, could replace it. */
@@ -264,8 +248,8 @@ PyObject *add_node(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
     make_ctx c = {table, kernel, PyTuple_GET_ITEM(hot, 2), NULL};
     PyObject *pack, *node = NULL;
     void *node_h;
-    int st = add_core(hot, a[3], a[4], a[5], a[6], graph_h, a[1], nodes, make_pack_and_node, &c,
-                      &pack, &node_h);
+    int st = add_core(p, hot, a[3], a[4], a[5], a[6], graph_h, a[1], nodes, make_pack_and_node,
+                      &c, &pack, &node_h);
     if (st == ADD_DONE) {   /* the node exists: record it as NodeTable.register does */
         node = c.node;
         PyObject *key = PyLong_FromVoidPtr(node), *entry = PyTuple_Pack(2, node, pack);

@@ -299,10 +299,10 @@ def method_launch(cls: type, handle: str, last: str, after: str, pending: list) 
     effect on the ctypes route."""
     if _native is None:
         return
-    own = cls.__dict__
-    python = own["launch"]
-    cls.launch = _native.exec_launch_method(cls, own[handle], own[last], python, own[after],
-                                            pending, _doc("launch($self, stream=None)", python))
+    python = cls.__dict__["launch"]
+    cls.launch = _native.exec_launch_method(cls, _slot(cls, handle), _slot(cls, last), python,
+                                            cls.__dict__[after], pending,
+                                            _doc("launch($self, stream=None)", python))
 
 
 def _slot(cls: type, name: str):

@@ -351,8 +351,8 @@ class Kernel(KernelChecks):
         inside ``with pcg.device(...)`` of the stream's device no switch is made.
         """
         _launch(self._hot, grid, block, args, stream, shared_mem, self, _prepare_launch)
-        if _lifetime.capture_keeps and args:  # captured: the graph keeps the arguments
-            _lifetime.keep_in_captures(tuple(args))
+        if _lifetime.capture_keeps:
+            _keep_launched(args)
 
     def _prepare_launch(self, grid, block, args, stream, shared_mem) -> tuple:
         """The checked packing of :meth:`launch` (``fast.launch_kernel``'s ctypes route runs it):
