@@ -13,7 +13,7 @@ the collector paused, per call in microseconds:
 - ``pycudagraph``: the public call.
 
 Instantiate and whole-graph update by each way of making the call:
-``profile_instantiate_order.py``.
+``profile_instantiate.py``.
 
 Run from the repository root on a GPU: ``python benchmarks/profile_call_gap.py``.
 """
@@ -99,7 +99,8 @@ def pcg_set():
 
 CASES = {
     "graph launch (K=1)": {
-        "C loop": lambda: held(lambda: bare.repeat(0, LAUNCHES, int(exe1.handle), s_int, 0) / LAUNCHES / 1000),
+        "C loop": lambda: held(
+            lambda: bare.repeat(0, LAUNCHES, int(exe1.handle), s_int, 0) / LAUNCHES / 1000),
         "Python -> C, GIL released": lambda: held(lambda: per_call(py_launch, LAUNCHES)),
         "pycudagraph": lambda: held(lambda: per_call(pcg_launch, LAUNCHES))},
     "eager launch, 3 args": {
