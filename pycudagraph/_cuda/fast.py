@@ -269,10 +269,9 @@ launch_kernel = _native.launch_kernel if _native is not None else _launch_kernel
 #: prepare) -> (node_h, pack)``: ``cuGraphAddKernelNode`` (``cudaGraphAddKernelNode``).
 #: ``hot`` is ``(kernel_plan, converters, layout)`` or None (the compiled route makes the
 #: pack of the buffer it packed, of the class :func:`node_maker` names); ``deps`` the
-#: dependencies
-#: (node objects, a tuple or list), ``nodes`` the graph's handle -> node dict they are judged
-#: by (each the graph's own object for its handle, not removed, none twice: see
-#: :func:`node_slots`), ``graph`` names the graph in the trace; ``prepare(kernel, args, grid,
+#: dependencies (node objects, a tuple or list), ``nodes`` the graph's handle -> node dict
+#: they are judged by (each the graph's own object for its handle, not removed, none twice:
+#: see :func:`node_slots`), ``graph`` names the graph in the trace; ``prepare(kernel, args, grid,
 #: block, shared_mem, graph, deps) -> (pack, dependency handles)`` is the checked packing and
 #: judging of ``deps``, which raises the error naming what is wrong.
 add_kernel = _native.add_kernel if _native is not None else _add_kernel
