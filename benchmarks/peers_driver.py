@@ -143,3 +143,18 @@ class DriverPeer(Peer):
 
         return Entry(one, note=f"cuStreamBeginCapture, cuLaunchKernel x{count}, "
                                f"cuStreamEndCapture, cuGraphInstantiateWithFlags ({self.note})")
+
+
+def profile_peers():
+    """``(env, pcg_peer, driver_peer)`` set up with the suite's full settings: what the
+    profiles that compare pycudagraph's calls with the bare ones start from."""
+    from .cudaenv import RawEnv
+    from .common import Settings
+    from .peers_pcg import PcgPeer
+    env = RawEnv()
+    settings = Settings.make(quick=False)
+    pcg_peer = PcgPeer(env, settings)
+    pcg_peer.setup()
+    driver = DriverPeer(env, settings, pcg_peer)
+    driver.setup()
+    return env, pcg_peer, driver

@@ -25,19 +25,11 @@ import time
 
 sys.path.insert(0, ".")
 from benchmarks import argsets  # noqa: E402
-from benchmarks.common import Settings  # noqa: E402
-from benchmarks.cudaenv import RawEnv  # noqa: E402
-from benchmarks.peers_driver import DriverPeer  # noqa: E402
-from benchmarks.peers_pcg import PcgPeer  # noqa: E402
+from benchmarks.peers_driver import profile_peers  # noqa: E402
 from benchmarks.timing import gc_paused  # noqa: E402
 
 ROUNDS, CALLS, LAUNCHES, SPIN_MS = 9, 1000, 200, 20.0
-env = RawEnv()
-settings = Settings.make(quick=False)
-pcg_peer = PcgPeer(env, settings)
-pcg_peer.setup()
-drv = DriverPeer(env, settings, pcg_peer)
-drv.setup()
+env, pcg_peer, drv = profile_peers()
 bare, s_int, pc = drv.bare, pcg_peer.s_int, time.perf_counter_ns
 exe1 = pcg_peer.chain(1)
 exe3, node3 = pcg_peer.exec_of(3)

@@ -18,20 +18,12 @@ sys.path.insert(0, ".")
 from cuda.bindings import runtime as rt  # noqa: E402
 
 import pycudagraph as pcg  # noqa: E402
-from benchmarks.common import Settings  # noqa: E402
-from benchmarks.cudaenv import RawEnv  # noqa: E402
-from benchmarks.peers_driver import DriverPeer  # noqa: E402
-from benchmarks.peers_pcg import PcgPeer  # noqa: E402
+from benchmarks.peers_driver import profile_peers  # noqa: E402
 from benchmarks.timing import gc_paused  # noqa: E402
 from pycudagraph._cuda import fast, structs  # noqa: E402
 
 N, ROUNDS = 1000, 15
-env = RawEnv()
-settings = Settings.make(quick=False)
-pcg_peer = PcgPeer(env, settings)
-pcg_peer.setup()
-driver = DriverPeer(env, settings, pcg_peer)
-driver.setup()
+env, pcg_peer, driver = profile_peers()
 bare, pc = driver.bare, time.perf_counter_ns
 
 
