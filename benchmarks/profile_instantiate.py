@@ -1,14 +1,19 @@
 """Profile 4: instantiate and whole-graph update of a 1,000-node chain of the 3-argument
 kernel by each way of making the call, in a random order per round (15 rounds, the collector
 paused), on graphs built just before and on graphs built before the round: the bare driver
-call (``bare.c``), the ctypes call pycudagraph makes (``fast.graph_instantiate`` /
-``fast.exec_update``), the bare call plus the exec object, and the public call (not part of
-the suite; behind docs/HOT_PATH.md).
+call (``bare.c``), the call pycudagraph makes (``fast.graph_instantiate`` /
+``fast.exec_update``: compiled, or ctypes with PYCUDAGRAPH_NO_NATIVE=1), the bare call plus
+the exec object, and the public call. Last, the same Python work (making a ``GraphExec``
+for a handle) right after the driver instantiated a 1,000-node graph and again at once:
+what the CPU caches cost Python code that runs after a large driver call, the reason
+``GraphExec.instantiate`` sets the exec up before its call. (Not part of the suite; behind
+docs/HOT_PATH.md.)
 
 Run from the repository root on a GPU: ``python benchmarks/profile_instantiate.py``.
 """
 from __future__ import annotations
 
+import ctypes
 import random
 import statistics
 import sys
@@ -38,8 +43,8 @@ def timed(make, close):
 
 INSTANTIATE = {
     "bare C": lambda g: timed(lambda: bare.instantiate(g.table.h), bare.exec_destroy),
-    "fast.graph_instantiate (ctypes)": lambda g: timed(lambda: fast.graph_instantiate(g, 0),
-                                                       bare.exec_destroy),
+    "fast.graph_instantiate": lambda g: timed(lambda: fast.graph_instantiate(g.table.h, 0, g),
+                                              bare.exec_destroy),
     "bare + GraphExec()": lambda g: timed(
         lambda: pcg.GraphExec(rt.cudaGraphExec_t(bare.instantiate(g.table.h)), g),
         lambda exe: exe.close()),
@@ -53,10 +58,11 @@ def update_bare(exe, g2):
 
 def update_fast(exe, g2):
     info = structs.ExecUpdateResultInfo()
-    return timed(lambda: fast.exec_update(exe, g2, info), lambda _: None)
+    return timed(lambda: fast.exec_update(int(exe.handle), g2.table.h, ctypes.addressof(info),
+                                          exe, g2), lambda _: None)
 
 
-UPDATE = {"bare C": update_bare, "fast.exec_update (ctypes)": update_fast,
+UPDATE = {"bare C": update_bare, "fast.exec_update": update_fast,
           "exe.update(g2)": lambda exe, g2: timed(lambda: exe.update(g2), lambda _: None)}
 
 
@@ -88,3 +94,18 @@ with gc_paused():
             g1.close()
             g2.close()
     report("whole-graph update", res)
+
+    res = {"right after the driver call": [], "again at once": []}
+    for _ in range(ROUNDS):
+        g = pcg_peer.chain_of(3, N)[0]
+        h = bare.instantiate(g.table.h)
+        for way in res:  # the same work twice: first with cold caches, then warm
+            t0 = pc()
+            exe = pcg.GraphExec(rt.cudaGraphExec_t(h), g, owned=False)
+            res[way].append((pc() - t0) / 1000)
+            exe.close()
+        bare.exec_destroy(h)
+        g.close()
+    print(f"\nGraphExec() for a handle, us, median [min-max] of {ROUNDS}")
+    for way, v in res.items():
+        print(f"  {way:34s} {statistics.median(v):.1f} [{min(v):.1f}-{max(v):.1f}]")

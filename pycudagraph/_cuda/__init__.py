@@ -14,7 +14,7 @@ Modules:
 check       ``call``, ``error_for`` (sticky-error clearing), the trace hook
 versions    bindings/driver versions, ``require(feature, version)``, 12.x/13.x shims
 context     the current device's context, per thread (``ensure_device``)
-fast        the four hot calls (compiled ``_native`` route, then ctypes), checked and traced
+fast        the hot calls (compiled ``_native`` route, then ctypes), checked and traced
 structs     byte layouts of the structs the hot calls take
 =========== ===================================================================
 

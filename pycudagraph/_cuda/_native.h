@@ -2,7 +2,8 @@
  *
  * A plain CPython extension with no CUDA header and no link to libcuda: fast.py hands over
  * the driver entry points (cuGraphLaunch, cuLaunchKernel, cuGraphAddKernelNode_v2,
- * cuGraphExecKernelNodeSetParams_v2) as addresses it read from libcuda, so one build serves
+ * cuGraphExecKernelNodeSetParams_v2, cuGraphInstantiateWithFlags, cuGraphExecUpdate_v2) as
+ * addresses it read from libcuda, so one build serves
  * CUDA 12.x and 13.x drivers and both cuda-bindings majors.
  *
  * The code takes ints, bytes and sequences only: a plan (bytes fast.py builds: where each
@@ -17,8 +18,8 @@
  * node and its argument pack (add_node: object.__new__ of their classes and their slots,
  * what their Python makers set).
  *
- * Each call (launch_graph, launch_kernel, add_kernel, set_arg, set_args) makes the driver call itself
- * when it can; otherwise (a value it does not convert, a thread whose context fast.py has
+ * Each call (launch_graph, launch_kernel, add_kernel, set_arg, set_args, graph_instantiate,
+ * exec_update) makes the driver call itself when it can; otherwise (a value it does not convert, a thread whose context fast.py has
  * not made current yet, a trace being recorded, several devices in use, a failed driver
  * call) it calls fast.py's ctypes route for the same call with the same arguments and
  * returns what that returns. That route checks, traces and raises the clear error.
@@ -44,6 +45,8 @@ typedef CUresult (*launch_kernel_fn)(void *f, unsigned gx, unsigned gy, unsigned
 typedef CUresult (*add_kernel_fn)(void **node, void *graph, void *const *deps, size_t n,
                                   const void *params);
 typedef CUresult (*exec_set_fn)(void *exec, void *node, const void *params);
+typedef CUresult (*instantiate_fn)(void **exec, void *graph, unsigned long long flags);
+typedef CUresult (*exec_update_fn)(void *exec, void *graph, void *info);
 
 /* CUDA_KERNEL_NODE_PARAMS_v2, as pycudagraph/_cuda/structs.py names it. */
 typedef struct {
@@ -84,7 +87,8 @@ enum { K_I8, K_U8, K_I16, K_U16, K_I32, K_U32, K_I64, K_U64, K_F32, K_F64, K_BOO
 extern const int KIND_SIZE[K_OTHER + 1];
 
 /* Which Python route each call falls back to (fast.py's order). */
-enum { R_LAUNCH_GRAPH, R_LAUNCH_KERNEL, R_ADD_KERNEL, R_SET_ARG, R_SET_ARGS, R_COUNT };
+enum { R_LAUNCH_GRAPH, R_LAUNCH_KERNEL, R_ADD_KERNEL, R_SET_ARG, R_SET_ARGS, R_INSTANTIATE,
+       R_EXEC_UPDATE, R_COUNT };
 
 /* What fast.py set: entry points, routes, and the state the calls depend on. */
 typedef struct {
@@ -92,6 +96,8 @@ typedef struct {
     launch_kernel_fn launch_kernel;
     add_kernel_fn add_kernel;
     exec_set_fn exec_set;
+    instantiate_fn instantiate;
+    exec_update_fn exec_update;
     PyObject *route[R_COUNT];   /* fast.py's ctypes route of each call */
     PyObject *captures;         /* a list that is not empty while a capture is open */
     int tracing;                /* a trace records: every call takes the ctypes route */
@@ -112,6 +118,7 @@ extern _Thread_local int thread_ready;
 /* _native_convert.c: 0 done, -1 not converted here (no Python error set). fail(): clear
  * the error a Python call left, and -1. */
 int fail(void);
+int as_u64(PyObject *v, uint64_t *out);
 int as_u32(PyObject *o, uint32_t *out);
 int buffer_address(PyObject *v, uint64_t *out);
 int stream_of(PyObject *s, void **out);
@@ -166,5 +173,7 @@ PyObject *launch_kernel(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
 PyObject *add_kernel(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
 PyObject *set_arg(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
 PyObject *set_args(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
+PyObject *graph_instantiate(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
+PyObject *exec_update(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
 
 #endif

@@ -1,4 +1,4 @@
-/* The four hot calls. Each makes the driver call when it can and returns what fast.py's
+/* The hot calls. Each makes the driver call when it can and returns what fast.py's
  * route for it would return; otherwise it returns what that route returns, called with
  * the same arguments (see _native.h). Their signatures are fast.py's. */
 #include "_native.h"
@@ -332,4 +332,41 @@ PyObject *set_args(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
         Py_RETURN_NONE;
     }
     return out;
+}
+
+/* graph_instantiate(graph_h, flags, graph) -> the exec handle, or 0 if the driver refused:
+ * cuGraphInstantiateWithFlags. `graph` names the graph in the trace (the ctypes route). */
+PyObject *graph_instantiate(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
+{
+    NARGS(3);
+    void *g;
+    uint64_t flags;
+    if (S.instantiate && ready() && !as_ptr(a[0], &g) && PyLong_CheckExact(a[1]) &&
+        !as_u64(a[1], &flags)) {
+        void *exec = NULL;
+        CUresult rc;
+        Py_BEGIN_ALLOW_THREADS
+        rc = S.instantiate(&exec, g, flags);
+        Py_END_ALLOW_THREADS
+        return PyLong_FromVoidPtr(rc ? NULL : exec);
+    }
+    return route(R_INSTANTIATE, a, nargs);
+}
+
+/* exec_update(exec_h, graph_h, info_address, exe, graph) -> the CUresult: cuGraphExecUpdate
+ * writing its CUgraphExecUpdateResultInfo at info_address (the caller explains a refusal).
+ * `exe` and `graph` name them in the trace (the ctypes route). */
+PyObject *exec_update(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
+{
+    NARGS(5);
+    void *e, *g, *info;
+    if (S.exec_update && ready() && !as_ptr(a[0], &e) && !as_ptr(a[1], &g) &&
+        !as_ptr(a[2], &info) && info) {
+        CUresult rc;
+        Py_BEGIN_ALLOW_THREADS
+        rc = S.exec_update(e, g, info);
+        Py_END_ALLOW_THREADS
+        return PyLong_FromLong(rc);
+    }
+    return route(R_EXEC_UPDATE, a, nargs);
 }

@@ -23,7 +23,7 @@ int fail(void)
  * case (addresses, handles), through PyLong_AsLongLongAndOverflow, which reads the digits
  * directly; PyLong_AsUnsignedLongLong goes through a byte array for any int of more than
  * one digit, about a hundred instructions more per value. */
-static int as_u64(PyObject *v, uint64_t *out)
+int as_u64(PyObject *v, uint64_t *out)
 {
     if (!PyLong_Check(v))
         return -1;

@@ -34,6 +34,8 @@ static PyObject *set_driver(PyObject *m, PyObject *table)
     S.launch_kernel = (launch_kernel_fn)entry(table, "cuLaunchKernel");
     S.add_kernel = (add_kernel_fn)entry(table, "cuGraphAddKernelNode_v2");
     S.exec_set = (exec_set_fn)entry(table, "cuGraphExecKernelNodeSetParams_v2");
+    S.instantiate = (instantiate_fn)entry(table, "cuGraphInstantiateWithFlags");
+    S.exec_update = (exec_update_fn)entry(table, "cuGraphExecUpdate_v2");
     Py_RETURN_NONE;
 }
 
@@ -195,6 +197,10 @@ static PyObject *convert_entry(PyObject *m, PyObject *args)
 
 static PyMethodDef methods[] = {
     FAST(launch_graph, "launch_graph(exec_h, stream, exe) -> None: cuGraphLaunch"),
+    FAST(graph_instantiate, "graph_instantiate(graph_h, flags, graph) -> exec handle, 0 if "
+                            "refused: cuGraphInstantiateWithFlags"),
+    FAST(exec_update, "exec_update(exec_h, graph_h, info_address, exe, graph) -> CUresult: "
+                      "cuGraphExecUpdate"),
     FAST(launch_kernel, "launch_kernel(hot, grid, block, args, stream, shared_mem, kernel, "
                         "prepare) -> None: cuLaunchKernel"),
     FAST(add_kernel, "add_kernel(hot, grid, block, args, shared_mem, graph_h, deps, nodes, "

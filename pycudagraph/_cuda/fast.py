@@ -241,12 +241,29 @@ def _set_args(exec_h: int, node_h: int, hot, address: int, refs: list, args, pac
     return out if any(o is not None for o in out) else None
 
 
+def _exec_update(exec_h: int, graph_h: int, info_address: int, exe, graph) -> int:
+    _ensure()
+    rc = _f.update(exec_h, graph_h, info_address)
+    if check.tracer is not None:
+        check.tracer("cuGraphExecUpdate", (exe, graph), (rc,))
+    return rc
+
+
+def _graph_instantiate(graph_h: int, flags: int, graph) -> int:
+    _ensure()
+    out = _VP()
+    rc = _f.instantiate(ctypes.addressof(out), graph_h, flags)
+    if check.tracer is not None:
+        check.tracer("cuGraphInstantiateWithFlags", (graph, flags), (rc,))
+    return 0 if rc else (out.value or 0)
+
+
 # ----------------------------------------------------------------------------------
-# The four hot calls
+# The hot calls
 
 if _native is not None:
-    _native.set_routes((_launch_graph, _launch_kernel, _add_kernel, _set_arg, _set_args),
-                       check.capture_watchers)
+    _native.set_routes((_launch_graph, _launch_kernel, _add_kernel, _set_arg, _set_args,
+                        _graph_instantiate, _exec_update), check.capture_watchers)
 
     def _follow_flags() -> None:
         _native.set_flags(check.tracer is not None, seen.multi)
@@ -288,6 +305,16 @@ set_arg = _native.set_arg if _native is not None else _set_arg
 #: the pack's ``refs`` take them. Returns, per argument, the object replaced (for the exec to
 #: retire) or None; None when there is none. A refused value or call leaves the pack unchanged.
 set_args = _native.set_args if _native is not None else _set_args
+#: ``graph_instantiate(graph_h, flags, graph) -> int``: ``cuGraphInstantiateWithFlags``, the
+#: driver twin of ``cudaGraphInstantiateWithFlags``: the exec handle, or 0 if refused (no
+#: raise: the caller repeats the instantiation with ``cudaGraphInstantiateWithParams``,
+#: whose result code and failing node say why). ``graph`` names the graph in the trace.
+graph_instantiate = _native.graph_instantiate if _native is not None else _graph_instantiate
+#: ``exec_update(exec_h, graph_h, info_address, exe, graph) -> int``: ``cuGraphExecUpdate``
+#: (``cudaGraphExecUpdate``) writing its ``CUgraphExecUpdateResultInfo`` at
+#: ``info_address``; returns the ``CUresult`` and does not raise: the caller builds the
+#: error from the info (why, and which node), which only it can describe.
+exec_update = _native.exec_update if _native is not None else _exec_update
 
 
 def method_launch(cls: type, handle: str, last: str, after: str, pending: list) -> None:
@@ -419,29 +446,3 @@ def exec_kernel_node_set_params(exe, node_h: int, pack, node) -> None:
                      "cudaGraphExecKernelNodeSetParams")
 
 
-def exec_update(exe, graph, info) -> int:
-    """``cuGraphExecUpdate(exec, graph, &info)``: traced; returns the ``CUresult``.
-
-    The one hot call that does not raise here: the caller builds the error from ``info``
-    (why, and which node), which only it can describe.
-    """
-    _ensure()
-    rc = _f.update(int(exe.handle), int(graph.handle), ctypes.addressof(info))
-    if check.tracer is not None:
-        check.tracer("cuGraphExecUpdate", (exe, graph), (rc,))
-    return rc
-
-
-def graph_instantiate(graph, flags: int) -> int:
-    """``cuGraphInstantiateWithFlags(&exec, graph, flags)``: the exec handle, or 0 if refused.
-
-    The driver twin of ``cudaGraphInstantiateWithFlags``. Traced; a refusal does not raise
-    here: the caller repeats the instantiation with ``cudaGraphInstantiateWithParams``,
-    whose result code and failing node say why.
-    """
-    _ensure()
-    out = _VP()
-    rc = _f.instantiate(ctypes.addressof(out), int(graph.handle), flags)
-    if check.tracer is not None:
-        check.tracer("cuGraphInstantiateWithFlags", (graph, flags), (rc,))
-    return 0 if rc else (out.value or 0)

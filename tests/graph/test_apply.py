@@ -8,7 +8,7 @@ from cuda.bindings import runtime as rt
 import pycudagraph as pcg
 import pycudagraph.graph.apply as apply_mod
 import pycudagraph.graph.update as update_mod
-from pycudagraph._cuda import fast
+from pycudagraph._cuda import fast, structs
 from pycudagraph.errors import CudaError
 from tests.support.fake_bodies import driver  # noqa: F401 - fixture
 from tests.support.fakes import (fake_edges, fake_exec, fake_graph, fake_if_node, fake_kernel,
@@ -44,8 +44,8 @@ def graphs(monkeypatch, kern):
 def refuse(monkeypatch):
     """cuGraphExecUpdate refuses (topology changed); instantiation gives a fake handle that
     is never destroyed."""
-    def update(exe, graph, info):
-        info.result = 2
+    def update(exec_h, graph_h, info_address, exe, graph):
+        structs.ExecUpdateResultInfo.from_address(info_address).result = 2
         return 910  # CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE
     monkeypatch.setattr(fast, "exec_update", update)
     made = []
@@ -158,7 +158,7 @@ def test_refused_node_call_is_undone_then_update(graphs, monkeypatch, kern):
             raise CudaError("cuGraphExecKernelNodeSetParams", 1, "CUDA_ERROR_INVALID_VALUE", "no")
         sent.append((h, list(pack.values())))
     monkeypatch.setattr(fast, "exec_kernel_node_set_params", set_params)
-    monkeypatch.setattr(fast, "exec_update", lambda exe, graph, info: 0)
+    monkeypatch.setattr(fast, "exec_update", lambda *_: 0)
     report = fake_exec(g1).apply(g2)
     assert sent == [(int(old[0]), [1, 9]), (int(old[0]), [1, 2])]  # set, then undone
     assert report.method == "update" and isinstance(report.error, CudaError)

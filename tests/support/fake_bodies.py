@@ -42,7 +42,7 @@ def driver(monkeypatch):
     monkeypatch.setattr(kernel_node_mod, "_set_args", set_args)
     monkeypatch.setattr(fast, "exec_kernel_node_set_params",
                         lambda exe, h, pack, node: sent.append((h, list(pack.values()))))
-    monkeypatch.setattr(fast, "exec_update", lambda exe, graph, info: 0)
+    monkeypatch.setattr(fast, "exec_update", lambda *_: 0)
     real_call = topology_mod.call
     monkeypatch.setattr(topology_mod, "call",
                         lambda fn, *a: None if fn is rt.cudaGraphDestroyNode else real_call(fn, *a))

@@ -63,7 +63,7 @@ PRELUDE = textwrap.dedent('''
             return fn(*args)
         return call
 
-    for _attr in ("launch", "launch_kernel", "add_kernel", "exec_set"):
+    for _attr in ("launch", "launch_kernel", "add_kernel", "exec_set", "instantiate", "update"):
         setattr(fast._f, _attr, _counting(getattr(fast._f, _attr)))
 
     def route(fn):
