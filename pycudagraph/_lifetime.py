@@ -71,9 +71,9 @@ def release(owner, destroy_fn, handle) -> weakref.finalize:
 # ----------------------------------------------------------------------------------
 # Ledgers
 
-#: id(ledger) -> weakref to every live :class:`Ledger` (the ledgers themselves are the
-#: record of what is held; this only makes them findable).
-_ledgers: dict = {}
+#: A weak reference to every live :class:`Ledger` (the ledgers themselves are the record
+#: of what is held; this only makes them findable).
+_ledgers: set = set()
 
 #: type -> function giving the objects a container kept in a ledger refers to
 #: (``ArgPack`` -> its argument values, ``HostCall`` -> its callable and args).
@@ -85,9 +85,9 @@ def register_contents(cls, fn) -> None:
     _contents[cls] = fn
 
 
-def _ledger_gone(key) -> None:
+def _ledger_gone(ref) -> None:
     try:  # a weakref callback: may run anywhere, even while the interpreter shuts down
-        _ledgers.pop(key, None)
+        _ledgers.discard(ref)
         if _pending_frees:
             retry_frees()
     except BaseException:  # noqa: BLE001 - never raises
@@ -114,8 +114,7 @@ class Ledger:
         self.retired: list = []
         self.closed = False  # the owner was destroyed: it holds, but no longer uses, things
         self._owner = weakref.ref(owner) if owner is not None else None
-        key = id(self)
-        _ledgers[key] = weakref.ref(self, lambda _ref, key=key: _ledger_gone(key))
+        _ledgers.add(weakref.ref(self, _ledger_gone))  # hashed now, while it is alive
 
     def share(self) -> dict:
         """``held`` as it is now, for a copy of the owner to keep (an exec, of its graph's
@@ -242,7 +241,7 @@ def holders_of(obj, first: bool = False) -> list[str]:
     Looks through every live ledger: the cost grows with what live graphs hold.
     """
     out = []
-    for ref in list(_ledgers.values()):
+    for ref in list(_ledgers):
         ledger = ref()
         if ledger is not None and ledger.uses(obj):
             out.append(ledger.owner_name())

@@ -164,6 +164,8 @@ class NodeTable:
     def inner_tables(self) -> list:
         """The tables of the body and child graphs of this graph's live nodes that have
         wrappers. Walking these, not every node, keeps instantiate free of per-node work."""
+        if not self.children:
+            return []
         nodes = self.nodes
         out = []
         for c in list(self.children):
@@ -203,6 +205,17 @@ class NodeTable:
         adopted graph's owner)."""
         own = tuple(self.ledger.extra) + ((self.owner,) if self.owner is not None else ())
         return own + tuple(inner.extras() for inner in self.inner_tables())
+
+    def exec_keep(self) -> tuple:
+        """``(snapshot(), extras())`` in one walk of the inner graphs: what an exec made
+        from, or updated with, this graph keeps (O(1) for a graph without inner graphs)."""
+        taken = [self.ledger.share()]
+        extras = tuple(self.ledger.extra) + ((self.owner,) if self.owner is not None else ())
+        for inner in self.inner_tables():
+            inner_taken, inner_extras = inner.exec_keep()
+            taken += inner_taken
+            extras += (inner_extras,)
+        return taken, extras
 
     def keepalive(self) -> tuple:
         """Everything this graph's nodes point at, inner graphs included (copies: the
