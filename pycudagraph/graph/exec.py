@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from .._cuda import call, fast, rt
 from .._lifetime import Ledger, release
-from ..errors import ArgumentError, ClosedError, CudaError
+from ..errors import ArgumentError, ClosedError
 from ..nodes import KernelNode, Node
 from ..compile.args import ArgPack, Layout
 from ..nodes.base import REMOVED
@@ -27,6 +27,7 @@ from ..nodes.table import NodeTable, node_arg
 from ..runtime.hostfn import hostcall_ids, pending as _pending, raise_pending
 from ..runtime.stream import Stream, stream_handle
 from ..runtime.values import bool_arg, raw_int
+from .instantiation import destroy_boxed, instantiate_flags, instantiate_with_params
 from .introspect import ExecIntrospection
 from .node_checks import check_changes
 from .profile import profile_exec
@@ -34,10 +35,6 @@ from .update import ExecUpdate
 
 __all__ = ["GraphExec"]
 
-_F = rt.cudaGraphInstantiateFlags
-_FLAGS = {"auto_free_on_launch": _F.cudaGraphInstantiateFlagAutoFreeOnLaunch,
-          "device_launch": _F.cudaGraphInstantiateFlagDeviceLaunch,
-          "use_node_priority": _F.cudaGraphInstantiateFlagUseNodePriority}
 
 _NEVER = object()  # _last_stream before the first launch
 _RETIRE_CHECK = 256
@@ -59,35 +56,77 @@ class GraphExec(ExecUpdate, ExecIntrospection):
     __slots__ = ("_raw", "_h", "_addr", "graph", "_nodes", "_taken", "_ledger", "_pending",
                  "_host_ids", "_last_stream", "_fin", "__weakref__")
 
-    def __init__(self, raw, graph=None, *, owner=None, owned: bool = True):
+    def __init__(self, raw, graph=None, *, owner=None, owned: bool = True,
+                 flags: int | None = None):
         """The one constructor of every exec (:meth:`instantiate`, :meth:`wrap`).
 
         Parameters
         ----------
-        raw : cudaGraphExec_t
+        raw : cudaGraphExec_t or None
+            The exec; None with ``flags``: instantiate ``graph`` here.
         graph : Graph, optional
             The graph it was instantiated from (per-node calls address its nodes).
         owner : object, optional
             Kept alive as long as the exec (an adopted exec's maker).
         owned : bool
             Destroy the exec (``cudaGraphExecDestroy``) when this object goes.
+        flags : int, optional
+            With ``raw`` None: ``cuGraphInstantiateWithFlags(&exec, graph, flags)``; where
+            the driver refuses, ``cudaGraphInstantiateWithParams`` says why.
         """
-        self._h = self._addr = raw_int(raw, "GraphExec")
         if graph is not None and getattr(graph, "table", None) is None:
             raise ArgumentError(f"GraphExec: graph must be a pycudagraph.Graph, got "
                                 f"{type(graph).__name__}")
-        self._raw = raw
+        if raw is None and flags is not None and graph is not None and owned:
+            self._instantiate(graph, owner, flags)
+            return
+        h = raw_int(raw, "GraphExec")
+        self._keep(graph, owner)
+        self._bind(raw, h, owned)
+
+    def _instantiate(self, graph, owner, flags: int) -> None:
+        """Instantiate ``graph`` into this exec, all but the handle set up before the driver
+        call: Python work right after a large instantiate ran several times slower, the
+        CPU caches cold (benchmarks/profile_instantiate.py). The finalizer destroys the
+        handle in its box, none until the call fills it."""
+        graph.handle  # noqa: B018 - a closed graph raises ClosedError here
+        self._keep(graph, owner)
+        box = [0]
+        self._fin = release(self, destroy_boxed, box)
+        table = graph.table
+        table.execs.add(self)  # the raw graph stays should another thread close it
+        try:
+            h = box[0] = fast.graph_instantiate(table.h, flags, graph)
+        finally:
+            if not box[0]:  # refused (or raised): undone
+                self._fin.detach()
+                table.execs.discard(self)
+        if h:
+            self._raw = rt.cudaGraphExec_t(h)
+            self._h = self._addr = h
+            return
+        raw = instantiate_with_params(graph, flags)  # makes it, or says why the driver refused
+        self._bind(raw, int(raw), True)
+
+    def _keep(self, graph, owner) -> None:
+        """Everything but the handle: the records, and what the exec keeps of ``graph``
+        (its ledger dicts, shared, and what it keeps as a whole) and ``owner``. No CUDA call."""
         self.graph = graph
         self._nodes = ExecNodes()  # id(node) -> ExecNode: the one record of each node
-        self._taken = graph.table.snapshot() if graph is not None else []
         self._ledger = Ledger(self._nodes, owner=self)
-        self._ledger.keep_also(self._taken, graph.table.extras() if graph is not None else (),
-                               owner, graph)
+        self._taken, extras = graph.table.exec_keep() if graph is not None else ([], ())
+        self._ledger.keep_also(self._taken, extras, owner, graph)
         self._pending = None  # the graph of an update whose nodes are not paired yet
         self._host_ids = None  # ids of the host callables this exec can run, found on need
         self._last_stream = _NEVER  # the stream object of the last launch (kept alive)
-        if graph is not None:
-            graph.table.execs.add(self)
+
+    def _bind(self, raw, h: int, owned: bool) -> None:
+        """The handle (``raw``, its address ``h``); the graph learns of the exec; the
+        finalizer that destroys it (``cudaGraphExecDestroy``) if ``owned``."""
+        self._raw = raw
+        self._h = self._addr = h
+        if self.graph is not None:
+            self.graph.table.execs.add(self)
         self._fin = release(self, rt.cudaGraphExecDestroy, raw) if owned else _noop
 
     @classmethod
@@ -96,35 +135,16 @@ class GraphExec(ExecUpdate, ExecIntrospection):
         """Instantiate ``graph`` (see :meth:`Graph.instantiate`):
         ``cuGraphInstantiateWithFlags``, or ``cudaGraphInstantiateWithParams`` with an
         upload stream or to say why the driver refused."""
-        flags = 0
-        for name, on in (("auto_free_on_launch", auto_free_on_launch),
-                         ("device_launch", device_launch),
-                         ("use_node_priority", use_node_priority)):
-            if bool_arg(on, f"instantiate: {name}"):
-                flags |= int(_FLAGS[name])
-        if upload_stream is not None:
-            flags |= int(_F.cudaGraphInstantiateFlagUpload)
-            upload_h = stream_handle(upload_stream)
+        flags = instantiate_flags(auto_free_on_launch, device_launch, use_node_priority,
+                                  upload_stream is not None)
         if getattr(graph, "table", None) is None:
             raise ArgumentError(f"instantiate: graph must be a pycudagraph.Graph, got "
                                 f"{type(graph).__name__}")
-        graph_raw = graph.handle  # a closed graph raises ClosedError here
-        h = fast.graph_instantiate(graph, flags) if upload_stream is None else 0
-        if h:
-            return cls(rt.cudaGraphExec_t(h), graph)
-        params = rt.cudaGraphInstantiateParams()  # with an upload stream, or to say why
-        params.flags = flags
-        if upload_stream is not None:
-            params.uploadStream = upload_h
-        try:
-            raw = call(rt.cudaGraphInstantiateWithParams, graph_raw, params)
-        except CudaError as exc:
-            hint = f"result: {params.result_out.name}"
-            bad = graph.find_node(params.errNode_out) if int(params.errNode_out) else None
-            if bad is not None:
-                hint += f"; failing node: {bad.describe()}"
-            raise exc.set_hint(hint)
-        return cls(raw, graph)
+        if upload_stream is None:
+            return cls(None, graph, flags=flags)
+        upload_h = stream_handle(upload_stream)
+        graph.handle  # noqa: B018 - a closed graph raises ClosedError here
+        return cls(instantiate_with_params(graph, flags, upload_h), graph)
 
     @classmethod
     def wrap(cls, handle, owner=None, graph=None) -> "GraphExec":

@@ -10,6 +10,8 @@ either node; the new graph's node is a weak twin, so its key dies with it.
 
 from __future__ import annotations
 
+from ctypes import addressof
+
 from .._cuda import error_for, fast, rt, structs, versions
 from .._lifetime import release
 from ..errors import ArgumentError, GraphExecUpdateError, PyCudaGraphError
@@ -107,8 +109,18 @@ class ExecUpdate:
                                 f"{type(graph).__name__}")
         exec_raw = self.handle  # a closed exec raises ClosedError here
         graph.handle  # noqa: B018 - a closed graph raises ClosedError here
+        # Set up before the driver call, as GraphExec.instantiate does: Python work right
+        # after a large update runs with cold CPU caches.
+        table = graph.table
+        ready = self._adoption(graph)
+        table.execs.add(self)  # its raw graph stays while its nodes address ours
         info = structs.ExecUpdateResultInfo()
-        err = fast.exec_update(self, graph, info)
+        err = -1
+        try:
+            err = fast.exec_update(self._h, table.h, addressof(info), self, graph)
+        finally:
+            if err and graph is not self.graph and graph is not self._pending:
+                table.execs.discard(self)  # refused (or raised): the exec needs none of it
         if err:
             reason = UPDATE_REASONS.get(info.result, f"result code {info.result}")
             node = graph.find_node(info.errorNode) if info.errorNode else None
@@ -117,7 +129,7 @@ class ExecUpdate:
             exc.reason, exc.node = reason, node
             raise exc
         del exec_raw
-        self._adopt(None, graph)
+        self._adopt(None, graph, ready)
 
     def apply(self, graph, fallback: str = "reinstantiate", strategy: str = "auto"):
         """Make the exec run ``graph``'s work with the fewest calls: per-node set-params
@@ -129,7 +141,14 @@ class ExecUpdate:
         from .apply import apply
         return apply(self, graph, fallback, strategy, self._adopt)
 
-    def _adopt(self, raw, graph) -> None:
+    def _adoption(self, graph) -> tuple:
+        """``(taken, extra)``: what the exec keeps of ``graph`` once it adopts it with the same
+        handle (``graph``'s ledger dicts, shared, and the ledger's new ``extra`` list). Reads
+        only; :meth:`update` takes it before its driver call."""
+        taken, extras = graph.table.exec_keep()
+        return taken, [taken, extras, *self._ledger.extra[2:]]
+
+    def _adopt(self, raw, graph, ready: tuple | None = None) -> None:
         """The exec now runs ``graph``'s work: the bookkeeping of :meth:`update` and :meth:`apply`.
 
         ``raw`` None: the same handle, its parameters taken from ``graph`` (by
@@ -139,20 +158,24 @@ class ExecUpdate:
         ``cudaGraphExecDestroy``, if the exec owned it; a launch in flight finishes) and
         ``graph`` becomes :attr:`graph`. Either way the exec's records are dropped and
         what its old parameters kept is retired (kept until a synchronize: a launch in
-        flight may still read it); what ``graph`` keeps is kept.
+        flight may still read it); what ``graph`` keeps is kept. ``ready``: what
+        :meth:`_adoption` gave before the driver call of a same-handle adoption, whose
+        caller also added the exec to ``graph``'s execs then.
         """
-        for rec in set(self._nodes.values()):  # the exec's copies now come from ``graph``
-            self._retire((rec.args, rec.keep))
-        self._nodes.clear()
+        if self._nodes:
+            for rec in set(self._nodes.values()):  # the exec's copies now come from ``graph``
+                self._retire((rec.args, rec.keep))
+            self._nodes.clear()
         old = self._pending
         if old is not None and old is not graph and old is not self.graph:
             self._let_go(old)  # superseded before its nodes were paired
         extra = self._ledger.extra
         self._retire(tuple(extra[:2]))  # the graph copies; an adopted exec's owner stays
-        graph.table.execs.add(self)  # its raw graph stays while its nodes address ours
+        if ready is None:
+            graph.table.execs.add(self)  # its raw graph stays while its nodes address ours
+            ready = self._adoption(graph)
         if raw is None:
             self._pending = graph  # its nodes are paired with ours at the next per-node call
-            kept = extra[2:]
         else:
             self._retire(tuple(extra[2:]))
             self._fin()
@@ -161,9 +184,8 @@ class ExecUpdate:
             previous, self.graph, self._pending = self.graph, graph, None
             if previous is not None and previous is not graph:
                 self._let_go(previous)
-            kept = []
-        self._taken = graph.table.snapshot()
-        self._ledger.extra = [self._taken, graph.table.extras(), *kept]
+            ready = (ready[0], ready[1][:2])  # a new handle: nothing else is kept
+        self._taken, self._ledger.extra = ready
         self._host_ids = None
 
     def _pair_update(self):

@@ -1,0 +1,117 @@
+"""Instantiate and whole-graph update through the hot-call layer (``fast.graph_instantiate``,
+``fast.exec_update``) on the CPU, with the driver stub (tests/support/native_driver.py): the
+compiled route makes the driver call, a trace takes the ctypes route, a refusal leaves the
+graph and the exec as they were, and the exec's finalizer destroys the handle the driver gave
+(``GraphExec.instantiate`` registers it before the call, holding no handle yet). Each test runs
+as built and with PYCUDAGRAPH_NO_NATIVE=1.
+"""
+
+from tests.support.native_driver import both, run
+
+
+@both
+def test_instantiate(native):
+    run('''
+        import gc
+        from cuda.bindings import runtime as rt
+        import pycudagraph.graph.instantiation as made_mod
+        destroyed = []
+        rt.cudaGraphExecDestroy = lambda h: destroyed.append(int(h))
+        g = fake_graph()
+        g.add_kernel(k, 1, 32, (buffer(), 1.0, 4))
+        made = []
+        assert route(lambda: made.append(g.instantiate())) == C
+        exe = made.pop()
+        assert stub.last() == "cuGraphInstantiateWithFlags" and stub.ints(2) == (g.table.h, 0)
+        h = int(exe.handle)
+        assert h == 0xE0E000 + stub.calls("cuGraphInstantiateWithFlags")
+        assert exe._h == h and list(g.table.execs) == [exe] and exe.graph is g
+        priority = int(rt.cudaGraphInstantiateFlags.cudaGraphInstantiateFlagUseNodePriority)
+        assert route(lambda: made.append(g.instantiate(use_node_priority=True))) == C
+        assert stub.ints(2) == (g.table.h, priority)
+        with pcg.trace() as t:
+            assert route(lambda: made.append(g.instantiate())) == "ctypes"
+        assert [r.api for r in t.records] == ["cuGraphInstantiateWithFlags"]
+        second, third = made
+        del made[:]
+        # the finalizer destroys the handle the driver gave: at close(), or when collected
+        exe.close()
+        assert destroyed == [h] and exe not in g.table.execs
+        exe.close()
+        assert destroyed == [h]
+        h2 = int(second.handle)
+        del second
+        gc.collect()
+        assert destroyed == [h, h2] and list(g.table.execs) == [third]
+
+        # the call raised: the exec made for it is undone (no destroy, the graph keeps none)
+        hot = fast.graph_instantiate
+        def boom(*args):
+            raise KeyboardInterrupt
+        fast.graph_instantiate = boom
+        try:
+            g.instantiate()
+        except KeyboardInterrupt:
+            pass
+        else:
+            raise AssertionError("no KeyboardInterrupt")
+        fast.graph_instantiate = hot
+        gc.collect()
+        assert destroyed == [h, h2] and list(g.table.execs) == [third]
+
+        # refused by the fast call: cudaGraphInstantiateWithParams says why; the exec made
+        # for the call is dropped without a destroy and the graph does not wait for it
+        stub.set_rc("cuGraphInstantiateWithFlags", 1)
+        def with_params(fn, *args):
+            assert fn is rt.cudaGraphInstantiateWithParams
+            raise pcg.CudaError("cudaGraphInstantiateWithParams", 1, "CUDA_ERROR_INVALID_VALUE", "")
+        made_mod.call = with_params
+        try:
+            g.instantiate()
+        except pcg.CudaError as exc:
+            assert "result:" in str(exc), exc
+        else:
+            raise AssertionError("no CudaError")
+        gc.collect()
+        assert destroyed == [h, h2] and list(g.table.execs) == [third]
+        # refused by the fast call only: the exec comes from cudaGraphInstantiateWithParams
+        made_mod.call = lambda fn, *args: rt.cudaGraphExec_t(0xABC)
+        fourth = g.instantiate()
+        assert int(fourth.handle) == 0xABC and set(g.table.execs) == {third, fourth}
+        stub.set_rc("cuGraphInstantiateWithFlags", 0)
+        h3 = int(third.handle)
+        third.close()
+        fourth.close()
+        assert destroyed == [h, h2, h3, 0xABC] and not g.table.execs, destroyed
+    ''', native)
+
+
+@both
+def test_update(native):
+    run('''
+        g1, g2, g3 = fake_graph(), fake_graph(), fake_graph()
+        for g in (g1, g2, g3):
+            g.add_kernel(k, 1, 32, (buffer(), 1.0, 4))
+        exe = g1.instantiate()
+        assert route(lambda: exe.update(g2)) == C
+        assert stub.last() == "cuGraphExecUpdate"
+        assert stub.ints(2) == (int(exe.handle), g2.table.h)
+        assert exe.graph is g1 and exe in g2.table.execs
+        with pcg.trace() as t:
+            assert route(lambda: exe.update(g1)) == "ctypes"
+        assert [r.api for r in t.records] == ["cuGraphExecUpdate"]
+        # refused: raises naming the call, and the exec keeps what it had
+        stub.set_rc("cuGraphExecUpdate", 910)
+        taken = exe._taken
+        try:
+            exe.update(g3)
+        except pcg.GraphExecUpdateError as exc:
+            assert "cuGraphExecUpdate" in str(exc), exc
+        else:
+            raise AssertionError("no GraphExecUpdateError")
+        assert exe._taken is taken and exe not in g3.table.execs
+        stub.set_rc("cuGraphExecUpdate", 0)
+        assert route(lambda: exe.update(g3)) == C and exe in g3.table.execs
+        exe.close()
+        refused(lambda: exe.update(g2), pcg.ClosedError, "closed")
+    ''', native)
