@@ -1,4 +1,5 @@
-"""The four hot calls of pycudagraph/_cuda/fast.py on the CPU, with the driver stub
+"""Five hot calls of pycudagraph/_cuda/fast.py on the CPU (instantiate and update:
+test_fast_instantiate_update.py), with the driver stub
 (tests/support/native_driver.py): each takes the compiled route where it can, hands a value it
 does not convert to the ctypes route (which packs it the same way), raises the CudaError
 naming the call and its runtime twin when the driver refuses, and checks and traces as the
