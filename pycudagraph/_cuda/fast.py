@@ -1,39 +1,32 @@
-"""The hot calls: graph launch, eager kernel launch, kernel-node add, exec argument updates.
+"""The hot calls: graph launch, eager kernel launch, kernel-node add, exec argument updates,
+instantiate and whole-graph update. Seven plain functions, each the one way its call is made:
 
-Five plain functions, each the one way its call is made (the callers have no other):
+========================== ====================================== ==========================
+function                   driver call made                       runtime twin
+========================== ====================================== ==========================
+:func:`launch_graph`       ``cuGraphLaunch``                      ``cudaGraphLaunch``
+:func:`launch_kernel`      ``cuLaunchKernel``                     ``cudaLaunchKernel``
+:func:`add_kernel`         ``cuGraphAddKernelNode``               ``cudaGraphAddKernelNode``
+:func:`set_arg`            ``cuGraphExecKernelNodeSetParams``     ``cudaGraphExecKernelNodeSetParams``
+:func:`set_args`           ``cuGraphExecKernelNodeSetParams``     ``cudaGraphExecKernelNodeSetParams``
+:func:`graph_instantiate`  ``cuGraphInstantiateWithFlags``        ``cudaGraphInstantiateWithFlags``
+:func:`exec_update`        ``cuGraphExecUpdate``                  ``cudaGraphExecUpdate``
+========================== ====================================== ==========================
 
-===================== ================================== ===================================
-function              driver call made                   runtime twin a reader looks up
-===================== ================================== ===================================
-:func:`launch_graph`  ``cuGraphLaunch``                  ``cudaGraphLaunch``
-:func:`launch_kernel` ``cuLaunchKernel``                 ``cudaLaunchKernel``
-:func:`add_kernel`    ``cuGraphAddKernelNode``           ``cudaGraphAddKernelNode``
-:func:`set_arg`       ``cuGraphExecKernelNodeSetParams`` ``cudaGraphExecKernelNodeSetParams``
-:func:`set_args`      ``cuGraphExecKernelNodeSetParams`` ``cudaGraphExecKernelNodeSetParams``
-===================== ================================== ===================================
-
-Each has two routes, both here. The compiled one (the C extension ``_native``, built from
-``_native*.c``; this is the only module that knows it) packs the common argument kinds and
-makes the driver call in one step; it takes ints, bytes and sequences only. When it cannot
-(a value it does not convert, a thread whose context is not current yet, a trace being
-recorded, several devices in use, a failed driver call) it calls the ctypes route below with
-the same arguments, which converts with the full diagnosis through the caller's checked
-packing, makes the call through ctypes, traces it (:func:`.check.report`) and raises the
-:class:`~pycudagraph.errors.CudaError` naming the call and its twin, e.g. ``cuGraphLaunch
-(cudaGraphLaunch) failed: ...``. ``PYCUDAGRAPH_NO_NATIVE=1`` (read at import) leaves only
-the ctypes route; :func:`native_status` says which is active (``pycudagraph info``).
-
-The compiled route reads argument layouts from a *plan* (``plans.py``): bytes made by
-:func:`layout_plan` (slot offsets and kinds) and :func:`kernel_plan` (plus the function and
-its 1-D limits); and a :class:`~pycudagraph.DeviceBuffer`'s address, a graph node's handle,
-a :class:`~pycudagraph.Stream`'s handle and a :class:`~pycudagraph.GraphExec`'s from their
-slots (:func:`pointer_slot`, :func:`node_slots`, :func:`stream_slot`). Where the Python frames
-around a call cost as much as the call, the extension also makes ``GraphExec.launch``,
-``Kernel.launch``, ``GraphExec.set_arg`` / ``set_params`` methods in C (:func:`method_launch`,
-:func:`method_kernel_launch`, :func:`method_exec_updates`) and the kernel-node add with its
-node and pack objects (:func:`node_maker`), the Python code kept as their fallback. The
-other ctypes calls (exec update, instantiate, kernel-node set) are here too. See
-``docs/HOT_PATH.md``.
+Each has two routes, both here. The compiled one (the C extension ``_native``; this is the
+only module that knows it) converts the common argument kinds and makes the driver call in
+one step, taking ints, bytes and sequences only. When it cannot (a value it does not
+convert, a thread whose context is not current yet, a trace being recorded, several devices
+in use, a failed driver call) it calls the ctypes route below with the same arguments, which
+converts with the full diagnosis, makes the call through ctypes, traces it
+(:func:`.check.report`) and raises the :class:`~pycudagraph.errors.CudaError` naming the
+call and its twin. ``PYCUDAGRAPH_NO_NATIVE=1`` (read at import) leaves only the ctypes route;
+:func:`native_status` says which is active. The compiled route reads layouts from plans
+(``plans.py``) and addresses and handles from the slots owners name here
+(:func:`pointer_slot`, :func:`node_slots`, :func:`stream_slot`); it also makes methods in C
+(:func:`method_launch`, :func:`method_kernel_launch`, :func:`method_exec_updates`) and the
+kernel-node add (:func:`node_maker`). Two more ctypes calls (kernel-node set) are at the
+end. See ``docs/HOT_PATH.md``.
 """
 
 from __future__ import annotations
