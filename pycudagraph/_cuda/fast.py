@@ -437,5 +437,3 @@ def exec_kernel_node_set_params(exe, node_h: int, pack, node) -> None:
     if rc or check.tracer is not None:
         check.report("cuGraphExecKernelNodeSetParams", rc, (exe, node, pack),
                      "cudaGraphExecKernelNodeSetParams")
-
-

@@ -26,7 +26,7 @@ from ..nodes.kernel_node import exec_set_arg, exec_set_args
 from ..nodes.table import NodeTable, node_arg
 from ..runtime.hostfn import hostcall_ids, pending as _pending, raise_pending
 from ..runtime.stream import Stream, stream_handle
-from ..runtime.values import bool_arg, raw_int
+from ..runtime.values import bool_arg, int_arg, raw_int
 from .instantiation import destroy_boxed, instantiate_flags, instantiate_with_params
 from .introspect import ExecIntrospection
 from .node_checks import check_changes
@@ -77,8 +77,11 @@ class GraphExec(ExecUpdate, ExecIntrospection):
         if graph is not None and getattr(graph, "table", None) is None:
             raise ArgumentError(f"GraphExec: graph must be a pycudagraph.Graph, got "
                                 f"{type(graph).__name__}")
-        if raw is None and flags is not None and graph is not None and owned:
-            self._instantiate(graph, owner, flags)
+        if flags is not None:
+            if raw is not None or graph is None or not owned:
+                raise ArgumentError("GraphExec: flags= instantiates a graph: give raw=None, "
+                                    "the graph, and owned=True")
+            self._instantiate(graph, owner, int_arg(flags, "GraphExec: flags", 0, 2**64 - 1))
             return
         h = raw_int(raw, "GraphExec")
         self._keep(graph, owner)

@@ -34,6 +34,17 @@ def test_instantiate(native):
         assert [r.api for r in t.records] == ["cuGraphInstantiateWithFlags"]
         second, third = made
         del made[:]
+        # the constructor's form of it, and what it refuses before any driver call
+        assert route(lambda: made.append(pcg.GraphExec(None, g, flags=0))) == C
+        made.pop().close()
+        refused(lambda: pcg.GraphExec(None, g, flags="0"), pcg.ArgumentError,
+                "GraphExec: flags must be an int")
+        refused(lambda: pcg.GraphExec(None, g, flags=-1), pcg.ArgumentError, "must be >= 0")
+        refused(lambda: pcg.GraphExec(exe.handle, g, flags=0), pcg.ArgumentError,
+                "give raw=None")
+        refused(lambda: pcg.GraphExec(None, g, owned=False, flags=0), pcg.ArgumentError,
+                "owned=True")
+        destroyed.clear()
         # the finalizer destroys the handle the driver gave: at close(), or when collected
         exe.close()
         assert destroyed == [h] and exe not in g.table.execs
