@@ -134,9 +134,23 @@ static struct {
     PyTypeObject *type;
     Py_ssize_t hot_slot;
     PyObject *fallback, *prepare, *keeps, *keep, *zero, *empty;
+    PyObject *kw[5];   /* the keyword names, interned: a call site's names are these objects */
 } K;
 
 static const char *const KW[] = {"grid", "block", "args", "stream", "shared_mem"};
+
+/* The parameter a keyword names (0-4), or -1: by identity first (the interned names a call
+ * site passes), then by value. */
+static int keyword_at(PyObject *name)
+{
+    for (int w = 0; w < 5; w++)
+        if (name == K.kw[w])
+            return w;
+    for (int w = 0; w < 5; w++)
+        if (PyUnicode_CompareWithASCIIString(name, KW[w]) == 0)
+            return w;
+    return -1;
+}
 
 /* k.launch(grid, block, args=(), stream=None, shared_mem=0): cuLaunchKernel. */
 static PyObject *kernel_launch(PyObject *self, PyObject *const *a, Py_ssize_t nargs,
@@ -148,11 +162,7 @@ static PyObject *kernel_launch(PyObject *self, PyObject *const *a, Py_ssize_t na
     for (Py_ssize_t i = 0; ok && i < nargs; i++)
         v[i] = a[i];
     for (Py_ssize_t j = 0; ok && j < nkw; j++) {
-        PyObject *name = PyTuple_GET_ITEM(kwnames, j);
-        int at = -1;
-        for (int w = 0; w < 5 && at < 0; w++)
-            if (PyUnicode_CompareWithASCIIString(name, KW[w]) == 0)
-                at = w;
+        int at = keyword_at(PyTuple_GET_ITEM(kwnames, j));
         ok = at >= nargs;   /* unknown (-1), or given twice: the Python method says so */
         if (ok)
             v[at] = a[nargs + j];
@@ -194,6 +204,9 @@ PyObject *kernel_launch_method(PyObject *m, PyObject *args)
     }
     if (!K.zero && (!(K.zero = PyLong_FromLong(0)) || !(K.empty = PyTuple_New(0))))
         return NULL;
+    for (int w = 0; w < 5; w++)
+        if (!K.kw[w] && !(K.kw[w] = PyUnicode_InternFromString(KW[w])))
+            return NULL;
     if (method_doc(&kernel_launch_def, doc))
         return NULL;
     Py_XSETREF(K.type, (PyTypeObject *)Py_NewRef(cls));

@@ -85,6 +85,11 @@ def test_launch_kernel(native):
         assert route(lambda: k.launch((2, 3), [32], (y, 2.5, 7), stream=s, shared_mem=16)) == C
         assert stub.ints(10) == (FUNC, 2, 3, 1, 32, 1, 1, 16, 0x5000, 0)
         assert stub.values(k.params) == (y.ptr, 2.5, 7)
+        # keyword names made at run time (not the interned ones of a call site): the same
+        names = {"".join(("str", "eam")): s, "".join(("shared", "_mem")): 8,
+                 "".join(("ar", "gs")): (y, 3.5, 9)}
+        assert route(lambda: k.launch(1, 32, **names)) == C
+        assert stub.ints(10)[7:9] == (8, 0x5000) and stub.values(k.params) == (y.ptr, 3.5, 9)
         # a grid the compiled route does not convert (a numpy int): the ctypes route, same call
         assert route(lambda: k.launch(np.int64(2), 32, [y, 2.5, 7], stream=s)) == "ctypes"
         assert stub.ints(4) == (FUNC, 2, 1, 1) and stub.values(k.params) == (y.ptr, 2.5, 7)
