@@ -107,7 +107,7 @@ class ExecUpdate:
         if not isinstance(graph, type(self.graph)) or self.graph is None:
             raise ArgumentError(f"update: graph must be a pycudagraph.Graph, got "
                                 f"{type(graph).__name__}")
-        exec_raw = self.handle  # a closed exec raises ClosedError here
+        self.handle  # noqa: B018 - a closed exec raises ClosedError here
         graph.handle  # noqa: B018 - a closed graph raises ClosedError here
         # Set up before the driver call, as GraphExec.instantiate does: Python work right
         # after a large update runs with cold CPU caches.
@@ -128,7 +128,6 @@ class ExecUpdate:
             exc = error_for("cuGraphExecUpdate", err, hint, cls=GraphExecUpdateError)
             exc.reason, exc.node = reason, node
             raise exc
-        del exec_raw
         self._adopt(None, graph, ready)
 
     def apply(self, graph, fallback: str = "reinstantiate", strategy: str = "auto"):

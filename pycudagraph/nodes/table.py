@@ -192,27 +192,21 @@ class NodeTable:
 
     def snapshot(self, share: bool = True) -> list:
         """The ledger entries of this graph and of its inner graphs as they are now, one dict
-        each: what an exec keeps alive and finds its nodes' parameters in. ``share``: the
-        dicts themselves (``Ledger.share``: O(1), the ledgers copy them before their next
-        change), for a caller that never changes them; else copies."""
-        out = [self.ledger.share() if share else dict(self.ledger.held)]
-        for inner in self.inner_tables():
-            out += inner.snapshot(share)
-        return out
+        each: what an exec keeps alive and finds its nodes' parameters in (see
+        :meth:`exec_keep`)."""
+        return self.exec_keep(share)[0]
 
-    def extras(self) -> tuple:
-        """What this graph and its inner graphs keep as a whole (captured work, an
-        adopted graph's owner)."""
-        own = tuple(self.ledger.extra) + ((self.owner,) if self.owner is not None else ())
-        return own + tuple(inner.extras() for inner in self.inner_tables())
-
-    def exec_keep(self) -> tuple:
-        """``(snapshot(), extras())`` in one walk of the inner graphs: what an exec made
-        from, or updated with, this graph keeps (O(1) for a graph without inner graphs)."""
-        taken = [self.ledger.share()]
+    def exec_keep(self, share: bool = True) -> tuple:
+        """``(entries, extras)`` in one walk of the inner graphs (none for a graph without
+        any): the ledger dicts of this graph and of its inner graphs, and what each keeps as
+        a whole (captured work, an adopted graph's owner). What an exec made from, or
+        updated with, this graph keeps. ``share``: the dicts themselves (``Ledger.share``:
+        O(1), the ledgers copy them before their next change), for a caller that never
+        changes them; else copies."""
+        taken = [self.ledger.share() if share else dict(self.ledger.held)]
         extras = tuple(self.ledger.extra) + ((self.owner,) if self.owner is not None else ())
         for inner in self.inner_tables():
-            inner_taken, inner_extras = inner.exec_keep()
+            inner_taken, inner_extras = inner.exec_keep(share)
             taken += inner_taken
             extras += (inner_extras,)
         return taken, extras
@@ -220,7 +214,7 @@ class NodeTable:
     def keepalive(self) -> tuple:
         """Everything this graph's nodes point at, inner graphs included (copies: the
         caller may keep and change them)."""
-        return (self.snapshot(share=False), self.extras())
+        return self.exec_keep(share=False)
 
 
 # ----------------------------------------------------------------------------------
