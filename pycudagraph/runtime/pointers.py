@@ -74,6 +74,12 @@ def _dlpack_pointer(obj) -> int:
 
 def _interface_pointer(obj, name: str, iface) -> int:
     """``iface["data"][0]`` of an array interface dict, checked (``name`` names the protocol)."""
+    if type(iface) is dict:  # the common case, on every launch of an array: no more checks
+        data = iface.get("data")
+        if type(data) is tuple and len(data) == 2:
+            addr = data[0]
+            if type(addr) is int and 0 <= addr <= ADDRESS_MAX:
+                return addr
     what = f"{type(obj).__name__}.{name}"
     if not isinstance(iface, dict):
         raise ArgumentError(f"{what} must be a dict, got {short_repr(iface)} "
@@ -109,13 +115,13 @@ def device_pointer(obj) -> int:
     if isinstance(obj, _BUFFERS):
         ptr = obj.ptr
         return ptr if ptr else int(obj)  # int() of a freed buffer raises its ClosedError
+    cai = getattr(obj, "__cuda_array_interface__", None)  # CuPy, PyTorch, Numba arrays
+    if cai is not None:
+        return _interface_pointer(obj, "__cuda_array_interface__", cai)
     if is_int(obj):  # numpy integers, IntEnum, out-of-range ints (refused there)
         return address_arg(obj, "device pointer")
     if isinstance(obj, (bool, np.bool_)):
         raise ArgumentError(f"a device pointer cannot be a bool ({obj!r})")
-    cai = getattr(obj, "__cuda_array_interface__", None)
-    if cai is not None:
-        return _interface_pointer(obj, "__cuda_array_interface__", cai)
     if isinstance(obj, (np.ndarray, np.generic)):
         raise ArgumentError("a numpy array lives in host memory: copy it to a DeviceBuffer "
                             "first (DeviceBuffer.from_array) or pass a device array")
