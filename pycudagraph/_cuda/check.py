@@ -11,7 +11,7 @@ from cuda.bindings import driver as dr
 from cuda.bindings import nvrtc
 from cuda.bindings import runtime as rt
 
-from ..errors import CudaError, CudaNotAvailableError
+from ..errors import CudaError
 from .no_gpu import unavailable
 
 __all__ = ["call", "error_for", "report", "capture_watchers", "set_tracer", "tracer", "tracer_hooks",
@@ -120,7 +120,7 @@ def call(fn, *args):
         if (type(exc).__name__ != "DynamicLibNotFoundError" or not name.startswith("cu")
                 or name.startswith("cuda")):
             raise
-        raise unavailable(fn.__name__, 0, "CUDA_ERROR_NOT_INITIALIZED", str(exc)) from None
+        raise unavailable(name, 0, "CUDA_ERROR_NOT_INITIALIZED", str(exc)) from None
     if tracer is not None:
         tracer(fn.__name__, args, res)
     err = res[0]

@@ -17,7 +17,7 @@ from cuda.bindings import runtime as rt
 
 from ..errors import CudaNotAvailableError
 
-__all__ = ["missing", "unavailable", "report_uncaught", "WITHOUT_GPU", "TRACEBACK_ENV"]
+__all__ = ["format_version", "missing", "unavailable", "report_uncaught", "WITHOUT_GPU", "TRACEBACK_ENV"]
 
 #: Set to 1 to see the traceback of an uncaught CudaNotAvailableError.
 TRACEBACK_ENV = "PYCUDAGRAPH_TRACEBACK"
@@ -28,7 +28,9 @@ WITHOUT_GPU = ('Program(...).compile(arch="sm_90"), Kernel.pack_args(...), '
                "without one")
 
 
-def _version_text(v: int) -> str:
+def format_version(v: int) -> str:
+    """``12030`` -> ``"12.3"`` (a CUDA version as the driver and runtime report it; here,
+    where the messages of a missing driver need it, and :mod:`.versions` takes it)."""
     return f"{v // 1000}.{(v % 1000) // 10}"
 
 
@@ -42,8 +44,8 @@ def missing(err_name: str, cuda_text: str) -> str:
     if err or not driver:
         return "no NVIDIA driver is installed on this machine: libcuda.so.1 was not found"
     if err_name == "cudaErrorInsufficientDriver" and runtime:
-        return (f"the NVIDIA driver supports CUDA {_version_text(driver)} but the installed "
-                f"cuda-bindings need CUDA {_version_text(runtime)} (a newer driver, or "
+        return (f"the NVIDIA driver supports CUDA {format_version(driver)} but the installed "
+                f"cuda-bindings need CUDA {format_version(runtime)} (a newer driver, or "
                 f"pycudagraph[cu{driver // 1000}])")
     if err_name in ("cudaErrorNoDevice", "cudaSuccess"):
         return "the NVIDIA driver sees no GPU (check CUDA_VISIBLE_DEVICES and nvidia-smi)"

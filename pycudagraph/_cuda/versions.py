@@ -14,6 +14,7 @@ from cuda.bindings import runtime as rt
 
 from ..errors import CudaError, CudaNotAvailableError, NotSupportedError
 from .check import call
+from .no_gpu import format_version
 
 __all__ = ["node_type", "BINDINGS_VERSION", "BINDINGS_MAJOR", "driver_version", "runtime_version",
            "nvrtc_version", "format_version", "require", "graph_add_dependencies",
@@ -55,11 +56,6 @@ def runtime_version() -> int:
 def nvrtc_version() -> tuple[int, int]:
     """NVRTC version as (major, minor) (``nvrtcVersion``)."""
     return tuple(call(nvrtc.nvrtcVersion))
-
-
-def format_version(v: int) -> str:
-    """``12030`` -> ``"12.3"``."""
-    return f"{v // 1000}.{(v % 1000) // 10}"
 
 
 def require(feature: str, version: int) -> None:
