@@ -19,27 +19,41 @@ int fail(void)
     return -1;
 }
 
+/* An int that fits a long long into *x: 0; -1 (no error set) when it does not. One
+ * digit is read in line on Python 3.12+ (a compact int). */
+static inline int small_int(PyObject *v, long long *x)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    if (PyUnstable_Long_IsCompact((PyLongObject *)v)) {
+        *x = (long long)PyUnstable_Long_CompactValue((PyLongObject *)v);
+        return 0;
+    }
+#endif
+    int overflow;
+    *x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (*x == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+    }
+    return overflow ? -1 : 0;
+}
+
 /* An int in [0, 2**64) (what PyLong_AsUnsignedLongLong accepts). Below 2**63, the common
- * case (addresses, handles), through PyLong_AsLongLongAndOverflow, which reads the digits
- * directly; PyLong_AsUnsignedLongLong goes through a byte array for any int of more than
- * one digit, about a hundred instructions more per value. */
+ * case (addresses, handles), through small_int, which reads the digits directly;
+ * PyLong_AsUnsignedLongLong goes through a byte array for any int of more than one digit,
+ * about a hundred instructions more per value. */
 int as_u64(PyObject *v, uint64_t *out)
 {
     if (!PyLong_Check(v))
         return -1;
-    int overflow;
-    long long s = PyLong_AsLongLongAndOverflow(v, &overflow);
-    if (!overflow) {
-        if (s == -1 && PyErr_Occurred())
-            return fail();
+    long long s;
+    if (!small_int(v, &s)) {
         if (s < 0)
             return -1;   /* negative: refused, as PyLong_AsUnsignedLongLong refuses it */
         *out = (uint64_t)s;
         return 0;
     }
-    if (overflow < 0)
-        return -1;
-    unsigned long long x = PyLong_AsUnsignedLongLong(v);
+    unsigned long long x = PyLong_AsUnsignedLongLong(v);   /* 2**63 and up, or refused */
     if (x == (unsigned long long)-1 && PyErr_Occurred())
         return fail();
     *out = x;
@@ -91,23 +105,19 @@ static void store_int(int kind, char *dst, long long x)
     }
 }
 
-/* An exact int that fits a long long into *x: 0; -1 (no error set) when it does not. One
- * digit is read in line on Python 3.12+ (a compact int). */
-static inline int small_int(PyObject *v, long long *x)
+/* A double into a K_F32 or K_F64 slot, as struct packs it: -1 for a finite value too large
+ * for a float ("float too large to pack with f format"). */
+static inline int put_double(int kind, char *dst, double d)
 {
-#if PY_VERSION_HEX >= 0x030C0000
-    if (PyUnstable_Long_IsCompact((PyLongObject *)v)) {
-        *x = (long long)PyUnstable_Long_CompactValue((PyLongObject *)v);
+    if (kind == K_F64) {
+        memcpy(dst, &d, 8);
         return 0;
     }
-#endif
-    int overflow;
-    *x = PyLong_AsLongLongAndOverflow(v, &overflow);
-    if (*x == -1 && PyErr_Occurred()) {
-        PyErr_Clear();
+    float f = (float)d;
+    if (isinf(f) && !isinf(d))
         return -1;
-    }
-    return overflow ? -1 : 0;
+    memcpy(dst, &f, 4);
+    return 0;
 }
 
 /* An integer of kind K_I8..K_U64, as struct packs it (numpy integers through __index__). */
@@ -151,15 +161,7 @@ static int put_value(int kind, char *dst, PyObject *v)
         double d = PyFloat_Check(v) ? PyFloat_AS_DOUBLE(v) : PyFloat_AsDouble(v);
         if (d == -1.0 && PyErr_Occurred())
             return fail();
-        if (kind == K_F64) {
-            memcpy(dst, &d, 8);
-        } else {
-            float f = (float)d;
-            if (isinf(f) && !isinf(d))
-                return -1;   /* struct refuses it: "float too large to pack with f format" */
-            memcpy(dst, &f, 4);
-        }
-        return 0;
+        return put_double(kind, dst, d);
     }
     case K_BOOL:
         if (v != Py_True && v != Py_False)
@@ -224,17 +226,8 @@ int put(int kind, char *dst, PyObject *v, PyObject *converter)
         return -1;
     if (converter == Py_None) {   /* a plain float or int: what put_value does, in line */
         PyTypeObject *t = Py_TYPE(v);
-        if (t == &PyFloat_Type && (kind == K_F32 || kind == K_F64)) {
-            double d = PyFloat_AS_DOUBLE(v);
-            float f = (float)d;
-            if (kind == K_F64)
-                memcpy(dst, &d, 8);
-            else if (isinf(f) && !isinf(d))
-                return -1;   /* struct refuses it: "float too large to pack with f format" */
-            else
-                memcpy(dst, &f, 4);
-            return 0;
-        }
+        if (t == &PyFloat_Type && (kind == K_F32 || kind == K_F64))
+            return put_double(kind, dst, PyFloat_AS_DOUBLE(v));
         if (t == &PyLong_Type && kind <= K_U64 && !small_int(v, &x) &&
             (kind == K_U64 ? x >= 0 : in_range(kind, x))) {
             store_int(kind, dst, x);
