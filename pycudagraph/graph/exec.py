@@ -146,7 +146,6 @@ class GraphExec(ExecUpdate, ExecIntrospection):
         if upload_stream is None:
             return cls(None, graph, flags=flags)
         upload_h = stream_handle(upload_stream)
-        graph.handle  # noqa: B018 - a closed graph raises ClosedError here
         return cls(instantiate_with_params(graph, flags, upload_h), graph)
 
     @classmethod

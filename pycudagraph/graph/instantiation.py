@@ -12,13 +12,11 @@ from __future__ import annotations
 from .._cuda import call, rt
 from ..errors import CudaError
 from ..runtime.values import bool_arg
+from .introspect import INSTANTIATE_FLAGS
 
 __all__ = ["instantiate_flags", "instantiate_with_params", "destroy_boxed"]
 
 _F = rt.cudaGraphInstantiateFlags
-_FLAGS = (("auto_free_on_launch", _F.cudaGraphInstantiateFlagAutoFreeOnLaunch),
-          ("device_launch", _F.cudaGraphInstantiateFlagDeviceLaunch),
-          ("use_node_priority", _F.cudaGraphInstantiateFlagUseNodePriority))
 
 
 def instantiate_flags(auto_free_on_launch, device_launch, use_node_priority, upload: bool) -> int:
@@ -27,9 +25,11 @@ def instantiate_flags(auto_free_on_launch, device_launch, use_node_priority, upl
     flags = int(_F.cudaGraphInstantiateFlagUpload) if upload else 0
     if auto_free_on_launch is False and device_launch is False and use_node_priority is False:
         return flags
-    for (name, flag), on in zip(_FLAGS, (auto_free_on_launch, device_launch, use_node_priority)):
-        if bool_arg(on, f"instantiate: {name}"):
-            flags |= int(flag)
+    given = {"auto_free_on_launch": auto_free_on_launch, "device_launch": device_launch,
+             "use_node_priority": use_node_priority}
+    for bit, name in INSTANTIATE_FLAGS.items():
+        if bool_arg(given[name], f"instantiate: {name}"):
+            flags |= bit
     return flags
 
 
