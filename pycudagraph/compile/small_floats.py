@@ -27,6 +27,8 @@ FP8_FORMATS = {"e4m3": (4, 3, 0x7E, False), "e5m2": (5, 2, 0x7B, True)}
 
 def real(value, type_name: str) -> float:
     """``value`` as a Python float, or a ``TypeError`` saying what ``type_name`` takes."""
+    if type(value) is float:  # the common case: no checks to make
+        return value
     if isinstance(value, (str, bytes, bytearray, complex, np.complexfloating)) or value is None:
         raise TypeError(f"a {type_name} parameter takes a real number, not "
                         f"{type(value).__name__}")

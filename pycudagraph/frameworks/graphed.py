@@ -111,13 +111,14 @@ class GraphedCallable:
             raise ArgumentError(f"graphed needs a callable, got {type(fn).__name__}")
         if not isinstance(check, (bool, str)) or check not in _CHECKS:
             raise ArgumentError(f"graphed: check must be one of {_CHECKS}, got {check!r}")
-        if int_arg(warmup, "graphed: warmup") < 1:
+        warmup = int_arg(warmup, "graphed: warmup")
+        if warmup < 1:
             raise ArgumentError(f"graphed: warmup must be >= 1 (CuPy compiles and PyTorch "
                                 f"sets up cuBLAS on first use), got {warmup}")
         self.fn = fn
         self.copy_outputs = bool_arg(copy_outputs, "graphed: copy_outputs")
         self.check = "raise" if check is True else check
-        self.warmup = int(warmup)
+        self.warmup = warmup
         self.stream = Stream.wrap(stream) if stream is not None else None
         self._graphs: dict = {}
         self._stats = GraphedStats()

@@ -66,7 +66,10 @@ class BucketedGraphs:
     def bucket_for(self, size: int) -> int | None:
         """The smallest bucket >= ``size``, or ``None`` when ``size`` exceeds them all.
         No CUDA call."""
-        i = bisect.bisect_left(self.buckets, int_arg(size, "BucketedGraphs: size"))
+        return self._bucket(int_arg(size, "BucketedGraphs: size"))
+
+    def _bucket(self, size: int) -> int | None:
+        i = bisect.bisect_left(self.buckets, size)
         return self.buckets[i] if i < len(self.buckets) else None
 
     def _entry(self, bucket: int) -> tuple:
@@ -95,7 +98,7 @@ class BucketedGraphs:
         size = int_arg(size, "BucketedGraphs: size")
         if size <= 0:
             raise ArgumentError(f"BucketedGraphs: size must be positive, got {size}")
-        bucket = self.bucket_for(size)
+        bucket = self._bucket(size)
         if bucket is None:
             self.stats.fallbacks += 1
             step = self._eager.get(size) or self._eager.setdefault(size, self.make(size))
