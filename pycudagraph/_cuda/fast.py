@@ -42,8 +42,7 @@ from ..errors import CudaNotAvailableError
 from . import check
 from .context import (current_device, ensure_device, multi_hooks, on_first_use, seen,
                       switch_device, thread_state)
-from .plans import (K_BOOL, K_F32, K_F64, K_I8, K_I16, K_I32, K_I64, K_OTHER, K_PTR,  # noqa: F401
-                    K_U8, K_U16, K_U32, K_U64, PLAN_HEAD, PLAN_SLOT, kernel_plan, layout_plan)
+from .plans import kernel_plan, layout_plan
 from .structs import KERNEL_NODE_PARAMS_SIZE
 
 __all__ = ["launch_graph", "launch_kernel", "add_kernel", "set_arg", "set_args",

@@ -10,7 +10,6 @@ import importlib
 import importlib.util
 import os
 import re
-import struct
 import subprocess
 import sys
 
@@ -18,7 +17,7 @@ import numpy as np
 import pytest
 
 import pycudagraph as pcg
-from pycudagraph._cuda import _build, fast
+from pycudagraph._cuda import _build, fast, plans
 from pycudagraph.cli import info
 from pycudagraph.compile.args import ArgPack, Layout, dims3
 from pycudagraph.compile.signature import parse_params
@@ -98,7 +97,7 @@ def test_info_report_names_the_hot_path():
 
 
 def _plan_head(plan: bytes) -> tuple:
-    return fast.PLAN_HEAD.unpack_from(plan)
+    return plans.PLAN_HEAD.unpack_from(plan)
 
 
 def test_plans():
@@ -107,11 +106,11 @@ def test_plans():
     plan = layout.hot[0]
     func, block1, grid1, smem, n, size, simple = _plan_head(plan)
     assert (func, block1, n, size, simple) == (0, 0, 4, layout.size, 1)
-    slots = [fast.PLAN_SLOT.unpack_from(plan, fast.PLAN_HEAD.size + 8 * i) for i in range(4)]
-    assert slots == list(zip(layout.offsets, (fast.K_PTR, fast.K_F64, fast.K_BOOL, fast.K_I16)))
+    slots = [plans.PLAN_SLOT.unpack_from(plan, plans.PLAN_HEAD.size + 8 * i) for i in range(4)]
+    assert slots == list(zip(layout.offsets, (plans.K_PTR, plans.K_F64, plans.K_BOOL, plans.K_I16)))
     kplan = fast.kernel_plan(plan, 0x77, 1024, 2**31 - 1, 49152)
     assert _plan_head(kplan) == (0x77, 1024, 2**31 - 1, 49152, 4, layout.size, 1)
-    assert kplan[fast.PLAN_HEAD.size:] == plan[fast.PLAN_HEAD.size:]
+    assert kplan[plans.PLAN_HEAD.size:] == plan[plans.PLAN_HEAD.size:]
     for sig in ("half h", "__nv_bfloat16 b", "float4 v", "cudaGraphConditionalHandle c"):
         assert _plan_head(Layout("k", parse_params(sig)).hot[0])[6] == 0, sig
 
@@ -120,8 +119,8 @@ def test_plans():
 def test_kind_codes_and_plan_format_match_the_extension():
     names = ("K_I8", "K_U8", "K_I16", "K_U16", "K_I32", "K_U32", "K_I64", "K_U64", "K_F32",
              "K_F64", "K_BOOL", "K_PTR", "K_OTHER")
-    assert [getattr(fast, n) for n in names] == [getattr(native, n) for n in names]
-    assert fast.PLAN_HEAD.size == native.PLAN_HEAD_SIZE
+    assert [getattr(plans, n) for n in names] == [getattr(native, n) for n in names]
+    assert plans.PLAN_HEAD.size == native.PLAN_HEAD_SIZE
 
 
 # grid / block: (value, what dims3 gives, or the words of its error). numpy ints, bools,
@@ -184,7 +183,7 @@ VALUES = {
 @pytest.mark.parametrize("ctype", list(VALUES))
 def test_slot_writer_and_its_c_twin_agree(ctype):
     layout = Layout("k", parse_params(f"{ctype} v"))
-    kind = fast.PLAN_SLOT.unpack_from(layout.hot[0], fast.PLAN_HEAD.size)[1]
+    kind = plans.PLAN_SLOT.unpack_from(layout.hot[0], plans.PLAN_HEAD.size)[1]
     pack = ArgPack(layout, None, (VALUES[ctype][0],), 1, 1)
     assert native.convert(kind, VALUES[ctype][0], layout.converters[0]) is not None
     for value in VALUES[ctype]:
