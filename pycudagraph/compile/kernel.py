@@ -24,7 +24,7 @@ from .kernel_checks import KernelChecks
 from .limits import KERNEL_LIMITS
 from .adopted import adopt, param_info
 from .reconcile import check_declared, check_image, expanded, params_from_image
-from .param_block import param_block
+from .param_block import param_block, param_offsets
 from .param_text import signature_text
 from .signature import Param
 from ..errors import ArgumentError
@@ -259,6 +259,12 @@ class Kernel(KernelChecks):
             hidden = self.origin.hidden if self.origin is not None else ()
             layout = Layout(self.name, self._compiled_params(self._declared, hidden), hidden)
         return param_block(layout, args, self._compiled())
+
+    def param_offsets(self, layout: Layout) -> list[int]:
+        """Where each parameter of ``layout`` starts in the block, as :meth:`pack_args` places
+        it: the compiled kernel's offsets (PTX/CUBIN), or the next multiple of each
+        parameter's alignment. No CUDA call."""
+        return param_offsets(layout, self._compiled())
 
     def _refresh_hot(self) -> None:
         """The compiled route's view of the function looked up last and its limits, made

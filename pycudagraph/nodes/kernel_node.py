@@ -170,15 +170,16 @@ class KernelNode(Node):
     def arg_bytes(self) -> tuple:
         """``(offset, bytes)`` of each argument as the node passes it, ``offset`` being its
         place in the kernel's parameter space (``cuKernelGetParamInfo``, once per kernel;
-        where the driver cannot tell, the packing's own, which keeps the alignment)."""
+        where the driver cannot tell, :meth:`Kernel.param_offsets`, as ``pack_args`` places
+        them)."""
         pack = self._pack
         layout, raw = pack.layout, pack.raw()
         sizes = layout.param_sizes  # per kernel parameter: an argument may fill several, or none
         image = pack.kernel.image_params
-        if image is None or len(image) != len(sizes):
-            image = [(o - layout.values_offset, n) for o, n in zip(layout.pointer_offsets, sizes)]
+        offsets = ([off for off, _ in image] if image is not None and len(image) == len(sizes)
+                   else pack.kernel.param_offsets(layout))
         return tuple((off, raw[o:o + n])
-                     for (off, _), o, n in zip(image, layout.pointer_offsets, sizes))
+                     for off, o, n in zip(offsets, layout.pointer_offsets, sizes))
 
     @property
     def kernel(self):
