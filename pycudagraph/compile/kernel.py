@@ -251,6 +251,17 @@ class Kernel(KernelChecks):
         :meth:`launch` checks it (:class:`ArgumentError` naming the parameter and the
         value) and written at its parameter's offset. No CUDA call, no GPU needed for a
         module compiled with ``arch=``: sizes and offsets come from its PTX or CUBIN."""
+        return param_block(self._known_layout(), args, self._compiled())
+
+    def param_offsets(self) -> list[int]:
+        """Where each parameter starts in the block, as :meth:`pack_args` places it: the
+        compiled kernel's offsets (PTX/CUBIN), or the next multiple of each parameter's
+        alignment (hidden parameters included). No CUDA call, as ``pack_args``."""
+        return param_offsets(self._known_layout(), self._compiled())
+
+    def _known_layout(self) -> Layout:
+        """The layout, or without a GPU the declared signature's (checked against the
+        compiled kernel). No CUDA call."""
         layout = self._layout
         if layout is None:
             if self._declared is None:
@@ -258,13 +269,7 @@ class Kernel(KernelChecks):
                                     "image only: pass signature=, or load it on a GPU")
             hidden = self.origin.hidden if self.origin is not None else ()
             layout = Layout(self.name, self._compiled_params(self._declared, hidden), hidden)
-        return param_block(layout, args, self._compiled())
-
-    def param_offsets(self, layout: Layout) -> list[int]:
-        """Where each parameter of ``layout`` starts in the block, as :meth:`pack_args` places
-        it: the compiled kernel's offsets (PTX/CUBIN), or the next multiple of each
-        parameter's alignment. No CUDA call."""
-        return param_offsets(layout, self._compiled())
+        return layout
 
     def _refresh_hot(self) -> None:
         """The compiled route's view of the function looked up last and its limits, made

@@ -177,7 +177,7 @@ class KernelNode(Node):
         sizes = layout.param_sizes  # per kernel parameter: an argument may fill several, or none
         image = pack.kernel.image_params
         offsets = ([off for off, _ in image] if image is not None and len(image) == len(sizes)
-                   else pack.kernel.param_offsets(layout))
+                   else pack.kernel.param_offsets())
         return tuple((off, raw[o:o + n])
                      for off, o, n in zip(offsets, layout.pointer_offsets, sizes))
 
