@@ -94,6 +94,7 @@ class GraphExec(ExecUpdate, ExecIntrospection):
         handle in its box, none until the call fills it."""
         graph.handle  # noqa: B018 - a closed graph raises ClosedError here
         self._keep(graph, owner)
+        self._raw = None
         box = [0]
         self._fin = release(self, destroy_boxed, box)
         table = graph.table
@@ -105,8 +106,7 @@ class GraphExec(ExecUpdate, ExecIntrospection):
                 self._fin.detach()
                 table.execs.discard(self)
         if h:
-            self._raw = rt.cudaGraphExec_t(h)
-            self._h = self._addr = h
+            self._h = self._addr = h  # the cudaGraphExec_t object: made on first need
             return
         raw = instantiate_with_params(graph, flags)  # makes it, or says why the driver refused
         self._bind(raw, int(raw), True)
@@ -168,7 +168,10 @@ class GraphExec(ExecUpdate, ExecIntrospection):
         No CUDA call."""
         if self._h is None:
             self._refuse()
-        return self._raw
+        raw = self._raw
+        if raw is None:  # instantiated here: made on first need, not after the call
+            raw = self._raw = rt.cudaGraphExec_t(self._h)
+        return raw
 
     @property
     def closed(self) -> bool:
@@ -364,13 +367,13 @@ class GraphExec(ExecUpdate, ExecIntrospection):
         node_arg(None, node, "node", "set_enabled")
         rec = self.exec_node(node)
         flag = bool_arg(flag, "set_enabled: flag")
-        call(rt.cudaGraphNodeSetEnabled, self._raw, rec.node.handle, 1 if flag else 0)
+        call(rt.cudaGraphNodeSetEnabled, self.handle, rec.node.handle, 1 if flag else 0)
 
     def is_enabled(self, node: Node) -> bool:
         """Whether a node is enabled in this exec (``cudaGraphNodeGetEnabled``)."""
         node_arg(None, node, "node", "is_enabled")
         rec = self.exec_node(node)
-        return bool(call(rt.cudaGraphNodeGetEnabled, self._raw, rec.node.handle))
+        return bool(call(rt.cudaGraphNodeGetEnabled, self.handle, rec.node.handle))
 
     def close(self) -> None:
         """Destroy the exec now (``cudaGraphExecDestroy``); idempotent.

@@ -69,7 +69,7 @@ class ExecUpdate:
         if source is None:
             raise PyCudaGraphError(f"{node!r} is not a node of the graph this exec was made "
                                    "from (nodes added since are not in the exec)")
-        rec = node.exec_record(self._raw, source, self._retire)
+        rec = node.exec_record(self.handle, source, self._retire)
         self._nodes[id(node)] = rec
         return rec
 
@@ -219,7 +219,7 @@ class ExecUpdate:
         for old_raw, new_raw in zip(old_nodes, new_nodes):
             old, new = old_table.node(old_raw), table.node(new_raw)
             source = _entry(taken, new)
-            rec = old.exec_record(self._raw, source, self._retire)
+            rec = old.exec_record(self.handle, source, self._retire)
             self._nodes[id(old)] = rec
             if new is not old:
                 if isinstance(new, KernelNode) and type(rec.args) is CapturedArgs:
