@@ -295,11 +295,31 @@ const plan_head *plan_of(PyObject *plan)
     return p;
 }
 
-/* A 1-D int grid and block and an int shared memory within the plan's limits (known). */
+/* An int, or a tuple or list of 1 to 3 ints whose second and third are 1: its first. */
+static int flat_dim(PyObject *o, uint32_t *out)
+{
+    if (PyLong_CheckExact(o))
+        return one_dim(o, out);
+    if (!PyTuple_CheckExact(o) && !PyList_CheckExact(o))
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+    PyObject **items = PySequence_Fast_ITEMS(o);
+    if (n < 1 || n > 3 || one_dim(items[0], out))
+        return -1;
+    for (Py_ssize_t i = 1; i < n; i++) {
+        uint32_t v;
+        if (one_dim(items[i], &v) || v != 1)
+            return -1;
+    }
+    return 0;
+}
+
+/* A 1-D grid and block (an int, or (n, 1, 1)) and an int shared memory within the plan's
+ * limits (known). */
 int fits(const plan_head *p, PyObject *grid, PyObject *block, PyObject *shm)
 {
     uint32_t g, b, s;
-    return p->block1 && !one_dim(grid, &g) && !one_dim(block, &b) && !as_u32(shm, &s) &&
+    return p->block1 && !flat_dim(grid, &g) && !flat_dim(block, &b) && !as_u32(shm, &s) &&
            b <= p->block1 && g <= p->grid1 && s <= p->smem;
 }
 

@@ -265,10 +265,7 @@ class _Loader:
             for name, value in self.attributes(nd).items():
                 node.set_attribute(name, value)
             return node
-        # 1-D as ints, as a launch from Python passes them: add_kernel's compiled path takes
-        # those (and tuples through its checked path)
-        grid = grid[0] if grid[1] == grid[2] == 1 else tuple(grid)
-        block = block[0] if block[1] == block[2] == 1 else tuple(block)
+        grid, block = tuple(grid), tuple(block)  # (n, 1, 1) takes add_kernel's compiled path
         args = []
         for (unpack, kind), data, a in zip(readers, self.args[nd["id"]], nd["args"]):
             relocs = a["relocs"]

@@ -171,6 +171,11 @@ def test_add_kernel(native):
         many = [g.add_kernel(k, 1, 32, (y, 1.0, 1)) for _ in range(70)]
         assert route(lambda: add(many)) == C and stub.ints(2) == (g.table.h, 70)
         assert stub.deps(64) == [n._h for n in many[:64]]
+        # 1-D as a tuple or list, (n, 1, 1) as a saved graph gives it: the compiled route
+        for grid in ((3, 1, 1), [3], (3, 1)):
+            assert route(lambda: add([a], grid)) == C and stub.header()[1:4] == (3, 1, 1)
+        assert route(lambda: add([a], (3, 2, 1))) == "ctypes"  # 2-D: the checked path
+        assert stub.header()[1:4] == (3, 2, 1)
         # a grid the compiled route does not convert: the ctypes route, the same node
         assert route(lambda: add([a], np.int64(3))) == "ctypes"
         assert stub.header()[1:4] == (3, 1, 1) and stub.deps(1) == [a._h]
