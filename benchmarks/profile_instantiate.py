@@ -1,15 +1,18 @@
 """Profile 4: instantiate and whole-graph update of a 1,000-node chain of the 3-argument
-kernel by each way of making the call, in a random order per round (15 rounds, the collector
-paused), on graphs built just before and on graphs built before the round: the bare driver
-call (``bare.c``), the call pycudagraph makes (``fast.graph_instantiate`` /
-``fast.exec_update``: compiled, or ctypes with PYCUDAGRAPH_NO_NATIVE=1), the bare call plus
-the exec object, and the public call. Last, the same Python work (making a ``GraphExec``
-for a handle) right after the driver instantiated a 1,000-node graph and again at once:
-what the CPU caches cost Python code that runs after a large driver call, the reason
-``GraphExec.instantiate`` sets the exec up before its call. (Not part of the suite; behind
-docs/HOT_PATH.md.)
+kernel by each way of making the call, in a random order per round (the collector paused),
+on graphs built just before and on graphs built before the round: the bare driver call
+(``bare.c``), raw cuda.bindings' ``cudaGraphInstantiate`` (what the suite's raw peer calls),
+the call pycudagraph makes (``fast.graph_instantiate`` / ``fast.exec_update``: compiled, or
+ctypes with PYCUDAGRAPH_NO_NATIVE=1), the bare call right after the Python work
+``g.instantiate()`` does before its call (a ``GraphExec`` set up for the graph: is the
+driver call slower after it?), the bare call plus the exec object, and the public call.
+Each figure is also given as the median over rounds of its ratio to the bare call of the
+same round. Last, the same Python work (making a ``GraphExec`` for a handle) right after the
+driver instantiated a 1,000-node graph and again at once: what the CPU caches cost Python
+code that runs after a large driver call, the reason ``GraphExec.instantiate`` sets the
+exec up before its call. (Not part of the suite; behind docs/HOT_PATH.md.)
 
-Run from the repository root on a GPU: ``python benchmarks/profile_instantiate.py``.
+Run from the repository root on a GPU: ``python benchmarks/profile_instantiate.py [ROUNDS]``.
 """
 from __future__ import annotations
 
@@ -27,7 +30,8 @@ from benchmarks.peers_driver import profile_peers  # noqa: E402
 from benchmarks.timing import gc_paused  # noqa: E402
 from pycudagraph._cuda import fast, structs  # noqa: E402
 
-N, ROUNDS = 1000, 15
+N = 1000
+ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 25
 env, pcg_peer, driver = profile_peers()
 bare, pc = driver.bare, time.perf_counter_ns
 
@@ -41,8 +45,29 @@ def timed(make, close):
     return ns
 
 
+def after_setup(g):
+    """The bare call timed right after a GraphExec is set up for ``g`` (the work
+    g.instantiate() does before its call; made for a handle it never uses, untimed)."""
+    made = pcg.GraphExec(rt.cudaGraphExec_t(1), g, owned=False)
+    ns = timed(lambda: bare.instantiate(g.table.h), bare.exec_destroy)
+    made.close()
+    return ns
+
+
+def raw_call(g):
+    out = []
+    ns = timed(lambda: out.extend(rt.cudaGraphInstantiate(g.handle, 0)), lambda _: None)
+    err, e = out
+    if err:
+        raise RuntimeError(f"cudaGraphInstantiate failed: {err}")
+    rt.cudaGraphExecDestroy(e)
+    return ns
+
+
 INSTANTIATE = {
     "bare C": lambda g: timed(lambda: bare.instantiate(g.table.h), bare.exec_destroy),
+    "cuda.bindings cudaGraphInstantiate": raw_call,
+    "bare C after a GraphExec set-up": after_setup,
     "fast.graph_instantiate": lambda g: timed(lambda: fast.graph_instantiate(g.table.h, 0, g),
                                               bare.exec_destroy),
     "bare + GraphExec()": lambda g: timed(
@@ -62,14 +87,27 @@ def update_fast(exe, g2):
                                           exe, g2), lambda _: None)
 
 
-UPDATE = {"bare C": update_bare, "fast.exec_update": update_fast,
+def update_raw(exe, g2):
+    out = []
+    ns = timed(lambda: out.extend(rt.cudaGraphExecUpdate(exe.handle, g2.handle)), lambda _: None)
+    if out[0] or int(out[1].result):
+        raise RuntimeError(f"cudaGraphExecUpdate failed: {out[0]} / {out[1].result}")
+    return ns
+
+
+UPDATE = {"bare C": update_bare, "cuda.bindings cudaGraphExecUpdate": update_raw,
+          "fast.exec_update": update_fast,
           "exe.update(g2)": lambda exe, g2: timed(lambda: exe.update(g2), lambda _: None)}
 
 
 def report(title, res):
-    print(f"\n{title}, us per node, median [min-max] of {ROUNDS}, random order")
+    print(f"\n{title}, us per node, median [min-max] of {ROUNDS}, random order; "
+          "median of the per-round ratio to the bare call")
+    base = res["bare C"]
     for way, v in res.items():
-        print(f"  {way:34s} {statistics.median(v):.3f} [{min(v):.3f}-{max(v):.3f}]")
+        ratio = statistics.median(x / b for x, b in zip(v, base))
+        print(f"  {way:38s} {statistics.median(v):.3f} [{min(v):.3f}-{max(v):.3f}]  "
+              f"x{ratio:.3f}")
 
 
 with gc_paused():

@@ -41,6 +41,31 @@ def test_image_param_info_checked(scale_add):
         bad.launch(1, 1, (0, 1.0, 1))
 
 
+MISALIGNED_SRC = r'''
+extern "C" __global__ void mixed(float2 a, char b, float4 c, int d, float* y) {
+    y[0] = a.x + a.y; y[1] = b; y[2] = c.x + c.w; y[3] = d;
+}
+'''
+
+
+def test_offsets_the_driver_gives_are_the_ones_pack_args_uses(stream):
+    """A float4 after a char starts at 16 in the image, where pack_args and arg_bytes put it
+    too; the kernel reads each value back, launched and as a graph node."""
+    k = pcg.Program(MISALIGNED_SRC, name="mixed.cu").compile()["mixed"]
+    assert [off for off, _ in k.image_params] == k.param_offsets() == [0, 8, 16, 32, 40]
+    y = pcg.DeviceBuffer(16)
+    args = ((1.0, 2.0), 3, (4.0, 5.0, 6.0, 7.0), 8, y)
+    k.launch(1, 1, args, stream=stream)
+    stream.synchronize()
+    assert y.to_numpy(np.float32).tolist() == [3.0, 3.0, 11.0, 8.0]
+    g = pcg.Graph()
+    node = g.add_kernel(k, 1, 1, ((0.5, 0.5), 9, (1.0, 0.0, 0.0, 2.0), -4, y))
+    assert [off for off, _ in node.arg_bytes] == k.param_offsets()
+    g.instantiate().launch(stream)
+    stream.synchronize()
+    assert y.to_numpy(np.float32).tolist() == [1.0, 9.0, 3.0, -4.0]
+
+
 def test_launch_device_buffer_and_stream(helpers, stream):
     n = 4096
     x = np.random.default_rng(0).standard_normal(n).astype(np.float32)
