@@ -5,7 +5,8 @@ on graphs built just before and on graphs built before the round: the bare drive
 the call pycudagraph makes (``fast.graph_instantiate`` / ``fast.exec_update``: compiled, or
 ctypes with PYCUDAGRAPH_NO_NATIVE=1), the bare call right after the Python work
 ``g.instantiate()`` does before its call (a ``GraphExec`` set up for the graph: is the
-driver call slower after it?), the bare call plus the exec object, and the public call.
+driver call slower after it?), the bare call plus the exec object, the exec's own
+instantiate without the outer frames, and the public call.
 Each figure is also given as the median over rounds of its ratio to the bare call of the
 same round. Last, the same Python work (making a ``GraphExec`` for a handle) right after the
 driver instantiated a 1,000-node graph and again at once: what the CPU caches cost Python
@@ -54,6 +55,14 @@ def after_setup(g):
     return ns
 
 
+def direct(g):
+    """What g.instantiate() runs less its three outer frames (Graph.instantiate,
+    GraphExec.instantiate, __init__)."""
+    exe = pcg.GraphExec.__new__(pcg.GraphExec)
+    exe._instantiate(g, None, 0)
+    return exe
+
+
 def raw_call(g):
     out = []
     ns = timed(lambda: out.extend(rt.cudaGraphInstantiate(g.handle, 0)), lambda _: None)
@@ -73,6 +82,7 @@ INSTANTIATE = {
     "bare + GraphExec()": lambda g: timed(
         lambda: pcg.GraphExec(rt.cudaGraphExec_t(bare.instantiate(g.table.h)), g),
         lambda exe: exe.close()),
+    "GraphExec._instantiate, one frame": lambda g: timed(lambda: direct(g), lambda e: e.close()),
     "g.instantiate()": lambda g: timed(g.instantiate, lambda exe: exe.close()),
 }
 
