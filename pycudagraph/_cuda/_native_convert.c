@@ -19,8 +19,33 @@ int fail(void)
     return -1;
 }
 
+/* The two 30-bit digits of a non-negative int in [2**30, 2**60) (device addresses and
+ * driver handles: 2**40 to 2**48), read from CPython's layout of the versions built for:
+ * 1 and *x set; else 0, and the caller converts it. */
+static inline int two_digits(PyObject *v, long long *x)
+{
+#if PyLong_SHIFT == 30 && PY_VERSION_HEX >= 0x030C0000 && PY_VERSION_HEX < 0x030F0000 && \
+    defined(_PyLong_NON_SIZE_BITS) && defined(_PyLong_SIGN_MASK)
+    const struct _PyLongValue *lv = &((PyLongObject *)v)->long_value;
+    if (lv->lv_tag >> _PyLong_NON_SIZE_BITS != 2 || (lv->lv_tag & _PyLong_SIGN_MASK) != 0)
+        return 0;
+    *x = (long long)lv->ob_digit[0] | (long long)lv->ob_digit[1] << PyLong_SHIFT;
+    return 1;
+#elif PyLong_SHIFT == 30 && PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+    if (Py_SIZE(v) != 2)   /* 3.11: the digit count, negative for a negative int */
+        return 0;
+    const digit *d = ((PyLongObject *)v)->ob_digit;
+    *x = (long long)d[0] | (long long)d[1] << PyLong_SHIFT;
+    return 1;
+#else
+    (void)v;
+    (void)x;
+    return 0;
+#endif
+}
+
 /* An int that fits a long long into *x: 0; -1 (no error set) when it does not. One
- * digit is read in line on Python 3.12+ (a compact int). */
+ * digit (Python 3.12+: a compact int) and two non-negative digits are read in line. */
 static inline int small_int(PyObject *v, long long *x)
 {
 #if PY_VERSION_HEX >= 0x030C0000
@@ -29,6 +54,8 @@ static inline int small_int(PyObject *v, long long *x)
         return 0;
     }
 #endif
+    if (two_digits(v, x))
+        return 0;
     int overflow;
     *x = PyLong_AsLongLongAndOverflow(v, &overflow);
     if (*x == -1 && PyErr_Occurred()) {

@@ -107,6 +107,20 @@ def test_launch_kernel(native):
         assert stub.values(k10.params) == ArgPack(
             k10.layout, k10, args, 1, 32).values()
 
+        # ints of one, two and three 30-bit digits (two are read in line), both signs
+        k3 = fake_kernel("float* p, long long q, unsigned long long u", "k3")
+        stub.expect(k3.params)
+        for v in (2**30 - 1, 2**30, 2**47 + 12345, 2**60 - 1, 2**60, 2**63 - 1):
+            assert route(lambda: k3.launch(1, 32, (v, v, v), stream=s)) == C
+            assert stub.values(k3.params) == (v, v, v)
+        for v in (-(2**30), -(2**47) - 3, -(2**60), -(2**63)):
+            assert route(lambda: k3.launch(1, 32, (y, v, 2**63 + 1), stream=s)) == C
+            assert stub.values(k3.params) == (y.ptr, v, 2**63 + 1)
+            refused(lambda: k3.launch(1, 32, (v, 0, 0), stream=s), pcg.ArgumentError, "")
+            refused(lambda: k3.launch(1, 32, (y, 0, v), stream=s), pcg.ArgumentError, "")
+        assert route(lambda: k3.launch(1, 32, (y, 1, 2), stream=2**47 + 7)) == C
+        assert stub.ints(10)[8] == 2**47 + 7  # a stream handle of two digits
+
         half = fake_kernel("__half h, int n", "kh")  # a kind packed in Python only
         stub.expect(half.params)
         assert route(lambda: half.launch(1, 32, (1.5, 3), stream=s)) == "ctypes"
