@@ -92,24 +92,28 @@ enum { R_LAUNCH_GRAPH, R_LAUNCH_KERNEL, R_ADD_KERNEL, R_SET_ARG, R_SET_ARGS, R_I
 
 /* What fast.py set: entry points, routes, and the state the calls depend on. */
 typedef struct {
-    graph_launch_fn graph_launch;
-    launch_kernel_fn launch_kernel;
-    add_kernel_fn add_kernel;
-    exec_set_fn exec_set;
-    instantiate_fn instantiate;
-    exec_update_fn exec_update;
-    PyObject *route[R_COUNT];   /* fast.py's ctypes route of each call */
-    PyObject *captures;         /* a list that is not empty while a capture is open */
+    /* What every launch, eager launch and update reads: the first 64 bytes, one cache line
+     * (S is aligned to 64), so a call made right after the driver touched a lot of memory
+     * fetches one line of this, not four. */
     int tracing;                /* a trace records: every call takes the ctypes route */
     int multi;                  /* several devices in use: launches and adds take it too */
+    graph_launch_fn graph_launch;
+    launch_kernel_fn launch_kernel;
+    exec_set_fn exec_set;
+    PyTypeObject *stream_type;  /* streams of this exact type keep their handle (an int;  */
+    Py_ssize_t stream_slot;     /* None once closed) in the slot at this offset            */
     PyTypeObject *buffer_type;  /* objects of this exact type (DeviceBuffer) keep their    */
     Py_ssize_t buffer_slot;     /* device address in the slot at this offset (0: freed)     */
+    /* The rest: adds, instantiate, update, capture, the ctypes routes. */
+    PyObject *captures;         /* a list that is not empty while a capture is open */
+    add_kernel_fn add_kernel;
+    instantiate_fn instantiate;
+    exec_update_fn exec_update;
     PyTypeObject *node_type;    /* graph nodes (Node and its subclasses) keep their handle */
     Py_ssize_t node_h_slot;     /* in one slot and REMOVED, once removed, in another:       */
     Py_ssize_t node_raw_slot;   /* what a dependency list is judged by                      */
     PyObject *removed;
-    PyTypeObject *stream_type;  /* streams of this exact type keep their handle (an int;  */
-    Py_ssize_t stream_slot;     /* None once closed) in the slot at this offset            */
+    PyObject *route[R_COUNT];   /* fast.py's ctypes route of each call */
 } native_state;
 
 extern native_state S;

@@ -3,14 +3,17 @@
  * that expose the converters to the CPU tests comparing them with the Python ones. */
 #include "_native.h"
 
+#include <stddef.h>
 #include <string.h>
 #include <structmember.h>   /* PyMemberDef (in descrobject.h from Python 3.12) */
 
-native_state S;
+_Alignas(64) native_state S;
 _Thread_local int thread_ready;
 
 _Static_assert(sizeof(kparams) == HEADER, "CUDA_KERNEL_NODE_PARAMS_v2 is 72 bytes");
 _Static_assert(sizeof(plan_head) == 32 && sizeof(plan_slot) == 8, "fast.py's PLAN_* formats");
+_Static_assert(offsetof(native_state, buffer_slot) + sizeof(Py_ssize_t) <= 64,
+               "what every hot call reads of S fits its first cache line");
 
 static void *entry(PyObject *table, const char *name)
 {

@@ -53,8 +53,9 @@ class GraphExec(ExecUpdate, ExecIntrospection):
     stays launchable whatever happens to the Python objects that built it.
     """
 
-    __slots__ = ("_raw", "_h", "_addr", "graph", "_nodes", "_taken", "_ledger", "_pending",
-                 "_host_ids", "_last_stream", "_fin", "__weakref__")
+    # what a launch reads and writes (the handle, the last stream) first, side by side
+    __slots__ = ("_h", "_last_stream", "_raw", "_addr", "graph", "_nodes", "_taken", "_ledger",
+                 "_pending", "_host_ids", "_fin", "__weakref__")
 
     def __init__(self, raw, graph=None, *, owner=None, owned: bool = True,
                  flags: int | None = None):
