@@ -23,8 +23,8 @@ from ..runtime.device import Device, device
 from .kernel_checks import KernelChecks
 from .limits import KERNEL_LIMITS
 from .adopted import adopt, param_info
-from .reconcile import check_declared, check_image, expanded, params_from_image
-from .param_block import param_block, param_offsets
+from .reconcile import check_image, params_from_image
+from .param_block import KernelParamBlock
 from .param_text import signature_text
 from .signature import Param
 from ..errors import ArgumentError
@@ -52,7 +52,7 @@ def _forget_limits(funcs: dict) -> None:
         KERNEL_LIMITS.pop(func, None)
 
 
-class Kernel(KernelChecks):
+class Kernel(KernelChecks, KernelParamBlock):
     """One kernel of a :class:`Module` (``cudaKernel_t``), with its parameter layout.
 
     Attributes
@@ -232,44 +232,6 @@ class Kernel(KernelChecks):
             if self._func[0]:
                 self._refresh_hot()
         return self._layout
-
-    def _compiled(self):
-        """The compiled facts of this kernel (:class:`~.ptx.CompiledParam` tuple) or None."""
-        origin = self.origin
-        entries = origin.entries if origin is not None else getattr(self.module, "entries", {})
-        return entries.get(self.symbol)
-
-    def _compiled_params(self, params, hidden=()) -> tuple[Param, ...]:
-        """``params`` checked against the compiled facts (no GPU needed). No CUDA call."""
-        compiled = self._compiled()
-        if compiled is not None and len(expanded(params)) == len(params):
-            params = check_declared(self.name, params, compiled[:len(compiled) - len(hidden)])
-        return params
-
-    def pack_args(self, args) -> bytes:
-        """The parameter block a launch hands the kernel for ``args``: each value checked as
-        :meth:`launch` checks it (:class:`ArgumentError` naming the parameter and the
-        value) and written at its parameter's offset. No CUDA call, no GPU needed for a
-        module compiled with ``arch=``: sizes and offsets come from its PTX or CUBIN."""
-        return param_block(self._known_layout(), args, self._compiled())
-
-    def param_offsets(self) -> list[int]:
-        """Where each parameter starts in the block, as :meth:`pack_args` places it: the
-        compiled kernel's offsets (PTX/CUBIN), or the next multiple of each parameter's
-        alignment (hidden parameters included). No CUDA call, as ``pack_args``."""
-        return param_offsets(self._known_layout(), self._compiled())
-
-    def _known_layout(self) -> Layout:
-        """The layout, or without a GPU the declared signature's (checked against the
-        compiled kernel). No CUDA call."""
-        layout = self._layout
-        if layout is None:
-            if self._declared is None:
-                raise ArgumentError(f"{self.name}: its parameters are known from the loaded "
-                                    "image only: pass signature=, or load it on a GPU")
-            hidden = self.origin.hidden if self.origin is not None else ()
-            layout = Layout(self.name, self._compiled_params(self._declared, hidden), hidden)
-        return layout
 
     def _refresh_hot(self) -> None:
         """The compiled route's view of the function looked up last and its limits, made
