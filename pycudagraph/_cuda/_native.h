@@ -143,6 +143,7 @@ Py_ssize_t member_offset(PyTypeObject *cls, PyObject *descr);
 
 /* _native_nodes.c */
 int pack_class_known(void);
+int node_maker_known(void);
 PyObject *new_pack(PyObject *layout, PyObject *kernel, PyObject *refs, PyObject *buf,
                    PyObject *addr);
 int dep_handles(PyObject *deps, PyObject *nodes, void **stack, void ***out, Py_ssize_t *n);
@@ -152,6 +153,7 @@ PyObject *add_node(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
 /* _native_method.c */
 PyObject *exec_launch_method(PyObject *m, PyObject *args);
 PyObject *kernel_launch_method(PyObject *m, PyObject *args);
+PyObject *graph_add_kernel_method(PyObject *m, PyObject *args);
 PyObject *call_method(PyObject *fn, PyObject *self, PyObject *const *a, Py_ssize_t nargs,
                       PyObject *kwnames);
 int method_doc(PyMethodDef *def, const char *doc);

@@ -139,17 +139,45 @@ static struct {
 
 static const char *const KW[] = {"grid", "block", "args", "stream", "shared_mem"};
 
-/* The parameter a keyword names (0-4), or -1: by identity first (the interned names a call
- * site passes), then by value. */
-static int keyword_at(PyObject *name)
+/* The parameter a keyword names (0 to n-1), or -1: by identity first (the interned names
+ * kw a call site passes), then by value (names). */
+static inline int keyword_at(PyObject *name, PyObject *const *kw, const char *const *names,
+                             int n)
 {
-    for (int w = 0; w < 5; w++)
-        if (name == K.kw[w])
+    for (int w = 0; w < n; w++)
+        if (name == kw[w])
             return w;
-    for (int w = 0; w < 5; w++)
-        if (PyUnicode_CompareWithASCIIString(name, KW[w]) == 0)
+    for (int w = 0; w < n; w++)
+        if (PyUnicode_CompareWithASCIIString(name, names[w]) == 0)
             return w;
     return -1;
+}
+
+/* Positional arguments a and keywords kwnames into v[0..n-1] (defaults already there):
+ * 1, or 0 when the call is not one of these n parameters given once each (another keyword,
+ * a name given twice, too many): the Python method's then, which says what is wrong. In
+ * line in each method (a call would cost every launch some 40 instructions). */
+#if defined(__GNUC__) || defined(__clang__)
+#define IN_LINE inline __attribute__((always_inline))
+#else
+#define IN_LINE inline
+#endif
+static IN_LINE int parse(PyObject **v, int n,
+        PyObject *const *a, Py_ssize_t nargs, PyObject *kwnames, PyObject *const *kw,
+        const char *const *names)
+{
+    if (nargs > n)
+        return 0;
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        v[i] = a[i];
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t j = 0; j < nkw; j++) {
+        int at = keyword_at(PyTuple_GET_ITEM(kwnames, j), kw, names, n);
+        if (at < nargs)   /* unknown (-1), or given by position too */
+            return 0;
+        v[at] = a[nargs + j];
+    }
+    return 1;
 }
 
 /* k.launch(grid, block, args=(), stream=None, shared_mem=0): cuLaunchKernel. */
@@ -157,16 +185,8 @@ static PyObject *kernel_launch(PyObject *self, PyObject *const *a, Py_ssize_t na
                                PyObject *kwnames)
 {
     PyObject *v[5] = {NULL, NULL, K.empty, Py_None, K.zero};
-    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    int ok = K.type && PyObject_TypeCheck(self, K.type) && nargs <= 5;
-    for (Py_ssize_t i = 0; ok && i < nargs; i++)
-        v[i] = a[i];
-    for (Py_ssize_t j = 0; ok && j < nkw; j++) {
-        int at = keyword_at(PyTuple_GET_ITEM(kwnames, j));
-        ok = at >= nargs;   /* unknown (-1), or given twice: the Python method says so */
-        if (ok)
-            v[at] = a[nargs + j];
-    }
+    int ok = K.type && PyObject_TypeCheck(self, K.type) &&
+             parse(v, 5, a, nargs, kwnames, K.kw, KW);
     if (!ok || !v[0] || !v[1])
         return call_method(K.fallback, self, a, nargs, kwnames);
     /* the plan is read from a slot: held for the call (a converter could replace it); the
@@ -216,4 +236,67 @@ PyObject *kernel_launch_method(PyObject *m, PyObject *args)
     Py_XSETREF(K.keeps, Py_NewRef(keeps));
     Py_XSETREF(K.keep, Py_NewRef(keep));
     return PyDescr_NewMethod((PyTypeObject *)cls, &kernel_launch_def);
+}
+
+/* Graph.add_kernel as a method of the class in C: the common kernel-node add (no attribute
+ * keyword) without the Python frame of the method. graph_add_kernel_method hands over the
+ * class, its table slot and the Python method (the fallback of a call with an attribute
+ * keyword, or one it cannot parse). A call is what the Python method does then:
+ * add_node(table, deps, kernel, grid, block, args, shared_mem), which takes
+ * KernelNode.build for anything it does not do itself. */
+static struct {
+    PyTypeObject *type;
+    Py_ssize_t table_slot;
+    PyObject *fallback, *zero, *empty;
+    PyObject *kw[6];   /* the keyword names, interned */
+} G;
+
+static const char *const GKW[] = {"kernel", "grid", "block", "args", "shared_mem", "deps"};
+
+/* g.add_kernel(kernel, grid, block, args=(), shared_mem=0, deps=()): cuGraphAddKernelNode. */
+static PyObject *graph_add_kernel(PyObject *self, PyObject *const *a, Py_ssize_t nargs,
+                                  PyObject *kwnames)
+{
+    PyObject *v[6] = {NULL, NULL, NULL, G.empty, G.zero, G.empty}, *table;
+    if (!G.type || !PyObject_TypeCheck(self, G.type) || !node_maker_known() ||
+        !parse(v, 6, a, nargs, kwnames, G.kw, GKW) || !v[0] || !v[1] || !v[2])
+        return call_method(G.fallback, self, a, nargs, kwnames);
+    if (!(table = *(PyObject **)((char *)self + G.table_slot)))   /* a half-made graph */
+        return call_method(G.fallback, self, a, nargs, kwnames);
+    Py_INCREF(table);   /* held for the add: a converter (Python code) could replace it */
+    PyObject *call[] = {table, v[5], v[0], v[1], v[2], v[3], v[4]};
+    PyObject *node = add_node(NULL, call, 7);
+    Py_DECREF(table);
+    return node;
+}
+
+static PyMethodDef graph_add_kernel_def = {
+    "add_kernel", (PyCFunction)(void (*)(void))graph_add_kernel, METH_FASTCALL | METH_KEYWORDS,
+    NULL};
+
+/* graph_add_kernel_method(cls, table_descriptor, fallback, doc) -> the method descriptor. */
+PyObject *graph_add_kernel_method(PyObject *m, PyObject *args)
+{
+    PyObject *cls, *table_descr, *fb;
+    const char *doc;
+    if (!PyArg_ParseTuple(args, "O!OOs", &PyType_Type, &cls, &table_descr, &fb, &doc))
+        return NULL;
+    Py_ssize_t at = slot_offset(cls, table_descr);
+    if (at < 0)
+        return NULL;
+    if (!PyCallable_Check(fb)) {
+        PyErr_SetString(PyExc_TypeError, "graph_add_kernel_method: fallback must be callable");
+        return NULL;
+    }
+    if ((!G.zero && !(G.zero = PyLong_FromLong(0))) || (!G.empty && !(G.empty = PyTuple_New(0))))
+        return NULL;
+    for (int w = 0; w < 6; w++)
+        if (!G.kw[w] && !(G.kw[w] = PyUnicode_InternFromString(GKW[w])))
+            return NULL;
+    if (method_doc(&graph_add_kernel_def, doc))
+        return NULL;
+    Py_XSETREF(G.type, (PyTypeObject *)Py_NewRef(cls));
+    G.table_slot = at;
+    Py_XSETREF(G.fallback, Py_NewRef(fb));
+    return PyDescr_NewMethod((PyTypeObject *)cls, &graph_add_kernel_def);
 }

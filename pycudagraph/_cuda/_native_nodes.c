@@ -175,6 +175,12 @@ int pack_class_known(void)
     return M.pack != NULL;
 }
 
+/* Whether set_node_maker ran: add_node has its classes, slots and fallback. */
+int node_maker_known(void)
+{
+    return M.fallback != NULL;
+}
+
 /* The ArgPack of a buffer the compiled route packed (object.__new__ and the slots its
  * Python maker sets; refs: a new list of the arguments), or NULL with an error set. */
 PyObject *new_pack(PyObject *layout, PyObject *kernel, PyObject *refs, PyObject *buf,

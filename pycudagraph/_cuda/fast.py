@@ -24,7 +24,8 @@ call and its twin. ``PYCUDAGRAPH_NO_NATIVE=1`` (read at import) leaves only the 
 :func:`native_status` says which is active. The compiled route reads layouts from plans
 (``plans.py``) and addresses and handles from the slots owners name here
 (:func:`pointer_slot`, :func:`node_slots`, :func:`stream_slot`); it also makes methods in C
-(:func:`method_launch`, :func:`method_kernel_launch`, :func:`method_exec_updates`) and the
+(:func:`method_launch`, :func:`method_kernel_launch`, :func:`method_graph_add_kernel`,
+:func:`method_exec_updates`) and the
 kernel-node add (:func:`node_maker`). Two more ctypes calls (kernel-node set) are at the
 end. See ``docs/HOT_PATH.md``.
 """
@@ -45,9 +46,9 @@ from .context import (current_device, ensure_device, multi_hooks, on_first_use, 
 from .plans import kernel_plan, layout_plan
 from .structs import KERNEL_NODE_PARAMS_SIZE
 
-__all__ = ["launch_graph", "launch_kernel", "add_kernel", "set_arg", "set_args",
-           "pointer_slot", "node_slots", "stream_slot", "method_launch", "method_kernel_launch",
-           "method_exec_updates", "node_maker", "kernel_node_set_params",
+__all__ = ["launch_graph", "launch_kernel", "add_kernel", "set_arg", "set_args", "pointer_slot",
+           "node_slots", "stream_slot", "method_launch", "method_kernel_launch", "node_maker",
+           "method_graph_add_kernel", "method_exec_updates", "kernel_node_set_params",
            "exec_kernel_node_set_params", "exec_update", "graph_instantiate", "native_status",
            "layout_plan", "kernel_plan", "use_driver_library", "NATIVE_ENV"]
 
@@ -368,6 +369,17 @@ def method_kernel_launch(cls: type, hot: str, prepare, keeps: list, keep) -> Non
         cls.launch = _native.kernel_launch_method(
             cls, _slot(cls, hot), python, prepare, keeps, keep,
             _doc("launch($self, grid, block, args=(), stream=None, shared_mem=0)", python))
+
+
+def method_graph_add_kernel(cls: type) -> None:
+    """``cls.add_kernel`` as a method in C: the node maker's ``add_node(table, deps, ...)``
+    (``table``: a slot) as the Python method calls it, which takes any other call."""
+    if _native is not None:
+        python = cls.__dict__["add_kernel"]
+        cls.add_kernel = _native.graph_add_kernel_method(cls, _slot(cls, "table"), python, _doc(
+            "add_kernel($self, kernel, grid, block, args=(), shared_mem=0, deps=(), *, "
+            "priority=None, cluster=None, cooperative=None, access_policy=None, "
+            "mem_sync_domain=None, device_updatable=None)", python))
 
 
 def method_exec_updates(classes: tuple, slots: tuple, removed) -> None:

@@ -61,6 +61,9 @@ class Graph(GraphTopology, GraphClone, GraphText, GraphIntrospection, GraphUserO
         execs copy (:mod:`pycudagraph.nodes.table`). Not needed for ordinary use.
     """
 
+    # ``table`` is a slot: the compiled ``add_kernel`` reads it there
+    __slots__ = ("table", "__dict__", "__weakref__")
+
     def __init__(self):
         context.ensure_device()
         raw = call(rt.cudaGraphCreate, 0)
@@ -398,6 +401,11 @@ class Graph(GraphTopology, GraphClone, GraphText, GraphIntrospection, GraphUserO
     def __repr__(self) -> str:
         state = " closed" if self.table.closed else (" destroyed" if self.table.dead else "")
         return f"<pycudagraph.Graph 0x{self.table.h:x}{state}>"
+
+
+# add_kernel without its Python frame where the compiled route is built (the method above
+# stays the fallback of a call with an attribute keyword)
+fast.method_graph_add_kernel(Graph)
 
 
 def _inner_graph(raw, owner) -> Graph:

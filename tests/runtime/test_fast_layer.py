@@ -194,6 +194,22 @@ def test_add_kernel(native):
         assert route(lambda: add([a], np.int64(3))) == "ctypes"
         assert stub.header()[1:4] == (3, 1, 1) and stub.deps(1) == [a._h]
 
+        # the method itself is made in C on the compiled route; every form of the common
+        # call is the same add, an attribute keyword or a bad call goes to the Python method
+        assert (type(pcg.Graph.__dict__["add_kernel"]).__name__ == "method_descriptor") == COMPILED
+        import inspect
+        assert "device_updatable" in inspect.signature(pcg.Graph.add_kernel).parameters
+        forms = (lambda: g.add_kernel(k, 1, 32, (y, 1.0, 2), 0, [a]),
+                 lambda: g.add_kernel(kernel=k, grid=1, block=32, args=(y, 1.0, 2), deps=[a]),
+                 lambda: g.add_kernel(k, 1, block=32, deps=(a,), shared_mem=0, args=[y, 1.0, 2]),
+                 lambda: g.add_kernel(k, 1, 32, (y, 1.0, 2), deps=[a], priority=None))
+        for form in forms:
+            assert route(form) == C and stub.deps(1) == [a._h]
+            assert stub.values(k.params) == (y.ptr, 1.0, 2)
+        refused(lambda: g.add_kernel(k, 1, 32, (y, 1.0, 2), bogus=1), TypeError, "bogus")
+        refused(lambda: g.add_kernel(k, 1), TypeError, "block")
+        refused(lambda: g.add_kernel(k, 1, 32, (y, 1.0, 2), 0, (), 5), TypeError, "positional")
+        refused(lambda: g.add_kernel(k, 1, 32, (y, 1.0, 2), grid=2), TypeError, "grid")
         refused(lambda: add([a, a]), pcg.ArgumentError, "twice")
         refused(lambda: add([fake_node(other)]), pcg.ArgumentError, "belongs to another graph")
         refused(lambda: add([object()]), pcg.ArgumentError, "must be a graph node")
