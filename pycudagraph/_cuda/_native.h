@@ -143,7 +143,6 @@ Py_ssize_t member_offset(PyTypeObject *cls, PyObject *descr);
 
 /* _native_nodes.c */
 int pack_class_known(void);
-int node_maker_known(void);
 PyObject *new_pack(PyObject *layout, PyObject *kernel, PyObject *refs, PyObject *buf,
                    PyObject *addr);
 int dep_handles(PyObject *deps, PyObject *nodes, void **stack, void ***out, Py_ssize_t *n);

@@ -258,7 +258,7 @@ static PyObject *graph_add_kernel(PyObject *self, PyObject *const *a, Py_ssize_t
                                   PyObject *kwnames)
 {
     PyObject *v[6] = {NULL, NULL, NULL, G.empty, G.zero, G.empty}, *table;
-    if (!G.type || !PyObject_TypeCheck(self, G.type) || !node_maker_known() ||
+    if (!G.type || !PyObject_TypeCheck(self, G.type) || !pack_class_known() ||
         !parse(v, 6, a, nargs, kwnames, G.kw, GKW) || !v[0] || !v[1] || !v[2])
         return call_method(G.fallback, self, a, nargs, kwnames);
     if (!(table = *(PyObject **)((char *)self + G.table_slot)))   /* a half-made graph */

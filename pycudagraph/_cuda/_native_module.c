@@ -228,8 +228,8 @@ static PyMethodDef methods[] = {
      "kernel_launch_method(cls, hot_slot, fallback, prepare, keeps, keep, doc) -> "
      "Kernel.launch as a method descriptor"},
     {"graph_add_kernel_method", graph_add_kernel_method, METH_VARARGS,
-     "graph_add_kernel_method(cls, fallback, doc) -> Graph.add_kernel as a method "
-     "descriptor"},
+     "graph_add_kernel_method(cls, table_slot, fallback, doc) -> Graph.add_kernel as a "
+     "method descriptor"},
     {"exec_update_methods", exec_update_methods, METH_VARARGS,
      "exec_update_methods(classes, slots, removed, set_arg, set_params, set_arg_doc, "
      "set_params_doc) -> GraphExec.set_arg and set_params as method descriptors"},

@@ -169,16 +169,11 @@ typedef struct {
     PyObject *table, *kernel, *layout, *node;
 } make_ctx;
 
-/* Whether set_node_maker named the pack class new_pack makes. */
+/* Whether set_node_maker ran: the pack class new_pack makes, and add_node's classes, slots
+ * and fallback, are known. */
 int pack_class_known(void)
 {
     return M.pack != NULL;
-}
-
-/* Whether set_node_maker ran: add_node has its classes, slots and fallback. */
-int node_maker_known(void)
-{
-    return M.fallback != NULL;
 }
 
 /* The ArgPack of a buffer the compiled route packed (object.__new__ and the slots its
