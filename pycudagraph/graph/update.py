@@ -107,7 +107,8 @@ class ExecUpdate:
         if not isinstance(graph, type(self.graph)) or self.graph is None:
             raise ArgumentError(f"update: graph must be a pycudagraph.Graph, got "
                                 f"{type(graph).__name__}")
-        self.handle  # noqa: B018 - a closed exec raises ClosedError here
+        if self._h is None:  # closed: ClosedError (no cudaGraphExec_t object made to say so)
+            self._refuse()
         graph.handle  # noqa: B018 - a closed graph raises ClosedError here
         # Set up before the driver call, as GraphExec.instantiate does: Python work right
         # after a large update runs with cold CPU caches.

@@ -9,7 +9,7 @@ through it later (:meth:`NodeTable.node`, :meth:`NodeTable.kept`), so the node l
 imports the graph layer nor reads a graph's private state.
 
 What a node keeps alive is its ledger entry, keyed by the node's identity (``id(node)`` ->
-``(node, *objects)``): an exec takes the entries when it is made (:meth:`snapshot`: the
+``(node, *objects)``): an exec takes the entries when it is made (:meth:`exec_keep`: the
 ledger's dict itself, which the ledger copies before its next change) and finds there what
 each of its nodes had then, whatever the graph does later.
 """
@@ -189,12 +189,6 @@ class NodeTable:
             owner = table.owner
             table = owner.graph.table if isinstance(owner, Node) else None
         return False
-
-    def snapshot(self, share: bool = True) -> list:
-        """The ledger entries of this graph and of its inner graphs as they are now, one dict
-        each: what an exec keeps alive and finds its nodes' parameters in (see
-        :meth:`exec_keep`)."""
-        return self.exec_keep(share)[0]
 
     def exec_keep(self, share: bool = True) -> tuple:
         """``(entries, extras)`` in one walk of the inner graphs (none for a graph without

@@ -32,7 +32,7 @@ def test_what_an_exec_took_outlives_later_changes_to_its_graph(native):
     run('''
         g, y, z = fake_graph(), buffer(), buffer()
         a = g.add_kernel(k, 1, 32, (y, 1.0, 4))
-        taken = g.table.snapshot()[0]
+        taken = g.table.exec_keep()[0][0]
         assert taken is g.table.ledger.held and g.table.ledger.shared
         b = g.add_kernel(k, 1, 32, (z, 1.0, 4), deps=[a])  # copies first (C leaves it to build)
         assert id(b) not in taken and id(b) in g.table.ledger.held
@@ -42,7 +42,7 @@ def test_what_an_exec_took_outlives_later_changes_to_its_graph(native):
         kept = g.keepalive()[0][0]  # a copy for the caller, which shares nothing
         assert kept == g.table.ledger.held and kept is not g.table.ledger.held
         assert not g.table.ledger.shared
-        g.table.snapshot()
+        g.table.exec_keep()
         g.table.keep_also(a, z)
         assert g.table.ledger.held[id(a)] == (a, a._pack, z) and taken[id(a)] == (a, a._pack)
     ''', native)
@@ -59,7 +59,7 @@ def test_a_graph_instantiated_while_its_node_is_added_keeps_both_right(native):
 
         class Count:
             def __index__(self):
-                taken.append(g.table.snapshot()[0])
+                taken.append(g.table.exec_keep()[0][0])
                 return 4
         b = g.add_kernel(k, 1, 32, (y, 1.0, Count()), deps=[a])
         assert len(taken) == 1 and id(a) in taken[0] and id(b) not in taken[0]
