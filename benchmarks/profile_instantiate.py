@@ -11,7 +11,8 @@ Each figure is also given as the median over rounds of its ratio to the bare cal
 same round. Last, the same Python work (making a ``GraphExec`` for a handle) right after the
 driver instantiated a 1,000-node graph and again at once: what the CPU caches cost Python
 code that runs after a large driver call, the reason ``GraphExec.instantiate`` sets the
-exec up before its call. (Not part of the suite; behind docs/HOT_PATH.md.)
+exec up before its call. And ``g.instantiate()`` / ``exe.update(g2)`` split into the time
+before their driver call, the call, and the time after it. (Not part of the suite; behind docs/HOT_PATH.md.)
 
 Run from the repository root on a GPU: ``python benchmarks/profile_instantiate.py [ROUNDS]``.
 """
@@ -105,6 +106,32 @@ def update_raw(exe, g2):
     return ns
 
 
+PARTS = ("before the call", "the call", "after the call")
+
+
+def split_calls(res, name, run):
+    """run() with fast.<name> wrapped to read the clock on each side of the compiled call:
+    where the public call's time goes (the wrapper's own clock reads land in before/after)."""
+    real, marks = getattr(fast, name), []
+
+    def noted(*a):
+        marks.append(pc())
+        out = real(*a)
+        marks.append(pc())
+        return out
+
+    setattr(fast, name, noted)
+    try:
+        t0 = pc()
+        out = run()
+        t1 = pc()
+    finally:
+        setattr(fast, name, real)
+    for part, ns in zip(PARTS, (marks[0] - t0, marks[1] - marks[0], t1 - marks[1])):
+        res[part].append(ns / 1000)
+    return out
+
+
 UPDATE = {"bare C": update_bare, "cuda.bindings cudaGraphExecUpdate": update_raw,
           "fast.exec_update": update_fast,
           "exe.update(g2)": lambda exe, g2: timed(lambda: exe.update(g2), lambda _: None)}
@@ -157,3 +184,17 @@ with gc_paused():
     print(f"\nGraphExec() for a handle, us, median [min-max] of {ROUNDS}")
     for way, v in res.items():
         print(f"  {way:34s} {statistics.median(v):.1f} [{min(v):.1f}-{max(v):.1f}]")
+
+    inst, upd = {p: [] for p in PARTS}, {p: [] for p in PARTS}
+    for _ in range(ROUNDS):
+        g = pcg_peer.chain_of(3, N)[0]
+        exe = split_calls(inst, "graph_instantiate", g.instantiate)
+        g2 = pcg_peer.chain_of(3, N, 2.0)[0]
+        split_calls(upd, "exec_update", lambda: exe.update(g2))
+        exe.close()
+        g.close()
+        g2.close()
+    for title, res in (("g.instantiate()", inst), ("exe.update(g2)", upd)):
+        print(f"\n{title} split around its driver call, us, median [min-max] of {ROUNDS}")
+        for part, v in res.items():
+            print(f"  {part:34s} {statistics.median(v):.1f} [{min(v):.1f}-{max(v):.1f}]")
