@@ -39,6 +39,7 @@ __all__ = ["GraphExec"]
 _NEVER = object()  # _last_stream before the first launch
 _RETIRE_CHECK = 256
 _launch_graph = fast.launch_graph
+_new = object.__new__
 
 
 def _noop() -> None:
@@ -59,7 +60,10 @@ class GraphExec(ExecUpdate, ExecIntrospection):
 
     def __init__(self, raw, graph=None, *, owner=None, owned: bool = True,
                  flags: int | None = None):
-        """The one constructor of every exec (:meth:`instantiate`, :meth:`wrap`).
+        """Make an exec for a handle (:meth:`wrap`, an upload stream's
+        :meth:`instantiate`) or, with ``flags``, by instantiating ``graph``. (A plain
+        :meth:`instantiate` runs the same set-up and call, :meth:`_instantiate`, in fewer
+        frames.)
 
         Parameters
         ----------
@@ -145,7 +149,12 @@ class GraphExec(ExecUpdate, ExecIntrospection):
             raise ArgumentError(f"instantiate: graph must be a pycudagraph.Graph, got "
                                 f"{type(graph).__name__}")
         if upload_stream is None:
-            return cls(None, graph, flags=flags)
+            # Not cls(None, graph, flags=flags): the frames a call returns through right
+            # after a large instantiate run with cold CPU caches, so it makes the fewest
+            # (benchmarks/profile_instantiate.py: the type call and __init__ cost ~1%).
+            exe = _new(cls)
+            cls._instantiate(exe, graph, None, flags)
+            return exe
         upload_h = stream_handle(upload_stream)
         return cls(instantiate_with_params(graph, flags, upload_h), graph)
 
