@@ -6,7 +6,7 @@ the call pycudagraph makes (``fast.graph_instantiate`` / ``fast.exec_update``: c
 ctypes with PYCUDAGRAPH_NO_NATIVE=1), the bare call right after the Python work
 ``g.instantiate()`` does before its call (a ``GraphExec`` set up for the graph: is the
 driver call slower after it?), the bare call plus the exec object, the exec's own
-instantiate without the outer frames, and the public call.
+instantiate without the outer frames, the exec's class method, and the public call.
 Each figure is also given as the median over rounds of its ratio to the bare call of the
 same round. Last, the same Python work (making a ``GraphExec`` for a handle) right after the
 driver instantiated a 1,000-node graph and again at once: what the CPU caches cost Python
@@ -84,6 +84,8 @@ INSTANTIATE = {
         lambda: pcg.GraphExec(rt.cudaGraphExec_t(bare.instantiate(g.table.h)), g),
         lambda exe: exe.close()),
     "GraphExec._instantiate, one frame": lambda g: timed(lambda: direct(g), lambda e: e.close()),
+    "GraphExec.instantiate(g)": lambda g: timed(lambda: pcg.GraphExec.instantiate(g),
+                                                lambda exe: exe.close()),
     "g.instantiate()": lambda g: timed(g.instantiate, lambda exe: exe.close()),
 }
 
