@@ -1,6 +1,10 @@
-"""Profile 5: capture 1000 launches + instantiate, split into its steps, for pycudagraph and
-CuPy in one run (not part of the suite; behind docs/HOT_PATH.md). Run from the repository
-root on a GPU."""
+"""Profile 5: capture 1000 launches + instantiate, split into its steps, for pycudagraph, the
+bare driver calls it makes (``bare.c``, the suite's driver column: begin, a prepacked launch,
+end, instantiate) and CuPy in one run, on the suite's stream and empty kernel (not part of
+the suite; behind docs/HOT_PATH.md). Also pycudagraph's capture with the framework pools
+left out (what routing PyTorch's and CuPy's allocations to a private pool costs when both
+are imported, as in the suite) and the bare instantiate of a graph pycudagraph captured.
+Run from the repository root on a GPU: ``python benchmarks/profile_capture.py [REPS]``."""
 from __future__ import annotations
 
 import gc
@@ -11,11 +15,15 @@ import time
 sys.path.insert(0, ".")
 import pycudagraph as pcg  # noqa: E402
 from benchmarks.common import HELPERS_CU  # noqa: E402
+from benchmarks.peers_driver import profile_peers  # noqa: E402
+from pycudagraph.graph import capture as capture_mod  # noqa: E402
 
-N, REPS = 1000, 7
+N = 1000
+REPS = int(sys.argv[1]) if len(sys.argv) > 1 else 7
 pc = time.perf_counter
-s = pcg.Stream()
-ke = pcg.Module.from_file(HELPERS_CU)["empty"]
+env, pcg_peer, driver = profile_peers()
+s, ke = pcg_peer.stream, pcg_peer.k_empty
+bare, s_int, f_empty = driver.bare, driver.s_int, driver.func_empty
 ke.launch(1, 1, (), stream=s)
 s.synchronize()
 rows: dict = {}
@@ -56,6 +64,50 @@ for r in range(REPS + 1):
     s.synchronize()
     if r:
         add("pcg: 1000 eager launches, no capture (per launch)", (t6 - t5) * 1e6 / N)
+    gc.disable()
+    with pcg.capture(s) as cap:
+        for _ in range(N):
+            ke.launch(1, 1, (), stream=s)
+    t0 = pc()
+    e = bare.instantiate(int(cap.graph.handle))
+    t1 = pc()
+    bare.exec_destroy(e)
+    cap.graph.close()
+    real, capture_mod.framework_pools = capture_mod.framework_pools, lambda pool, stream: None
+    try:
+        t2 = pc()
+        with pcg.capture(s) as cap:
+            t3 = pc()
+            for _ in range(N):
+                ke.launch(1, 1, (), stream=s)
+            t4 = pc()
+        t5 = pc()
+    finally:
+        capture_mod.framework_pools = real
+    cap.graph.close()
+    if r:
+        add("pcg: bare instantiate of its captured graph", (t1 - t0) * 1e6)
+        add("pcg, no framework pools: begin capture", (t3 - t2) * 1e6)
+        add("pcg, no framework pools: end capture", (t5 - t4) * 1e6)
+    t0 = pc()
+    bare.begin_capture(s_int)
+    t1 = pc()
+    for _ in range(N):
+        bare.launch_kernel(f_empty, s_int, 0)
+    t2 = pc()
+    g = bare.end_capture(s_int)
+    t3 = pc()
+    e = bare.instantiate(g)
+    t4 = pc()
+    gc.enable()
+    if r:
+        add("bare: begin capture", (t1 - t0) * 1e6)
+        add("bare: 1000 launches in the capture (per launch)", (t2 - t1) * 1e6 / N)
+        add("bare: end capture", (t3 - t2) * 1e6)
+        add("bare: instantiate", (t4 - t3) * 1e6)
+        add("bare: total", (t4 - t0) * 1e6)
+    bare.exec_destroy(e)
+    bare.graph_destroy(g)
 try:
     import cupy
     cs = cupy.cuda.ExternalStream(int(s.ptr))
