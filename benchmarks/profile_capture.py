@@ -33,6 +33,15 @@ def add(name, us):
     rows.setdefault(name, []).append(us)
 
 
+def add_steps(who, end, t0, t1, t2, t3, t4):
+    """One repetition's steps from its five clock reads (begin, launches, end, instantiate)."""
+    for step, us in ((f"{who}: begin capture", t1 - t0),
+                     (f"{who}: {N} launches in the capture (per launch)", (t2 - t1) / N),
+                     (f"{who}: {end}", t3 - t2), (f"{who}: instantiate", t4 - t3),
+                     (f"{who}: total", t4 - t0)):
+        add(step, us * 1e6)
+
+
 for r in range(REPS + 1):
     gc.collect()
     gc.disable()
@@ -49,11 +58,7 @@ for r in range(REPS + 1):
     t4 = pc()
     gc.enable()
     if r:
-        add("pcg: begin capture", (t1 - t0) * 1e6)
-        add("pcg: 1000 launches in the capture (per launch)", (t2 - t1) * 1e6 / N)
-        add("pcg: end capture (graph wrapped)", (t3 - t2) * 1e6)
-        add("pcg: instantiate", (t4 - t3) * 1e6)
-        add("pcg: total", (t4 - t0) * 1e6)
+        add_steps("pcg", "end capture (graph wrapped)", t0, t1, t2, t3, t4)
     exe.close()
     cap.graph.close()
     s.synchronize()
@@ -101,11 +106,7 @@ for r in range(REPS + 1):
     t4 = pc()
     gc.enable()
     if r:
-        add("bare: begin capture", (t1 - t0) * 1e6)
-        add("bare: 1000 launches in the capture (per launch)", (t2 - t1) * 1e6 / N)
-        add("bare: end capture", (t3 - t2) * 1e6)
-        add("bare: instantiate", (t4 - t3) * 1e6)
-        add("bare: total", (t4 - t0) * 1e6)
+        add_steps("bare", "end capture", t0, t1, t2, t3, t4)
     bare.exec_destroy(e)
     bare.graph_destroy(g)
 try:
