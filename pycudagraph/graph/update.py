@@ -109,10 +109,11 @@ class ExecUpdate:
                                 f"{type(graph).__name__}")
         if self._h is None:  # closed: ClosedError (no cudaGraphExec_t object made to say so)
             self._refuse()
-        graph.handle  # noqa: B018 - a closed graph raises ClosedError here
+        table = graph.table
+        if table.closed or table.dead:  # as graph.handle would, without its two frames
+            table.refuse()
         # Set up before the driver call, as GraphExec.instantiate does: Python work right
         # after a large update runs with cold CPU caches.
-        table = graph.table
         ready = self._adoption(graph)
         table.execs.add(self)  # its raw graph stays while its nodes address ours
         info = structs.ExecUpdateResultInfo()
