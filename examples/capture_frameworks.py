@@ -45,9 +45,10 @@ def cupy_stream(cp, stream):
 
 def with_cupy(cp, add_one, stream):
     cs = cupy_stream(cp, stream)
-    a = cp.empty(N, dtype=cp.float32)
-    b = cp.linspace(0.0, 1.0, N, dtype=cp.float32)
-    d = cp.empty_like(a)
+    with cs:  # made on the capture stream: the work that reads b is ordered after it
+        a = cp.empty(N, dtype=cp.float32)
+        b = cp.linspace(0.0, 1.0, N, dtype=cp.float32)
+        d = cp.empty_like(a)
 
     def ops():  # d = (a + b) * 2; a + b is a temporary, allocated inside the capture
         cp.multiply(a + b, 2.0, out=d)

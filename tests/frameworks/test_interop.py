@@ -15,6 +15,7 @@ def test_torch_tensor_and_stream(helpers):
     torch = pytest.importorskip("torch")
     t = torch.ones(1000, device="cuda")
     s = torch.cuda.Stream()
+    torch.cuda.synchronize()  # ones ran on PyTorch's stream, not ordered before s
     helpers["scale"].launch(4, 256, (t, 4.0, 1000), stream=s)
     s.synchronize()
     assert torch.all(t == 4.0).item()
@@ -44,6 +45,7 @@ def test_cupy_stream_wrap_and_events(helpers):
     s = pcg.Stream.wrap(cs)
     assert s.ptr == cs.ptr
     a = cp.zeros(1 << 20, dtype=cp.float32)
+    cp.cuda.Device().synchronize()  # the zeros ran on CuPy's stream, not ordered before cs
     start, end = pcg.Event(), pcg.Event()
     start.record(s)
     helpers["fill"].launch(256, 256, (a, 7.0, a.size), stream=s)
@@ -74,6 +76,7 @@ def test_capture_cupy_and_torch(helpers, stream):
     assert any("at::native" in nm for nm in names), names
     exe = cap.graph.instantiate()
     c.fill(0)
+    cp.cuda.Device().synchronize()  # fill (and the inputs) ran on CuPy's stream, not ordered
     exe.launch(stream)
     stream.synchronize()
     expect = (np.arange(N) + 1) * 2

@@ -65,8 +65,8 @@ def check_torch_while_halving() -> None:
     assert len(loops) == 1, [str(n.type) for n in cap.graph.nodes]
     exe = cap.graph.instantiate()
     for start in (0.005, 0.75, 3.0, 1000.0):
-        values = torch.linspace(start / 4, start, 8, device="cuda")
-        with torch.cuda.stream(ts):
+        with torch.cuda.stream(ts):  # made on the stream that copies it: no race with it
+            values = torch.linspace(start / 4, start, 8, device="cuda")
             x.copy_(values)
         exe.launch(s)  # one launch: the loop runs on the GPU, no host sync per pass
         s.synchronize()
@@ -118,6 +118,7 @@ def check_torch_nested_if_in_while() -> None:
     i32 = dict(dtype=torch.int32, device="cuda")
     c, limit, acc, odd = (torch.zeros((), **i32) for _ in range(4))
     go = torch.zeros((), dtype=torch.bool, device="cuda")
+    torch.cuda.synchronize()  # the zeros ran on PyTorch's stream, not ordered before ts
 
     def start():
         c.zero_()
@@ -159,6 +160,7 @@ def check_pcg_kernel_in_torch_body() -> None:
     ts = torch.cuda.ExternalStream(s.ptr)
     y = torch.ones(N, device="cuda")
     flag = torch.zeros((), dtype=torch.bool, device="cuda")
+    torch.cuda.synchronize()  # ones / zeros ran on PyTorch's stream, not ordered before ts
     with torch.cuda.stream(ts):
         y.mul_(2)
     add_one.launch(1, 128, (y, N), stream=s)
@@ -231,6 +233,7 @@ def check_torch_apply() -> None:
     W2, b2 = torch.randn(16, 64, device="cuda"), torch.randn(16, device="cuda")
     x1, x2 = torch.randn(8, 32, device="cuda"), torch.randn(8, 32, device="cuda")
     h, y = torch.empty(8, 64, device="cuda"), torch.empty(8, 16, device="cuda")
+    torch.cuda.synchronize()  # randn ran on PyTorch's stream, not ordered before ts
 
     def model(x, extra=False):
         torch.addmm(b1, x, W1.t(), out=h)
