@@ -109,11 +109,10 @@ class ExecUpdate:
                                 f"{type(graph).__name__}")
         if self._h is None:  # closed: ClosedError (no cudaGraphExec_t object made to say so)
             self._refuse()
-        table = graph.table
-        if table.closed or table.dead:  # as graph.handle would, without its two frames
-            table.refuse()
+        graph.handle  # noqa: B018 - a closed graph raises ClosedError here
         # Set up before the driver call, as GraphExec.instantiate does: Python work right
         # after a large update runs with cold CPU caches.
+        table = graph.table
         ready = self._adoption(graph)
         table.execs.add(self)  # its raw graph stays while its nodes address ours
         info = structs.ExecUpdateResultInfo()
