@@ -12,7 +12,8 @@ same round. Last, the same Python work (making a ``GraphExec`` for a handle) rig
 driver instantiated a 1,000-node graph and again at once: what the CPU caches cost Python
 code that runs after a large driver call, the reason ``GraphExec.instantiate`` sets the
 exec up before its call. And ``g.instantiate()`` / ``exe.update(g2)`` split into the time
-before their driver call, the call, and the time after it. (Not part of the suite; behind docs/HOT_PATH.md.)
+before their driver call, the call, and the time after it. (Not part of the suite; behind
+docs/HOT_PATH.md.)
 
 Run from the repository root on a GPU: ``python benchmarks/profile_instantiate.py [ROUNDS]``.
 """
