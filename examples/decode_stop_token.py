@@ -37,6 +37,7 @@ def make_model(torch):
          "bias": torch.empty(1, V, **cuda),
          "go": torch.ones(1, dtype=torch.bool, device="cuda"),
          "more": torch.ones(1, dtype=torch.bool, device="cuda")}
+    torch.cuda.synchronize()  # made on PyTorch's stream; the decode runs on another
     return m
 
 

@@ -44,8 +44,8 @@ def with_cupy(cp):
     stream = pcg.Stream()
     cs = cp.cuda.Stream.from_external(stream) if hasattr(cp.cuda.Stream, "from_external") \
         else cp.cuda.ExternalStream(stream.ptr)
-    x = cp.ones(1 << 16, dtype=cp.float32)
-    with cs:
+    with cs:  # made on the stream that reads it
+        x = cp.ones(1 << 16, dtype=cp.float32)
         g(x)
     with pcg.capture(stream, mode="thread_local") as cap:
         with cs:

@@ -269,7 +269,8 @@ import pycudagraph as pcg
 N = 1 << 16
 s = pcg.Stream()
 cs = cp.cuda.Stream.from_external(s)
-x = cp.linspace(0, 1, N, dtype=cp.float32)
+with cs:  # made on the stream that reads it: no race with CuPy's own stream
+    x = cp.linspace(0, 1, N, dtype=cp.float32)
 def f(x):
     return cp.sin(x) * 2 + cp.exp(x) - x ** 2 + x.sum()   # temporaries of every size
 with cs:
@@ -336,6 +337,7 @@ import pycudagraph as pcg
 side = torch.cuda.Stream()
 s = pcg.Stream.wrap(side)
 x = torch.randn(1 << 16, device="cuda")
+torch.cuda.synchronize()  # randn ran on PyTorch's stream, not ordered before side
 with torch.cuda.stream(side):
     (x * 2).sum()
     with pcg.capture(s, mode="thread_local") as one:
