@@ -379,8 +379,13 @@ def check_numba():
     x, y0 = rand(), rand()
     X = cuda.to_device(x)
 
+    def fresh(y_host):
+        arr = cuda.to_device(y_host)
+        cuda.synchronize()  # the copy is on the legacy stream, the launches on ours
+        return arr
+
     axpy_rounds(k, THREADS, lambda y, a: (X, y, a, N), lambda d: d.copy_to_host(), y0, x,
-                "Numba axpy", new=cuda.to_device)
+                "Numba axpy", new=fresh)
     node = pcg.Graph().add_kernel(k, GRID, THREADS, (X, cuda.to_device(y0), 1.0, N))
     passed = node.arg_bytes  # one per kernel parameter: an array fills seven
     assert len(passed) == 16 and [off for off, _ in passed] == [o for o, _ in k.image_params]

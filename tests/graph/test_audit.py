@@ -156,9 +156,9 @@ except ImportError:
 import pycudagraph as pcg
 s = pcg.Stream()
 cs = cp.cuda.Stream.from_external(s)
-x = cp.arange(1 << 20, dtype=cp.float32)
-kept = cp.ones(1 << 20, dtype=cp.float32)
-with cs:
+with cs:  # made on the stream that reads them
+    x = cp.arange(1 << 20, dtype=cp.float32)
+    kept = cp.ones(1 << 20, dtype=cp.float32)
     x * 2 + kept
 s.synchronize()
 with pcg.capture(s, mode="thread_local") as cap:
