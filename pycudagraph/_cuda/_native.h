@@ -19,10 +19,11 @@
  * what their Python makers set).
  *
  * Each call (launch_graph, launch_kernel, add_kernel, set_arg, set_args, graph_instantiate,
- * exec_update) makes the driver call itself when it can; otherwise (a value it does not convert, a thread whose context fast.py has
- * not made current yet, a trace being recorded, several devices in use, a failed driver
- * call) it calls fast.py's ctypes route for the same call with the same arguments and
- * returns what that returns. That route checks, traces and raises the clear error.
+ * exec_update) makes the driver call itself when it can; otherwise (a value it does not
+ * convert, a thread whose context fast.py has not made current yet, a trace being recorded,
+ * several devices in use, a failed driver call) it calls fast.py's ctypes route for the
+ * same call with the same arguments and returns what that returns. That route checks,
+ * traces and raises the clear error.
  *
  * Files: _native_convert.c (values -> bytes, grid/block, plans), _native_calls.c (the hot
  * calls), _native_nodes.c (add_node: a kernel node with its pack and node objects made in

@@ -2,15 +2,15 @@
  * frame of the method.
  *
  * fast.py hands over (exec_launch_method) the class, the member descriptors of its handle
- * slot and of the slot that remembers the last launch's stream (checked as every slot is), the Python method itself
- * (the fallback), the function that raises a host node's pending error (after) and the list
- * of pending errors. It gets back a method descriptor of the class, which it installs as
- * the class's `launch`. A call does what the Python method does: cuGraphLaunch of the handle
- * on the stream (read as launch_graph reads it), then the stream into the slot, then
- * `after` if an error is pending. Anything else (a closed exec, a stream it does not read,
- * keyword arguments, a trace, a thread not ready) is the Python method's, called with the
- * same arguments; a failed call is repeated by launch_graph's ctypes route, which raises the
- * CudaError naming it.
+ * slot and of the slot that remembers the last launch's stream (checked as every slot is),
+ * the Python method itself (the fallback), the function that raises a host node's pending
+ * error (after) and the list of pending errors. It gets back a method descriptor of the
+ * class, which it installs as the class's `launch`. A call does what the Python method
+ * does: cuGraphLaunch of the handle on the stream (read as launch_graph reads it), then the
+ * stream into the slot, then `after` if an error is pending. Anything else (a closed exec,
+ * a stream it does not read, keyword arguments, a trace, a thread not ready) is the Python
+ * method's, called with the same arguments; a failed call is repeated by launch_graph's
+ * ctypes route, which raises the CudaError naming it.
  * The slots are read and written only on objects of the class (the descriptor checks).
  */
 #include "_native.h"
@@ -104,7 +104,8 @@ PyObject *exec_launch_method(PyObject *m, PyObject *args)
     if (!PyArg_ParseTuple(args, "O!OOOOO!s", &PyType_Type, &cls, &h_descr, &last_descr, &fb,
                           &after, &PyList_Type, &pending, &doc))
         return NULL;
-    Py_ssize_t h_at = slot_offset(cls, h_descr), last_at = h_at < 0 ? -1 : slot_offset(cls, last_descr);
+    Py_ssize_t h_at = slot_offset(cls, h_descr);
+    Py_ssize_t last_at = h_at < 0 ? -1 : slot_offset(cls, last_descr);
     if (last_at < 0)
         return NULL;
     if (!PyCallable_Check(fb) || !PyCallable_Check(after)) {

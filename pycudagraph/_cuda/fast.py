@@ -25,9 +25,8 @@ call and its twin. ``PYCUDAGRAPH_NO_NATIVE=1`` (read at import) leaves only the 
 (``plans.py``) and addresses and handles from the slots owners name here
 (:func:`pointer_slot`, :func:`node_slots`, :func:`stream_slot`); it also makes methods in C
 (:func:`method_launch`, :func:`method_kernel_launch`, :func:`method_graph_add_kernel`,
-:func:`method_exec_updates`) and the
-kernel-node add (:func:`node_maker`). Two more ctypes calls (kernel-node set) are at the
-end. See ``docs/HOT_PATH.md``.
+:func:`method_exec_updates`) and the kernel-node add (:func:`node_maker`). Two more ctypes
+calls (kernel-node set) are at the end. See ``docs/HOT_PATH.md``.
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ from cuda.bindings import runtime as rt
 
 from ..errors import CudaNotAvailableError
 
-__all__ = ["format_version", "missing", "unavailable", "report_uncaught", "WITHOUT_GPU", "TRACEBACK_ENV"]
+__all__ = ["format_version", "missing", "unavailable", "report_uncaught", "WITHOUT_GPU",
+           "TRACEBACK_ENV"]
 
 #: Set to 1 to see the traceback of an uncaught CudaNotAvailableError.
 TRACEBACK_ENV = "PYCUDAGRAPH_TRACEBACK"
