@@ -1,102 +1,142 @@
-"""Profile 2: per-node add cost and FIRST instantiate / update cost by how a kernel node names
-its kernel and by API (fresh graphs, gc off). Run from the repository root on a GPU."""
-import ctypes, gc, statistics, struct, sys, time
-import pycudagraph as pcg
-from cuda.bindings import runtime as rt
+"""Profile 2: does the driver's own work depend on how a graph was built? A 1,000-node chain of
+the 3-argument kernel built each way, in a random order per round (the collector paused):
+
+* pycudagraph's ``g.add_kernel`` (nodes name the kernel's ``CUfunction``);
+* the bare driver add (``bare.c``, prepacked) naming the same ``CUfunction`` in ``func``;
+* the bare driver add naming the library kernel (``CUkernel``) in ``kern``, with and without
+  the context in ``ctx``;
+* raw cuda.bindings' ``cudaGraphAddKernelNode`` as the suite's raw peer makes its graphs
+  (``benchmarks/peers_raw.py``: the ``cudaKernel_t`` in ``func``).
+
+For each: the add per node (each way's own call), then the bare ``cuGraphInstantiateWithFlags``
+of the chain and the bare ``cuGraphExecUpdate`` of that exec with a second chain built the same
+way whose arguments all differ, each also as the median of its per-round ratio to
+pycudagraph's graph. Last, the suite's own pycudagraph and raw instantiate / update rounds
+alternated (``r_instantiate``, ``r_update``): the ratio the suite judges, with more rounds.
+(Not part of the suite; behind docs/HOT_PATH.md.)
+
+Run from the repository root on a GPU: ``python benchmarks/profile_nodes.py [ROUNDS]``.
+"""
+from __future__ import annotations
+
+import random
+import statistics
+import struct
+import sys
+import time
+
 sys.path.insert(0, ".")
-from benchmarks.cudaenv import c_function
+from cuda.bindings import driver as dr  # noqa: E402
+from cuda.bindings import runtime as rt  # noqa: E402
+
+from benchmarks import argsets  # noqa: E402
+from benchmarks.bare import Params  # noqa: E402
+from benchmarks.cudaenv import check  # noqa: E402
+from benchmarks.peers_driver import profile_peers  # noqa: E402
+from benchmarks.peers_raw import RawPeer  # noqa: E402
+from benchmarks.timing import gc_paused  # noqa: E402
 
 N = 1000
-lib = ctypes.CDLL("libcuda.so.1")
-VP = ctypes.c_void_p
-fn = c_function
-cuGraphCreate = fn(lib, "cuGraphCreate", [VP, ctypes.c_uint])
-cuGraphDestroy = fn(lib, "cuGraphDestroy", [VP])
-cuAdd = fn(lib, "cuGraphAddKernelNode_v2", [VP, VP, VP, ctypes.c_size_t, VP])
-cuInst = fn(lib, "cuGraphInstantiateWithFlags", [VP, VP, ctypes.c_ulonglong])
-cuExecDestroy = fn(lib, "cuGraphExecDestroy", [VP])
-cuUpdate = fn(lib, "cuGraphExecUpdate_v2", [VP, VP, VP])
-cuCtxGetCurrent = fn(lib, "cuCtxGetCurrent", [VP])
-def ok(rc, what):
-    if rc: raise RuntimeError(f"{what} -> {rc}")
-def med(xs): return statistics.median(xs)
+ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 30
+env, pcg_peer, driver = profile_peers()
+bare, pc = driver.bare, time.perf_counter_ns
+raw = RawPeer(env, pcg_peer.settings)
+raw.setup()
+kernel = pcg_peer.kernels[3]
+pointers = [b.ptr for b in pcg_peer.bufs]
+context = int(check(dr.cuCtxGetCurrent(), "cuCtxGetCurrent"))
 
-mod = pcg.Module.from_file("kernels/helpers.cu")
-k3 = mod["empty3"]; s = pcg.Stream(); buf = pcg.DeviceBuffer(4)
-k3.launch(1, 1, (buf, 1.0, 3), stream=s); s.synchronize()
-func, kern = k3._func_int, int(k3.handle)
-ctx = VP(); ok(cuCtxGetCurrent(ctypes.byref(ctx)), "ctx"); ctx = ctx.value
-vals = (ctypes.c_uint64(buf.ptr), ctypes.c_float(1.0), ctypes.c_int(3))
-arr = (VP * 3)(*[ctypes.addressof(v) for v in vals])
-# the runtime's cudaGraphAddKernelNode, from the libcudart cuda.bindings uses
-import cuda.bindings.runtime as _r
-rtlib = None
-for name in ("libcudart.so.13", "libcudart.so.12", "libcudart.so"):
-    try:
-        rtlib = ctypes.CDLL(name); break
-    except OSError:
-        pass
-rtAdd = fn(rtlib, "cudaGraphAddKernelNode", [VP, VP, VP, ctypes.c_size_t, VP]) if rtlib else None
 
-def params(variant):
-    if variant.startswith("rt"):
-        f = func if variant == "rt func" else kern
-        # cudaKernelNodeParams: func, gridDim, blockDim, sharedMemBytes, kernelParams, extra
-        return ctypes.create_string_buffer(struct.pack("<Q3I3II4xQQ", f, 1, 1, 1, 1, 1, 1, 0, ctypes.addressof(arr), 0))
-    f, k, c = {"drv func": (func, 0, 0), "drv func+ctx": (func, 0, ctx), "drv kern": (0, kern, 0),
-               "drv kern+ctx": (0, kern, ctx)}[variant]
-    return ctypes.create_string_buffer(struct.pack("<Q7I4xQQQQ", f, 1, 1, 1, 1, 1, 1, 0, ctypes.addressof(arr), 0, k, c))
+def params(a: float, func: int = 0, kern: int = 0, ctx: int = 0) -> Params:
+    """A ``CUDA_KERNEL_NODE_PARAMS_v2`` for the 3-argument kernel with values ``a``; ``kern``
+    and ``ctx`` written after the fields :class:`~benchmarks.bare.Params` fills."""
+    p = Params(func, argsets.CtypesArgs(3, pointers, a))
+    struct.pack_into("<QQ", p.buf, 56, kern, ctx)
+    return p
 
-def build(variant):
-    g = VP(); ok(cuGraphCreate(ctypes.byref(g), 0), "create")
-    p = params(variant); add = rtAdd if variant.startswith("rt") else cuAdd
-    prev = VP(); t0 = time.perf_counter()
-    for i in range(N):
-        node = VP(); ok(add(ctypes.byref(node), g, ctypes.byref(prev) if i else None, 1 if i else 0, p), variant); prev = node
-    return g, (time.perf_counter() - t0) * 1e6 / N
 
-def inst(g, api):
-    if api == "cuWithFlags":
-        e = VP(); ok(cuInst(ctypes.byref(e), g, 0), api); return e.value
-    if api == "rtWithParams":
-        p = rt.cudaGraphInstantiateParams(); p.flags = 0
-        err, e = rt.cudaGraphInstantiateWithParams(rt.cudaGraph_t(g.value), p); ok(int(err), api); return int(e)
-    err, e = rt.cudaGraphInstantiate(rt.cudaGraph_t(g.value), 0); ok(int(err), api); return int(e)
+NAMING = {"bare add, CUfunction in func": dict(func=driver.func[3]),
+          "bare add, CUkernel in kern": dict(kern=int(kernel.handle)),
+          "bare add, CUkernel in kern + ctx": dict(kern=int(kernel.handle), ctx=context)}
+PARAMS = {(way, a): params(a, **fields) for way, fields in NAMING.items() for a in (1.0, 2.0)}
 
-gc.disable()
-print("== per node (us): add (chain, prepacked, ctypes) / FIRST instantiate of that fresh graph / update ==")
-for variant in ("drv func", "drv func+ctx", "drv kern", "drv kern+ctx", "rt func", "rt kern"):
-    for api in ("cuWithFlags", "rtWithParams", "rtInstantiate"):
-        try:
-            ta, ti, tu = [], [], []
-            for r in range(6):
-                g1, a = build(variant)
-                t0 = time.perf_counter(); e = inst(g1, api); t1 = time.perf_counter()
-                g2, _ = build(variant)
-                info = (ctypes.c_byte * 32)()
-                t2 = time.perf_counter(); ok(cuUpdate(VP(e), g2, info), "update"); t3 = time.perf_counter()
-                cuExecDestroy(VP(e)); cuGraphDestroy(g1); cuGraphDestroy(g2)
-                if r:
-                    ta.append(a); ti.append((t1 - t0) * 1e6 / N); tu.append((t3 - t2) * 1e6 / N)
-            print(f"{variant:13s} {api:13s} add {med(ta):.3f}  inst {med(ti):.3f}  update {med(tu):.3f}", flush=True)
-        except Exception as exc:
-            print(f"{variant:13s} {api:13s} failed: {exc}", flush=True)
 
-print("\n== pycudagraph's own, fresh graphs (gc off) ==")
-def pcg_build(a):
-    g = pcg.Graph(); prev = None; t0 = time.perf_counter()
+def bare_chain(way: str, a: float):
+    """``(handle, ns per node, destroy)`` of a chain added by the bare call."""
+    address, g, prev = PARAMS[way, a].address, bare.graph_create(), 0
+    t0 = pc()
     for _ in range(N):
-        prev = g.add_kernel(k3, 1, 1, (buf.ptr, a, 3), deps=(prev,) if prev is not None else ())
-    return g, (time.perf_counter() - t0) * 1e6 / N
-for api in ("pcg", "cuWithFlags", "rtWithParams"):
-    ta, ti = [], []
-    for r in range(6):
-        g1, a = pcg_build(1.0)
-        t0 = time.perf_counter()
-        if api == "pcg":
-            e = g1.instantiate(); t1 = time.perf_counter(); e.close()
-        else:
-            eh = inst(VP(g1._h), api); t1 = time.perf_counter(); cuExecDestroy(VP(eh))
-        if r: ta.append(a); ti.append((t1 - t0) * 1e6 / N)
-        del g1
-    print(f"pcg graph, {api:13s} add {med(ta):.3f}  inst {med(ti):.3f}", flush=True)
+        prev = bare.add_kernel(g, prev, address)
+    return g, (pc() - t0) / N, lambda: bare.graph_destroy(g)
+
+
+def pcg_chain(a: float):
+    t0 = pc()
+    g, _ = pcg_peer.chain_of(3, N, a)
+    return g.table.h, (pc() - t0) / N, g.close
+
+
+def raw_chain(a: float):
+    g = check(rt.cudaGraphCreate(0), "cudaGraphCreate")
+    t0 = pc()
+    raw._build(g, 3, N, a)
+    return int(g), (pc() - t0) / N, lambda: rt.cudaGraphDestroy(g)
+
+
+MAKERS = {"pycudagraph g.add_kernel": pcg_chain,
+          **{way: (lambda a, way=way: bare_chain(way, a)) for way in NAMING},
+          f"raw cudaGraphAddKernelNode ({raw.func_kind})": raw_chain}
+STEPS = ("add", "instantiate", "update")
+
+
+def one(make) -> tuple:
+    """us per node: the add of the first chain, its instantiate, the update with the second."""
+    g1, add_ns, close1 = make(1.0)
+    g2, _, close2 = make(2.0)
+    try:
+        t0 = pc()
+        e = bare.instantiate(g1)
+        t1 = pc()
+        bare.exec_update(e, g2)
+        t2 = pc()
+        bare.exec_destroy(e)
+    finally:
+        close1()
+        close2()
+    return add_ns / 1000, (t1 - t0) / N / 1000, (t2 - t1) / N / 1000
+
+
+def show(title: str, res: dict, base: str) -> None:
+    print(f"\n{title}, us per node, median [min-max] of {ROUNDS}; median per-round ratio to "
+          f"{base}")
+    for way, v in res.items():
+        ratio = statistics.median(x / b for x, b in zip(v, res[base]))
+        print(f"  {way:44s} {statistics.median(v):8.3f} [{min(v):.3f}-{max(v):.3f}]  "
+              f"x{ratio:.3f}")
+
+
+first = next(iter(MAKERS))
+res = {step: {way: [] for way in MAKERS} for step in STEPS}
+with gc_paused():
+    for _ in range(ROUNDS):
+        for way in random.sample(list(MAKERS), len(MAKERS)):
+            for step, us in zip(STEPS, one(MAKERS[way])):
+                res[step][way].append(us)
+for step in STEPS:
+    what = ("the add (each way's own call)" if step == "add" else
+            f"bare {'cuGraphInstantiateWithFlags' if step == 'instantiate' else 'cuGraphExecUpdate'}")
+    show(what, res[step], first)
+
+SUITE = {"pycudagraph g.instantiate()": pcg_peer.r_instantiate().fn,
+         "raw cudaGraphInstantiate": raw.r_instantiate().fn,
+         "pycudagraph exe.update(g2)": pcg_peer.r_update().fn,
+         "raw cudaGraphExecUpdate": raw.r_update().fn}
+runs = {way: [] for way in SUITE}
+with gc_paused():
+    for _ in range(ROUNDS):
+        for way in random.sample(list(SUITE), len(SUITE)):
+            runs[way].append(SUITE[way]())
+ways = list(SUITE)
+show("the suite's instantiate rounds", {w: runs[w] for w in ways[:2]}, ways[1])
+show("the suite's whole-graph update rounds", {w: runs[w] for w in ways[2:]}, ways[3])
+raw.close()
