@@ -19,7 +19,6 @@ Run from the repository root on a GPU: ``python benchmarks/profile_instantiate.p
 """
 from __future__ import annotations
 
-import ctypes
 import random
 import statistics
 import sys
@@ -31,7 +30,7 @@ from cuda.bindings import runtime as rt  # noqa: E402
 import pycudagraph as pcg  # noqa: E402
 from benchmarks.peers_driver import profile_peers  # noqa: E402
 from benchmarks.timing import gc_paused  # noqa: E402
-from pycudagraph._cuda import fast, structs  # noqa: E402
+from pycudagraph._cuda import fast  # noqa: E402
 
 N = 1000
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 25
@@ -96,9 +95,7 @@ def update_bare(exe, g2):
 
 
 def update_fast(exe, g2):
-    info = structs.ExecUpdateResultInfo()
-    return timed(lambda: fast.exec_update(int(exe.handle), g2.table.h, ctypes.addressof(info),
-                                          exe, g2), lambda _: None)
+    return timed(lambda: fast.exec_update(int(exe.handle), g2.table.h, exe, g2), lambda _: None)
 
 
 def update_raw(exe, g2):

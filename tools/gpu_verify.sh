@@ -15,6 +15,9 @@
 #   bash tools/gpu_verify.sh final-bench [RUNS]  # pycudagraph before (./.before, a copy of an
 #                                   # earlier commit) and after, twice each, alternating; then
 #                                   # python -m benchmarks --runs RUNS (default 3); the soak (1 GPU)
+#   bash tools/gpu_verify.sh split-ab [ALTERNATIONS] [ROUNDS]  # instantiate / update
+#                                   # bookkeeping before (./.before) and after, alternating
+#                                   # (benchmarks/profile_split.py; default 4 x 60 rounds) (1 GPU)
 #   bash tools/gpu_verify.sh multi    # multi-tests, then multi-bench, on the GPUs present
 #   bash tools/gpu_verify.sh multi-tests [N]  # tests/multi_gpu at 2, 4, 8 GPUs (N: only N) (2+ GPUs)
 #   bash tools/gpu_verify.sh multi-bench [quick]  # setup check, graph, NCCL and PyTorch examples
@@ -77,6 +80,19 @@ final-bench)
     timeout 45 python3 tools/soak.py > "$out/soak.txt" 2>&1; tail -4 "$out/soak.txt"
     step "graph files start-up"
     timeout 40 python3 benchmarks/graph_files_startup.py > "$out/files.txt" 2>&1; tail -14 "$out/files.txt"
+    ;;
+split-ab)
+    # The earlier package alone (./.before's pycudagraph, built there) first on PYTHONPATH,
+    # then this tree's, each time through this tree's benchmarks.
+    old=/tmp/ab_old; rm -rf $old; mkdir -p $old
+    (cd .before && python3 pycudagraph/_cuda/_build.py > /dev/null) && cp -r .before/pycudagraph $old/
+    python3 setup.py build_ext --inplace > /dev/null 2>&1
+    for i in $(seq "${2:-4}"); do
+        PYTHONPATH=$old:$PWD python3 benchmarks/profile_split.py "${3:-60}" "before $i" 2>&1 \
+            | grep "^\[" | tee -a "$out/split_ab.txt"
+        python3 benchmarks/profile_split.py "${3:-60}" "after $i" 2>&1 | grep "^\[" \
+            | tee -a "$out/split_ab.txt"
+    done
     ;;
 suites)
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
@@ -177,5 +193,5 @@ multi-bench)
     sed -n '/^### /,$p' "$out/scaling.txt"
     ;;
 *)
-    sed -n '2,15p' "$0"; exit 2 ;;
+    sed -n '2,/^set -uo/p' "$0" | grep '^#'; exit 2 ;;
 esac

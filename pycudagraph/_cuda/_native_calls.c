@@ -353,20 +353,25 @@ PyObject *graph_instantiate(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
     return route(R_INSTANTIATE, a, nargs);
 }
 
-/* exec_update(exec_h, graph_h, info_address, exe, graph) -> the CUresult: cuGraphExecUpdate
- * writing its CUgraphExecUpdateResultInfo at info_address (the caller explains a refusal).
- * `exe` and `graph` name them in the trace (the ctypes route). */
+/* exec_update(exec_h, graph_h, exe, graph) -> 0, or (CUresult, result, error node) if the
+ * driver refused: cuGraphExecUpdate with its CUgraphExecUpdateResultInfo on this stack (the
+ * caller explains a refusal). `exe` and `graph` name them in the trace (the ctypes route). */
 PyObject *exec_update(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
 {
-    NARGS(5);
-    void *e, *g, *info;
-    if (S.exec_update && ready() && !as_ptr(a[0], &e) && !as_ptr(a[1], &g) &&
-        !as_ptr(a[2], &info) && info) {
+    NARGS(4);
+    void *e, *g;
+    if (S.exec_update && ready() && !as_ptr(a[0], &e) && !as_ptr(a[1], &g)) {
+        struct {
+            int result;
+            void *error_node, *error_from_node;
+        } info = {0, NULL, NULL};
         CUresult rc;
         Py_BEGIN_ALLOW_THREADS
-        rc = S.exec_update(e, g, info);
+        rc = S.exec_update(e, g, &info);
         Py_END_ALLOW_THREADS
-        return PyLong_FromLong(rc);
+        if (!rc)
+            return PyLong_FromLong(0);
+        return Py_BuildValue("(iiN)", (int)rc, info.result, PyLong_FromVoidPtr(info.error_node));
     }
     return route(R_EXEC_UPDATE, a, nargs);
 }

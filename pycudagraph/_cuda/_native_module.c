@@ -202,8 +202,8 @@ static PyMethodDef methods[] = {
     FAST(launch_graph, "launch_graph(exec_h, stream, exe) -> None: cuGraphLaunch"),
     FAST(graph_instantiate, "graph_instantiate(graph_h, flags, graph) -> exec handle, 0 if "
                             "refused: cuGraphInstantiateWithFlags"),
-    FAST(exec_update, "exec_update(exec_h, graph_h, info_address, exe, graph) -> CUresult: "
-                      "cuGraphExecUpdate"),
+    FAST(exec_update, "exec_update(exec_h, graph_h, exe, graph) -> 0, or (CUresult, result, "
+                      "error node) if refused: cuGraphExecUpdate"),
     FAST(launch_kernel, "launch_kernel(hot, grid, block, args, stream, shared_mem, kernel, "
                         "prepare) -> None: cuLaunchKernel"),
     FAST(add_kernel, "add_kernel(hot, grid, block, args, shared_mem, graph_h, deps, nodes, "

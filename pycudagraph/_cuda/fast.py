@@ -43,7 +43,7 @@ from . import check
 from .context import (current_device, ensure_device, multi_hooks, on_first_use, seen,
                       switch_device, thread_state)
 from .plans import kernel_plan, layout_plan
-from .structs import KERNEL_NODE_PARAMS_SIZE
+from .structs import KERNEL_NODE_PARAMS_SIZE, ExecUpdateResultInfo
 
 __all__ = ["launch_graph", "launch_kernel", "add_kernel", "set_arg", "set_args", "pointer_slot",
            "node_slots", "stream_slot", "method_launch", "method_kernel_launch", "node_maker",
@@ -233,12 +233,13 @@ def _set_args(exec_h: int, node_h: int, hot, address: int, refs: list, args, pac
     return out if any(o is not None for o in out) else None
 
 
-def _exec_update(exec_h: int, graph_h: int, info_address: int, exe, graph) -> int:
+def _exec_update(exec_h: int, graph_h: int, exe, graph):
     _ensure()
-    rc = _f.update(exec_h, graph_h, info_address)
+    info = ExecUpdateResultInfo()
+    rc = _f.update(exec_h, graph_h, ctypes.addressof(info))
     if check.tracer is not None:
         check.tracer("cuGraphExecUpdate", (exe, graph), (rc,))
-    return rc
+    return (rc, info.result, info.errorNode or 0) if rc else 0
 
 
 def _graph_instantiate(graph_h: int, flags: int, graph) -> int:
@@ -302,10 +303,11 @@ set_args = _native.set_args if _native is not None else _set_args
 #: raise: the caller repeats the instantiation with ``cudaGraphInstantiateWithParams``,
 #: whose result code and failing node say why). ``graph`` names the graph in the trace.
 graph_instantiate = _native.graph_instantiate if _native is not None else _graph_instantiate
-#: ``exec_update(exec_h, graph_h, info_address, exe, graph) -> int``: ``cuGraphExecUpdate``
-#: (``cudaGraphExecUpdate``) writing its ``CUgraphExecUpdateResultInfo`` at
-#: ``info_address``; returns the ``CUresult`` and does not raise: the caller builds the
-#: error from the info (why, and which node), which only it can describe.
+#: ``exec_update(exec_h, graph_h, exe, graph) -> 0 or (CUresult, result, error_node_h)``:
+#: ``cuGraphExecUpdate`` (``cudaGraphExecUpdate``) with its ``CUgraphExecUpdateResultInfo``
+#: on the C stack (no ctypes object per call); a refusal returns the code, the info's
+#: ``result`` and ``errorNode`` and does not raise: the caller builds the error (why, and
+#: which node), which only it can describe.
 exec_update = _native.exec_update if _native is not None else _exec_update
 
 

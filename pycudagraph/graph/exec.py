@@ -15,7 +15,7 @@ every 256 replacements) the stream of the last launch has no work left.
 from __future__ import annotations
 
 from .._cuda import call, fast, rt
-from .._lifetime import Ledger, release
+from .._lifetime import Ledger, Release, release
 from ..errors import ArgumentError, ClosedError
 from ..nodes import KernelNode, Node
 from ..compile.args import ArgPack, Layout
@@ -97,12 +97,13 @@ class GraphExec(ExecUpdate, ExecIntrospection):
         call: Python work right after a large instantiate ran several times slower, the
         CPU caches cold (benchmarks/profile_instantiate.py). The finalizer destroys the
         handle in its box, none until the call fills it."""
-        graph.handle  # noqa: B018 - a closed graph raises ClosedError here
+        table = graph.table
+        if table.closed or table.dead:  # a closed graph: ClosedError, as graph.handle says it
+            table.refuse()
         self._keep(graph, owner)
         self._raw = None
         box = [0]
-        self._fin = release(self, destroy_boxed, box)
-        table = graph.table
+        self._fin = Release(self, destroy_boxed, box)  # what release() makes, one frame less
         table.execs.add(self)  # the raw graph stays should another thread close it
         try:
             h = box[0] = fast.graph_instantiate(table.h, flags, graph)
@@ -123,7 +124,7 @@ class GraphExec(ExecUpdate, ExecIntrospection):
         self._nodes = ExecNodes()  # id(node) -> ExecNode: the one record of each node
         self._ledger = Ledger(self._nodes, owner=self)
         self._taken, extras = graph.table.exec_keep() if graph is not None else ([], ())
-        self._ledger.keep_also(self._taken, extras, owner, graph)
+        self._ledger.extra = [self._taken, extras, owner, graph]  # what it keeps as a whole
         self._pending = None  # the graph of an update whose nodes are not paired yet
         self._host_ids = None  # ids of the host callables this exec can run, found on need
         self._last_stream = _NEVER  # the stream object of the last launch (kept alive)
@@ -206,8 +207,12 @@ class GraphExec(ExecUpdate, ExecIntrospection):
         return self._host_ids
 
     def _retire(self, old) -> None:
-        n = self._ledger.retire(old)
-        if n % _RETIRE_CHECK == 0:
+        """Keep ``old`` (what an update replaced) until no launch can read it; every
+        256th, the retired are let go if the last launch's stream has no work left. (The
+        ledger's ``retire`` in line: an update's bookkeeping runs with cold caches.)"""
+        retired = self._ledger.retired
+        retired.append(old)
+        if len(retired) % _RETIRE_CHECK == 0:
             h = self._last_handle()
             if h is _NEVER or (h is not None and
                                rt.cudaStreamQuery(h)[0] == rt.cudaError_t.cudaSuccess):

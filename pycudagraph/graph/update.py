@@ -10,9 +10,7 @@ either node; the new graph's node is a weak twin, so its key dies with it.
 
 from __future__ import annotations
 
-from ctypes import addressof
-
-from .._cuda import error_for, fast, rt, structs, versions
+from .._cuda import error_for, fast, rt, versions
 from .._lifetime import release
 from ..errors import ArgumentError, GraphExecUpdateError, PyCudaGraphError
 from ..nodes.table import node_arg
@@ -109,22 +107,23 @@ class ExecUpdate:
                                 f"{type(graph).__name__}")
         if self._h is None:  # closed: ClosedError (no cudaGraphExec_t object made to say so)
             self._refuse()
-        graph.handle  # noqa: B018 - a closed graph raises ClosedError here
-        # Set up before the driver call, as GraphExec.instantiate does: Python work right
-        # after a large update runs with cold CPU caches.
         table = graph.table
+        if table.closed or table.dead:  # a closed graph: ClosedError, as graph.handle says it
+            table.refuse()
+        # Set up before the driver call, as GraphExec.instantiate does: Python work right
+        # after a large update runs with cold CPU caches (each frame costs 1-2 us there).
         ready = self._adoption(graph)
         table.execs.add(self)  # its raw graph stays while its nodes address ours
-        info = structs.ExecUpdateResultInfo()
-        err = -1
+        refused = -1
         try:
-            err = fast.exec_update(self._h, table.h, addressof(info), self, graph)
+            refused = fast.exec_update(self._h, table.h, self, graph)
         finally:
-            if err and graph is not self.graph and graph is not self._pending:
+            if refused and graph is not self.graph and graph is not self._pending:
                 table.execs.discard(self)  # refused (or raised): the exec needs none of it
-        if err:
-            reason = UPDATE_REASONS.get(info.result, f"result code {info.result}")
-            node = graph.find_node(info.errorNode) if info.errorNode else None
+        if refused:
+            err, result, error_node = refused
+            reason = UPDATE_REASONS.get(result, f"result code {result}")
+            node = graph.find_node(error_node) if error_node else None
             hint = reason + (f"; node: {node.describe()}" if node is not None else "")
             exc = error_for("cuGraphExecUpdate", err, hint, cls=GraphExecUpdateError)
             exc.reason, exc.node = reason, node

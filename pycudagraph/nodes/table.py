@@ -197,12 +197,14 @@ class NodeTable:
         updated with, this graph keeps. ``share``: the dicts themselves (``Ledger.share``:
         O(1), the ledgers copy them before their next change), for a caller that never
         changes them; else copies."""
-        taken = [self.ledger.share() if share else dict(self.ledger.held)]
-        extras = tuple(self.ledger.extra) + ((self.owner,) if self.owner is not None else ())
-        for inner in self.inner_tables():
-            inner_taken, inner_extras = inner.exec_keep(share)
-            taken += inner_taken
-            extras += (inner_extras,)
+        ledger = self.ledger
+        taken = [ledger.share() if share else dict(ledger.held)]
+        extras = tuple(ledger.extra) + ((self.owner,) if self.owner is not None else ())
+        if self.children:  # most graphs have no inner graphs: no call for them
+            for inner in self.inner_tables():
+                inner_taken, inner_extras = inner.exec_keep(share)
+                taken += inner_taken
+                extras += (inner_extras,)
         return taken, extras
 
     def keepalive(self) -> tuple:

@@ -8,7 +8,7 @@ from cuda.bindings import runtime as rt
 import pycudagraph as pcg
 import pycudagraph.graph.apply as apply_mod
 import pycudagraph.graph.update as update_mod
-from pycudagraph._cuda import fast, structs
+from pycudagraph._cuda import fast
 from pycudagraph.errors import CudaError
 from tests.support.fake_bodies import driver  # noqa: F401 - fixture
 from tests.support.fakes import (fake_edges, fake_exec, fake_graph, fake_if_node, fake_kernel,
@@ -44,9 +44,8 @@ def graphs(monkeypatch, kern):
 def refuse(monkeypatch):
     """cuGraphExecUpdate refuses (topology changed); instantiation gives a fake handle that
     is never destroyed."""
-    def update(exec_h, graph_h, info_address, exe, graph):
-        structs.ExecUpdateResultInfo.from_address(info_address).result = 2
-        return 910  # CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE
+    def update(exec_h, graph_h, exe, graph):
+        return 910, 2, 0  # CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, result 2, no node
     monkeypatch.setattr(fast, "exec_update", update)
     made = []
 

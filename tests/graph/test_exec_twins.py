@@ -14,7 +14,7 @@ import pytest
 from cuda.bindings import runtime as rt
 
 import pycudagraph as pcg
-from pycudagraph._cuda import structs, versions as versions_mod
+from pycudagraph._cuda import versions as versions_mod
 import pycudagraph.graph.exec as exec_mod
 from tests.support.fakes import _ids, fake_graph, fake_kernel_node, node_order
 from tests.support.fake_bodies import driver, exec_of, if_node, kernel_node  # noqa: F401 - fixture
@@ -85,10 +85,8 @@ def failing_update(monkeypatch):
     """cuGraphExecUpdate refuses, naming the node ``failing[0]`` (a handle)."""
     failing = []
 
-    def exec_update(exec_h, graph_h, info_address, exe, graph):
-        info = structs.ExecUpdateResultInfo.from_address(info_address)
-        info.result, info.errorNode = 4, failing[0]
-        return 1  # CUDA_ERROR_INVALID_VALUE
+    def exec_update(exec_h, graph_h, exe, graph):
+        return 1, 4, failing[0]  # CUDA_ERROR_INVALID_VALUE, function changed, the node
     monkeypatch.setattr(exec_mod.fast, "exec_update", exec_update)
     return failing
 

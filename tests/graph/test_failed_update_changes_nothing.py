@@ -338,7 +338,7 @@ def test_kernel_set_params_refuses_unknown_or_bad_fields(kexec, driver, changes,
 
 def test_a_refused_whole_graph_update_keeps_the_records(kexec, driver, monkeypatch):
     g, node, exe, rec = kexec
-    monkeypatch.setattr(fast, "exec_update", lambda *_: 3)  # refused
+    monkeypatch.setattr(fast, "exec_update", lambda *_: (3, 1, 0))  # refused
     other = fake_graph()
     with pytest.raises(pcg.GraphExecUpdateError):
         exe.update(other)

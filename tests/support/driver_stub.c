@@ -126,8 +126,11 @@ int cuGraphExecUpdate_v2(void *exec, void *graph, void *info)
         stub_ints[0] = (uintptr_t)exec;
         stub_ints[1] = (uintptr_t)graph;
     }
-    if (info)
+    if (info) {
         memset(info, 0, 24);
+        if (rc)   /* refused: result CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED, no node */
+            *(int *)info = 2;
+    }
     return rc;
 }
 
