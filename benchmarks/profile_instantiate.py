@@ -29,7 +29,7 @@ from cuda.bindings import runtime as rt  # noqa: E402
 
 import pycudagraph as pcg  # noqa: E402
 from benchmarks.peers_driver import profile_peers  # noqa: E402
-from benchmarks.timing import gc_paused  # noqa: E402
+from benchmarks.timing import gc_paused, split_around  # noqa: E402
 from pycudagraph._cuda import fast  # noqa: E402
 
 N = 1000
@@ -107,31 +107,6 @@ def update_raw(exe, g2):
 
 
 PARTS = ("before the call", "the call", "after the call")
-
-
-def split_calls(res, name, run):
-    """run() with fast.<name> wrapped to read the clock on each side of the compiled call:
-    where the public call's time goes (the wrapper's own clock reads land in before/after)."""
-    real, marks = getattr(fast, name), []
-
-    def noted(*a):
-        marks.append(pc())
-        out = real(*a)
-        marks.append(pc())
-        return out
-
-    setattr(fast, name, noted)
-    try:
-        t0 = pc()
-        out = run()
-        t1 = pc()
-    finally:
-        setattr(fast, name, real)
-    for part, ns in zip(PARTS, (marks[0] - t0, marks[1] - marks[0], t1 - marks[1])):
-        res[part].append(ns / 1000)
-    return out
-
-
 UPDATE = {"bare C": update_bare, "cuda.bindings cudaGraphExecUpdate": update_raw,
           "fast.exec_update": update_fast,
           "exe.update(g2)": lambda exe, g2: timed(lambda: exe.update(g2), lambda _: None)}
@@ -188,9 +163,9 @@ with gc_paused():
     inst, upd = {p: [] for p in PARTS}, {p: [] for p in PARTS}
     for _ in range(ROUNDS):
         g = pcg_peer.chain_of(3, N)[0]
-        exe = split_calls(inst, "graph_instantiate", g.instantiate)
+        exe = split_around(inst, fast, "graph_instantiate", g.instantiate)
         g2 = pcg_peer.chain_of(3, N, 2.0)[0]
-        split_calls(upd, "exec_update", lambda: exe.update(g2))
+        split_around(upd, fast, "exec_update", lambda: exe.update(g2))
         exe.close()
         g.close()
         g2.close()

@@ -18,7 +18,6 @@ import os
 import random
 import statistics
 import sys
-import time
 
 # The repository root last: a pycudagraph earlier on PYTHONPATH (another version) is the one timed.
 sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -26,34 +25,11 @@ import pycudagraph as pcg  # noqa: E402
 from pycudagraph._cuda import fast  # noqa: E402
 from benchmarks.peers_driver import profile_peers  # noqa: E402
 from benchmarks.peers_raw import RawPeer  # noqa: E402
-from benchmarks.timing import gc_paused  # noqa: E402
+from benchmarks.timing import gc_paused, split_around  # noqa: E402
 
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 60
 LABEL = sys.argv[2] if len(sys.argv) > 2 else "this tree"
 PARTS = ("before", "call", "after")
-pc = time.perf_counter_ns
-
-
-def split(res: dict, name: str, run):
-    """run() with fast.<name> wrapped to read the clock on each side of the driver call."""
-    real, marks = getattr(fast, name), []
-
-    def noted(*a):
-        marks.append(pc())
-        out = real(*a)
-        marks.append(pc())
-        return out
-
-    setattr(fast, name, noted)
-    try:
-        t0 = pc()
-        out = run()
-        t1 = pc()
-    finally:
-        setattr(fast, name, real)
-    for part, ns in zip(PARTS, (marks[0] - t0, marks[1] - marks[0], t1 - marks[1])):
-        res[part].append(ns / 1000)
-    return out
 
 
 def main() -> None:
@@ -69,9 +45,9 @@ def main() -> None:
     with gc_paused():
         for _ in range(ROUNDS):
             g = pcg_peer.chain_of(3, 1000)[0]
-            exe = split(inst, "graph_instantiate", g.instantiate)
+            exe = split_around(inst, fast, "graph_instantiate", g.instantiate)
             g2 = pcg_peer.chain_of(3, 1000, 2.0)[0]
-            split(upd, "exec_update", lambda: exe.update(g2))
+            split_around(upd, fast, "exec_update", lambda: exe.update(g2))
             exe.close()
             g.close()
             g2.close()

@@ -155,3 +155,29 @@ def gpu_time_per_launch(env: RawEnv, fn, args: tuple, stream: int, launches: int
         check(rt.cudaEventSynchronize(env.ev_b))
         out.append(check(rt.cudaEventElapsedTime(env.ev_a, env.ev_b)) * 1000.0 / launches)
     return median(out)
+
+
+def split_around(res: dict, module, name: str, run):
+    """``run()`` with ``module.<name>`` wrapped to read the clock on each side of its call
+    (the profiles wrap a ``fast`` hot call): the microseconds before, in and after that call
+    are appended to ``res``'s three lists, in its key order. Returns what ``run()`` returns.
+    The wrapper's own clock reads land in before and after."""
+    real, marks = getattr(module, name), []
+    pc = time.perf_counter_ns
+
+    def noted(*a):
+        marks.append(pc())
+        out = real(*a)
+        marks.append(pc())
+        return out
+
+    setattr(module, name, noted)
+    try:
+        t0 = pc()
+        out = run()
+        t1 = pc()
+    finally:
+        setattr(module, name, real)
+    for part, ns in zip(res, (marks[0] - t0, marks[1] - marks[0], t1 - marks[1])):
+        res[part].append(ns * US_PER_NS)
+    return out

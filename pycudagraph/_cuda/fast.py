@@ -304,10 +304,9 @@ set_args = _native.set_args if _native is not None else _set_args
 #: whose result code and failing node say why). ``graph`` names the graph in the trace.
 graph_instantiate = _native.graph_instantiate if _native is not None else _graph_instantiate
 #: ``exec_update(exec_h, graph_h, exe, graph) -> 0 or (CUresult, result, error_node_h)``:
-#: ``cuGraphExecUpdate`` (``cudaGraphExecUpdate``) with its ``CUgraphExecUpdateResultInfo``
-#: on the C stack (no ctypes object per call); a refusal returns the code, the info's
-#: ``result`` and ``errorNode`` and does not raise: the caller builds the error (why, and
-#: which node), which only it can describe.
+#: ``cuGraphExecUpdate`` (``cudaGraphExecUpdate``), its ``CUgraphExecUpdateResultInfo`` on
+#: the C stack; a refusal returns the code and the info's ``result`` and ``errorNode``, no
+#: raise: the caller builds the error (why, and which node), which only it can describe.
 exec_update = _native.exec_update if _native is not None else _exec_update
 
 
