@@ -181,6 +181,20 @@ static IN_LINE int parse(PyObject **v, int n,
     return 1;
 }
 
+/* What a method's parser fills in (0 and () as defaults, into *zero and *empty) and its n
+ * keyword names interned into kw (a call site's names are these objects): made once, in
+ * the method's own state, where its calls read them. -1 with the error set if not. */
+static int parser_state(PyObject **zero, PyObject **empty, PyObject **kw,
+                        const char *const *names, int n)
+{
+    if ((!*zero && !(*zero = PyLong_FromLong(0))) || (!*empty && !(*empty = PyTuple_New(0))))
+        return -1;
+    for (int w = 0; w < n; w++)
+        if (!kw[w] && !(kw[w] = PyUnicode_InternFromString(names[w])))
+            return -1;
+    return 0;
+}
+
 /* k.launch(grid, block, args=(), stream=None, shared_mem=0): cuLaunchKernel. */
 static PyObject *kernel_launch(PyObject *self, PyObject *const *a, Py_ssize_t nargs,
                                PyObject *kwnames)
@@ -223,12 +237,7 @@ PyObject *kernel_launch_method(PyObject *m, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "kernel_launch_method: callables were expected");
         return NULL;
     }
-    if (!K.zero && (!(K.zero = PyLong_FromLong(0)) || !(K.empty = PyTuple_New(0))))
-        return NULL;
-    for (int w = 0; w < 5; w++)
-        if (!K.kw[w] && !(K.kw[w] = PyUnicode_InternFromString(KW[w])))
-            return NULL;
-    if (method_doc(&kernel_launch_def, doc))
+    if (parser_state(&K.zero, &K.empty, K.kw, KW, 5) || method_doc(&kernel_launch_def, doc))
         return NULL;
     Py_XSETREF(K.type, (PyTypeObject *)Py_NewRef(cls));
     K.hot_slot = at;
@@ -289,12 +298,8 @@ PyObject *graph_add_kernel_method(PyObject *m, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "graph_add_kernel_method: fallback must be callable");
         return NULL;
     }
-    if ((!G.zero && !(G.zero = PyLong_FromLong(0))) || (!G.empty && !(G.empty = PyTuple_New(0))))
-        return NULL;
-    for (int w = 0; w < 6; w++)
-        if (!G.kw[w] && !(G.kw[w] = PyUnicode_InternFromString(GKW[w])))
-            return NULL;
-    if (method_doc(&graph_add_kernel_def, doc))
+    if (parser_state(&G.zero, &G.empty, G.kw, GKW, 6) ||
+        method_doc(&graph_add_kernel_def, doc))
         return NULL;
     Py_XSETREF(G.type, (PyTypeObject *)Py_NewRef(cls));
     G.table_slot = at;

@@ -208,11 +208,8 @@ class GraphExec(ExecUpdate, ExecIntrospection):
 
     def _retire(self, old) -> None:
         """Keep ``old`` (what an update replaced) until no launch can read it; every
-        256th, the retired are let go if the last launch's stream has no work left. (The
-        ledger's ``retire`` in line: an update's bookkeeping runs with cold caches.)"""
-        retired = self._ledger.retired
-        retired.append(old)
-        if len(retired) % _RETIRE_CHECK == 0:
+        256th, the retired are let go if the last launch's stream has no work left."""
+        if self._ledger.retire(old) % _RETIRE_CHECK == 0:
             h = self._last_handle()
             if h is _NEVER or (h is not None and
                                rt.cudaStreamQuery(h)[0] == rt.cudaError_t.cudaSuccess):
