@@ -50,8 +50,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pycudagraph as pcg  # noqa: E402
-from pycudagraph.graph import file_load, file_modules  # noqa: E402
-from pycudagraph.graph import files as graph_files  # noqa: E402
+from pycudagraph.files import load as file_load
+from pycudagraph.files import modules as file_modules  # noqa: E402
+from pycudagraph.files import archive as graph_files  # noqa: E402
 
 SRC = r'''
 extern "C" __global__ void axpy(float* y, const float* x, float a, int n) {
@@ -165,8 +166,8 @@ def cpu_manifest(nodes: int) -> dict:
 
 def cpu_main(repeat: int) -> int:
     """Time decode (container, JSON, schema check) and the loader's node rebuild on a CPU."""
-    from pycudagraph.graph import files
-    from pycudagraph.graph.file_schema import check_manifest
+    from pycudagraph.files import archive as files
+    from pycudagraph.files.schema import check_manifest
     from tests.support.fakes import fake_buffer, fake_kernel
 
     class StubGraph:  # the loader's add_kernel calls land here: no CUDA

@@ -16,7 +16,7 @@ sys.path.insert(0, ".")
 import pycudagraph as pcg  # noqa: E402
 from benchmarks.common import HELPERS_CU  # noqa: E402
 from benchmarks.peers_driver import profile_peers  # noqa: E402
-from pycudagraph.graph import capture as capture_mod  # noqa: E402
+from pycudagraph.capture import capture as capture_mod  # noqa: E402
 
 N = 1000
 REPS = int(sys.argv[1]) if len(sys.argv) > 1 else 7

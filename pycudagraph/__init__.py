@@ -5,10 +5,10 @@ names the raw call it makes. Importing the package makes no CUDA call.
 """
 
 from .runtime import nvtx as _nvtx
-from .graph.bucketed import BucketedGraphs, BucketStats
-from .graph.capture import capture, capture_status, recapture
-from .graph.diff import diff
-from .graph.capture_control import CaptureInfo, capture_info, capture_mode, update_capture_dependencies
+from .capture.bucketed import BucketedGraphs, BucketStats
+from .capture.capture import capture, capture_status, recapture
+from .inspect.diff import diff
+from .capture.control import CaptureInfo, capture_info, capture_mode, update_capture_dependencies
 from .runtime.device import Device, DeviceMismatchError, device, device_count
 from .compile.reconcile import SignatureWarning
 from .compile.kernel import Kernel
@@ -19,9 +19,9 @@ from .errors import (ArgumentError, CaptureError, ClosedError, CompileError, Cud
                      NotSupportedError, PyCudaGraphError)
 from .graph.graph import Graph
 from .graph.exec import GraphExec
-from .graph.file_load import load
-from .graph.host_registry import register_host_fn
-from .graph.profile import Profile
+from .files.load import load
+from .files.host_registry import register_host_fn
+from .profile.profile import Profile
 from .runtime.graph_mem import graph_mem_info, graph_mem_reset_high, graph_mem_trim
 from .runtime.memory import DeviceBuffer, PinnedBuffer, device_pointer, host_pointer
 from .nodes import (AccessPolicyWindow, BatchMemOpNode, CapturedKernelNode, ChildGraphNode,

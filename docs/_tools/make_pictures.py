@@ -32,7 +32,7 @@ def _shot(browser, page: Path, out: Path, select: str | None) -> None:
 
 def shots() -> None:
     from pycudagraph.cli.show_model import showcase_model
-    from pycudagraph.graph.html import render_page
+    from pycudagraph.inspect.html import render_page
     from tests.support.browser import Browser, chromium_path
     path = chromium_path()
     if path is None:

@@ -83,7 +83,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _write_model(out: Path) -> int:
-    from ..graph.html import render_page
+    from ..inspect.html import render_page
     from .show_model import showcase_model
     out.write_text(render_page(showcase_model()), encoding="utf-8")
     print(f"wrote {out} (a model of the showcase graph, drawn without a GPU)")

@@ -1,5 +1,5 @@
 """A CPU-side model of the showcase graph (:func:`pycudagraph.cli.show.build_showcase`),
-in the page's format (:mod:`pycudagraph.graph.page_model`), for ``show --model``, the
+in the page's format (:mod:`pycudagraph.inspect.page_model`), for ``show --model``, the
 documentation's picture and the page's tests: no GPU needed. Parameters are typed in as
 the real graph has them; addresses are made up; there are no times (a model measures
 nothing)."""

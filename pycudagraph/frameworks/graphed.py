@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from .._cuda import ensure_device
 from ..errors import ArgumentError, PyCudaGraphError
-from ..graph.capture import capture
+from ..capture.capture import capture
 from ..runtime.device import device as device_scope
 from ..runtime.stream import Event, Stream
 from .arrays import array_info, flatten, overlaps, substitute

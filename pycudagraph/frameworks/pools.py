@@ -33,6 +33,7 @@ import warnings
 from .._cuda import call, rt
 from .._lifetime import release
 from ..errors import ArgumentError
+from ..capture.hooks import register_pool_hook
 from . import loaded
 
 __all__ = ["CapturePool", "PoolActivation", "framework_pools", "pool_of"]
@@ -334,3 +335,6 @@ def _warn_once(key: str, message: str) -> None:
     if key not in _warned:
         _warned.add(key)
         warnings.warn(message, RuntimeWarning, stacklevel=4)
+
+
+register_pool_hook(framework_pools)

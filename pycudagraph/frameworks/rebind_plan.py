@@ -1,7 +1,7 @@
 """Where each input of a graphed call sits in an exec, found once at capture, and the
 set-params calls that move the exec to new input addresses.
 
-At capture, every address the graph bakes in (:func:`~pycudagraph.graph.audit.walk_nodes`:
+At capture, every address the graph bakes in (:func:`~pycudagraph.inspect.audit.walk_nodes`:
 kernel argument slots, copy sides, memset destinations) that lies inside an input's bytes
 ``[lo, hi)`` becomes a site: (node, slot, input, offset from the input's data address).
 Only 8-byte slots at 8-byte aligned positions of the parameter buffer are read (where a
@@ -21,7 +21,7 @@ import struct
 
 from .._cuda import fast
 from ..errors import PyCudaGraphError
-from ..graph.audit import pointer_slots, walk_nodes
+from ..inspect.audit import pointer_slots, walk_nodes
 from ..nodes import BatchMemOpNode, HostNode, KernelNode, MemcpyNode, MemsetNode
 from ..nodes.captured_args import CapturedArgs
 

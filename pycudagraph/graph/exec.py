@@ -30,7 +30,6 @@ from ..runtime.values import bool_arg, int_arg, raw_int
 from .instantiation import destroy_boxed, instantiate_flags, instantiate_with_params
 from .introspect import ExecIntrospection
 from .node_checks import check_changes
-from .profile import profile_exec
 from .update import ExecUpdate
 
 __all__ = ["GraphExec"]
@@ -169,8 +168,8 @@ class GraphExec(ExecUpdate, ExecIntrospection):
 
     def rebind(self, old, new, missing_ok: bool = False) -> int:
         """Patch every kernel argument slot holding device address ``old`` to ``new``
-        (``cuGraphExecKernelNodeSetParams``); see :func:`pycudagraph.graph.rebind.rebind`."""
-        from .rebind import rebind
+        (``cuGraphExecKernelNodeSetParams``); see :func:`pycudagraph.apply.rebind.rebind`."""
+        from ..apply.rebind import rebind
         return rebind(self, old, new, missing_ok)
 
     @property
@@ -253,7 +252,7 @@ class GraphExec(ExecUpdate, ExecIntrospection):
         call(rt.cudaGraphUpload, self.handle, stream_handle(stream))
 
     def profile(self, stream, repeats: int = 10, method: str = "auto"):
-        """Per-node GPU time: a :class:`~pycudagraph.graph.profile.Profile` (``p[node]``
+        """Per-node GPU time: a :class:`~pycudagraph.profile.profile.Profile` (``p[node]``
         median microseconds per launch, ``p.total_us``, ``p.critical_path``, ``str(p)``).
 
         Instantiates a twin from :attr:`graph` (``cudaGraphInstantiate``) and launches it
@@ -263,8 +262,9 @@ class GraphExec(ExecUpdate, ExecIntrospection):
         ``cudaGraphAddKernelNode``, ``cudaGraphAddDependencies``; ``method="stamps"``);
         ``"auto"`` takes CUPTI where it is installed. Then launches this exec ``repeats + 1``
         times between events (``cudaEventRecord``, ``cudaEventElapsedTime``) for
-        ``total_us``. See :mod:`pycudagraph.graph.profile` for what each method sees.
+        ``total_us``. See :mod:`pycudagraph.profile.profile` for what each method sees.
         """
+        from ..profile.profile import profile_exec
         return profile_exec(self, stream, repeats, method)
 
     def synchronize(self) -> None:

@@ -26,14 +26,11 @@ from ..nodes.generic import add_node
 from ..nodes.kernel_node import record_built
 from ..runtime.user_objects import GraphUserObjects
 from ..runtime.values import raw_int
-from . import audit as _audit
 from .clone import GraphClone
-from .dot import GraphText
 from .exec import GraphExec
+from .features import GraphFeatures
 from .foreign import wrap_graph
-from .html import write_page
 from .introspect import GraphIntrospection
-from .file_save import save_graph
 from .topology import GraphTopology
 
 __all__ = ["Graph"]
@@ -48,7 +45,7 @@ add_kernel_node = fast.node_maker(
     (ArgPack, "layout", "buf", "address", "refs", "kernel"), KernelNode.build, record_built)
 
 
-class Graph(GraphTopology, GraphClone, GraphText, GraphIntrospection, GraphUserObjects):
+class Graph(GraphTopology, GraphClone, GraphFeatures, GraphIntrospection, GraphUserObjects):
     """A CUDA graph built node by node (``cudaGraphCreate``, destroyed by ``cudaGraphDestroy``).
 
     Every ``add_*`` builder takes ``deps=``, the nodes the new node waits for, and
@@ -130,16 +127,6 @@ class Graph(GraphTopology, GraphClone, GraphText, GraphIntrospection, GraphUserO
         """Everything this graph's nodes point at, bodies of conditional nodes and child
         graphs included (what an exec or parent must hold). No CUDA call."""
         return self.table.keepalive()
-
-    def audit(self) -> list:
-        """Every address the graph bakes in that is freed, not kept alive, on another
-        device or pageable host memory (``cuPointerGetAttributes``; :mod:`pycudagraph.graph.audit`)."""
-        return _audit.audit(self)
-
-    def memory(self) -> dict:
-        """The bytes the graph pins and its capture pools hold (``cuPointerGetAttributes``;
-        :func:`pycudagraph.graph.audit.memory`)."""
-        return _audit.memory(self)
 
     # Builders --------------------------------------------------------------------
 
@@ -339,15 +326,6 @@ class Graph(GraphTopology, GraphClone, GraphText, GraphIntrospection, GraphUserO
         """
         return BatchMemOpNode.build(self.table, deps, ops)
 
-    def to_html(self, path, profile=None, findings=None, title: str | None = None) -> str:
-        """Write one self-contained interactive page of the graph (:mod:`pycudagraph.graph.html`):
-        pan, zoom, search by kernel name, click a node for its parameters, collapsible
-        child graphs and bodies, coloured by ``profile`` (:meth:`GraphExec.profile`) and
-        marked with ``findings`` (objects with ``.node .place .address .problem``).
-        Reads ``cudaGraphGetNodes``, ``cudaGraphGetEdges`` and each node's
-        ``cudaGraph*NodeGetParams``; returns the path written."""
-        return write_page(self, path, profile, findings, title)
-
     # Instantiate -------------------------------------------------------------------
 
     def instantiate(self, upload_stream=None, auto_free_on_launch: bool = False,
@@ -374,12 +352,6 @@ class Graph(GraphTopology, GraphClone, GraphText, GraphIntrospection, GraphUserO
         """
         return GraphExec.instantiate(self, upload_stream, auto_free_on_launch, device_launch,
                                      use_node_priority)
-
-    def save(self, path, slots: dict | None = None) -> None:
-        """Save to a file :func:`pycudagraph.load` rebuilds elsewhere (:mod:`.file_save`); every
-        address must lie in a ``slots={name: buffer}`` buffer. Reads nodes with their ``GetParams``
-        calls (``cudaGraphGetNodes``, ``cuGraphKernelNodeGetParams`` ...)."""
-        return save_graph(self, path, slots)
 
     def close(self) -> None:
         """Destroy the graph (``cudaGraphDestroy``) once no exec needs its nodes; idempotent.

@@ -135,9 +135,9 @@ class ExecUpdate:
         calls (``cuGraphExecKernelNodeSetParams``, ``cudaGraphExecMemcpyNodeSetParams1D`` ...)
         for what changed, or one ``cuGraphExecUpdate`` when that is cheaper; when CUDA
         refuses, ``cudaGraphInstantiateWithFlags`` and the handle is swapped in place. See
-        :func:`pycudagraph.graph.apply.apply`; returns its
-        :class:`~pycudagraph.graph.apply.ApplyReport`."""
-        from .apply import apply
+        :func:`pycudagraph.apply.apply.apply`; returns its
+        :class:`~pycudagraph.apply.apply.ApplyReport`."""
+        from ..apply.apply import apply
         return apply(self, graph, fallback, strategy, self._adopt)
 
     def _adoption(self, graph) -> tuple:

@@ -35,7 +35,7 @@ def test_sphinx_build_has_no_warning(tmp_path):
 
 def test_every_debug_dot_flag_is_reachable(monkeypatch):
     """Graph.debug_dot_print takes every cudaGraphDebugDotFlags value by name."""
-    from pycudagraph.graph import dot
+    from pycudagraph.inspect import dot
     from pycudagraph._cuda import rt
     names = dot.debug_dot_flags()
     members = [m for m in dir(rt.cudaGraphDebugDotFlags) if m.startswith("cudaGraphDebugDotFlags")]
@@ -43,7 +43,9 @@ def test_every_debug_dot_flag_is_reachable(monkeypatch):
     seen = []
     monkeypatch.setattr(dot, "call", lambda fn, raw, path, bits: seen.append((fn, bits)))
 
-    class _G(dot.GraphText):
+    from pycudagraph.graph.features import GraphFeatures
+
+    class _G(GraphFeatures):
         handle = object()
     for name, value in names.items():
         _G().debug_dot_print("x.dot", flags=[name])

@@ -86,7 +86,7 @@ def test_the_walk_finds_the_api():
                      "ExecUpdate.update", "Stream.synchronize", "Event.record",
                      "DeviceBuffer.copy_from", "Kernel.launch", "Module.get_kernel",
                      "Device.synchronize", "KernelNode.set_attribute", "Node.dependencies",
-                     "ConditionalNode.bodies", "GraphText.to_dot"):
+                     "ConditionalNode.bodies", "GraphFeatures.to_dot"):
         assert expected in names, expected
     assert len(MEMBERS) > 100
 

@@ -6,7 +6,7 @@ import pytest
 from cuda.bindings import runtime as rt
 
 import pycudagraph as pcg
-import pycudagraph.graph.apply as apply_mod
+import pycudagraph.apply.apply as apply_mod
 import pycudagraph.graph.update as update_mod
 from pycudagraph._cuda import fast
 from pycudagraph.errors import CudaError

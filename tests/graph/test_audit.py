@@ -1,4 +1,4 @@
-"""``g.audit()`` and ``g.memory()`` (pycudagraph/graph/audit.py, frameworks/owners.py).
+"""``g.audit()`` and ``g.memory()`` (pycudagraph/inspect/audit.py, frameworks/owners.py).
 
 CPU: slot reading, and the judgement of each address against fake pointer attributes
 and fake owners (kept, pool, live, PyTorch's free and used blocks, none). GPU (child
@@ -11,8 +11,8 @@ import struct
 import pytest
 
 from pycudagraph.frameworks.pools import CapturePool
-from pycudagraph.graph import audit as audit_mod
-from pycudagraph.graph.audit import Baked, Finding, PointerInfo, pointer_slots
+from pycudagraph.inspect import audit as audit_mod
+from pycudagraph.inspect.audit import Baked, Finding, PointerInfo, pointer_slots
 from tests.support.fake_frameworks import install_torch, without_frameworks
 from tests.support.fakes import fake_buffer, fake_graph, fake_node
 from tests.support.watchdog import run_ok

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 import pytest
 
 import pycudagraph as pcg
-from pycudagraph.graph.diff import Change, GraphDiff
-from pycudagraph.graph.node_views import KernelView
+from pycudagraph.inspect.diff import Change, GraphDiff
+from pycudagraph.inspect.node_views import KernelView
 from pycudagraph.nodes.captured_args import CapturedArgs
 from tests.support.fakes import (fake_edges, fake_graph, fake_if_node, fake_kernel, fake_node,
                                  fake_read_node, node_order)

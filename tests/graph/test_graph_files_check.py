@@ -11,7 +11,9 @@ import struct
 import pytest
 
 import pycudagraph as pcg
-from pycudagraph.graph import file_node_checks, file_schema, files
+from pycudagraph.files import node_checks as file_node_checks
+from pycudagraph.files import schema as file_schema
+from pycudagraph.files import archive as files
 from tests.graph.test_graph_files_format import SECTIONS, WRONG, _paths, _replace, model
 
 #: more values of the kinds a kernel node holds

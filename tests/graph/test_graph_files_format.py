@@ -1,5 +1,5 @@
 """Graph files on the CPU: the container and manifest written from a manifest model by the
-CPU-side writer (pycudagraph.graph.files.encode), read back, and every kind of bad file
+CPU-side writer (pycudagraph.files.archive.encode), read back, and every kind of bad file
 refused with a GraphFileError naming what is wrong: truncated at every boundary, thousands
 of random byte flips (with and without a recomputed checksum), every manifest field
 replaced by a wrong value, another version, a foreign file. Never another exception,
@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 import pycudagraph as pcg
-from pycudagraph.graph import files
-from pycudagraph.graph.file_load import image_plan, parse_arch
-from pycudagraph.graph.file_schema import check_manifest
-from pycudagraph.graph.file_slots import bind_slots
-from pycudagraph.graph.host_registry import host_fn, host_fn_name, register_host_fn
+from pycudagraph.files import archive as files
+from pycudagraph.files.load import image_plan, parse_arch
+from pycudagraph.files.schema import check_manifest
+from pycudagraph.files.slots import bind_slots
+from pycudagraph.files.host_registry import host_fn, host_fn_name, register_host_fn
 
 PTX = "//\n.version 8.5\n.target sm_80\n.address_size 64\n"
 

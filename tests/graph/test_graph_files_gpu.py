@@ -175,7 +175,7 @@ OTHER_ARCH = '''
 import sys
 import numpy as np
 import pycudagraph as pcg
-from pycudagraph.graph import files
+from pycudagraph.files import archive as files
 
 path, N = sys.argv[1], 256
 dev = pcg.compile.program.device_arch()

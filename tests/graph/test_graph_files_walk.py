@@ -20,8 +20,10 @@ import pycudagraph as pcg
 from pycudagraph.compile.args import Layout
 from pycudagraph.compile.kernel import Kernel
 from pycudagraph.compile.reconcile import check_declared
-from pycudagraph.graph import file_load, file_save, files
-from pycudagraph.graph.file_slots import Address, DeviceView, HeldBytes
+from pycudagraph.files import load as file_load
+from pycudagraph.files import save as file_save
+from pycudagraph.files import archive as files
+from pycudagraph.files.slots import Address, DeviceView, HeldBytes
 from pycudagraph.nodes.conditional import ConditionalHandle, ConditionalParams
 from pycudagraph.nodes.memory_nodes import MemsetParams
 

@@ -12,8 +12,8 @@ import pytest
 
 import pycudagraph as pcg
 from pycudagraph.cli.show_model import showcase_model
-from pycudagraph.graph import page_model
-from pycudagraph.graph.html import render_page
+from pycudagraph.inspect import page_model
+from pycudagraph.inspect.html import render_page
 
 from tests.support.browser import Browser, chromium_path
 from tests.support.page_models import FakeProfile, Finding, big_model, png_colours, sample_graph

@@ -8,9 +8,12 @@ import types
 import pytest
 
 import pycudagraph as pcg
-from pycudagraph.graph import profile, profile_cupti, profile_records, profile_stamps
-from pycudagraph.graph.profile import NodeTime, Profile
-from pycudagraph.graph.tree import Place
+from pycudagraph.profile import profile
+from pycudagraph.profile import cupti as profile_cupti
+from pycudagraph.profile import records as profile_records
+from pycudagraph.profile import stamps as profile_stamps
+from pycudagraph.profile.profile import NodeTime, Profile
+from pycudagraph.inspect.tree import Place
 from tests.support.fakes import fake_graph, fake_node
 from tests.support.profile_fakes import FakeCupti, FakeExec, Handle, SBuffer, SGraph
 

@@ -24,7 +24,7 @@ PRELUDE = r'''
 import json, sys
 import numpy as np
 import pycudagraph as pcg
-from pycudagraph.graph import profile_cupti
+from pycudagraph.profile import cupti as profile_cupti
 METHOD = "__METHOD__"
 if METHOD == "cupti":
     why = profile_cupti.unavailable()

@@ -123,7 +123,7 @@ def test_finalizers_do_nothing_without_cuda():
 
 
 def test_render_without_graphviz_names_the_package(monkeypatch, tmp_path):
-    from pycudagraph.graph import dot
+    from pycudagraph.inspect import dot
     monkeypatch.setattr(dot.shutil, "which", lambda name: None)
     with pytest.raises(RuntimeError, match="install the graphviz package"):
         dot.render("digraph g {}", tmp_path / "g.svg")

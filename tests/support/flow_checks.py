@@ -300,7 +300,7 @@ def refused_apply(g1, g3):
 
 
 def check_calibrate() -> None:
-    from pycudagraph.graph.apply_calibrate import calibrate
+    from pycudagraph.apply.calibrate import calibrate
     costs = calibrate()
     print("measured:", costs)
     assert costs.per_node_call_us > 0 and costs.update_base_us >= 0 and costs.update_per_node_us >= 0

@@ -30,8 +30,9 @@ import traceback
 import numpy as np
 
 import pycudagraph as pcg
-from pycudagraph.graph import profile_cupti, profile_stamps
-from pycudagraph.graph.tree import node_label, walk
+from pycudagraph.profile import cupti as profile_cupti
+from pycudagraph.profile import stamps as profile_stamps
+from pycudagraph.inspect.tree import node_label, walk
 
 #: The kernels of the profile checks and GPU tests: spin_ns(ns) busy-waits ns nanoseconds
 #: on one thread, tiny(y, n) adds 1 to n floats.

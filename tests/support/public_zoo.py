@@ -19,7 +19,7 @@ from cuda.bindings import runtime as rt
 
 import pycudagraph as pcg
 from pycudagraph._cuda.context import thread_state
-from pycudagraph.graph.bucketed import BucketedGraphs
+from pycudagraph.capture.bucketed import BucketedGraphs
 
 from tests.support.fakes import (fake_buffer, fake_exec, fake_graph, fake_if_node, fake_kernel,
                                  fake_kernel_node, fake_node)

@@ -2,7 +2,7 @@
 
 The page is one HTML file: its scripts and styles (``html_assets/layout.js``,
 ``html_assets/page.js``, ``html_assets/page.css``, package data) and the graph's model
-(:mod:`pycudagraph.graph.page_model`) are inline, so it opens anywhere, offline. Its own
+(:mod:`pycudagraph.inspect.page_model`) are inline, so it opens anywhere, offline. Its own
 layered layout draws the graph as SVG: nodes in rows by dependency depth, child graphs and
 conditional bodies as boxes that collapse, edges with a non-default port dashed and
 labelled. Pan with the mouse, zoom with the wheel, search by kernel name, click a node for
@@ -27,8 +27,8 @@ _SLOT = re.compile(r"/\*\{\{(\w+)\}\}\*/|\{\{(\w+)\}\}")
 
 
 def asset_text(name: str) -> str:
-    """The text of one file of ``pycudagraph/graph/html_assets/`` (package data)."""
-    return (resources.files("pycudagraph.graph") / "html_assets" / name).read_text("utf-8")
+    """The text of one file of ``pycudagraph/inspect/html_assets/`` (package data)."""
+    return (resources.files("pycudagraph.inspect") / "html_assets" / name).read_text("utf-8")
 
 
 def _json_for_script(model: dict) -> str:
@@ -38,7 +38,7 @@ def _json_for_script(model: dict) -> str:
 
 
 def render_page(model: dict) -> str:
-    """The page's HTML for a model (:func:`pycudagraph.graph.page_model.graph_model`, or
+    """The page's HTML for a model (:func:`pycudagraph.inspect.page_model.graph_model`, or
     one made by hand: a test's, a saved graph's). No CUDA call."""
     values = {"TITLE": html.escape(str(model.get("title", "graph"))),
               "CSS": asset_text("page.css"), "LAYOUT_JS": asset_text("layout.js"),
@@ -50,7 +50,7 @@ def render_page(model: dict) -> str:
 def write_page(graph, path, profile=None, findings=None, title: str | None = None) -> str:
     """Write the page of ``graph`` to ``path``; returns the path as a string.
 
-    Reads the graph as :func:`~pycudagraph.graph.page_model.graph_model` does
+    Reads the graph as :func:`~pycudagraph.inspect.page_model.graph_model` does
     (``cudaGraphGetNodes``, ``cudaGraphGetEdges``, each node's ``cudaGraph*NodeGetParams``).
     """
     text = render_page(graph_model(graph, profile, findings, title))

@@ -147,7 +147,7 @@ class GraphDiff:
 
 
 def diff(old, new) -> GraphDiff:
-    """Compare two graphs node by node (see :mod:`pycudagraph.graph.diff`); nothing is changed.
+    """Compare two graphs node by node (see :mod:`pycudagraph.inspect.diff`); nothing is changed.
 
     Works on graphs built here, captured, or adopted with :meth:`Graph.wrap
     <pycudagraph.Graph.wrap>`.

@@ -1,8 +1,8 @@
 """A graph as a tree of places: every node of a graph, of its child graphs and of its
 conditional nodes' bodies, each with a path that says where it sits.
 
-The profiler (:mod:`pycudagraph.graph.profile`) and the interactive page
-(:mod:`pycudagraph.graph.html`) both read a graph this way. Only public reads are made:
+The profiler (:mod:`pycudagraph.profile.profile`) and the interactive page
+(:mod:`pycudagraph.inspect.html`) both read a graph this way. Only public reads are made:
 ``Graph.nodes``, ``ChildGraphNode.child``, ``ConditionalNode.bodies``, ``Node.describe``.
 
 A path is the node's position in its graph's ``nodes`` list (creation order), prefixed by

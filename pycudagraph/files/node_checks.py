@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from binascii import a2b_hex as _unhex
 
-from .file_checks import I63, MAX_NODES, U32, U48, FieldChecks
+from .checks import I63, MAX_NODES, U32, U48, FieldChecks
 
 __all__ = ["NodeChecks", "NODE_TYPES", "COND_BODIES"]
 

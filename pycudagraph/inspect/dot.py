@@ -11,7 +11,7 @@ from .._cuda import call, rt
 from ..errors import ArgumentError
 from ..runtime.values import bool_arg, path_arg, seq_arg, str_arg
 
-__all__ = ["GraphText", "graph_to_dot", "render", "svg_or_none", "debug_dot_flags", "dot_flag_bits"]
+__all__ = ["write_debug_dot", "graph_to_dot", "render", "svg_or_none", "debug_dot_flags", "dot_flag_bits"]
 
 _SHAPES = {"kernel": "box", "memcpy": "parallelogram", "memset": "parallelogram",
            "host": "hexagon", "child_graph": "box3d", "empty": "point",
@@ -146,46 +146,10 @@ def dot_flag_bits(names) -> int:
     return bits
 
 
-class GraphText:
-    """The text views of a :class:`~pycudagraph.Graph` (mixed into it): DOT, CUDA's own
-    DOT, rendered pictures."""
-
-    __slots__ = ()
-
-    def to_dot(self, name: str = "pycudagraph") -> str:
-        """A readable Graphviz DOT text: node type, kernel name, grid/block, bytes, edges.
-
-        Reads the graph (``cudaGraphGetNodes``, ``cudaGraphGetEdges`` with edge data, each
-        body's ``cudaGraphGetRootNodes``) and each node's parameters (its type's
-        ``cudaGraph*NodeGetParams`` where the node was not built here).
-        """
-        return graph_to_dot(self, name)
-
-    def debug_dot_print(self, path, verbose: bool = False, flags=()) -> None:
-        """Write CUDA's own DOT description to ``path`` (``cudaGraphDebugDotPrint``).
-
-        Parameters
-        ----------
-        path : str or path-like
-        verbose : bool
-            ``cudaGraphDebugDotFlagsVerbose``: every parameter of every node.
-        flags : iterable of str
-            More ``cudaGraphDebugDotFlags``, by the name after the prefix in snake case
-            (``"kernel_node_params"``, ``"handles"``, ``"conditional_node_params"``, ...;
-            :func:`debug_dot_flags` lists the ones the installed bindings have).
-        """
-        path = path_arg(path, "debug_dot_print: path")
-        verbose = bool_arg(verbose, "debug_dot_print: verbose")
-        bits = dot_flag_bits(("verbose",) if verbose else ()) | dot_flag_bits(flags)
-        call(rt.cudaGraphDebugDotPrint, self.handle, os.fsencode(path), bits)
-
-    def render(self, path, format: str | None = None) -> str:
-        """Render :meth:`to_dot` to SVG/PNG with Graphviz's ``dot`` program; returns the path.
-
-        The graph is read as :meth:`to_dot` reads it (``cudaGraphGetNodes``, ``cudaGraphGetEdges``).
-        """
-        return render(self.to_dot(), path, format)
-
-    def _repr_svg_(self):
-        return svg_or_none(self.to_dot())
-
+def write_debug_dot(graph, path, verbose: bool = False, flags=()) -> None:
+    """CUDA's own DOT description of ``graph`` written to ``path`` (``cudaGraphDebugDotPrint``);
+    see :meth:`pycudagraph.Graph.debug_dot_print`."""
+    path = path_arg(path, "debug_dot_print: path")
+    verbose = bool_arg(verbose, "debug_dot_print: verbose")
+    bits = dot_flag_bits(("verbose",) if verbose else ()) | dot_flag_bits(flags)
+    call(rt.cudaGraphDebugDotPrint, graph.handle, os.fsencode(path), bits)

@@ -26,7 +26,7 @@ import threading
 import time
 
 from ..errors import CudaError
-from .profile_records import ONE_EXEC, CuptiUnusable, Samples, samples
+from .records import ONE_EXEC, CuptiUnusable, Samples, samples
 
 __all__ = ["CuptiUnusable", "unavailable", "measure"]
 

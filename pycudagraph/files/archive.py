@@ -224,7 +224,7 @@ def _read_manifest(raw: bytes, tags: list, lenient: bool):
     a repeated key then makes the members the check counts fall short of the ``:`` in the
     text (each member has one, a string may hold more), and only then, or on an error, the
     key-checking parse runs to name it (strings with ``:`` in them cost a second parse)."""
-    from .file_schema import check_manifest
+    from .schema import check_manifest
     if lenient:  # fields the check does not know are not counted: check keys while parsing
         manifest = _parse_manifest(raw)
         return manifest, check_manifest(manifest, tags, True)

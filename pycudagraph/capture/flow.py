@@ -31,7 +31,7 @@ same graph back) and the stream captures into the body graph
 ``pcg.capture(stream, graph=body)`` does; after the body the enclosing capture resumes
 (``cudaStreamBeginCaptureToGraph`` with the dependencies it had). The stream stays the
 same, so work launched on it goes where it should whoever launches it. Side streams of
-``cap.fork`` must be joined before a body starts (:mod:`pycudagraph.graph.capture_fork`).
+``cap.fork`` must be joined before a body starts (:mod:`pycudagraph.capture.fork`).
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ from .._cuda import call, rt
 from ..compile.program import Module
 from ..errors import ArgumentError, CaptureError
 from ..runtime.device_scalar import device_scalar
-from .capture_control import CAPTURE_MODES, capture_info, capture_mode, update_capture_dependencies
-from .capture_fork import Fork, SideCalls, unjoined_text
+from .control import CAPTURE_MODES, capture_info, capture_mode, update_capture_dependencies
+from .fork import Fork, SideCalls, unjoined_text
 
 __all__ = ["CaptureFlow", "Branch", "Conditional"]
 
@@ -302,7 +302,7 @@ class CaptureFlow:
     def fork(self, streams=2) -> Fork:
         """``with cap.fork(2) as (s1, s2):`` side streams forked from the capture stream
         and joined back at the end of the block (``cudaEventRecord``,
-        ``cudaStreamWaitEvent``; :mod:`pycudagraph.graph.capture_fork`).
+        ``cudaStreamWaitEvent``; :mod:`pycudagraph.capture.fork`).
 
         Parameters
         ----------

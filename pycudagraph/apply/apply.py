@@ -1,6 +1,6 @@
 """Update an exec to another graph's work with the fewest calls: ``exe.apply(new)``.
 
-The exec's nodes are compared with ``new``'s (:mod:`pycudagraph.graph.diff`), the exec's
+The exec's nodes are compared with ``new``'s (:mod:`pycudagraph.inspect.diff`), the exec's
 side read from the exec's own records (what per-node updates made of it), not from the
 graph it was made from. Then, cheapest first:
 
@@ -9,7 +9,7 @@ graph it was made from. Then, cheapest first:
    per changed node (``cuGraphExecKernelNodeSetParams`` with all its changed arguments
    and dimensions, ``cudaGraphExecMemcpyNodeSetParams1D`` ...), unless one
    ``cuGraphExecUpdate`` is estimated cheaper (:data:`COSTS`, measured by
-   :func:`~pycudagraph.graph.apply_calibrate.calibrate`);
+   :func:`~pycudagraph.apply.calibrate.calibrate`);
 3. otherwise ``cuGraphExecUpdate`` (a topology change, a kernel's function ...);
 4. when CUDA refuses: ``fallback="reinstantiate"`` instantiates ``new`` with the exec's
    flags (``cudaGraphExecGetFlags``, ``cudaGraphInstantiateWithFlags``) and swaps the
@@ -33,8 +33,8 @@ from ..compile.args import ArgPack
 from ..errors import ArgumentError, CudaError, GraphExecUpdateError, PyCudaGraphError
 from ..nodes import HostNode, KernelNode, MemcpyNode
 from ..nodes.table import NodeTable
-from .diff import GraphDiff, compare
-from .node_views import KernelView
+from ..inspect.diff import GraphDiff, compare
+from ..inspect.node_views import KernelView
 
 __all__ = ["apply", "ApplyReport", "ApplyCosts", "COSTS", "FALLBACKS", "STRATEGIES"]
 
@@ -47,7 +47,7 @@ STRATEGIES = ("auto", "set_params", "update")
 class ApplyCosts:
     """What :func:`apply` expects each way to cost, in microseconds of host time.
 
-    The defaults are rough guesses; :func:`pycudagraph.graph.apply_calibrate.calibrate`
+    The defaults are rough guesses; :func:`pycudagraph.apply.calibrate.calibrate`
     measures them on this machine (through pycudagraph, Python included) and stores them
     in :data:`COSTS`.
     """
@@ -143,7 +143,7 @@ def apply(exe, graph, fallback: str = "reinstantiate", strategy: str = "auto",
 
     Notes
     -----
-    Reads as :func:`~pycudagraph.graph.diff.diff` does (``cuGraphKernelNodeGetParams`` for
+    Reads as :func:`~pycudagraph.inspect.diff.diff` does (``cuGraphKernelNodeGetParams`` for
     kernel nodes read back); updates with the exec set-params calls
     (``cuGraphExecKernelNodeSetParams``, ``cudaGraphExecMemcpyNodeSetParams1D``,
     ``cudaGraphExecMemsetNodeSetParams``, ``cudaGraphExecHostNodeSetParams``,

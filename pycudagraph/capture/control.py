@@ -1,6 +1,6 @@
 """Capture control: what a capture has built so far, editing its dependency set, the
-thread's capture mode (:class:`~pycudagraph.graph.capture.recapture`, recapture into an existing
-graph, is with :class:`~pycudagraph.graph.capture.capture`).
+thread's capture mode (:class:`~pycudagraph.capture.capture.recapture`, recapture into an existing
+graph, is with :class:`~pycudagraph.capture.capture.capture`).
 
 The "capture, then patch one node by hand" pattern::
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from .._cuda import call, ensure_device, rt, versions
 from ..nodes.edges import edge_data, port_name
 from ..errors import ArgumentError
-from .graph import Graph
+from ..graph.graph import Graph
 from ..nodes import Node
 from ..runtime.stream import Stream
 from ..runtime.values import choice_arg, seq_arg

@@ -21,11 +21,11 @@ from ..compile.program import Module, device_arch
 from ..errors import GraphFileError, PyCudaGraphError
 from ..nodes.attributes import AccessPolicyWindow
 from ..nodes.captured_kernel import CapturedKernelNode
-from .file_modules import image_plan, load_module, parse_arch
-from .file_schema import NODE_TYPES
-from .file_slots import Address, DeviceView, HeldBytes, bind_slots
-from .files import gc_paused, read_file
-from .graph import Graph
+from .modules import image_plan, load_module, parse_arch
+from .schema import NODE_TYPES
+from .slots import Address, DeviceView, HeldBytes, bind_slots
+from .archive import gc_paused, read_file
+from ..graph.graph import Graph
 from .host_registry import host_fn
 from ..runtime.values import path_arg
 

@@ -55,9 +55,10 @@ from ..errors import ArgumentError, NotSupportedError
 from ..nodes import Node
 from ..runtime.stream import Event
 from ..runtime.values import int_arg
-from . import profile_cupti, profile_stamps
-from .introspect import topological_order
-from .tree import node_label, walk
+from . import cupti as profile_cupti
+from . import stamps as profile_stamps
+from ..graph.introspect import topological_order
+from ..inspect.tree import node_label, walk
 
 __all__ = ["Profile", "NodeTime", "profile_exec", "launch_times", "METHODS"]
 
@@ -72,7 +73,7 @@ class NodeTime:
     node: Node
     us: float  # median GPU time per launch, microseconds
     runs: float  # median number of runs per launch
-    path: str  # where the node sits (pycudagraph.graph.tree)
+    path: str  # where the node sits (pycudagraph.inspect.tree)
     label: str  # kernel name, or the node's one-line description
     type: str
     seen: bool  # the method measured this node (CUPTI leaves no record of host nodes)
@@ -80,7 +81,7 @@ class NodeTime:
 
 
 class Profile:
-    """Per-node GPU times of one executable graph (see :mod:`pycudagraph.graph.profile`).
+    """Per-node GPU times of one executable graph (see :mod:`pycudagraph.profile.profile`).
 
     Attributes
     ----------

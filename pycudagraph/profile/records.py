@@ -20,7 +20,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from ..errors import PyCudaGraphError
-from .tree import inside_conditionals, node_label
+from ..inspect.tree import inside_conditionals, node_label
 
 __all__ = ["Samples", "RECORDED", "ONE_EXEC", "CuptiUnusable", "samples", "node_signature"]
 

@@ -1,4 +1,4 @@
-"""What :func:`~pycudagraph.graph.diff.diff` reads of a node, and how it compares values.
+"""What :func:`~pycudagraph.inspect.diff.diff` reads of a node, and how it compares values.
 
 A kernel node is read as a :class:`KernelView` (function, dimensions, each argument's bytes,
 and names and values when the kernel has a signature), the same way whether it was built

@@ -1,7 +1,7 @@
-"""Measure what :func:`~pycudagraph.graph.apply.apply` expects each way of updating an exec
-to cost on this machine: ``calibrate()`` fills :data:`~pycudagraph.graph.apply.COSTS`.
+"""Measure what :func:`~pycudagraph.apply.apply.apply` expects each way of updating an exec
+to cost on this machine: ``calibrate()`` fills :data:`~pycudagraph.apply.apply.COSTS`.
 
-Kept apart from :mod:`pycudagraph.graph.apply` because it builds graphs (the graph module
+Kept apart from :mod:`pycudagraph.apply.apply` because it builds graphs (the graph module
 imports the exec, which reaches apply).
 """
 
@@ -11,7 +11,7 @@ import time
 
 from ..compile.program import Program
 from .apply import COSTS, ApplyCosts
-from .graph import Graph
+from ..graph.graph import Graph
 
 __all__ = ["calibrate"]
 

@@ -21,13 +21,13 @@ from .. import _cuda, _lifetime
 from .._cuda import call, rt
 from ..errors import ArgumentError, CaptureError, CudaError
 from .._lifetime import flush_deferred
-from .capture_control import (_STATUS, CAPTURE_MODES, RECAPTURE_VERSION, capture_info,
+from .control import (_STATUS, CAPTURE_MODES, RECAPTURE_VERSION, capture_info,
                               update_capture_dependencies)
-from .capture_flow import CaptureFlow
-from .graph import Graph
+from .flow import CaptureFlow
+from ..graph.graph import Graph
 from ..runtime.stream import Stream
 from ..runtime.values import choice_arg, seq_arg
-from ..frameworks.pools import framework_pools
+from .hooks import open_pools
 
 __all__ = ["capture", "capture_status", "CAPTURE_MODES", "recapture"]
 
@@ -114,7 +114,7 @@ class capture(CaptureFlow):
         if int(call(rt.cudaStreamIsCapturing, s.ptr)) == int(_S.cudaStreamCaptureStatusActive):
             raise CaptureError(f"nested capture: {s!r} is already being captured; end that "
                                "capture first (one stream, one capture at a time)")
-        self._pools = framework_pools(self._pool_arg, s)
+        self._pools = open_pools(self._pool_arg, s)
         if self._pools is not None:
             self.pool = self._pools.pool
         try:
@@ -141,7 +141,7 @@ class capture(CaptureFlow):
     @property
     def info(self):
         """What the capture has built so far (``cudaStreamGetCaptureInfo``): a
-        :class:`~pycudagraph.graph.capture_control.CaptureInfo` whose ``graph`` is the graph
+        :class:`~pycudagraph.capture.control.CaptureInfo` whose ``graph`` is the graph
         being captured into (the same object ``cap.graph`` is after the block)."""
         info = capture_info(self.stream, getattr(self, "_live", None) or self._target)
         if info.graph is not None and self._target is None:
@@ -151,7 +151,7 @@ class capture(CaptureFlow):
     def update_dependencies(self, nodes, mode: str = "add", ports=None) -> None:
         """Add to (``"add"``) or replace (``"set"``) what the next captured work depends
         on (``cudaStreamUpdateCaptureDependencies``); see
-        :func:`~pycudagraph.graph.capture_control.update_capture_dependencies`."""
+        :func:`~pycudagraph.capture.control.update_capture_dependencies`."""
         update_capture_dependencies(self.stream, nodes, mode, ports)
 
     def _end(self):

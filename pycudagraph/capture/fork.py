@@ -21,7 +21,7 @@ from .. import _cuda
 from ..errors import ArgumentError, CaptureError
 from ..runtime.stream import Event, Stream
 from ..runtime.trace import call_site
-from .capture_control import capture_info, capture_mode
+from .control import capture_info, capture_mode
 
 __all__ = ["Fork", "SideCalls", "unjoined_text"]
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .file_checks import MAX_NODES, U32, U48
-from .file_node_checks import COND_BODIES, NODE_TYPES, NodeChecks
+from .checks import MAX_NODES, U32, U48
+from .node_checks import COND_BODIES, NODE_TYPES, NodeChecks
 
 __all__ = ["FORMAT", "PORTS", "COND_BODIES", "SLOT_KINDS", "NODE_TYPES", "Checked",
            "check_manifest"]

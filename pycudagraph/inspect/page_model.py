@@ -1,8 +1,8 @@
-"""A graph as plain data for the interactive page (:mod:`pycudagraph.graph.html`).
+"""A graph as plain data for the interactive page (:mod:`pycudagraph.inspect.html`).
 
 The model is JSON: ``{"title", "root", "graphs", "nodes", "profile", "findings"}``.
 ``graphs`` maps a graph id to ``{"nodes": [node ids], "edges": [[from, to, port]]}``;
-``nodes`` maps a node id (its path, :mod:`pycudagraph.graph.tree`) to ``{"type", "label",
+``nodes`` maps a node id (its path, :mod:`pycudagraph.inspect.tree`) to ``{"type", "label",
 "path", "bodies": [{"name", "graph"}], "details": [[key, value]], "args": [[name, value,
 decoded]], "time_us", "share", "runs", "findings"}``. The page needs nothing else, so a
 test (or a saved graph file) can hand it a model made without a GPU.

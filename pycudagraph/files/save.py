@@ -25,11 +25,11 @@ from ..compile.ptx import is_elf
 from ..compile.signature import parse_params
 from ..errors import CudaError, GraphFileError, GraphFileWarning, NotSupportedError
 from ..nodes.attributes import ATTRIBUTES
-from .file_schema import COND_BODIES, FORMAT
-from .files import encode, write_file
-from .file_slots import Slots, is_device_address, json_value
+from .schema import COND_BODIES, FORMAT
+from .archive import encode, write_file
+from .slots import Slots, is_device_address, json_value
 from .host_registry import host_fn_name
-from .introspect import topological_order
+from ..graph.introspect import topological_order
 
 __all__ = ["save_graph"]
 

@@ -34,8 +34,8 @@ from .._cuda import context
 from ..compile.program import Program
 from ..errors import CudaError
 from ..runtime.memory import DeviceBuffer
-from .profile_records import ONE_EXEC, Samples
-from .tree import inside_conditionals, node_label, walk
+from .records import ONE_EXEC, Samples
+from ..inspect.tree import inside_conditionals, node_label, walk
 
 __all__ = ["Samples", "Instrumented", "measure", "unmeasured", "STAMP_SOURCE", "stamp_kernels"]
 

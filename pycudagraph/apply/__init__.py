@@ -1,0 +1,1 @@
+"""Changing an exec: apply (fewest calls), calibrate, rebind."""

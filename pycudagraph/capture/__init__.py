@@ -1,0 +1,1 @@
+"""Capture: streams into graphs, capture control, conditional bodies, forks, bucketed graphs."""

@@ -1,0 +1,1 @@
+"""Finding what is wrong with a graph or a capture."""

@@ -1,0 +1,1 @@
+"""The graph file format: schema, checks, slots, modules, save, load."""

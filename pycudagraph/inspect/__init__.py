@@ -1,0 +1,1 @@
+"""Looking inside a graph: DOT, the interactive page, the tree, diff, audit."""

@@ -1,0 +1,1 @@
+"""Per-node GPU time of an executable graph: CUPTI, timestamps, records."""
