@@ -32,6 +32,7 @@ from __future__ import annotations
 from .base import RAW_TYPES, Node, NodeType
 from .captured_kernel import CapturedKernelNode
 from .exec_node import ExecNode
+from .facets import Site
 from .registry import REGISTRY, node_class, read_node
 from .table import NodeTable
 from .attributes import AccessPolicyWindow
@@ -54,5 +55,5 @@ __all__ = ["NodeType", "Node", "KernelNode", "KernelParams", "MemcpyNode", "Memc
            "ConditionalHandle", "AccessPolicyWindow", "node_class", "REGISTRY",
            "short_kernel_name", "ExternalSemaphore", "ExtSemaphoreSignalNode",
            "ExtSemaphoreWaitNode", "BatchMemOpNode", "MemOp", "wait_value", "write_value",
-           "flush_remote_writes", "memory_barrier", "CapturedKernelNode", "ExecNode", "NodeTable",
+           "flush_remote_writes", "memory_barrier", "CapturedKernelNode", "ExecNode", "NodeTable", "Site",
            "read_node"]

@@ -227,6 +227,33 @@ class Node:
         whose wrappers exist; ``()`` for other nodes. No CUDA call."""
         return ()
 
+    # Facets (:mod:`pycudagraph.nodes.facets`): what features read instead of the type ----
+
+    #: The fields an exec may change (what :meth:`exec_set` accepts).
+    exec_fields: frozenset = frozenset()
+
+    def fields(self) -> dict:
+        """The node's named parameters as plain values (:mod:`pycudagraph.nodes.facets`);
+        each node type reads its own (its ``cudaGraph*NodeGetParams``). None here."""
+        return {}
+
+    def sites(self) -> list:
+        """Every address the node bakes in, as :class:`~pycudagraph.nodes.facets.Site`
+        objects; none here. Each node type reads its own (``cudaGraph*NodeGetParams``)."""
+        return []
+
+    def subgraphs(self) -> tuple:
+        """The graphs this node holds (a child graph, conditional bodies), read from the
+        driver where needed; ``()`` here. :meth:`NodeTable.walk` descends into them."""
+        return ()
+
+    def write_site(self, rec: ExecNode, site, address: int) -> None:
+        """Write ``address`` where ``site`` is in the exec of ``rec`` (this node's record),
+        with the node type's ``cudaGraphExec*NodeSetParams`` call; this base refuses with
+        :class:`~pycudagraph.errors.ArgumentError`. A failed write changes nothing."""
+        raise ArgumentError(f"{self.type} nodes have no address an exec can change "
+                            f"({site.place})")
+
     def exec_record(self, exec_raw, source: tuple, retire) -> ExecNode:
         """The record an exec keeps of this node (:mod:`pycudagraph.nodes.exec_node`).
 

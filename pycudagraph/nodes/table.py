@@ -19,7 +19,7 @@ from __future__ import annotations
 import weakref
 
 from .._lifetime import Ledger
-from ..errors import ArgumentError, ClosedError
+from ..errors import ArgumentError, ClosedError, PyCudaGraphError
 from ..runtime.values import short_repr
 from .base import Node
 
@@ -180,6 +180,22 @@ class NodeTable:
         yield from list(self.nodes.values())
         for inner in self.inner_tables():
             yield from inner.all_nodes()
+
+    def walk(self, depth: int = 0, owner=None):
+        """The one walk over a graph: ``(node, depth, owner)`` for every node of this graph
+        in creation order (``cudaGraphGetNodes``), each followed by the nodes of the graphs
+        it holds (:meth:`Node.subgraphs <pycudagraph.nodes.base.Node.subgraphs>`: a child
+        graph, conditional bodies), one level deeper, with that node as their ``owner``.
+        A node whose inner graphs cannot be read (a captured conditional node on an older
+        driver) is yielded and not descended into; its ``sites()`` say why."""
+        for node in self.graph.nodes:
+            yield node, depth, owner
+            try:
+                inner = node.subgraphs()
+            except PyCudaGraphError:
+                continue
+            for g in inner:
+                yield from g.table.walk(depth + 1, node)
 
     def encloses(self, table) -> bool:
         """Whether ``table`` is this one or, at any depth, the table of an inner graph."""
