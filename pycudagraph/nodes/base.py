@@ -247,6 +247,43 @@ class Node:
         driver where needed; ``()`` here. :meth:`NodeTable.walk` descends into them."""
         return ()
 
+    # What features ask a node instead of its type (each class answers for itself) -------
+
+    #: Whether the node runs its subgraphs any number of times per launch, or not at all
+    #: (a conditional node's bodies), rather than once each time it runs.
+    repeats_bodies: bool = False
+    #: Why CUDA refuses to clone a graph holding this node ("" when it does not).
+    clone_refusal: str = ""
+
+    def shape(self) -> str:
+        """What must match for two nodes to pair in an exec update: the type here (a
+        conditional node adds its kind and body count). No CUDA call here."""
+        return str(self.type)
+
+    def label(self) -> str:
+        """A short name for the node: its one-line :meth:`describe` here (a kernel node
+        gives its kernel's name); its type where even that cannot be read."""
+        try:
+            return self.describe()
+        except PyCudaGraphError:
+            return str(self.type)
+
+    def subgraph_names(self, count: int) -> list:
+        """The names of the node's ``count`` subgraphs, as tree paths and the page show
+        them: ``"body 0"`` ... here. No CUDA call."""
+        return [f"body {i}" for i in range(count)]
+
+    def exec_operands(self, changes: dict) -> dict:
+        """``changes`` (field -> new value, from :meth:`fields`) as this node's
+        :meth:`exec_set` takes them; unchanged here. No CUDA call here."""
+        return changes
+
+    def work(self):
+        """What a profiler's activity record of this node shows: ``(kind, bytes)`` for a
+        copy or memset, ``("kernel", {names})`` for a kernel; None for a node that records
+        no device work (here). Reads the node's parameters."""
+        return None
+
     def write_site(self, rec: ExecNode, site, address: int) -> None:
         """Write ``address`` where ``site`` is in the exec of ``rec`` (this node's record),
         with the node type's ``cudaGraphExec*NodeSetParams`` call; this base refuses with

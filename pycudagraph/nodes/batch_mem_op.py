@@ -17,6 +17,7 @@ from ..errors import ArgumentError
 from ..runtime.pointers import device_pointer
 from ..runtime.values import bool_arg, seq_arg
 from .base import Node, NodeType
+from .facets import Site
 
 __all__ = ["MemOp", "BatchMemOpNode", "wait_value", "write_value", "flush_remote_writes",
            "memory_barrier"]
@@ -197,4 +198,15 @@ class BatchMemOpNode(Node):
         rec.hold("batch_mem_op", keep, p)
 
     def describe(self) -> str:
+        """One line: the node type. No CUDA call."""
         return "batch_mem_op"
+
+    def fields(self) -> dict:
+        """``ops``: the operations (``cuGraphBatchMemOpNodeGetParams``)."""
+        return {"ops": tuple(self.params)}
+
+    def sites(self) -> list:
+        """The word each wait or write operation reads or writes (``"op 0"`` ...), with its
+        size (``cuGraphBatchMemOpNodeGetParams``)."""
+        return [Site(f"op {i}", 0, op.address, op.bits // 8)
+                for i, op in enumerate(self.params) if op.kind in ("wait", "write")]

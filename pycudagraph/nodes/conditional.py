@@ -30,8 +30,9 @@ from dataclasses import dataclass
 
 from .._cuda import rt, versions
 from ..runtime.device import _ordinal
-from ..errors import ArgumentError, NotSupportedError
+from ..errors import ArgumentError, NotSupportedError, PyCudaGraphError
 from .base import Node, NodeType
+from .file_records import ConditionalFile
 from ..runtime.values import address_arg
 
 __all__ = ["ConditionalHandle", "ConditionalNode", "ConditionalParams", "IfNode", "IfElseNode",
@@ -123,7 +124,7 @@ class ConditionalParams:
     bodies: tuple
 
 
-class ConditionalNode(Node):
+class ConditionalNode(Node, ConditionalFile):
     """A conditional node. Nodes built here are :class:`IfNode`, :class:`IfElseNode`,
     :class:`WhileNode` or :class:`SwitchNode`; a conditional node read back from the driver
     is one of those where the driver can say which (``cudaGraphNodeGetParams``, CUDA
@@ -227,12 +228,59 @@ class ConditionalNode(Node):
         h = f" on 0x{self._handle.value:x}" if self._handle is not None else ""
         return f"{self.kind}{h} (body nodes: {sizes})"
 
+    # Facets (:mod:`pycudagraph.nodes.facets`) ---------------------------------------
+
+    repeats_bodies = True
+    clone_refusal = "CUDA does not clone graphs with conditional nodes"
+    #: Body names by kind, as tree paths and the page show them.
+    _BODY_NAMES: tuple = ()
+
+    def fields(self) -> dict:
+        """``kind`` and ``handle`` (the :class:`ConditionalHandle`, None when unknown); the
+        bodies are its :meth:`subgraphs`. No CUDA call."""
+        return {"kind": self.kind, "handle": self._handle}
+
+    def subgraphs(self) -> tuple:
+        """The body graphs, as :attr:`bodies` reads them (``cudaGraphNodeGetParams`` for a
+        node read back); :class:`NotSupportedError` where the driver cannot say."""
+        return self.bodies
+
+    def sites(self) -> list:
+        """None of its own (its bodies' nodes have theirs); a
+        :class:`~pycudagraph.errors.PyCudaGraphError` when its bodies cannot be read, so
+        what they bake in cannot be listed (``cudaGraphNodeGetParams``, CUDA 13.2)."""
+        try:
+            self.bodies
+        except NotSupportedError as exc:
+            raise PyCudaGraphError(f"the bodies of {self!r} cannot be read, so the addresses "
+                                   f"they bake in cannot be listed: {exc}") from None
+        return []
+
+    def shape(self) -> str:
+        """Kind and body count (``"if (1 bodies)"``), or ``"conditional (bodies unknown)"``
+        where the driver cannot say (``cudaGraphNodeGetParams`` for a node read back)."""
+        try:
+            return f"{self.kind} ({len(self.bodies)} bodies)"
+        except NotSupportedError:
+            return "conditional (bodies unknown)"
+
+    def subgraph_names(self, count: int) -> list:
+        """``then`` / ``else`` / ``body`` / ``case i`` by kind, ``body i`` otherwise. No
+        CUDA call."""
+        names = list(self._BODY_NAMES)
+        if self.kind == "switch":
+            return [f"case {i}" for i in range(count)]
+        if len(names) >= count:
+            return names[:count]
+        return [f"body {i}" for i in range(count)]
+
 
 class IfNode(ConditionalNode):
     """Runs :attr:`body` once when the handle's value is not 0 (``cudaGraphCondTypeIf``, size 1)."""
 
     kind = "if"
     _raw_type = _T.cudaGraphCondTypeIf
+    _BODY_NAMES = ("then",)
     __slots__ = ()
 
     @property
@@ -249,6 +297,7 @@ class IfElseNode(ConditionalNode):
     kind = "if_else"
     _raw_type = _T.cudaGraphCondTypeIf
     _version = 12080
+    _BODY_NAMES = ("then", "else")
     __slots__ = ()
 
     @classmethod
@@ -275,6 +324,7 @@ class WhileNode(ConditionalNode):
 
     kind = "while"
     _raw_type = _T.cudaGraphCondTypeWhile
+    _BODY_NAMES = ("body",)
     __slots__ = ()
 
     @property

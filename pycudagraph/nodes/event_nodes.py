@@ -5,11 +5,14 @@ from __future__ import annotations
 from .._cuda import call, rt
 from ..runtime.values import require_event
 from .base import Node, NodeType
+from .file_records import EventFile
 
 __all__ = ["EventRecordNode", "EventWaitNode"]
 
+_EVENT_FIELDS = frozenset({"event"})
 
-class _EventNode(Node):
+
+class _EventNode(Node, EventFile):
     __slots__ = ("_event",)
     _add_fn = _get = _set = _exec_set_fn = None
 
@@ -63,6 +66,18 @@ class _EventNode(Node):
         """One line: the node type and the event handle (as :attr:`event` reads it)
         (``cudaGraphEventRecordNodeGetEvent`` / ``cudaGraphEventWaitNodeGetEvent``)."""
         return f"{self.type} 0x{int(self.event.handle if self._event else self.event):x}"
+
+    # Facets (:mod:`pycudagraph.nodes.facets`) ---------------------------------------
+
+    @property
+    def exec_fields(self) -> frozenset:
+        """``event`` where the node holds an :class:`~pycudagraph.Event` (what
+        :meth:`exec_set` takes); none for a raw event read back. No CUDA call."""
+        return _EVENT_FIELDS if self._event is not None else frozenset()
+
+    def fields(self) -> dict:
+        """``event``, as :attr:`event` reads it."""
+        return {"event": self.event}
 
 
 class EventRecordNode(_EventNode):

@@ -7,8 +7,11 @@ from ..errors import ArgumentError
 from ..runtime.hostfn import HostCall, trampoline_address
 from ..runtime.values import require_callable
 from .base import Node, NodeType
+from .file_records import HostFile
 
 __all__ = ["HostNode", "host_node_params"]
+
+_HOST_FIELDS = frozenset({"fn", "args"})
 
 
 def host_node_params(hostcall: HostCall):
@@ -26,7 +29,7 @@ def _args(args, where: str) -> tuple:
     return tuple(args)
 
 
-class HostNode(Node):
+class HostNode(Node, HostFile):
     """A node that runs a Python callable on a CUDA host thread (``cudaGraphAddHostNode``).
 
     The callable must not call CUDA; an exception it raises is raised by the next
@@ -80,3 +83,24 @@ class HostNode(Node):
         """One line: the host function's name. No CUDA call."""
         fn = self._call.name if self._call is not None else "C function"
         return f"host {fn}"
+
+    # Facets (:mod:`pycudagraph.nodes.facets`) ---------------------------------------
+
+    @property
+    def exec_fields(self) -> frozenset:
+        """``fn`` and ``args`` for a node running a Python callable; none for one running a
+        C function (read back), which :meth:`exec_set` cannot take. No CUDA call."""
+        return _HOST_FIELDS if self._call is not None else frozenset()
+
+    def fields(self) -> dict:
+        """``fn`` and ``args`` (ours), or the raw ``fn`` and ``user_data``
+        (``cudaGraphHostNodeGetParams``), as :attr:`params`."""
+        return dict(self.params)
+
+    def exec_operands(self, changes: dict) -> dict:
+        """The exec's call takes the callable and its arguments together: the one not
+        changed comes from :meth:`fields`. No CUDA call for a node built here."""
+        if not {"fn", "args"} & set(changes):
+            return changes
+        f = self.fields()
+        return {"fn": changes.get("fn", f.get("fn")), "args": changes.get("args", f.get("args", ()))}

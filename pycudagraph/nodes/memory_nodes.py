@@ -10,12 +10,19 @@ from ..runtime.pointers import device_pointer
 from ..runtime.values import int_arg
 from .base import Node, NodeType
 from .copy_params import GRAPH_ALLOCATIONS, copy3d_params, memcpy_args, memset_params
+from .facets import Site
+from .file_records import MemAllocFile, MemcpyFile, MemFreeFile, MemsetFile
 
 __all__ = ["MemcpyNode", "MemcpyParams", "MemsetNode", "MemsetParams", "MemAllocNode",
            "MemFreeNode"]
 
 _KIND_NAMES = {0: "host->host", 1: "host->device", 2: "device->host", 3: "device->device",
                4: "default"}
+#: A copy's direction -> the memory its (src, dst) point at (:data:`~.facets.SIDES`).
+_KIND_SIDES = {"host->host": ("host", "host"), "host->device": ("host", "device"),
+               "device->host": ("device", "host"), "device->device": ("device", "device")}
+_FLAT_COPY_FIELDS = frozenset({"dst", "src", "nbytes"})
+_MEMSET_FIELDS = frozenset({"dst", "value", "element_size", "count", "height", "pitch"})
 
 
 @dataclass(frozen=True)
@@ -38,7 +45,7 @@ class MemsetParams:
     pitch: int
 
 
-class MemcpyNode(Node):
+class MemcpyNode(Node, MemcpyFile):
     """A memory copy node (``cudaGraphAddMemcpyNode1D``)."""
 
     type = NodeType.MEMCPY
@@ -122,13 +129,62 @@ class MemcpyNode(Node):
         p = self.params
         return f"memcpy {p.kind} {p.nbytes * p.height * p.depth} B"
 
+    # Facets (:mod:`pycudagraph.nodes.facets`) ---------------------------------------
+
+    @property
+    def exec_fields(self) -> frozenset:
+        """``dst``, ``src``, ``nbytes`` for a 1D copy (``cudaGraphExecMemcpyNodeSetParams1D``);
+        none for a 2D/3D one, which an exec cannot change (``cudaGraphMemcpyNodeGetParams``)."""
+        p = self.params
+        return _FLAT_COPY_FIELDS if p.height == 1 and p.depth == 1 else frozenset()
+
+    def fields(self) -> dict:
+        """``dst``, ``src``, ``nbytes``, ``height``, ``depth``, ``kind`` (the direction)
+        (``cudaGraphMemcpyNodeGetParams``)."""
+        p = self.params
+        return {"dst": p.dst, "src": p.src, "nbytes": p.nbytes, "height": p.height,
+                "depth": p.depth, "kind": p.kind}
+
+    def sites(self) -> list:
+        """The source and destination, each with the bytes copied and the side of memory
+        the direction names (``"any"`` for ``cudaMemcpyDefault``)
+        (``cudaGraphMemcpyNodeGetParams``)."""
+        p = self.params
+        src_side, dst_side = _KIND_SIDES.get(p.kind, ("any", "any"))
+        n = p.nbytes * p.height * p.depth
+        return [Site("src", 0, p.src, n, side=src_side), Site("dst", 0, p.dst, n, side=dst_side)]
+
+    def write_site(self, rec, site, address: int) -> None:
+        """``address`` as the exec's copy source or destination
+        (``cudaGraphExecMemcpyNodeSetParams1D``, through :meth:`exec_set`)."""
+        if site.place not in ("src", "dst"):
+            raise ArgumentError(f"a memcpy node has no site {site.place!r} (src, dst)")
+        self.exec_set(rec, **{site.place: address})
+
+    def exec_operands(self, changes: dict) -> dict:
+        """A new ``dst`` / ``src`` as the objects the node kept (so the exec keeps them too)
+        where it kept them, else the address. No CUDA call."""
+        kept = self._table.kept(self) if {"dst", "src"} & set(changes) else ()
+        if len(kept) < 2:
+            return changes
+        out = dict(changes)
+        for i, key in enumerate(("dst", "src")):
+            if key in out:
+                out[key] = kept[i]
+        return out
+
+    def work(self) -> tuple:
+        """``("memcpy", bytes copied)`` (``cudaGraphMemcpyNodeGetParams``)."""
+        p = self.params
+        return "memcpy", int(p.nbytes * p.height * p.depth)
+
 
 def _memset_view(p) -> MemsetParams:
     return MemsetParams(int(p.dst), int(p.value), int(p.elementSize), int(p.width),
                         int(p.height), int(p.pitch))
 
 
-class MemsetNode(Node):
+class MemsetNode(Node, MemsetFile):
     """A memset node (``cudaGraphAddMemsetNode``)."""
 
     type = NodeType.MEMSET
@@ -182,8 +238,39 @@ class MemsetNode(Node):
         p = self.params
         return f"memset {p.count * p.height * p.element_size} B value=0x{p.value:x}"
 
+    # Facets (:mod:`pycudagraph.nodes.facets`) ---------------------------------------
 
-class MemAllocNode(Node):
+    #: Everything :meth:`exec_set` takes (``cudaGraphExecMemsetNodeSetParams``).
+    exec_fields = _MEMSET_FIELDS
+
+    def fields(self) -> dict:
+        """``dst``, ``value``, ``element_size``, ``count``, ``height``, ``pitch``
+        (``cudaGraphMemsetNodeGetParams``)."""
+        p = self.params
+        return {"dst": p.dst, "value": p.value, "element_size": p.element_size,
+                "count": p.count, "height": p.height, "pitch": p.pitch}
+
+    def sites(self) -> list:
+        """The destination, with the bytes from it to the end of the last row written
+        (``cudaGraphMemsetNodeGetParams``)."""
+        p = self.params
+        row = p.count * p.element_size
+        return [Site("dst", 0, p.dst, row + (p.height - 1) * p.pitch if p.height > 1 else row)]
+
+    def write_site(self, rec, site, address: int) -> None:
+        """``address`` as the exec's memset destination (``cudaGraphExecMemsetNodeSetParams``,
+        through :meth:`exec_set`; the extent is checked against it)."""
+        if site.place != "dst":
+            raise ArgumentError(f"a memset node has no site {site.place!r} (dst)")
+        self.exec_set(rec, dst=address)
+
+    def work(self) -> tuple:
+        """``("memset", bytes set)`` (``cudaGraphMemsetNodeGetParams``)."""
+        p = self.params
+        return "memset", int(p.count * p.height * p.element_size)
+
+
+class MemAllocNode(Node, MemAllocFile):
     """A graph memory allocation node (``cudaGraphAddMemAllocNode``).
 
     :attr:`ptr` is the device address, valid from this node until a free node (or,
@@ -231,8 +318,12 @@ class MemAllocNode(Node):
         """One line: the size (``cudaGraphMemAllocNodeGetParams``)."""
         return f"mem_alloc {self.nbytes} B"
 
+    def fields(self) -> dict:
+        """``ptr`` and ``nbytes`` (``cudaGraphMemAllocNodeGetParams``)."""
+        return dict(self.params)
 
-class MemFreeNode(Node):
+
+class MemFreeNode(Node, MemFreeFile):
     """A graph memory free node (``cudaGraphAddMemFreeNode``)."""
 
     type = NodeType.MEM_FREE
@@ -261,3 +352,8 @@ class MemFreeNode(Node):
     def describe(self) -> str:
         """One line: the address freed (``cudaGraphMemFreeNodeGetParams``)."""
         return f"mem_free 0x{self.params['ptr']:x}"
+
+    def fields(self) -> dict:
+        """``ptr``: the graph allocation freed (``cudaGraphMemFreeNodeGetParams``). Not a
+        site: it names memory a :class:`MemAllocNode` hands out, not memory it uses."""
+        return dict(self.params)

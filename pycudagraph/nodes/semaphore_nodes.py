@@ -160,7 +160,13 @@ class _ExtSemaphoreNode(Node):
         rec.hold("ext_semaphore", sems, p)
 
     def describe(self) -> str:
+        """One line: the node type. No CUDA call."""
         return f"{self.type}"
+
+    def fields(self) -> dict:
+        """``semaphores``: ``((semaphore handle, value), ...)``, read with the node's
+        GetParams call (:attr:`params`)."""
+        return {"semaphores": tuple(self.params)}
 
 
 class ExtSemaphoreSignalNode(_ExtSemaphoreNode):

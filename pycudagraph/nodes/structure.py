@@ -5,11 +5,12 @@ from __future__ import annotations
 from .._cuda import call, rt
 from ..errors import ArgumentError
 from .base import Node, NodeType
+from .file_records import ChildGraphFile, EmptyFile
 
 __all__ = ["ChildGraphNode", "EmptyNode"]
 
 
-class ChildGraphNode(Node):
+class ChildGraphNode(Node, ChildGraphFile):
     """A node that runs a whole graph (``cudaGraphAddChildGraphNode``)."""
 
     type = NodeType.CHILD_GRAPH
@@ -63,8 +64,25 @@ class ChildGraphNode(Node):
         ``cudaGraphGetNodes``)."""
         return f"child_graph ({len(self.child.nodes)} nodes)"
 
+    # Facets (:mod:`pycudagraph.nodes.facets`) ---------------------------------------
 
-class EmptyNode(Node):
+    #: The embedded graph, which an exec may replace by one of the same topology.
+    exec_fields = frozenset({"graph"})
+
+    def fields(self) -> dict:
+        """``graph``: the embedded graph (``cudaGraphChildGraphNodeGetGraph``, on first use)."""
+        return {"graph": self.child}
+
+    def subgraphs(self) -> tuple:
+        """The embedded graph (``cudaGraphChildGraphNodeGetGraph``, on first use)."""
+        return (self.child,)
+
+    def subgraph_names(self, count: int) -> list:
+        """``["child"]``. No CUDA call."""
+        return ["child"][:count]
+
+
+class EmptyNode(Node, EmptyFile):
     """A node that does nothing, for joining dependencies (``cudaGraphAddEmptyNode``)."""
 
     type = NodeType.EMPTY
