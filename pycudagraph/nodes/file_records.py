@@ -1,0 +1,435 @@
+"""What a node type puts in a graph file, carried by its class: the record protocol.
+
+A graph file (:mod:`pycudagraph.files`) knows no node type. Every record in a file names a
+type (``"memset"``); the class that owns that name (its :attr:`FileRecord.file_types`,
+found through :data:`~pycudagraph.nodes.registry.REGISTRY`) writes the record
+(:meth:`~FileRecord.to_record`), checks it field by field before anything is built
+(:meth:`~FileRecord.check_record`) and rebuilds the node from it
+(:meth:`~FileRecord.from_record`). A node's record is its fields plus its sites as
+relocations: every address it bakes in is written as a reference (``{"slot": name,
+"offset": n}`` or ``{"alloc": id, "offset": n}``) and becomes the same offset in the
+buffer bound at load.
+
+The methods get the file wing's helpers as arguments, so nothing here imports it:
+
+``out`` (the writer)
+    ``address(addr, where, what)`` -> reference (refusing an address in no slot),
+    ``find(addr, where)`` -> reference or None, ``handle(value, where)``,
+    ``event(event, where)`` -> slot name, ``graph(g, where)`` -> a graph's record,
+    ``json(value)`` -> ``(value, ok)``, ``host_fn_name(fn)``, ``refuse(where, what)``,
+    ``declare_allocation(node, start, nbytes)``, ``declare_handle(handle)``,
+    ``allocated(node, id)``, ``freed(ptr)`` -> id or None.
+``c`` (the checker)
+    the field checks of :class:`~pycudagraph.files.checks.FieldChecks` (``obj``, ``int_``,
+    ``ref`` ...) and ``graph(record, where, handles, depth)`` for an inner graph.
+``into`` (the loader)
+    ``memory(ref)``, ``target(ref)``, ``event(name)``, ``handle(id)``, ``graph(record)``
+    -> a new graph, ``fill(graph, record)``, ``allocated(id, ptr, nbytes)``,
+    ``allocation(id)``, ``host_fn(name)``, ``need(kind, id, name)``.
+
+A node type whose class names no file type cannot be saved (the save names the node).
+This module holds the protocol's generic record and the records of the memory, host,
+event and structure nodes; the kernel's is in :mod:`.kernel_file`.
+"""
+
+from __future__ import annotations
+
+from .._cuda import call, rt
+
+__all__ = ["FileRecord", "MemcpyFile", "MemsetFile", "MemAllocFile", "MemFreeFile",
+           "HostFile", "EmptyFile", "EventFile", "ChildGraphFile", "ConditionalFile",
+           "COND_BODIES"]
+
+#: conditional kind -> (fewest, most) bodies
+COND_BODIES = {"if": (1, 1), "if_else": (2, 2), "while": (1, 1), "switch": (1, 1024)}
+_GENERIC = (("fields", "sites"), ())
+_U48 = 1 << 48
+
+
+class FileRecord:
+    """The record protocol's defaults (a mixin of node classes): the generic record
+    ``{"fields": {name: JSON value}, "sites": [[place, reference], ...]}`` made from the
+    node's facets (``fields()`` less the fields named by a site, ``sites()`` as
+    references). A node type using it names its file type in :attr:`file_types` and
+    rebuilds itself in :meth:`from_record`; :meth:`check_fields` may check its fields."""
+
+    __slots__ = ()
+
+    #: the ``"type"`` names this class's records carry (the first is the default); none:
+    #: graph files cannot hold the type
+    file_types: tuple = ()
+    #: file type -> (required, optional) fields of its record besides ``id`` and ``type``
+    file_shape: dict = {}
+
+    def file_declare(self, out) -> None:
+        """Before any record is written, declare to ``out`` what other records may refer to
+        (an allocation, a conditional handle). Nothing here. No CUDA call here."""
+
+    def to_record(self, out, where, nid: int) -> dict:
+        """The node's record (without ``id``; with ``type`` only when not the first of
+        :attr:`file_types`): here its fields and its sites as references."""
+        sites = self.sites()
+        places = {s.place for s in sites}
+        fields = {}
+        for name, v in self.fields().items():
+            if name in places:
+                continue  # an address: it travels as its site
+            value, ok = out.json(v)
+            if not ok:
+                out.refuse(where, f"field {name!r} ({type(v).__name__}) is not a JSON value "
+                                  "(None, bool, int, float, str or lists of them)")
+            fields[name] = value
+        return {"fields": fields, "sites": [[s.place, out.address(s.address, where, s.place)]
+                                            for s in sites if s.role == "use"]}
+
+    @classmethod
+    def check_record(cls, c, n, where, handles, depth: int, nid: int) -> None:
+        """Check a record whose ``id`` and ``type`` hold: its shape (:attr:`file_shape`),
+        then :meth:`check_fields`. No CUDA call."""
+        required, optional = cls.file_shape.get(n["type"], _GENERIC)
+        c.obj(n, where, ("id", "type") + required, optional)
+        cls.check_fields(c, n, where, handles, depth, nid)
+
+    @classmethod
+    def check_fields(cls, c, n, where, handles, depth: int, nid: int) -> None:
+        """The generic record's check: fields of JSON values, sites of known references."""
+        fields = n["fields"]
+        if not isinstance(fields, dict) or len(fields) > 256:
+            c.fail((where, ".fields"), "expected an object of at most 256 fields")
+        c.members += len(fields)
+        for name, v in fields.items():
+            c.str_(name, (where, ".fields"), 256)
+            c.value(v, (where, ".fields.", name), 0)
+        places = set()
+        for i, s in enumerate(c.list_(n["sites"], (where, ".sites"), 4096)):
+            w = (where, ".sites[", i, "]")
+            c.list_(s, w, 2, 2)
+            place = c.str_(s[0], (w, "[0]"), 256)
+            if place in places:
+                c.fail(w, f"the site {place!r} is listed twice")
+            places.add(place)
+            c.ref(s[1], (w, "[1]"))
+
+    @classmethod
+    def record_graphs(cls, n) -> list:
+        """The records of the graphs a record holds (none here). No CUDA call."""
+        return []
+
+    @classmethod
+    def record_needs(cls, n, into) -> None:
+        """Tell ``into`` what the loading process must supply for a record (a registered
+        host function, a resolver): nothing here. No CUDA call."""
+
+    @classmethod
+    def from_record(cls, graph, deps, n, into):
+        """The node rebuilt in ``graph`` after ``deps`` from its checked record ``n``;
+        a type using the generic record overrides this (``into.sites(n)`` gives each
+        site's memory in the bound buffers). Here: refused."""
+        raise TypeError(f"{cls.__name__} records cannot be loaded")
+
+
+class MemcpyFile(FileRecord):
+    """A copy: 1D (``memcpy``) or a 2D/3D box (``memcpy_3d``)."""
+
+    __slots__ = ()
+    file_types = ("memcpy", "memcpy_3d")
+    file_shape = {"memcpy": (("dst", "src", "nbytes"), ()),
+                  "memcpy_3d": (("dst", "src", "width", "height", "depth", "dst_pitch",
+                                 "src_pitch", "dst_rows", "src_rows", "dst_pos", "src_pos"), ())}
+
+    def to_record(self, out, where, nid: int) -> dict:
+        """Read with ``cudaGraphMemcpyNodeGetParams``; copies with CUDA arrays are refused."""
+        p = call(rt.cudaGraphMemcpyNodeGetParams, self.handle)
+        if int(p.srcArray) or int(p.dstArray):
+            out.refuse(where, "a copy to or from a CUDA array, which graph files cannot hold")
+        e, sp, dp = p.extent, p.srcPos, p.dstPos
+        dst, src = int(p.dstPtr.ptr), int(p.srcPtr.ptr)
+        if e.height == 1 and e.depth == 1 and not (sp.y or sp.z or dp.y or dp.z):
+            return {"dst": out.address(dst + dp.x, where, "dst"),
+                    "src": out.address(src + sp.x, where, "src"), "nbytes": int(e.width)}
+        rec = {"type": "memcpy_3d", "dst": out.address(dst, where, "dst"),
+               "src": out.address(src, where, "src"), "width": int(e.width),
+               "height": int(e.height), "depth": int(e.depth)}
+        for side, ptr, pos in (("dst", p.dstPtr, dp), ("src", p.srcPtr, sp)):
+            rows = int(ptr.ysize) if e.depth > 1 else max(int(ptr.ysize), pos.y + int(e.height))
+            rec.update({f"{side}_pitch": int(ptr.pitch), f"{side}_rows": rows,
+                        f"{side}_pos": [int(pos.x), int(pos.y), int(pos.z)]})
+        return rec
+
+    @classmethod
+    def check_fields(cls, c, n, where, handles, depth, nid) -> None:
+        if n["type"] == "memcpy":
+            nbytes = c.int_(n["nbytes"], (where, ".nbytes"), 1, _U48)
+            for side in ("dst", "src"):
+                left = c.ref(n[side], (where, ".", side))
+                if nbytes > left:
+                    c.fail((where, ".", side), f"{nbytes} bytes do not fit the {left} bytes left")
+            return
+        w = c.int_(n["width"], (where, ".width"), 1, _U48)
+        h = c.int_(n["height"], (where, ".height"), 1, _U48)
+        d = c.int_(n["depth"], (where, ".depth"), 1, _U48)
+        for side in ("dst", "src"):
+            left = c.ref(n[side], (where, ".", side))
+            pitch = c.int_(n[f"{side}_pitch"], (where, ".", side, "_pitch"), 1, _U48)
+            rows = c.int_(n[f"{side}_rows"], (where, ".", side, "_rows"), 1, _U48)
+            x, y, z = c.ints(n[f"{side}_pos"], (where, ".", side, "_pos"), 3, 0, _U48)
+            fits = pitch >= x + w and rows >= y + h
+            if not fits or ((z + d - 1) * rows + y + h - 1) * pitch + x + w > left:
+                c.fail((where, ".", side), f"the box does not fit the {left} bytes left")
+
+    @classmethod
+    def from_record(cls, graph, deps, n, into):
+        if n["type"] == "memcpy":
+            return graph.add_memcpy(into.memory(n["dst"]), into.memory(n["src"]), n["nbytes"],
+                                    deps)
+        layout = {k: n[k] for k in ("dst_pitch", "src_pitch", "dst_rows", "src_rows")}
+        return graph.add_memcpy_3d(into.memory(n["dst"]), into.memory(n["src"]), n["width"],
+                                   n["height"], n["depth"], deps, dst_pos=tuple(n["dst_pos"]),
+                                   src_pos=tuple(n["src_pos"]), **layout)
+
+
+class MemsetFile(FileRecord):
+    """A memset: destination, value, element size, count, height, pitch."""
+
+    __slots__ = ()
+    file_types = ("memset",)
+    file_shape = {"memset": (("dst", "value", "element_size", "count", "height", "pitch"), ())}
+
+    def to_record(self, out, where, nid: int) -> dict:
+        p = self.params
+        return {"dst": out.address(p.dst, where, "dst"), "value": p.value,
+                "element_size": p.element_size, "count": p.count, "height": p.height,
+                "pitch": p.pitch}
+
+    @classmethod
+    def check_fields(cls, c, n, where, handles, depth, nid) -> None:
+        es = n["element_size"]
+        if isinstance(es, bool) or not isinstance(es, int) or es not in (1, 2, 4):
+            c.fail((where, ".element_size"), f"{es!r} is not 1, 2 or 4")
+        c.int_(n["value"], (where, ".value"), 0, (1 << (8 * es)) - 1)
+        count = c.int_(n["count"], (where, ".count"), 1, _U48)
+        height = c.int_(n["height"], (where, ".height"), 1, _U48)
+        pitch = c.int_(n["pitch"], (where, ".pitch"), 0, _U48)
+        if height > 1 and pitch < count * es:
+            c.fail((where, ".pitch"), f"{pitch} is smaller than a row ({count * es} bytes)")
+        left = c.ref(n["dst"], (where, ".dst"))
+        need = count * es + (height - 1) * pitch
+        if need > left:
+            c.fail((where, ".dst"), f"{need} bytes do not fit the {left} bytes left")
+
+    @classmethod
+    def from_record(cls, graph, deps, n, into):
+        return graph.add_memset(into.memory(n["dst"]), n["value"], n["count"],
+                                n["element_size"], n["height"],
+                                n["pitch"] if n["height"] > 1 else None, deps)
+
+
+class MemAllocFile(FileRecord):
+    """A graph allocation: its size; the memory it hands out is what ``{"alloc": id}``
+    references point into."""
+
+    __slots__ = ()
+    file_types = ("mem_alloc",)
+    file_shape = {"mem_alloc": (("nbytes",), ())}
+
+    def file_declare(self, out) -> None:
+        p = self.params
+        out.declare_allocation(self, p["ptr"], p["nbytes"])
+
+    def to_record(self, out, where, nid: int) -> dict:
+        out.allocated(self, nid)
+        return {"nbytes": self.params["nbytes"]}
+
+    @classmethod
+    def check_fields(cls, c, n, where, handles, depth, nid) -> None:
+        c.allocs[nid] = c.int_(n["nbytes"], (where, ".nbytes"), 1, _U48)
+
+    @classmethod
+    def from_record(cls, graph, deps, n, into):
+        node = graph.add_mem_alloc(n["nbytes"], deps)
+        into.allocated(n["id"], node.ptr, n["nbytes"])
+        return node
+
+
+class MemFreeFile(FileRecord):
+    """A graph free: the allocation node whose memory it frees."""
+
+    __slots__ = ()
+    file_types = ("mem_free",)
+    file_shape = {"mem_free": (("alloc",), ())}
+
+    def to_record(self, out, where, nid: int) -> dict:
+        ptr = self.params["ptr"]
+        alloc = out.freed(ptr)
+        if alloc is None:
+            out.refuse(where, f"frees 0x{ptr:x}, which no mem_alloc node before it allocated")
+        return {"alloc": alloc}
+
+    @classmethod
+    def check_fields(cls, c, n, where, handles, depth, nid) -> None:
+        a = c.int_(n["alloc"], (where, ".alloc"), 0, c.MAX_NODES)
+        if a not in c.allocs:
+            c.fail((where, ".alloc"), f"node {a} is not a mem_alloc node made before this one")
+
+    @classmethod
+    def from_record(cls, graph, deps, n, into):
+        return graph.add_mem_free(into.allocation(n["alloc"])[0], deps)
+
+
+class HostFile(FileRecord):
+    """A host node: the name its callable was registered under, never code, and its
+    arguments as JSON values."""
+
+    __slots__ = ()
+    file_types = ("host",)
+    file_shape = {"host": (("fn", "args"), ())}
+
+    def to_record(self, out, where, nid: int) -> dict:
+        p = self.params
+        fn = p["fn"]
+        if not callable(fn):
+            out.refuse(where, "runs a C function (a host node not built with add_host), which "
+                              "a graph file cannot hold")
+        name = out.host_fn_name(fn)
+        if name is None:
+            out.refuse(where, f"runs {getattr(fn, '__qualname__', fn)!r}, which is not "
+                              "registered: call pcg.register_host_fn(name, fn) before saving")
+        args = []
+        for i, a in enumerate(p["args"]):
+            value, ok = out.json(a)
+            if not ok:
+                out.refuse(where, f"host argument {i} ({type(a).__name__}) is not a JSON value "
+                                  "(None, bool, int, float, str or lists of them)")
+            args.append(value)
+        return {"fn": name, "args": args}
+
+    @classmethod
+    def check_fields(cls, c, n, where, handles, depth, nid) -> None:
+        c.str_(n["fn"], (where, ".fn"), 256)
+        for i, a in enumerate(c.list_(n["args"], (where, ".args"), 256)):
+            c.value(a, (where, ".args[", i, "]"), 0)
+
+    @classmethod
+    def record_needs(cls, n, into) -> None:
+        if into.host_fn(n["fn"]) is None:
+            into.need("host", n["id"], n["fn"])
+
+    @classmethod
+    def from_record(cls, graph, deps, n, into):
+        return graph.add_host(into.host_fn(n["fn"]), tuple(n["args"]), deps)
+
+
+class EmptyFile(FileRecord):
+    """An empty node: nothing but its id and type."""
+
+    __slots__ = ()
+    file_types = ("empty",)
+    file_shape = {"empty": ((), ())}
+
+    def to_record(self, out, where, nid: int) -> dict:
+        return {}
+
+    @classmethod
+    def check_fields(cls, c, n, where, handles, depth, nid) -> None:
+        pass
+
+    @classmethod
+    def from_record(cls, graph, deps, n, into):
+        return graph.add_empty(deps)
+
+
+class EventFile(FileRecord):
+    """An event record or wait node: the slot of its event. Each subclass's file type is
+    its node type (``event_record``, ``event_wait``)."""
+
+    __slots__ = ()
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        if "type" in cls.__dict__:
+            cls.file_types = (str(cls.type),)
+            cls.file_shape = {str(cls.type): (("event",), ())}
+
+    def to_record(self, out, where, nid: int) -> dict:
+        return {"event": out.event(self.event, where)}
+
+    @classmethod
+    def check_fields(cls, c, n, where, handles, depth, nid) -> None:
+        name = n["event"]
+        slot = c.slots.get(name) if isinstance(name, str) else None
+        if slot is None or slot["kind"] != "event":
+            c.fail((where, ".event"), f"{name!r} is not an event slot")
+
+    @classmethod
+    def from_record(cls, graph, deps, n, into):
+        return getattr(graph, f"add_{cls.file_types[0]}")(into.event(n["event"]), deps)
+
+
+class ChildGraphFile(FileRecord):
+    """A child graph node: the child graph's record, recursively."""
+
+    __slots__ = ()
+    file_types = ("child_graph",)
+    file_shape = {"child_graph": (("graph",), ())}
+
+    def to_record(self, out, where, nid: int) -> dict:
+        return {"graph": out.graph(self.child, f"{where}, child graph")}
+
+    @classmethod
+    def check_fields(cls, c, n, where, handles, depth, nid) -> None:
+        c.graph(n["graph"], (where, ".graph"), frozenset(), depth + 1)
+
+    @classmethod
+    def record_graphs(cls, n) -> list:
+        return [n["graph"]]
+
+    @classmethod
+    def from_record(cls, graph, deps, n, into):
+        return graph.add_child_graph(into.graph(n["graph"]), deps)
+
+
+class ConditionalFile(FileRecord):
+    """An if, if-else, while or switch node: its kind, its handle (declared by the graph
+    that made it) and its bodies, recursively."""
+
+    __slots__ = ()
+    file_types = ("conditional",)
+    file_shape = {"conditional": (("kind", "handle", "bodies"), ())}
+
+    def file_declare(self, out) -> None:
+        if self.kind in COND_BODIES:
+            out.declare_handle(self.condition)
+
+    def to_record(self, out, where, nid: int) -> dict:
+        p = self.params
+        if p.kind not in COND_BODIES:
+            out.refuse(where, "a conditional node of unknown kind (reading it needs CUDA 13.2)")
+        return {"kind": p.kind, "handle": out.handle(p.handle.value, where)["handle"],
+                "bodies": [out.graph(b, f"{where}, body {i}") for i, b in enumerate(p.bodies)]}
+
+    @classmethod
+    def check_fields(cls, c, n, where, handles, depth, nid) -> None:
+        kind = c.choice(n["kind"], (where, ".kind"), tuple(COND_BODIES))
+        h = c.int_(n["handle"], (where, ".handle"), 0, c.U32)
+        if h not in handles:
+            c.fail((where, ".handle"), f"handle {h} is not declared by this graph or one "
+                   "around it")
+        lo, hi = COND_BODIES[kind]
+        bodies = c.list_(n["bodies"], (where, ".bodies"), hi)
+        if len(bodies) < lo:
+            c.fail((where, ".bodies"), f"a {kind} node has {lo} to {hi} bodies, not {len(bodies)}")
+        for i, b in enumerate(bodies):
+            c.graph(b, (where, ".bodies[", i, "]"), handles, depth + 1)
+
+    @classmethod
+    def record_graphs(cls, n) -> list:
+        return list(n["bodies"])
+
+    @classmethod
+    def from_record(cls, graph, deps, n, into):
+        h, kind, bodies = into.handle(n["handle"]), n["kind"], n["bodies"]
+        node = (graph.add_switch(h, len(bodies), deps) if kind == "switch"
+                else getattr(graph, f"add_{kind}")(h, deps))
+        for body, bd in zip(node.bodies, bodies):
+            into.fill(body, bd)
+        return node
