@@ -69,6 +69,49 @@ class NcclUnavailable(RuntimeError):
     """Neither nccl4py nor CuPy's NCCL module can be used here."""
 
 
+#: NCCL_UNIQUE_ID_BYTES: the size of an ncclUniqueId.
+ID_BYTES = 128
+
+
+def id_bytes(uid) -> bytes:
+    """The 128 bytes of an ``ncclUniqueId`` as a binding's ``get_unique_id`` gives it: bytes
+    (CuPy 14), a tuple of char values, signed or not (CuPy 13 and older), an object with
+    the buffer protocol or ``__bytes__`` (nccl4py's ``UniqueId``). What travels between
+    the ranks (a queue, a TCP store, MPI) is always these bytes."""
+    if isinstance(uid, (tuple, list)):
+        data = bytes(int(x) & 0xFF for x in uid)
+    else:
+        data = bytes(uid)
+    if len(data) != ID_BYTES:
+        raise ValueError(f"an NCCL unique id has {ID_BYTES} bytes, got {len(data)}")
+    return data
+
+
+def cupy_id_forms(uid: bytes):
+    """The forms CuPy's ``NcclCommunicator(ndev, commId, rank)`` may take the id in, in
+    the order tried: bytes (CuPy 14 and later), a tuple of signed char values (older CuPy
+    where char is signed: x86-64), a tuple of unsigned ones (older CuPy on aarch64)."""
+    uid = id_bytes(uid)
+    yield uid
+    yield tuple(b - 256 if b > 127 else b for b in uid)
+    yield tuple(uid)
+
+
+def cupy_communicator(make, nranks: int, uid: bytes, rank: int):
+    """``make(nranks, commId, rank)`` (CuPy's ``NcclCommunicator``: ``ncclCommInitRank``)
+    with the id in the first form it takes (:func:`cupy_id_forms`). A form of the wrong
+    type (TypeError) or out of char's range (OverflowError) is refused by the binding
+    before NCCL is called, so the next form is tried; any other error is NCCL's."""
+    refused = []
+    for form in cupy_id_forms(uid):
+        try:
+            return make(nranks, form, rank)
+        except (TypeError, OverflowError) as exc:
+            refused.append(f"{type(form).__name__}: {type(exc).__name__}: {exc}")
+    raise TypeError("CuPy's NcclCommunicator took the unique id in none of its forms ("
+                    + "; ".join(refused) + ")")
+
+
 class Nccl:
     """The few NCCL calls these examples make (float32, sum), through nccl4py (preferred)
     or CuPy. Communicators are opaque values of the chosen binding; pointers and stream
@@ -104,18 +147,18 @@ class Nccl:
         return f"{major}.{rest // 100}.{rest % 100}"
 
     def unique_id(self) -> bytes:
-        """``ncclGetUniqueId``, as the 128 bytes the other ranks need."""
-        uid = self._b.get_unique_id()
-        if self.kind == "cupy":
-            return bytes(x & 0xFF for x in uid)
-        return bytes(uid)
+        """``ncclGetUniqueId``, as the 128 bytes the other ranks need (:func:`id_bytes`)."""
+        return id_bytes(self._b.get_unique_id())
 
     def comm_init_rank(self, nranks: int, uid: bytes, rank: int):
-        """``ncclCommInitRank`` on the current device."""
+        """``ncclCommInitRank`` on the current device, the id (:meth:`unique_id`'s bytes)
+        handed over in the type the binding takes: CuPy's ``NcclCommunicator`` bytes
+        (CuPy 14) or a tuple of char values (older CuPy; :func:`cupy_communicator`);
+        nccl4py's ``comm_init_rank_scalable`` (``ncclCommInitRankScalable`` with one id)
+        a bytearray of the ids, as ``nccl.core.Communicator.init`` passes them."""
         if self.kind == "cupy":
-            signed = tuple(b - 256 if b > 127 else b for b in uid)
-            return self._b.NcclCommunicator(nranks, signed, rank)
-        return self._b.comm_init_rank_scalable(nranks, rank, 1, bytearray(uid), 0)
+            return cupy_communicator(self._b.NcclCommunicator, nranks, uid, rank)
+        return self._b.comm_init_rank_scalable(nranks, rank, 1, bytearray(id_bytes(uid)), 0)
 
     def comm_init_all(self, ordinals) -> list:
         """``ncclCommInitAll``: one communicator per device, rank i on ``ordinals[i]``."""
