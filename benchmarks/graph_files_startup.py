@@ -205,7 +205,7 @@ def cpu_main(repeat: int) -> int:
         def rebuild():
             loader = file_load._Loader(gf, bufs, None, "benchmark")
             loader.use(kernels)
-            loader.graph(StubGraph(), gf.manifest["root"])
+            loader.fill(StubGraph(), gf.manifest["root"])
         t_build = best(rebuild)
         cells = (len(data) / 1024, t_all - t_json - t_check, t_json, t_check,
                  t_check / nodes * 1e3, t_all, t_all / nodes * 1e3, t_build, t_build / nodes * 1e3)

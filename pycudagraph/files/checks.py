@@ -29,7 +29,10 @@ def place(where) -> str:
 
 class FieldChecks:
     """Checks of one field each, against the manifest's slots, sections and allocations
-    seen so far; each returns the value it accepted."""
+    seen so far; each returns the value it accepted. The node classes' record checks
+    (:mod:`pycudagraph.nodes.file_records`) are made of these."""
+
+    U32, U48, I63, MAX_NODES = U32, U48, I63, MAX_NODES
 
     def __init__(self, tags: list, lenient: bool):
         self.tags = tags
@@ -85,6 +88,23 @@ class FieldChecks:
         if v not in options or not isinstance(v, str):
             self.fail(where, f"{v!r} is not one of {', '.join(options)}")
         return v
+
+    def value(self, v, where, depth: int) -> None:
+        """A JSON value a record may hold (a host argument, a field): None, bool, float,
+        int, str and lists of them, nested at most 8 deep."""
+        if depth > 8:
+            self.fail(where, "host arguments nest more than 8 deep")
+        if v is None or isinstance(v, (bool, float)):
+            return
+        if isinstance(v, int):
+            self.int_(v, where, -I63, I63 - 1)
+        elif isinstance(v, str):
+            self.str_(v, where, 1 << 16, empty=True)
+        elif isinstance(v, list):
+            for i, x in enumerate(self.list_(v, where, 4096)):
+                self.value(x, (where, "[", i, "]"), depth + 1)
+        else:
+            self.fail(where, f"a host argument cannot be a {type(v).__name__}")
 
     def section(self, v, where, tag: str):
         if v is None:

@@ -1,64 +1,42 @@
 """``pcg.load``: rebuild a saved graph in the current context, with no compile and no capture.
 
-The file is read and checked first (:mod:`.files`, :mod:`.file_schema`); then, before any
-node is made: the slots are bound (:mod:`.file_slots`), every host function name and
-(with ``resolve``) every kernel pycudagraph did not compile is looked up, and the modules
-are loaded from the stored images (``cudaLibraryLoadData``): the CUBIN when it fits this
-GPU, else the PTX (compiled by the driver), else a :class:`GraphFileError` naming both
-architectures. The graph is then built with the ordinary builders, so it is an ordinary
-:class:`~pycudagraph.Graph`: instantiate it, update it, ``set_arg`` its nodes, save it again.
+The file is read and checked first (:mod:`.archive`, :mod:`.schema`); then, before any
+node is made: the slots are bound (:mod:`.slots`), every host function name and (with
+``resolve``) every kernel pycudagraph did not compile is looked up, and the modules are
+loaded from the stored images (``cudaLibraryLoadData``): the CUBIN when it fits this GPU,
+else the PTX (compiled by the driver), else a :class:`GraphFileError` naming both
+architectures. The loader knows no node type: each record is rebuilt by the class that
+owns its type (:func:`.schema.record_classes`, its ``from_record``), with the ordinary
+builders, so the graph is an ordinary :class:`~pycudagraph.Graph`: instantiate it, update
+it, ``set_arg`` its nodes, save it again.
 """
 
 from __future__ import annotations
 
 import struct
 
-import numpy as np
-
 from .._cuda import call, check, context, dr
 from ..compile.kernel import Kernel
 from ..compile.program import Module, device_arch
 from ..errors import GraphFileError, PyCudaGraphError
-from ..nodes.attributes import AccessPolicyWindow
-from ..nodes.captured_kernel import CapturedKernelNode
+from ..nodes.kernel_file import reader
 from .modules import image_plan, load_module, parse_arch
-from .schema import NODE_TYPES
+from .schema import record_classes
 from .slots import Address, DeviceView, HeldBytes, bind_slots
 from .archive import gc_paused, read_file
 from ..graph.graph import Graph
 from .host_registry import host_fn
 from ..runtime.values import path_arg
 
-__all__ = ["load", "image_plan", "parse_arch"]  # (those two live in .file_modules)
+__all__ = ["load", "image_plan", "parse_arch"]  # (those two live in .modules)
 
 _U64 = struct.Struct("<Q")
 
 
-def _reader(p):
-    """``(unpack, kind)`` of a kernel parameter: ``unpack(data)[0]`` is the value of its
-    bytes when no relocation applies (None for bytes values: structs, vectors, bfloat16)."""
-    if p.kind in ("struct", "vector", "bfloat16"):
-        return None, p.kind
-    return struct.Struct("<" + ("Q" if p.kind in ("pointer", "handle") else p.fmt)).unpack, p.kind
-
-
-def _value(kind: str, data: bytes, keep: list, unpack=None):
-    """A kernel argument's bytes as the value its parameter (of ``kind``, ``unpack`` from
-    :func:`_reader`) packs to the same bytes, keeping ``keep`` alive."""
-    if kind == "pointer":
-        v = _U64.unpack(data)[0]
-        return Address(v, keep) if keep else v
-    if kind == "handle":
-        return keep[0] if keep else _U64.unpack(data)[0]
-    if kind in ("struct", "vector"):
-        return HeldBytes(data, keep)
-    if kind == "bfloat16":
-        bits = struct.unpack("<H", data)[0]
-        return float(np.array([bits << 16], np.uint32).view(np.float32)[0])
-    return unpack(data)[0]
-
-
 class _Loader:
+    """The loader the node classes rebuild their records with (the helpers named in
+    :mod:`pycudagraph.nodes.file_records`)."""
+
     def __init__(self, gf, bind, resolve, source: str):
         self.gf, self.m, self.source = gf, gf.manifest, source
         self.resolve = resolve
@@ -70,31 +48,40 @@ class _Loader:
         self.pointers: dict = {}  # (slot, offset) -> the Address a pointer argument takes
         self.handles: dict = {}
         self.allocs: dict = {}
+        self.needs: dict = {}  # "host" / "kernel" -> [(node id, name)]
         self.device = ""
-        self.adders = {t: getattr(self, f"add_{t}") for t in NODE_TYPES}
+        self.classes = record_classes()
+        self.host_fn = host_fn
+        self.address_value = Address
+        self.held_bytes = HeldBytes
 
     def fail(self, what: str):
         raise GraphFileError(f"{self.source}: {what}")
 
     # before any node ------------------------------------------------------------------
 
-    def needs(self, gd, foreign: list, hosts: list) -> None:
+    def need(self, kind: str, nid: int, name: str) -> None:
+        """Node ``nid`` needs ``name`` from this process: a host function, a kernel."""
+        self.needs.setdefault(kind, []).append((nid, name))
+
+    def foreign_kernel(self, index: int):
+        """The name of kernel ``index`` of the file when pycudagraph did not compile it
+        (a resolver finds it), else None."""
+        e = self.m["kernels"][index]
+        return e["name"] if e["module"] is None else None
+
+    def find_needs(self, gd) -> None:
         for n in gd["nodes"]:
-            t = n["type"]
-            if t == "kernel" and self.m["kernels"][n["kernel"]]["module"] is None:
-                foreign.append((n["id"], self.m["kernels"][n["kernel"]]["name"]))
-            elif t == "host" and host_fn(n["fn"]) is None:
-                hosts.append((n["id"], n["fn"]))
-            elif t == "child_graph":
-                self.needs(n["graph"], foreign, hosts)
-            elif t == "conditional":
-                for b in n["bodies"]:
-                    self.needs(b, foreign, hosts)
+            cls = self.classes[n["type"]]
+            cls.record_needs(n, self)
+            for inner in cls.record_graphs(n):
+                self.find_needs(inner)
 
     def check_needs(self) -> None:
         """Every host function registered, a resolver if needed. No CUDA call."""
-        foreign, hosts = [], []
-        self.needs(self.m["root"], foreign, hosts)
+        self.needs = {}
+        self.find_needs(self.m["root"])
+        hosts, foreign = self.needs.get("host", []), self.needs.get("kernel", [])
         if hosts:
             names = sorted({name for _, name in hosts})
             self.fail(f"host node(s) {', '.join(str(i) for i, _ in hosts)} run "
@@ -119,14 +106,12 @@ class _Loader:
         """Build with ``kernels``: per kernel of the manifest, a :class:`Kernel` or the
         ``CUfunction`` of one pycudagraph did not compile (an int). No CUDA call."""
         self.kernels = kernels
-        self.readers = [[_reader(p) for p in k.layout.params] if isinstance(k, Kernel) else None
+        self.readers = [[reader(p) for p in k.layout.params] if isinstance(k, Kernel) else None
                         for k in kernels]
 
     def build(self) -> Graph:
         """The graph, node by node with the ordinary builders."""
-        g = Graph()
-        self.graph(g, self.m["root"])
-        return g
+        return self.graph(self.m["root"])
 
     def module(self, i: int) -> Module:
         mod = self.modules.get(i)
@@ -178,7 +163,14 @@ class _Loader:
 
     # the graph ---------------------------------------------------------------------
 
-    def graph(self, g, gd: dict) -> None:
+    def graph(self, gd: dict):
+        """A new graph built from a graph record (a child graph's, the root)."""
+        g = Graph()
+        self.fill(g, gd)
+        return g
+
+    def fill(self, g, gd: dict) -> None:
+        """Build a graph record's handles, nodes and edges into ``g`` (a new graph, a body)."""
         for h in gd["handles"]:
             self.handles[h["id"]] = g.conditional_handle(h["default"])
         deps_of, ported, nodes = {}, [], []
@@ -187,11 +179,11 @@ class _Loader:
                 deps_of.setdefault(b, []).append(a)
             else:
                 ported.append((a, b, port))
-        adders = self.adders
+        classes = self.classes
         for j, nd in enumerate(gd["nodes"]):
             deps = [nodes[i] for i in deps_of.get(j, ())]
             try:
-                nodes.append(adders[nd["type"]](g, nd, deps))
+                nodes.append(classes[nd["type"]].from_record(g, deps, nd, self))
             except GraphFileError:
                 raise
             except (PyCudaGraphError, ValueError, TypeError) as exc:
@@ -201,6 +193,24 @@ class _Loader:
                 g.add_dependency(nodes[a], nodes[b], port)
             except PyCudaGraphError as exc:
                 self.fail(f"the {port} edge {gd['nodes'][a]['id']} -> {gd['nodes'][b]['id']}: {exc}")
+
+    # what records refer to -----------------------------------------------------------
+
+    def handle(self, hid: int):
+        """The conditional handle made for the file's handle ``hid``."""
+        return self.handles[hid]
+
+    def event(self, name: str):
+        """The event bound to an event slot."""
+        return self.bound[name].obj
+
+    def allocated(self, nid: int, ptr: int, nbytes: int) -> None:
+        """The allocation record ``nid`` was rebuilt at ``ptr``."""
+        self.allocs[nid] = (ptr, nbytes)
+
+    def allocation(self, nid: int) -> tuple:
+        """``(ptr, nbytes)`` of the rebuilt allocation record ``nid``."""
+        return self.allocs[nid]
 
     def target(self, ref: dict):
         """(value, object to keep alive or None) of a reference."""
@@ -218,6 +228,10 @@ class _Loader:
             return self.bound[ref["slot"]].view(ref["offset"])
         ptr, nbytes = self.allocs[ref["alloc"]]
         return DeviceView(None, ptr + ref["offset"], nbytes - ref["offset"])
+
+    def sites(self, nd: dict) -> dict:
+        """``{place: memory}`` of a generic record's sites (:meth:`memory` of each)."""
+        return {place: self.memory(ref) for place, ref in nd["sites"]}
 
     def relocated(self, data: bytes, relocs: list):
         """(argument bytes with every relocation written in, the objects they keep alive)."""
@@ -242,89 +256,6 @@ class _Loader:
             b = self.bound[key[0]]
             addr = self.pointers[key] = Address(b.addr + key[1], [b.obj])
         return addr
-
-    def attributes(self, nd: dict) -> dict:
-        out = dict(nd.get("attributes", {}))
-        if "cluster" in out:
-            out["cluster"] = tuple(out["cluster"])
-        if "access_policy" in out:
-            ap = out["access_policy"]
-            out["access_policy"] = AccessPolicyWindow(self.target(ap["base"])[0], ap["nbytes"],
-                                                      float(ap["hit_ratio"]), ap["hit"], ap["miss"])
-        return out
-
-    def add_kernel(self, g, nd, deps):
-        k, readers = self.kernels[nd["kernel"]], self.readers[nd["kernel"]]
-        grid, block = nd["grid"], nd["block"]
-        if readers is None:  # a function pycudagraph did not compile: bytes by index
-            raw = [self.relocated(d, a["relocs"]) if a["relocs"] else (d, ())
-                   for d, a in zip(self.args[nd["id"]], nd["args"])]
-            node = CapturedKernelNode.build_function(g.table, deps, k, tuple(grid), tuple(block),
-                                                     nd["shared_mem"], [d for d, _ in raw],
-                                                     [o for _, keep in raw for o in keep])
-            for name, value in self.attributes(nd).items():
-                node.set_attribute(name, value)
-            return node
-        grid, block = tuple(grid), tuple(block)  # (n, 1, 1) takes add_kernel's compiled path
-        args = []
-        for (unpack, kind), data, a in zip(readers, self.args[nd["id"]], nd["args"]):
-            relocs = a["relocs"]
-            if not relocs:
-                args.append(unpack(data)[0] if unpack is not None else _value(kind, data, []))
-            elif kind == "pointer" and len(relocs) == 1 and relocs[0][0] == 0 and len(data) == 8:
-                args.append(self.pointer(relocs))
-            else:
-                args.append(_value(kind, *self.relocated(data, relocs), unpack))
-        if "attributes" in nd:
-            return g.add_kernel(k, grid, block, args, nd["shared_mem"], deps,
-                                **self.attributes(nd))
-        return g.add_kernel(k, grid, block, args, nd["shared_mem"], deps)
-
-    def add_memcpy(self, g, nd, deps):
-        return g.add_memcpy(self.memory(nd["dst"]), self.memory(nd["src"]), nd["nbytes"], deps)
-
-    def add_memcpy_3d(self, g, nd, deps):
-        layout = {k: nd[k] for k in ("dst_pitch", "src_pitch", "dst_rows", "src_rows")}
-        return g.add_memcpy_3d(self.memory(nd["dst"]), self.memory(nd["src"]), nd["width"],
-                               nd["height"], nd["depth"], deps, dst_pos=tuple(nd["dst_pos"]),
-                               src_pos=tuple(nd["src_pos"]), **layout)
-
-    def add_memset(self, g, nd, deps):
-        return g.add_memset(self.memory(nd["dst"]), nd["value"], nd["count"], nd["element_size"],
-                            nd["height"], nd["pitch"] if nd["height"] > 1 else None, deps)
-
-    def add_host(self, g, nd, deps):
-        return g.add_host(host_fn(nd["fn"]), tuple(nd["args"]), deps)
-
-    def add_empty(self, g, nd, deps):
-        return g.add_empty(deps)
-
-    def add_event_record(self, g, nd, deps):
-        return g.add_event_record(self.bound[nd["event"]].obj, deps)
-
-    def add_event_wait(self, g, nd, deps):
-        return g.add_event_wait(self.bound[nd["event"]].obj, deps)
-
-    def add_mem_alloc(self, g, nd, deps):
-        node = g.add_mem_alloc(nd["nbytes"], deps)
-        self.allocs[nd["id"]] = (node.ptr, nd["nbytes"])
-        return node
-
-    def add_mem_free(self, g, nd, deps):
-        return g.add_mem_free(self.allocs[nd["alloc"]][0], deps)
-
-    def add_child_graph(self, g, nd, deps):
-        child = Graph()
-        self.graph(child, nd["graph"])
-        return g.add_child_graph(child, deps)
-
-    def add_conditional(self, g, nd, deps):
-        h, kind, bodies = self.handles[nd["handle"]], nd["kind"], nd["bodies"]
-        node = (g.add_switch(h, len(bodies), deps) if kind == "switch"
-                else getattr(g, f"add_{kind}")(h, deps))
-        for body, bd in zip(node.bodies, bodies):
-            self.graph(body, bd)
-        return node
 
 
 def load(path, bind: dict | None = None, resolve=None) -> Graph:

@@ -13,7 +13,9 @@ The manifest (format 1.0; docs/graph_files.md shows an example)::
 
 Nodes are in topological order (an edge goes from an earlier to a later node: no cycle
 can be written), with ``"id"`` 0, 1, 2 ... in creation order (a node's bodies right after
-it) and ``"type"``; :data:`NODE_TYPES` lists each type's fields. An address is
+it) and ``"type"``. The rest of a node's record is its class's to say: the class that
+owns the type (:func:`record_classes`) checks it (its ``check_record``,
+:mod:`pycudagraph.nodes.file_records`). An address is
 ``{"slot": name, "offset": n}`` or ``{"alloc": id, "offset": n}``; a kernel argument is
 ``{"hex": its bytes, "relocs": [[byte, reference], ...]}``, where a reference may also be
 ``{"handle": id}``.
@@ -23,16 +25,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .checks import MAX_NODES, U32, U48
-from .node_checks import COND_BODIES, NODE_TYPES, NodeChecks
+from ..nodes.registry import REGISTRY
+from .checks import MAX_NODES, U32, U48, FieldChecks
 
-__all__ = ["FORMAT", "PORTS", "COND_BODIES", "SLOT_KINDS", "NODE_TYPES", "Checked",
-           "check_manifest"]
+__all__ = ["FORMAT", "PORTS", "SLOT_KINDS", "Checked", "check_manifest", "record_classes"]
 
 FORMAT = "pycudagraph.graph"
 PORTS = ("default", "programmatic", "launch_completion")
 SLOT_KINDS = ("device", "host", "event")
 _MAX_DEPTH, _PARAM_SPACE = 32, 32764
+
+
+def record_classes() -> dict:
+    """``{file type: node class}``: every type a graph file may hold, each owned by the
+    class of the registry (:data:`~pycudagraph.nodes.registry.REGISTRY`) that names it in
+    its ``file_types``. No CUDA call."""
+    return {t: cls for cls in REGISTRY.values() for t in getattr(cls, "file_types", ())}
 
 
 @dataclass(frozen=True)
@@ -46,13 +54,14 @@ class Checked:
     kernel_args: dict = field(repr=False)
 
 
-class _Checker(NodeChecks):
+class _Checker(FieldChecks):
     """The walk over a manifest: its top level, then each graph's handles, nodes (in
     order, ids counted) and edges. A node or edge list of the usual shape is taken with a
     few tests in place; anything else goes through the checks that name what is wrong."""
 
     def __init__(self, tags: list, lenient: bool):
         super().__init__(tags, lenient)
+        self.classes = record_classes()
         self.next_id = 0
         self.handle_ids: set = set()
         self.kernel_sizes: list = []
@@ -124,17 +133,19 @@ class _Checker(NodeChecks):
             own.add(hid)
         visible = handles | own if own else handles
         nodes = self.list_(g["nodes"], (where, ".nodes"), MAX_NODES)
+        classes = self.classes
         for i, n in enumerate(nodes):
             nid = self.next_id
             try:  # a node of a known type with the next id: its fields are checked next
                 t = n["type"]
-                usual = t in NODE_TYPES and n["id"] == nid < MAX_NODES and type(n["id"]) is int
+                cls = classes.get(t) if type(t) is str else None
+                usual = cls is not None and n["id"] == nid < MAX_NODES and type(n["id"]) is int
             except (LookupError, TypeError):
                 usual = False
             if usual:
                 self.next_id = nid + 1
-                (self.kernel if t == "kernel" else self.typed)(
-                    n, (where, ".nodes[", i, "] (", t, ")"), visible, depth, nid)
+                cls.check_record(self, n, (where, ".nodes[", i, "] (", t, ")"), visible, depth,
+                                 nid)
             else:
                 self.node(n, (where, ".nodes[", i, "]"), visible, depth)
         self.edges(self.list_(g["edges"], (where, ".edges"), 1 << 24), where, len(nodes))
@@ -168,23 +179,14 @@ class _Checker(NodeChecks):
         if not isinstance(n, dict) or "type" not in n or "id" not in n:
             self.fail(where, "a node needs 'id' and 'type'")
         t = n["type"]
-        check = NODE_TYPES.get(t) if isinstance(t, str) else None
-        if check is None:
+        cls = self.classes.get(t) if isinstance(t, str) else None
+        if cls is None:
             self.fail(where, f"unknown node type {t!r}")
         nid = self.int_(n["id"], (where, ".id"), self.next_id, self.next_id)
         self.next_id += 1
         if self.next_id > MAX_NODES:
             self.fail(where, f"more than {MAX_NODES} nodes")
-        self.typed(n, (where, " (", t, ")"), handles, depth, nid)
-
-    def typed(self, n, where, handles, depth: int, nid: int) -> None:
-        """Check the fields of a node whose id and type hold."""
-        t = n["type"]
-        if t == "kernel":
-            return self.kernel(n, where, handles, depth, nid)
-        required, optional, method = NODE_TYPES[t]
-        self.obj(n, where, ("id", "type") + required, optional)
-        getattr(self, method)(n, where, handles, depth, nid)
+        cls.check_record(self, n, (where, " (", t, ")"), handles, depth, nid)
 
 
 def check_manifest(manifest, tags, lenient: bool = False) -> Checked:

@@ -67,7 +67,8 @@ class FileRecord:
 
     def to_record(self, out, where, nid: int) -> dict:
         """The node's record (without ``id``; with ``type`` only when not the first of
-        :attr:`file_types`): here its fields and its sites as references."""
+        :attr:`file_types`): here its fields and its sites as references, read with the
+        node's ``GetParams`` call (``cudaGraphMemsetNodeGetParams`` for a memset ...)."""
         sites = self.sites()
         places = {s.place for s in sites}
         fields = {}
@@ -92,7 +93,8 @@ class FileRecord:
 
     @classmethod
     def check_fields(cls, c, n, where, handles, depth: int, nid: int) -> None:
-        """The generic record's check: fields of JSON values, sites of known references."""
+        """The generic record's check: fields of JSON values, sites of known references.
+        No CUDA call."""
         fields = n["fields"]
         if not isinstance(fields, dict) or len(fields) > 256:
             c.fail((where, ".fields"), "expected an object of at most 256 fields")
@@ -124,7 +126,8 @@ class FileRecord:
     def from_record(cls, graph, deps, n, into):
         """The node rebuilt in ``graph`` after ``deps`` from its checked record ``n``;
         a type using the generic record overrides this (``into.sites(n)`` gives each
-        site's memory in the bound buffers). Here: refused."""
+        site's memory in the bound buffers) and makes its add call
+        (``cudaGraphAddEmptyNode`` ...). Here: refused, with no CUDA call."""
         raise TypeError(f"{cls.__name__} records cannot be loaded")
 
 
@@ -158,6 +161,7 @@ class MemcpyFile(FileRecord):
 
     @classmethod
     def check_fields(cls, c, n, where, handles, depth, nid) -> None:
+        """The copy's sizes and box against the memory its references leave. No CUDA call."""
         if n["type"] == "memcpy":
             nbytes = c.int_(n["nbytes"], (where, ".nbytes"), 1, _U48)
             for side in ("dst", "src"):
@@ -179,6 +183,7 @@ class MemcpyFile(FileRecord):
 
     @classmethod
     def from_record(cls, graph, deps, n, into):
+        """``cudaGraphAddMemcpyNode1D`` (``cudaGraphAddMemcpyNode`` for a box) on the bound memory."""
         if n["type"] == "memcpy":
             return graph.add_memcpy(into.memory(n["dst"]), into.memory(n["src"]), n["nbytes"],
                                     deps)
@@ -196,6 +201,7 @@ class MemsetFile(FileRecord):
     file_shape = {"memset": (("dst", "value", "element_size", "count", "height", "pitch"), ())}
 
     def to_record(self, out, where, nid: int) -> dict:
+        """Read with ``cudaGraphMemsetNodeGetParams``."""
         p = self.params
         return {"dst": out.address(p.dst, where, "dst"), "value": p.value,
                 "element_size": p.element_size, "count": p.count, "height": p.height,
@@ -203,6 +209,7 @@ class MemsetFile(FileRecord):
 
     @classmethod
     def check_fields(cls, c, n, where, handles, depth, nid) -> None:
+        """Element size, value, extent against the memory its reference leaves. No CUDA call."""
         es = n["element_size"]
         if isinstance(es, bool) or not isinstance(es, int) or es not in (1, 2, 4):
             c.fail((where, ".element_size"), f"{es!r} is not 1, 2 or 4")
@@ -219,6 +226,7 @@ class MemsetFile(FileRecord):
 
     @classmethod
     def from_record(cls, graph, deps, n, into):
+        """``cudaGraphAddMemsetNode`` on the bound memory."""
         return graph.add_memset(into.memory(n["dst"]), n["value"], n["count"],
                                 n["element_size"], n["height"],
                                 n["pitch"] if n["height"] > 1 else None, deps)
@@ -233,19 +241,23 @@ class MemAllocFile(FileRecord):
     file_shape = {"mem_alloc": (("nbytes",), ())}
 
     def file_declare(self, out) -> None:
+        """Its memory (``cudaGraphMemAllocNodeGetParams``)."""
         p = self.params
         out.declare_allocation(self, p["ptr"], p["nbytes"])
 
     def to_record(self, out, where, nid: int) -> dict:
+        """Its size (``cudaGraphMemAllocNodeGetParams``)."""
         out.allocated(self, nid)
         return {"nbytes": self.params["nbytes"]}
 
     @classmethod
     def check_fields(cls, c, n, where, handles, depth, nid) -> None:
+        """Its size; later records may point into it. No CUDA call."""
         c.allocs[nid] = c.int_(n["nbytes"], (where, ".nbytes"), 1, _U48)
 
     @classmethod
     def from_record(cls, graph, deps, n, into):
+        """``cudaGraphAddMemAllocNode``; later records point into the new memory."""
         node = graph.add_mem_alloc(n["nbytes"], deps)
         into.allocated(n["id"], node.ptr, n["nbytes"])
         return node
@@ -259,6 +271,7 @@ class MemFreeFile(FileRecord):
     file_shape = {"mem_free": (("alloc",), ())}
 
     def to_record(self, out, where, nid: int) -> dict:
+        """The saved allocation it frees (``cudaGraphMemFreeNodeGetParams``)."""
         ptr = self.params["ptr"]
         alloc = out.freed(ptr)
         if alloc is None:
@@ -267,12 +280,14 @@ class MemFreeFile(FileRecord):
 
     @classmethod
     def check_fields(cls, c, n, where, handles, depth, nid) -> None:
+        """An allocation record made before it. No CUDA call."""
         a = c.int_(n["alloc"], (where, ".alloc"), 0, c.MAX_NODES)
         if a not in c.allocs:
             c.fail((where, ".alloc"), f"node {a} is not a mem_alloc node made before this one")
 
     @classmethod
     def from_record(cls, graph, deps, n, into):
+        """``cudaGraphAddMemFreeNode`` of the rebuilt allocation."""
         return graph.add_mem_free(into.allocation(n["alloc"])[0], deps)
 
 
@@ -285,6 +300,8 @@ class HostFile(FileRecord):
     file_shape = {"host": (("fn", "args"), ())}
 
     def to_record(self, out, where, nid: int) -> dict:
+        """Its registered name and JSON arguments. No CUDA call for a node built here
+        (``cudaGraphHostNodeGetParams`` for one read back)."""
         p = self.params
         fn = p["fn"]
         if not callable(fn):
@@ -305,17 +322,20 @@ class HostFile(FileRecord):
 
     @classmethod
     def check_fields(cls, c, n, where, handles, depth, nid) -> None:
+        """A name and JSON arguments. No CUDA call."""
         c.str_(n["fn"], (where, ".fn"), 256)
         for i, a in enumerate(c.list_(n["args"], (where, ".args"), 256)):
             c.value(a, (where, ".args[", i, "]"), 0)
 
     @classmethod
     def record_needs(cls, n, into) -> None:
+        """The host function, registered in this process. No CUDA call."""
         if into.host_fn(n["fn"]) is None:
             into.need("host", n["id"], n["fn"])
 
     @classmethod
     def from_record(cls, graph, deps, n, into):
+        """``cudaGraphAddHostNode`` running the callable registered under the name."""
         return graph.add_host(into.host_fn(n["fn"]), tuple(n["args"]), deps)
 
 
@@ -327,14 +347,17 @@ class EmptyFile(FileRecord):
     file_shape = {"empty": ((), ())}
 
     def to_record(self, out, where, nid: int) -> dict:
+        """Nothing. No CUDA call."""
         return {}
 
     @classmethod
     def check_fields(cls, c, n, where, handles, depth, nid) -> None:
+        """Nothing. No CUDA call."""
         pass
 
     @classmethod
     def from_record(cls, graph, deps, n, into):
+        """``cudaGraphAddEmptyNode``."""
         return graph.add_empty(deps)
 
 
@@ -351,10 +374,13 @@ class EventFile(FileRecord):
             cls.file_shape = {str(cls.type): (("event",), ())}
 
     def to_record(self, out, where, nid: int) -> dict:
+        """Its event's slot. No CUDA call for a node built here
+        (``cudaGraphEventRecordNodeGetEvent`` / ``cudaGraphEventWaitNodeGetEvent`` otherwise)."""
         return {"event": out.event(self.event, where)}
 
     @classmethod
     def check_fields(cls, c, n, where, handles, depth, nid) -> None:
+        """An event slot of the file. No CUDA call."""
         name = n["event"]
         slot = c.slots.get(name) if isinstance(name, str) else None
         if slot is None or slot["kind"] != "event":
@@ -362,6 +388,7 @@ class EventFile(FileRecord):
 
     @classmethod
     def from_record(cls, graph, deps, n, into):
+        """``cudaGraphAddEventRecordNode`` / ``cudaGraphAddEventWaitNode`` with the bound event."""
         return getattr(graph, f"add_{cls.file_types[0]}")(into.event(n["event"]), deps)
 
 
@@ -373,18 +400,22 @@ class ChildGraphFile(FileRecord):
     file_shape = {"child_graph": (("graph",), ())}
 
     def to_record(self, out, where, nid: int) -> dict:
+        """The child graph's record (``cudaGraphChildGraphNodeGetGraph``, then its walk)."""
         return {"graph": out.graph(self.child, f"{where}, child graph")}
 
     @classmethod
     def check_fields(cls, c, n, where, handles, depth, nid) -> None:
+        """The child graph's record. No CUDA call."""
         c.graph(n["graph"], (where, ".graph"), frozenset(), depth + 1)
 
     @classmethod
     def record_graphs(cls, n) -> list:
+        """The child graph's record. No CUDA call."""
         return [n["graph"]]
 
     @classmethod
     def from_record(cls, graph, deps, n, into):
+        """The child graph built (``cudaGraphCreate``), then ``cudaGraphAddChildGraphNode``."""
         return graph.add_child_graph(into.graph(n["graph"]), deps)
 
 
@@ -397,10 +428,12 @@ class ConditionalFile(FileRecord):
     file_shape = {"conditional": (("kind", "handle", "bodies"), ())}
 
     def file_declare(self, out) -> None:
+        """Its handle. No CUDA call."""
         if self.kind in COND_BODIES:
             out.declare_handle(self.condition)
 
     def to_record(self, out, where, nid: int) -> dict:
+        """Kind, handle and bodies (``cudaGraphNodeGetParams`` for a node read back)."""
         p = self.params
         if p.kind not in COND_BODIES:
             out.refuse(where, "a conditional node of unknown kind (reading it needs CUDA 13.2)")
@@ -409,6 +442,7 @@ class ConditionalFile(FileRecord):
 
     @classmethod
     def check_fields(cls, c, n, where, handles, depth, nid) -> None:
+        """Kind, a handle in scope, the bodies' records. No CUDA call."""
         kind = c.choice(n["kind"], (where, ".kind"), tuple(COND_BODIES))
         h = c.int_(n["handle"], (where, ".handle"), 0, c.U32)
         if h not in handles:
@@ -423,10 +457,12 @@ class ConditionalFile(FileRecord):
 
     @classmethod
     def record_graphs(cls, n) -> list:
+        """The bodies' records. No CUDA call."""
         return list(n["bodies"])
 
     @classmethod
     def from_record(cls, graph, deps, n, into):
+        """``cudaGraphAddNode`` of the kind, then each body built into the bodies CUDA made."""
         h, kind, bodies = into.handle(n["handle"]), n["kind"], n["bodies"]
         node = (graph.add_switch(h, len(bodies), deps) if kind == "switch"
                 else getattr(graph, f"add_{kind}")(h, deps))

@@ -14,6 +14,7 @@ from . import attributes as _attrs
 from .base import REMOVED, Node, NodeType
 from .captured_args import CapturedArgs
 from .exec_node import ExecNode
+from .kernel_file import KernelFile
 
 __all__ = ["KernelNode", "KernelParams", "short_kernel_name", "exec_set_arg", "exec_set_args",
            "pack_arguments"]
@@ -90,7 +91,7 @@ def _dim(d) -> str:
     return "(" + ",".join(str(x) for x in d) + ")" if len(d) > 1 else str(d[0])
 
 
-class KernelNode(Node):
+class KernelNode(Node, KernelFile):
     """A kernel launch node (``cudaGraphAddKernelNode``).
 
     A node built here carries its packed launch (the kernel, the argument values by name);

@@ -1,5 +1,5 @@
 """The quick paths of reading a graph file accept exactly what the full checks accept, on
-the CPU: a kernel node taken in place (file_node_checks.usual_kernel) against the field-by-
+the CPU: a kernel node taken in place (KernelFile.usual_kernel) against the field-by-
 field check; the JSON parse with no Python call per object, whose repeated keys are found by
 counting members; the argument bytes handed to the loader; the two holes closed (white
 space in hex, a PTX section beside a CUBIN)."""
@@ -11,7 +11,7 @@ import struct
 import pytest
 
 import pycudagraph as pcg
-from pycudagraph.files import node_checks as file_node_checks
+from pycudagraph.nodes.kernel_file import KERNEL_FIELDS, KernelFile, Unusual
 from pycudagraph.files import schema as file_schema
 from pycudagraph.files import archive as files
 from tests.graph.test_graph_files_format import SECTIONS, WRONG, _paths, _replace, model
@@ -81,12 +81,12 @@ def test_a_kernel_node_taken_in_place_is_one_the_full_check_takes(node_at):
             n = _replace(node, path, new)
             quick, full = _checker(m), _checker(m)
             try:
-                got = quick.usual_kernel(n, handles)
-            except (file_node_checks._Unusual, LookupError, TypeError, ValueError, AttributeError):
+                got = KernelFile.usual_kernel(quick, n, handles)
+            except (Unusual, LookupError, TypeError, ValueError, AttributeError):
                 continue
             taken += 1
-            full.obj(n, "node", file_node_checks._KERNEL_FIELDS, ("attributes",))
-            assert full.checked_kernel(n, "node", handles) == got, (path, new)
+            full.obj(n, "node", KERNEL_FIELDS, ("attributes",))
+            assert KernelFile.checked_kernel(full, n, "node", handles) == got, (path, new)
             assert full.members == quick.members, (path, new)
     assert taken > 20
 
@@ -150,11 +150,10 @@ def test_a_large_chain_is_taken_in_place():
         n["args"][0]["relocs"] = [[0, {"slot": "y", "offset": 8}], [8, {"slot": "x", "offset": 4}]]
     m["root"] = {"handles": [], "nodes": nodes, "edges": [[i, i + 1, "default"] for i in range(199)]}
     calls = []
-    checker = file_schema._Checker
-    original = checker.checked_kernel
+    original = KernelFile.checked_kernel
     try:
-        checker.checked_kernel = lambda self, *a: calls.append(a) or original(self, *a)
+        KernelFile.checked_kernel = staticmethod(lambda *a: calls.append(a) or original(*a))
         gf = files.decode(files.encode(m, SECTIONS))
     finally:
-        checker.checked_kernel = original
+        KernelFile.checked_kernel = staticmethod(original)
     assert not calls and len(gf.kernel_args) == 200

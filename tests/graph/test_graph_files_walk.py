@@ -4,9 +4,10 @@ A stand-in graph (every node type, nested bodies, a child graph, edge ports, a k
 real NVRTC module and a "captured" one) is walked into a manifest by the code ``Graph.save``
 runs; the manifest must pass the format's own check; the loader then rebuilds it into a
 recording graph with other buffers bound, and every address must come back as the same
-offset in the new buffer, every handle as the new handle. The CUDA calls the walk makes
-(the device's architecture, a memcpy node's parameters, "is this device memory") are
-stood in for."""
+offset in the new buffer, every handle as the new handle. The stand-in nodes write their
+records with the code of the node class of their type (``to_record``); the CUDA calls
+the walk makes (the device's architecture, a memcpy node's parameters, "is this device
+memory") are stood in for."""
 
 import struct
 import types
@@ -24,6 +25,9 @@ from pycudagraph.files import load as file_load
 from pycudagraph.files import save as file_save
 from pycudagraph.files import archive as files
 from pycudagraph.files.slots import Address, DeviceView, HeldBytes
+from pycudagraph.nodes import file_records, kernel_file
+from pycudagraph.nodes.captured_kernel import CapturedKernelNode
+from pycudagraph.nodes.registry import REGISTRY
 from pycudagraph.nodes.conditional import ConditionalHandle, ConditionalParams
 from pycudagraph.nodes.memory_nodes import MemsetParams
 
@@ -61,12 +65,31 @@ class Ev:
         self.handle = rt.cudaEvent_t(h)
 
 
+def _real(t):
+    """The node class that writes records of type ``t``."""
+    return next(c for c in REGISTRY.values() if t in getattr(c, "file_types", ()))
+
+
 class N:
-    """A node stand-in: its type, what Graph.save reads, and describe()."""
+    """A node stand-in: its type, what Graph.save reads, and describe(); its record is
+    written by its type's node class."""
 
     def __init__(self, type, **kw):
         self.type = type
         self.__dict__.update(kw)
+
+    @property
+    def file_types(self):
+        return _real(self.type).file_types
+
+    def file_declare(self, out):
+        return _real(self.type).file_declare(self, out)
+
+    def to_record(self, out, where, nid):
+        return _real(self.type).to_record(self, out, where, nid)
+
+    def subgraphs(self):
+        return (self.child,) if self.type == "child_graph" else getattr(self, "bodies", ())
 
     def describe(self):
         return self.type
@@ -80,6 +103,13 @@ class N:
 class G:
     def __init__(self, h):
         self.handle, self.nodes, self.edge_data = h, [], {}
+        self.table = self
+
+    def walk(self, depth=0, owner=None):
+        for n in self.nodes:
+            yield n, depth, owner
+            for g in n.subgraphs():
+                yield from g.walk(depth + 1, n)
 
     def add(self, node, deps=(), port="default"):
         self.nodes.append(node)
@@ -140,7 +170,7 @@ def stand_ins(monkeypatch, kernel):
     root.edge_data[(k1, k2)] = "programmatic"
     copies = {"up": _memcpy_params(X, host.ctypes.data, 256),
               "box": _memcpy_params(W + 256, Y, 16, height=4, depth=2, pitch=64)}
-    monkeypatch.setattr(file_save, "call", lambda fn, node_handle: copies[node_handle])
+    monkeypatch.setattr(file_records, "call", lambda fn, node_handle: copies[node_handle])
     monkeypatch.setattr(file_save, "device_arch", lambda: "sm_90")
     monkeypatch.setattr(file_save, "is_device_address", lambda v: v == STRAY)
     return types.SimpleNamespace(root=root, slots=slots, kernel=kernel, handle=h, marks=marks,
@@ -266,14 +296,14 @@ def test_load_rebuilds_every_address_in_the_new_buffers(stand_ins, monkeypatch):
             raw_adds.append((func, grid, block, smem, args, keep))
             return types.SimpleNamespace(set_attribute=None)
 
-    monkeypatch.setattr(file_load, "CapturedKernelNode", FakeKernelNode)
+    monkeypatch.setattr(CapturedKernelNode, "build_function", FakeKernelNode.build_function)
     monkeypatch.setattr(file_load, "Graph", Rec)
     loader = file_load._Loader(gf, bind, lambda name: 0x6000, "walk.pcgraph")
     loader.check_needs()
     loader.use([stand_ins.kernel if e["module"] is not None else 0x6000
                 for e in gf.manifest["kernels"]])
     root = Rec()
-    loader.graph(root, gf.manifest["root"])
+    loader.fill(root, gf.manifest["root"])
     calls = {c.name: c for c in reversed(root.calls)}  # the first of each kind
     h2 = root.handles[0]
     assert h2.default == 1
@@ -317,15 +347,15 @@ def test_load_rebuilds_every_address_in_the_new_buffers(stand_ins, monkeypatch):
 def test_load_values_decode_to_the_same_bytes(kernel):
     for p, v in zip(kernel.layout.params, (0x1234, 0, -3.25, -7, 5, bytes(range(16)), True)):
         data = struct.pack("<" + p.fmt, v)
-        unpack, kind = file_load._reader(p)
-        got = file_load._value(kind, data, [], unpack)
+        unpack, kind = kernel_file.reader(p)
+        got = kernel_file.value(kind, data, [], unpack)
         assert struct.pack("<" + p.fmt, bytes(got) if isinstance(got, bytes) else got) == data
         if unpack is not None:  # what the loader takes when no relocation applies
             assert unpack(data)[0] == got
     bf = pcg.compile.signature.Param(0, "b", "__nv_bfloat16", "bfloat16", 2, 2, "H")
     from pycudagraph.compile.small_floats import bfloat16_bits as _bfloat16_bits
     for bits in (0x3F80, 0xC2F7, 0x0001, 0x7F80):
-        got = file_load._value("bfloat16", struct.pack("<H", bits), [])
+        got = kernel_file.value("bfloat16", struct.pack("<H", bits), [])
         assert _bfloat16_bits(got) == bits
 
 
