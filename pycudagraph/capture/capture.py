@@ -28,6 +28,7 @@ from ..graph.graph import Graph
 from ..runtime.stream import Stream
 from ..runtime.values import choice_arg, seq_arg
 from .hooks import open_pools
+from .collectives import COLLECTIVE_MODES, communicator_key, mark_collectives
 
 __all__ = ["capture", "capture_status", "CAPTURE_MODES", "recapture"]
 
@@ -71,6 +72,11 @@ class capture(CaptureFlow):
         a new one; ``cap.pool`` of another capture (or the graph it made) shares it, as
         ``torch.cuda.graph(pool=)`` does. A PyTorch pool id / ``MemPool`` or a
         ``cupy.cuda.MemoryPool`` is taken too. The graph keeps its pool (``cap.pool``).
+    collectives : {None, "serialize", "refuse"}
+        The graph runs NCCL collectives (name the communicators with
+        :meth:`collective`): its execs are ordered after, or refuse to run beside, other
+        such graphs sharing a communicator launched on another stream
+        (:mod:`pycudagraph.capture.collectives`). None: a graph like any other.
 
     Notes
     -----
@@ -79,8 +85,12 @@ class capture(CaptureFlow):
     """
 
     def __init__(self, stream, mode: str = "global", graph: Graph | None = None, deps=(),
-                 keep=(), pool=None):
+                 keep=(), pool=None, collectives: str | None = None):
         choice_arg(mode, CAPTURE_MODES, "capture mode")
+        if collectives is not None:
+            choice_arg(collectives, COLLECTIVE_MODES, "capture: collectives")
+        self.collectives = collectives
+        self._comms: list = []  # the communicators cap.collective named
         if graph is not None and not isinstance(graph, Graph):
             raise ArgumentError(f"capture: graph must be a pycudagraph.Graph, got "
                                 f"{type(graph).__name__}")
@@ -105,6 +115,17 @@ class capture(CaptureFlow):
     def keep(self, *objs) -> None:
         """Keep ``objs`` alive as long as the captured graph and its execs. No CUDA call."""
         self._keep += objs
+
+    def collective(self, *comms) -> None:
+        """Name the NCCL communicator(s) the captured collectives use (CuPy's
+        ``NcclCommunicator``, an nccl4py communicator, an ``ncclComm_t`` address, or any
+        object standing for one); needs ``collectives=``. No CUDA call."""
+        if self.collectives is None:
+            raise ArgumentError("cap.collective needs pcg.capture(..., collectives='serialize' "
+                                "or 'refuse')")
+        for comm in comms:
+            communicator_key(comm)  # refused now, not when the capture ends
+        self._comms.extend(comms)
 
     def __enter__(self) -> "capture":
         s = self.stream
@@ -194,6 +215,8 @@ class capture(CaptureFlow):
             if self._keep or self._launched or self.pool is not None:
                 pool = (self.pool,) if self.pool is not None else ()
                 self.graph.table.ledger.keep_also(*self._keep, *self._launched, *pool)
+            if self.collectives is not None:
+                mark_collectives(self.graph, self.collectives, self._comms)
             return False
         # Failure: end (done), destroy the partial graph, explain.
         if owned and raw is not None and int(raw):

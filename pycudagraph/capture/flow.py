@@ -42,6 +42,7 @@ from ..compile.program import Module
 from ..errors import ArgumentError, CaptureError
 from ..runtime.device_scalar import device_scalar
 from .control import CAPTURE_MODES, capture_info, capture_mode, update_capture_dependencies
+from .collectives import body_refusal, check_body
 from .fork import Fork, SideCalls, unjoined_text
 
 __all__ = ["CaptureFlow", "Branch", "Conditional"]
@@ -263,7 +264,12 @@ class CaptureFlow:
             except CaptureError as err:
                 if unjoined:
                     raise CaptureError(f"{err}; {unjoined}") from err.__cause__
+                if "nccl" in type(exc).__name__.lower():  # NCCL refused to capture into it
+                    raise CaptureError(f"{err}; {body_refusal(branch.node, 'NCCL failed')}",
+                                       err.failed_call) from err.__cause__
                 raise
+            if exc is None:
+                check_body(branch.graph, branch.node)  # what CUDA allows in a body
         finally:
             self._resume(scope.parent, scope.deps)
         return handled

@@ -61,6 +61,10 @@ class Graph(GraphTopology, GraphClone, GraphFeatures, GraphIntrospection, GraphU
     # ``table`` is a slot: the compiled ``add_kernel`` reads it there
     __slots__ = ("table", "__dict__", "__weakref__")
 
+    #: The exec class :meth:`instantiate` makes: a subclass of GraphExec on a graph that
+    #: needs one (a capture with ``collectives=`` sets it on its graph).
+    exec_type = GraphExec
+
     def __init__(self):
         context.ensure_device()
         raw = call(rt.cudaGraphCreate, 0)
@@ -350,8 +354,8 @@ class Graph(GraphTopology, GraphClone, GraphFeatures, GraphIntrospection, GraphU
         use_node_priority : bool
             ``cudaGraphInstantiateFlagUseNodePriority``: honour kernel node priorities.
         """
-        return GraphExec.instantiate(self, upload_stream, auto_free_on_launch, device_launch,
-                                     use_node_priority)
+        return self.exec_type.instantiate(self, upload_stream, auto_free_on_launch,
+                                          device_launch, use_node_priority)
 
     def close(self) -> None:
         """Destroy the graph (``cudaGraphDestroy``) once no exec needs its nodes; idempotent.
