@@ -31,10 +31,9 @@ from dataclasses import dataclass, field
 from .._cuda import call, rt
 from ..compile.args import ArgPack
 from ..errors import ArgumentError, CudaError, GraphExecUpdateError, PyCudaGraphError
-from ..nodes import HostNode, KernelNode, MemcpyNode
 from ..nodes.table import NodeTable
 from ..inspect.diff import GraphDiff, compare
-from ..inspect.node_views import KernelView
+from ..inspect.node_views import held_view
 
 __all__ = ["apply", "ApplyReport", "ApplyCosts", "COSTS", "FALLBACKS", "STRATEGIES"]
 
@@ -202,58 +201,32 @@ def _done(report: ApplyReport, start: float) -> ApplyReport:
 
 def _exec_view(exe):
     """The old side of the comparison: what the exec runs for each node, read from its
-    record (an exec's copy of a kernel's arguments; the update twin otherwise)."""
+    record (:func:`~pycudagraph.inspect.node_views.held_view`: an exec's copy of a kernel's
+    arguments; the update twin otherwise)."""
     def view(node):
-        rec = exe.exec_node(node)
-        if isinstance(node, KernelNode):
-            args = rec.args
-            return KernelView.of_pack(args) if type(args) is ArgPack else KernelView.of_captured(args)
-        twin = rec.twin() if rec.twin is not None else None
-        return twin if twin is not None else node
+        return held_view(exe.exec_node(node), node)
     return view
 
 
 def _plan(d: GraphDiff):
-    """[(node, new changes, old changes, where)], one entry per changed node, or None when
-    a change needs ``cuGraphExecUpdate``."""
+    """[(node, new changes, old changes, where)], one entry per changed node, each as the
+    node's exec call takes them (:meth:`Node.exec_operands`), or None when a change needs
+    ``cuGraphExecUpdate``."""
     entries: dict = {}
     for c in d.changes:
         if not c.settable:
             return None
         entry = entries.get(id(c.node))
         if entry is None:
-            entry = entries[id(c.node)] = (c.node, {}, {}, c.where)
-        node, new, old, _ = entry
-        if isinstance(c.key, tuple):  # ("args", name or index)
-            new.setdefault("args", {})[c.key[1]] = c.new
-            old.setdefault("args", {})[c.key[1]] = c.old
+            entry = entries[id(c.node)] = (c.node, c.new_node, {}, {}, c.where)
+        _, _, new, old, _ = entry
+        if isinstance(c.key, tuple):  # (dict field, entry): a kernel's ("args", name or index)
+            new.setdefault(c.key[0], {})[c.key[1]] = c.new
+            old.setdefault(c.key[0], {})[c.key[1]] = c.old
         else:
-            new[c.key], old[c.key] = _operand(c.new_node, c.key, c.new), c.old
-    return [_host_whole(e, d) for e in entries.values()]
-
-
-def _host_whole(entry, d: GraphDiff):
-    """A host node's call takes the callable and its arguments together."""
-    node, new, old, where = entry
-    if not isinstance(node, HostNode):
-        return entry
-    pair = next(c for c in d.changes if c.node is node)
-    new_p, old_p = pair.new_node.params, {}
-    for c in d.changes:
-        if c.node is node:
-            old_p[c.key] = c.old
-    return (node, {"fn": new_p["fn"], "args": new_p["args"]},
-            {"fn": old_p.get("fn", new_p["fn"]), "args": old_p.get("args", new_p["args"])}, where)
-
-
-def _operand(new_node, key, value):
-    """What an exec's call takes for ``key``: a copy node's objects where it kept them
-    (so the exec keeps them too), else the value read back."""
-    if isinstance(new_node, MemcpyNode) and key in ("dst", "src"):
-        kept = new_node.graph.table.kept(new_node)
-        if len(kept) >= 2:
-            return kept[0] if key == "dst" else kept[1]
-    return value
+            new[c.key], old[c.key] = c.new, c.old
+    return [(node, new_node.exec_operands(new), node.exec_operands(old), where)
+            for node, new_node, new, old, where in entries.values()]
 
 
 def _set_nodes(exe, plan: list, report: ApplyReport) -> None:
@@ -276,7 +249,7 @@ def _set_nodes(exe, plan: list, report: ApplyReport) -> None:
 
 def _set(exe, node, changes: dict) -> None:
     args = changes.get("args")
-    if args is not None and isinstance(node, KernelNode):
+    if args is not None:
         pack = exe.exec_node(node).args
         if type(pack) is ArgPack:  # the exec holds a packed launch: bytes by index become values
             changes = dict(changes, args={k: _slot_value(pack.layout, k, v)
@@ -296,17 +269,8 @@ def _slot_value(layout, k, value):
     return layout.slots[k].unpack(value)[0]
 
 
-_CALLS = {"kernel": "cuGraphExecKernelNodeSetParams",
-          "memcpy": "cudaGraphExecMemcpyNodeSetParams1D",
-          "memset": "cudaGraphExecMemsetNodeSetParams",
-          "host": "cudaGraphExecHostNodeSetParams",
-          "child_graph": "cudaGraphExecChildGraphNodeSetParams",
-          "event_record": "cudaGraphExecEventRecordNodeSetEvent",
-          "event_wait": "cudaGraphExecEventWaitNodeSetEvent"}
-
-
 def _call_name(node) -> str:
-    return _CALLS.get(str(node.type), "set_params")
+    return node.exec_call
 
 
 def _reinstantiate(exe, graph, adopt, report: ApplyReport) -> None:

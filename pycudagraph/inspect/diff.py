@@ -5,7 +5,8 @@ them: for a graph built with the ``add_*`` builders the order they were added in
 captured graph the order the work was issued (a topological order). Two graphs have the
 same topology when they have as many nodes, of the same types (conditional nodes of the same
 kind with as many bodies), joined by the same edges with the same ports, their bodies too.
-For each pair, what differs is one :class:`Change`:
+For each pair, what differs is one :class:`Change` per field of the nodes'
+:meth:`~pycudagraph.nodes.base.Node.fields` (no node type is asked):
 
 ============= ===================================================================
 node          compared
@@ -20,8 +21,11 @@ event         the event
 child graph   the child graph, compared the same way (its own :class:`GraphDiff`)
 conditional   its bodies, compared the same way, node by node (a kernel argument holding
               the conditional handle of a node matches its pair's handle in the other graph)
-others        their parameters as read back (allocations, semaphores, batch ops)
+others        their fields as read back (allocations, semaphores, batch ops)
 ============= ===================================================================
+
+A change is settable when both nodes'
+:attr:`~pycudagraph.nodes.base.Node.exec_fields` name its field.
 
 Nothing is changed. :meth:`GraphExec.apply <pycudagraph.GraphExec.apply>` uses the same
 comparison to update an exec with the fewest calls.
@@ -33,9 +37,9 @@ import struct
 from dataclasses import dataclass
 
 from ..errors import ArgumentError, NotSupportedError
-from ..nodes import ChildGraphNode, ConditionalNode, KernelNode, Node
+from ..nodes import ConditionalHandle, Node
 from ..nodes.table import NodeTable
-from .node_views import KernelView, kernel_view, node_fields, same, settable
+from .node_views import same
 
 __all__ = ["diff", "compare", "GraphDiff", "Change"]
 
@@ -176,10 +180,10 @@ def diff(old, new) -> GraphDiff:
 
 
 def compare(old, new, old_view=None) -> GraphDiff:
-    """:func:`diff` with the old side's values read by ``old_view(node)`` when given: a
-    :class:`KernelView` for a kernel node, or the node whose graph values stand for
-    ``node`` (:meth:`GraphExec.apply <pycudagraph.GraphExec.apply>` reads its exec's own
-    records this way). Calls as :func:`diff`."""
+    """:func:`diff` with the old side's fields read from ``old_view(node)`` when given: an
+    object with ``fields()`` and ``exec_fields`` standing for ``node``
+    (:meth:`GraphExec.apply <pycudagraph.GraphExec.apply>` reads its exec's own records this
+    way). Calls as :func:`diff`."""
     acc = _Found()
     _compare_graphs(old, new, old_view, "", acc)
     return GraphDiff(old, new, acc.topology, acc.changes, acc.count)
@@ -197,26 +201,28 @@ class _Found:
 
 def _compare_graphs(old, new, old_view, suffix: str, acc: _Found) -> None:
     a, b = old.nodes, new.nodes
-    for x, y in zip(a, b):  # each graph has its own handles: a paired node's are the same one
-        if isinstance(x, ConditionalNode) and isinstance(y, ConditionalNode):
-            hx, hy = x.condition, y.condition
-            if hx is not None and hy is not None:
-                acc.handles[hy.value] = hx.value
     if len(a) != len(b):
         acc.topology.append(f"{'graph' if not suffix else 'body' + suffix}: "
                             f"{len(a)} nodes -> {len(b)} nodes")
+    pairs = []
     for i, (x, y) in enumerate(zip(a, b)):
         where = f"node {i}{suffix}"
         acc.count += 1
-        kx, ky = _kind(x), _kind(y)
+        kx, ky = x.shape(), y.shape()
         if kx != ky:
             acc.topology.append(f"{where}: {kx} -> {ky}")
             continue
-        if isinstance(x, ConditionalNode):
-            for k, (bx, by) in enumerate(zip(x.bodies, y.bodies)):
-                _compare_graphs(bx, by, old_view, f" in body {k} of {where}", acc)
-        else:
-            _compare_pair(x, y, where, old_view, acc)
+        src = old_view(x) if old_view is not None else x
+        fx, fy = src.fields(), y.fields()
+        for k, v in fx.items():  # each graph has its own handles: a pair's are the same one
+            w = fy.get(k)
+            if isinstance(v, ConditionalHandle) and isinstance(w, ConditionalHandle):
+                acc.handles[w.value] = v.value
+        pairs.append((x, y, src, fx, fy, where))
+    for x, y, src, fx, fy, where in pairs:
+        _compare_pair(x, y, src, fx, fy, where, acc)
+        for k, (bx, by) in enumerate(zip(_inline(x, fx), _inline(y, fy))):
+            _compare_graphs(bx, by, old_view, f" in body {k} of {where}", acc)
     ia = {int(n): i for i, n in enumerate(a)}
     ib = {int(n): i for i, n in enumerate(b)}
     ea, eb = _edge_set(old, ia), _edge_set(new, ib)
@@ -226,13 +232,18 @@ def _compare_graphs(old, new, old_view, suffix: str, acc: _Found) -> None:
         acc.topology.append(f"edge node {i} -> node {j}{kind}{suffix} {what}")
 
 
-def _kind(node) -> str:
-    if isinstance(node, ConditionalNode):
-        try:
-            return f"{node.kind} ({len(node.bodies)} bodies)"
-        except NotSupportedError:
-            return "conditional (bodies unknown)"
-    return str(node.type)
+def _is_graph(value) -> bool:
+    return isinstance(getattr(value, "table", None), NodeTable)
+
+
+def _inline(node, fields: dict) -> tuple:
+    """The graphs ``node`` holds that are not one of its fields (a conditional node's
+    bodies): compared node by node, as parts of the graph holding them."""
+    inner = node.subgraphs()
+    if not inner:
+        return ()
+    named = {id(v) for v in fields.values() if _is_graph(v)}
+    return tuple(g for g in inner if id(g) not in named)
 
 
 def _edge_set(graph, index: dict) -> set:
@@ -245,50 +256,66 @@ def _edge_set(graph, index: dict) -> set:
             if int(a) in index and int(b) in index}
 
 
-def _compare_pair(x, y, where: str, old_view, acc: _Found) -> None:
-    src = old_view(x) if old_view is not None else x
+def _compare_pair(x, y, src, fx: dict, fy: dict, where: str, acc: _Found) -> None:
+    """The changes between the fields of a pair (:meth:`Node.fields`): a graph field as one
+    change with its own comparison, a dict field (a kernel's arguments) entry by entry, a
+    conditional handle not at all (each graph has its own); settable where both nodes'
+    :attr:`~pycudagraph.nodes.base.Node.exec_fields` name the field."""
+    settable_keys = src.exec_fields & y.exec_fields
 
-    def add(field, old, new, key=None, settable=True, detail=None):
-        acc.changes.append(Change(x, y, field, old, new, key if key is not None else field,
-                                  settable, where, detail))
+    def add(field, old, new, key, settable, detail=None):
+        acc.changes.append(Change(x, y, field, old, new, key, settable, where, detail))
 
-    if isinstance(x, KernelNode):
-        vx = src if isinstance(src, KernelView) else kernel_view(src)
-        _kernel_changes(vx, kernel_view(y), add, acc.handles)
-    elif isinstance(x, ChildGraphNode):
-        sub = compare(src.child, y.child)
-        if sub:
-            add("graph", src.child, y.child, settable=sub.same_topology, detail=sub)
-    else:
-        fx, fy = node_fields(src), node_fields(y)
-        for k in list(fx) + [k for k in fy if k not in fx]:
-            if not same(fx.get(k), fy.get(k)):
-                add(k, fx.get(k), fy.get(k), settable=settable(y, k, fx, fy))
+    for k in list(fx) + [k for k in fy if k not in fx]:
+        a, b = fx.get(k), fy.get(k)
+        if isinstance(a, ConditionalHandle) or isinstance(b, ConditionalHandle):
+            continue
+        if _is_graph(a) and _is_graph(b):
+            sub = compare(a, b)
+            if sub:
+                add(k, a, b, k, sub.same_topology and k in settable_keys, sub)
+        elif isinstance(a, dict) and isinstance(b, dict):
+            _entry_changes(k, a, b, src, y, add, k in settable_keys, acc.handles)
+        elif not same(a, b):
+            add(k, a, b, k, k in settable_keys)
 
 
-def _kernel_changes(vx: KernelView, vy: KernelView, add, handles: dict) -> None:
-    if vx.function != vy.function:
-        add("function", vx.function, vy.function, settable=False)
-    for name in ("grid", "block", "shared_mem"):
-        if getattr(vx, name) != getattr(vy, name):
-            add(name, getattr(vx, name), getattr(vy, name))
-    if vx.names is not None and vx.names == vy.names:
-        for name, a, b in zip(vx.names, vx.values, vy.values):
-            if not same(a, b) and not (type(b) is int and handles.get(b) == a):
-                add(f"arg {name!r}", a, b, key=("args", name))
-    elif len(vx.raw) != len(vy.raw):
-        add("arguments", len(vx.raw), len(vy.raw), settable=False)
-    else:
-        for i, (a, b) in enumerate(zip(vx.raw, vy.raw)):
-            if a != b and not (len(b) == 8 and handles.get(_U64.unpack(b)[0]) == _U64.unpack(a)[0]):
-                add(f"arg {i}", a, b, key=("args", i))
+def _entry_changes(name: str, a: dict, b: dict, src, y, add, settable: bool,
+                   handles: dict) -> None:
+    """A dict field (a kernel's ``args``) entry by entry: by name when both sides name the
+    same entries, else by index as the nodes' argument bytes (``arguments``)."""
+    one = name[:-1] if name.endswith("s") else name  # "args" -> "arg 'b'", "arg 2"
+    if list(a) == list(b):
+        for k in a:
+            u, v = a[k], b[k]
+            if not same(u, v) and not _handle_pair(u, v, handles):
+                add(f"{one} {k!r}" if isinstance(k, str) else f"{one} {k}", u, v, (name, k),
+                    settable)
+        return
+    ra, rb = tuple(src.arguments), tuple(y.arguments)
+    if len(ra) != len(rb):
+        add("arguments", len(ra), len(rb), "arguments", False)
+        return
+    for i, (u, v) in enumerate(zip(ra, rb)):
+        if u != v and not _handle_pair(u, v, handles):
+            add(f"{one} {i}", u, v, (name, i), settable)
+
+
+def _handle_pair(u, v, handles: dict) -> bool:
+    """Whether ``v`` is the conditional handle paired with ``u`` (as an int or 8 bytes)."""
+    if type(v) is int:
+        return handles.get(v) == u
+    if isinstance(v, (bytes, bytearray)) and len(v) == 8 and isinstance(u, (bytes, bytearray)):
+        return handles.get(_U64.unpack(v)[0]) == _U64.unpack(u)[0]
+    return False
 
 
 def _label(node) -> str:
+    """The node's type, and its name where its label is more than a description starting
+    with the type (``"kernel axpy"``, ``"memcpy"``)."""
     try:
-        if isinstance(node, KernelNode):
-            return f"kernel {node.kernel_name}"
-        return str(node.type)
+        t, name = str(node.type), node.label()
+        return t if name.startswith(t) else f"{t} {name}"
     except Exception:  # a node whose graph is gone: say what it was
         return type(node).__name__
 

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 from .._cuda import call, rt
-from ..errors import ArgumentError
+from ..errors import ArgumentError, PyCudaGraphError
 from ..runtime.values import bool_arg, path_arg, seq_arg, str_arg
 
 __all__ = ["write_debug_dot", "graph_to_dot", "render", "svg_or_none", "debug_dot_flags", "dot_flag_bits"]
@@ -29,19 +29,29 @@ def _quote(text: str) -> str:
 def graph_to_dot(graph, name: str = "pycudagraph") -> str:
     """DOT text: one box per node labelled with its type and what it does, then the edges.
 
-    The body graphs of conditional nodes are drawn as boxed clusters, joined to their
-    node by dashed edges; programmatic edges are drawn dashed and labelled with their port.
+    The graphs a node holds (a child graph, conditional bodies: :meth:`Node.subgraphs`) are
+    drawn as boxed clusters, joined to their node by dashed edges; programmatic edges are
+    drawn dashed and labelled with their port. The nodes come from the one walk
+    (:meth:`NodeTable.walk <pycudagraph.nodes.table.NodeTable.walk>`).
     """
     str_arg(name, "to_dot: name")
     lines = [f"digraph {_quote(name)} {{", "  rankdir=TB;", "  compound=true;",
              '  node [fontname="Helvetica", fontsize=10, style=filled, fillcolor=white];']
-    _emit(graph, "n", lines, "  ")
+    members: dict = {}  # graph table -> its nodes, in creation order
+    inner: dict = {}  # node -> the graphs it holds
+    for node, _, _ in graph.table.walk():
+        members.setdefault(id(node.graph.table), []).append(node)
+        try:
+            inner[node] = node.subgraphs()
+        except PyCudaGraphError:  # bodies the driver cannot read: drawn as one node
+            inner[node] = ()
+    _emit(graph, "n", lines, "  ", members, inner)
     lines.append("}")
     return "\n".join(lines) + "\n"
 
 
-def _emit(graph, prefix: str, lines: list, indent: str) -> dict:
-    nodes = graph.nodes
+def _emit(graph, prefix: str, lines: list, indent: str, members: dict, inner: dict) -> dict:
+    nodes = members.get(id(graph.table), [])
     ids = {n: f"{prefix}{i}" for i, n in enumerate(nodes)}
     for n in nodes:
         t = str(n.type)
@@ -51,11 +61,11 @@ def _emit(graph, prefix: str, lines: list, indent: str) -> dict:
             attrs.append(f'fillcolor="{_COLORS[t]}"')
         lines.append(f"{indent}{ids[n]} [{', '.join(attrs)}];")
     for n in nodes:
-        for j, body in enumerate(_bodies(n)):
+        for j, body in enumerate(inner.get(n, ())):
             sub = f"{ids[n]}b{j}_"
             lines.append(f"{indent}subgraph {_quote('cluster_' + sub)} {{")
             lines.append(f"{indent}  label={_quote(f'{ids[n]} body {j}')}; style=dashed;")
-            first = _emit(body, sub, lines, indent + "  ")
+            first = _emit(body, sub, lines, indent + "  ", members, inner)
             lines.append(f"{indent}}}")
             for root in body.root_nodes:
                 lines.append(f"{indent}{ids[n]} -> {first[root]} [style=dashed, arrowhead=odot];")
@@ -65,16 +75,6 @@ def _emit(graph, prefix: str, lines: list, indent: str) -> dict:
         style = "" if port == "default" else f" [style=dashed, label={_quote(port)}]"
         lines.append(f"{indent}{ids[a]} -> {ids[b]}{style};")
     return ids
-
-
-def _bodies(node) -> tuple:
-    """A conditional node's body graphs; none where the driver cannot tell (before 13.2)."""
-    if getattr(node, "_bodies", None) is None and str(node.type) != "conditional":
-        return ()
-    try:
-        return tuple(node.bodies)
-    except Exception:  # read back on an old driver: drawn as one node
-        return ()
 
 
 def _ports(graph) -> dict:

@@ -1,9 +1,10 @@
-"""What :func:`~pycudagraph.inspect.diff.diff` reads of a node, and how it compares values.
+"""What an exec holds of a kernel node, and how :func:`~pycudagraph.inspect.diff.diff`
+compares two values.
 
-A kernel node is read as a :class:`KernelView` (function, dimensions, each argument's bytes,
-and names and values when the kernel has a signature), the same way whether it was built
-here, captured, or is an exec's own copy of a node (:meth:`KernelView.of_pack`,
-:meth:`KernelView.of_captured`); other nodes as a dict of their fields (:func:`node_fields`).
+Every node says what it is through its facets (:meth:`Node.fields
+<pycudagraph.nodes.base.Node.fields>`); an exec's own copy of a kernel's arguments (what
+per-node updates made of it) is read as a :class:`KernelView`, whose :meth:`KernelView.fields`
+are a kernel node's fields as the exec holds them.
 """
 
 from __future__ import annotations
@@ -12,14 +13,13 @@ import struct
 from dataclasses import dataclass
 
 from ..compile.args import ArgPack
-from ..nodes import (CapturedKernelNode, EventRecordNode, EventWaitNode, HostNode, KernelNode,
-                     MemcpyNode, MemsetNode, Node)
 from ..nodes.captured_args import CapturedArgs
 from ..nodes.kernel_node import pack_arguments
 
-__all__ = ["KernelView", "kernel_view", "node_fields", "settable", "same"]
+__all__ = ["KernelView", "held_view", "same"]
 
-_EVENT_NODES = (EventRecordNode, EventWaitNode)
+#: The fields of a kernel node an exec may change (``cuGraphExecKernelNodeSetParams``).
+KERNEL_EXEC_FIELDS = frozenset({"grid", "block", "shared_mem", "args"})
 
 
 @dataclass(frozen=True)
@@ -61,49 +61,34 @@ class KernelView:
                    (p.blockDimX, p.blockDimY, p.blockDimZ), int(p.sharedMemBytes),
                    tuple(args.get(i) for i in range(len(args.info))))
 
+    #: As a kernel node's :attr:`~pycudagraph.nodes.base.Node.exec_fields`.
+    exec_fields = KERNEL_EXEC_FIELDS
 
-def kernel_view(node: KernelNode) -> KernelView:
-    """The :class:`KernelView` of a kernel node: No CUDA call for a node built here;
-    ``cuGraphKernelNodeGetParams`` (and ``cuFuncGetParamInfo`` once per function) for a
-    node read back from the driver."""
-    if isinstance(node, CapturedKernelNode) or node.kernel is None:
-        return KernelView.of_captured(CapturedArgs.of(node))
-    p = node.params
-    return KernelView(node.function, tuple(p.grid), tuple(p.block), int(p.shared_mem),
-                      tuple(node.arguments), tuple(p.args), tuple(p.args.values()))
+    @property
+    def arguments(self) -> tuple:
+        """Each argument's bytes, by index (:attr:`raw`). No CUDA call."""
+        return self.raw
 
-
-def node_fields(node: Node) -> dict:
-    """The parameters :func:`diff` compares for a node that is not a kernel, conditional
-    or child graph node, by field name (each type's ``GetParams`` call, as ``node.params``)."""
-    if isinstance(node, MemcpyNode):
-        p = node.params
-        return {"dst": p.dst, "src": p.src, "nbytes": p.nbytes, "height": p.height,
-                "depth": p.depth, "kind": p.kind}
-    if isinstance(node, MemsetNode):
-        p = node.params
-        return {"dst": p.dst, "value": p.value, "element_size": p.element_size,
-                "count": p.count, "height": p.height, "pitch": p.pitch}
-    if isinstance(node, HostNode):
-        return dict(node.params)
-    if isinstance(node, _EVENT_NODES):
-        return {"event": node.event}
-    params = node.params
-    return {} if params is None else {"params": params}
+    def fields(self) -> dict:
+        """A kernel node's fields: ``function``, ``grid``, ``block``, ``shared_mem`` and
+        ``args`` (by name for a kernel with a signature, else each argument's bytes by
+        index). No CUDA call."""
+        args = (dict(zip(self.names, self.values)) if self.names is not None
+                else dict(enumerate(self.raw)))
+        return {"function": self.function, "grid": tuple(self.grid), "block": tuple(self.block),
+                "shared_mem": self.shared_mem, "args": args}
 
 
-def settable(node, key: str, fx: dict, fy: dict) -> bool:
-    """Whether an exec's per-node call of ``node``'s type carries a change of ``key``."""
-    if isinstance(node, MemcpyNode):  # 1D copies only (cudaGraphExecMemcpyNodeSetParams1D)
-        flat = all(f.get("height") == 1 and f.get("depth") == 1 for f in (fx, fy))
-        return flat and key in ("dst", "src", "nbytes")
-    if isinstance(node, MemsetNode):
-        return True
-    if isinstance(node, HostNode):
-        return key in ("fn", "args") and callable(fy.get("fn"))
-    if isinstance(node, _EVENT_NODES):
-        return hasattr(fy.get("event"), "record")  # an Event object, not a raw handle
-    return False
+def held_view(rec, node):
+    """What the exec of ``rec`` (its record of ``node``) holds for the node: a
+    :class:`KernelView` of the exec's own copy of a kernel's arguments (a packed launch or
+    bytes read back), else the update twin standing for ``node``, else ``node``. Each has
+    ``fields()`` and ``exec_fields``. No CUDA call for a kernel's record."""
+    args = rec.args
+    if args is not None:
+        return KernelView.of_pack(args) if type(args) is ArgPack else KernelView.of_captured(args)
+    twin = rec.twin() if rec.twin is not None else None
+    return twin if twin is not None else node
 
 
 def same(a, b) -> bool:
@@ -120,7 +105,7 @@ def same(a, b) -> bool:
         except (TypeError, ValueError):
             pass
     try:
-        same = a == b
+        equal = a == b
     except Exception:  # arrays and other objects whose == is not a bool
         return False
-    return same if isinstance(same, bool) else False
+    return equal if isinstance(equal, bool) else False

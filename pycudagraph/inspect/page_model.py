@@ -10,15 +10,14 @@ test (or a saved graph file) can hand it a model made without a GPU.
 
 from __future__ import annotations
 
-import dataclasses
 import struct
 
 from ..errors import ArgumentError, PyCudaGraphError
-from .tree import bodies_of, body_names, node_label
+from .tree import subgraph_ids, walk
 
 __all__ = ["graph_model", "describe_value", "decode_bytes"]
 
-_ADDRESS_KEYS = {"dst", "src", "ptr", "address", "fn", "user_data"}
+_ADDRESS_KEYS = {"dst", "src", "ptr", "address", "fn", "user_data", "function"}
 
 
 def _fmt_bytes(n: int) -> str:
@@ -71,53 +70,57 @@ def decode_bytes(data: bytes) -> str:
     return f"{n}-byte struct; 8-byte words: {' '.join(words)}{more}"
 
 
-def _params(node) -> list:
-    """``[[key, text]]`` of a node's parameters (its type's ``cudaGraph*NodeGetParams``)."""
-    p = node.params
-    if p is None:
-        return []
-    if dataclasses.is_dataclass(p):
-        items = [(f.name, getattr(p, f.name)) for f in dataclasses.fields(p)]
-    elif isinstance(p, dict):
-        items = list(p.items())
-    else:
-        return [["params", describe_value(p)]]
+def _is_graph(value) -> bool:
+    return hasattr(value, "table") and hasattr(value, "nodes")  # a Graph: drawn, not listed
+
+
+def _details(node, fields: dict) -> list:
+    """``[[key, text]]`` of a node's fields (:meth:`Node.fields`), but the arguments (their
+    own table) and subgraphs (drawn as nested graphs); ``bytes`` where the node's work has
+    a size its fields do not show (a memset)."""
     out = []
-    for key, value in items:
-        if key in ("args", "bodies", "graph"):
-            continue  # shown as the argument table, or as nested graphs
+    for key, value in fields.items():
+        if isinstance(value, dict) or _is_graph(value):
+            continue
         text = _fmt_bytes(value) if key == "nbytes" and isinstance(value, int) else \
             describe_value(value, key)
         out.append([key, text])
-    if str(node.type) == "memset" and hasattr(p, "count"):
-        out.append(["bytes", _fmt_bytes(p.count * p.element_size * p.height)])
+    work = node.work()
+    if work is not None and isinstance(work[1], int) and "nbytes" not in fields:
+        out.append(["bytes", _fmt_bytes(work[1])])
     return out
 
 
-def _args(node) -> list:
-    """``[[name, value, decoded]]``: by name for kernels built here (``node.params.args``),
-    by index with their bytes decoded for captured ones (``node.arguments``:
-    ``cuGraphKernelNodeGetParams``, ``cuFuncGetParamInfo``)."""
-    kernel = node.kernel  # the Kernel for nodes built here, None for captured ones
-    if kernel is None:
-        return [[f"arg {i}", data.hex(), decode_bytes(data)]
-                for i, data in enumerate(node.arguments)]
-    kinds = {p.name: p.kind for p in kernel.params}
-    return [[name, describe_value(v, "ptr" if kinds.get(name) == "pointer" else ""), ""]
-            for name, v in node.params.args.items()]
+def _args(node, fields: dict) -> list:
+    """``[[name, value, decoded]]`` of the node's argument fields (a dict field): by name
+    with pointers (a site of that argument, :meth:`Node.sites`) in hex for kernels built
+    here, by index with their bytes decoded for captured ones."""
+    out = []
+    for value in fields.values():
+        if not isinstance(value, dict):
+            continue
+        pointers = None
+        for i, (name, v) in enumerate(value.items()):
+            if isinstance(v, (bytes, bytearray)):
+                out.append([f"arg {name}", bytes(v).hex(), decode_bytes(bytes(v))])
+                continue
+            if pointers is None:
+                pointers = {s.arg for s in node.sites()}
+            out.append([name, describe_value(v, "ptr" if i in pointers else ""), ""])
+    return out
 
 
 def _node_entry(node, path: str) -> dict:
-    entry = {"type": str(node.type), "label": node_label(node), "path": path, "bodies": [],
+    entry = {"type": str(node.type), "label": node.label(), "path": path, "bodies": [],
              "details": [], "args": [], "time_us": None, "share": None, "runs": None,
              "findings": []}
     try:
-        entry["details"] = _params(node)
-        if entry["type"] == "kernel":
-            entry["args"] = _args(node)
-            mangled = node.mangled_name
-            if mangled != entry["label"]:
-                entry["details"].insert(1, ["mangled name", mangled])
+        fields = node.fields()
+        entry["details"] = _details(node, fields)
+        entry["args"] = _args(node, fields)
+        mangled = getattr(node, "mangled_name", None)  # a kernel's name in its image
+        if mangled is not None and mangled != entry["label"]:
+            entry["details"].insert(1, ["mangled name", mangled])
     except PyCudaGraphError as exc:
         entry["details"].append(["unreadable", str(exc)])
     return entry
@@ -131,20 +134,25 @@ def _edges(graph, ids: dict) -> list:
     return [[ids[a], ids[b], port] for (a, b), port in ports.items()]
 
 
-def _add_graph(model: dict, graph, gid: str, prefix: str, where: dict) -> None:
-    nodes = graph.nodes
-    ids = {}
-    for i, node in enumerate(nodes):
-        path = f"{prefix}{i}"
-        ids[node] = path
-        where[node] = path
-        entry = model["nodes"][path] = _node_entry(node, path)
-        inner = bodies_of(node)
-        for name, body in zip(body_names(node, len(inner)), inner):
-            bid = f"{path}/{name}"
+def _add_graphs(model: dict, graph, where: dict) -> None:
+    """Every node of the walk (:func:`~pycudagraph.inspect.tree.walk`) into
+    ``model["nodes"]``, and each graph, the root and every subgraph, into
+    ``model["graphs"]`` with its nodes and edges."""
+    graphs = {id(graph.table): ["root", graph, []]}
+    for pl in walk(graph):
+        where[pl.node] = pl.path
+        entry = model["nodes"][pl.path] = _node_entry(pl.node, pl.path)
+        graphs[id(pl.node.graph.table)][2].append(pl.node)
+        try:
+            inner = subgraph_ids(pl.node, pl.path)
+        except PyCudaGraphError:  # bodies the driver cannot read: drawn as one node
+            inner = ()
+        for name, body, _ in inner:
+            bid = f"{pl.path}/{name}"
             entry["bodies"].append({"name": name, "graph": bid})
-            _add_graph(model, body, bid, bid + "/", where)
-    model["graphs"][gid] = {"nodes": [ids[n] for n in nodes], "edges": _edges(graph, ids)}
+            graphs[id(body.table)] = [bid, body, []]
+    for gid, g, nodes in graphs.values():
+        model["graphs"][gid] = {"nodes": [where[n] for n in nodes], "edges": _edges(g, where)}
 
 
 def _finding_list(findings) -> list:
@@ -173,7 +181,7 @@ def graph_model(graph, profile=None, findings=None, title: str | None = None) ->
     model = {"title": title or f"Graph 0x{int(graph.handle):x}", "root": "root",
              "graphs": {}, "nodes": {}, "profile": None, "findings": len(listed)}
     where: dict = {}
-    _add_graph(model, graph, "root", "", where)
+    _add_graphs(model, graph, where)
     if profile is not None:
         if not all(hasattr(profile, a) for a in ("rows", "total_us", "method")):
             raise ArgumentError(f"to_html: profile must be what GraphExec.profile returned, got "

@@ -254,6 +254,8 @@ class Node:
     repeats_bodies: bool = False
     #: Why CUDA refuses to clone a graph holding this node ("" when it does not).
     clone_refusal: str = ""
+    #: The raw call :meth:`exec_set` makes, as reports name it.
+    exec_call: str = "set_params"
 
     def shape(self) -> str:
         """What must match for two nodes to pair in an exec update: the type here (a

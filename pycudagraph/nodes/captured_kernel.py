@@ -104,6 +104,17 @@ class CapturedKernelNode(KernelNode):
         if objs:
             self._table.keep_also(self, *objs)
 
+    def fields(self) -> dict:
+        """``function``, ``grid``, ``block``, ``shared_mem`` and ``args``: each argument's
+        bytes by index (``cuGraphKernelNodeGetParams``, ``cuFuncGetParamInfo``)."""
+        args = CapturedArgs.of(self)
+        p = args.params
+        return {"function": int(p.func) or int(p.kern),
+                "grid": (p.gridDimX, p.gridDimY, p.gridDimZ),
+                "block": (p.blockDimX, p.blockDimY, p.blockDimZ),
+                "shared_mem": int(p.sharedMemBytes),
+                "args": {i: args.get(i) for i in range(len(args.info))}}
+
     def exec_record(self, exec_raw, source: tuple, retire) -> ExecNode:
         """The exec's record, with the exec's own copy of the argument bytes."""
         rec = ExecNode(self, exec_raw, source, retire)

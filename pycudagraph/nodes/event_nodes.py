@@ -84,6 +84,7 @@ class EventRecordNode(_EventNode):
     """Records an event (``cudaGraphAddEventRecordNode``)."""
 
     type = NodeType.EVENT_RECORD
+    exec_call = "cudaGraphExecEventRecordNodeSetEvent"
     __slots__ = ()
     _add_fn = staticmethod(rt.cudaGraphAddEventRecordNode)
     _get = staticmethod(rt.cudaGraphEventRecordNodeGetEvent)
@@ -95,6 +96,7 @@ class EventWaitNode(_EventNode):
     """Waits for an event (``cudaGraphAddEventWaitNode``)."""
 
     type = NodeType.EVENT_WAIT
+    exec_call = "cudaGraphExecEventWaitNodeSetEvent"
     __slots__ = ()
     _add_fn = staticmethod(rt.cudaGraphAddEventWaitNode)
     _get = staticmethod(rt.cudaGraphEventWaitNodeGetEvent)

@@ -37,6 +37,7 @@ class HostNode(Node, HostFile):
     """
 
     type = NodeType.HOST
+    exec_call = "cudaGraphExecHostNodeSetParams"
     __slots__ = ("_call",)
 
     def __init__(self, table, h: int, hostcall=None):
@@ -89,8 +90,9 @@ class HostNode(Node, HostFile):
     @property
     def exec_fields(self) -> frozenset:
         """``fn`` and ``args`` for a node running a Python callable; none for one running a
-        C function (read back), which :meth:`exec_set` cannot take. No CUDA call."""
-        return _HOST_FIELDS if self._call is not None else frozenset()
+        C function (read back), which :meth:`exec_set` cannot take. No CUDA call for a
+        node built here (``cudaGraphHostNodeGetParams`` otherwise)."""
+        return _HOST_FIELDS if callable(self.params.get("fn")) else frozenset()
 
     def fields(self) -> dict:
         """``fn`` and ``args`` (ours), or the raw ``fn`` and ``user_data``

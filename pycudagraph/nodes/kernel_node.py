@@ -9,7 +9,7 @@ from .._cuda.context import seen
 from ..compile.args import ArgPack
 from ..compile.cxx_names import mangled_scope
 from ..compile.limits import require_kernel
-from ..errors import ArgumentError
+from ..errors import ArgumentError, PyCudaGraphError
 from . import attributes as _attrs
 from .base import REMOVED, Node, NodeType
 from .captured_args import CapturedArgs
@@ -334,6 +334,30 @@ class KernelNode(Node, KernelFile):
         node not built here)."""
         p = self.params
         return f"kernel {p.kernel_name} grid={_dim(p.grid)} block={_dim(p.block)}"
+
+    # Facets (:mod:`pycudagraph.nodes.facets`): fields, exec_fields, label, work --------
+
+    #: What :meth:`exec_set` takes of :meth:`fields` (``cuGraphExecKernelNodeSetParams``).
+    exec_fields = frozenset({"grid", "block", "shared_mem", "args"})
+    exec_call = "cuGraphExecKernelNodeSetParams"
+
+    def fields(self) -> dict:
+        """``function``, ``grid``, ``block``, ``shared_mem`` and ``args`` (by name). No CUDA
+        call for a node built here."""
+        p = self.params
+        return {"function": self.function, "grid": tuple(p.grid), "block": tuple(p.block),
+                "shared_mem": int(p.shared_mem), "args": dict(p.args)}
+
+    def label(self) -> str:
+        """The kernel's name (``"kernel"`` where it cannot be read)."""
+        try:
+            return self.kernel_name
+        except PyCudaGraphError:
+            return str(self.type)
+
+    def work(self) -> tuple:
+        """``("kernel", {mangled name, name})``: what a profiler's kernel record shows."""
+        return "kernel", {n for n in (self.mangled_name, self.label()) if n}
 
 
 def exec_set_arg(rec: ExecNode, index_or_name, value) -> None:

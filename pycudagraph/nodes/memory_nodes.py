@@ -49,6 +49,7 @@ class MemcpyNode(Node, MemcpyFile):
     """A memory copy node (``cudaGraphAddMemcpyNode1D``)."""
 
     type = NodeType.MEMCPY
+    exec_call = "cudaGraphExecMemcpyNodeSetParams1D"
     __slots__ = ()
 
     @classmethod
@@ -188,6 +189,7 @@ class MemsetNode(Node, MemsetFile):
     """A memset node (``cudaGraphAddMemsetNode``)."""
 
     type = NodeType.MEMSET
+    exec_call = "cudaGraphExecMemsetNodeSetParams"
     __slots__ = ()
 
     @classmethod

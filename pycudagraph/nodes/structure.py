@@ -14,6 +14,7 @@ class ChildGraphNode(Node, ChildGraphFile):
     """A node that runs a whole graph (``cudaGraphAddChildGraphNode``)."""
 
     type = NodeType.CHILD_GRAPH
+    exec_call = "cudaGraphExecChildGraphNodeSetParams"
     __slots__ = ("_child",)  # the one Graph wrapper of the embedded graph, made on first use
 
     @classmethod

@@ -21,6 +21,9 @@ class FakeKernel:
 
 
 class FakeNode:
+    """A node as the page reads it: its type, label and facets (``fields``, ``sites``,
+    ``subgraphs`` with their names, ``work``), each answered as the real class would."""
+
     def __init__(self, type_, label, params=None, mangled=None, kind=""):
         self.type = type_
         self.kernel_name = label
@@ -31,12 +34,63 @@ class FakeNode:
         self.bodies = ()
         self.kernel = None
         self.arguments = []  # a captured kernel's argument bytes
+        self.graph = None
+        self.repeats_bodies = type_ == "conditional"
 
     def describe(self) -> str:
         return self.kernel_name
 
+    def label(self) -> str:
+        return self.kernel_name
+
+    def fields(self) -> dict:
+        p = self.params
+        if self.type == "kernel":
+            args = (dict(p.args) if self.kernel is not None
+                    else dict(enumerate(self.arguments)))
+            return {"function": 0x7F00, "grid": tuple(p.grid), "block": tuple(p.block),
+                    "shared_mem": p.shared_mem, "args": args}
+        if self.type == "child_graph":
+            return {"graph": self.child}
+        if self.type == "conditional":
+            return {"kind": self.kind, "handle": None}
+        return dict(vars(p)) if p is not None else {}
+
+    def sites(self) -> list:
+        if self.kernel is None:
+            return []
+        return [types.SimpleNamespace(arg=i) for i, q in enumerate(self.kernel.params)
+                if q.kind == "pointer"]
+
+    def subgraphs(self) -> tuple:
+        return (self.child,) if self.child is not None else tuple(self.bodies)
+
+    def subgraph_names(self, count: int) -> list:
+        return ["child"] if self.type == "child_graph" else ["body"][:count]
+
+    def work(self):
+        p = self.params
+        if self.type == "memset":
+            return "memset", p.count * p.element_size * p.height
+        if self.type == "memcpy":
+            return "memcpy", p.nbytes
+        return None
+
     def __repr__(self) -> str:
         return f"<FakeNode {self.kernel_name}>"
+
+
+class FakeTable:
+    """The one walk over a fake graph (``NodeTable.walk``'s protocol)."""
+
+    def __init__(self, graph):
+        self.graph = graph
+
+    def walk(self, depth: int = 0, owner=None):
+        for node in self.graph.nodes:
+            yield node, depth, owner
+            for g in node.subgraphs():
+                yield from g.table.walk(depth + 1, node)
 
 
 class FakeGraph:
@@ -45,9 +99,11 @@ class FakeGraph:
     def __init__(self):
         self.nodes = []
         self.edge_data = {}
+        self.table = FakeTable(self)
 
     def add(self, node, deps=(), port="default"):
         self.nodes.append(node)
+        node.graph = self
         for d in deps:
             self.edge_data[(d, node)] = port
         return node
