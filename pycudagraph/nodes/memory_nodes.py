@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .._cuda import call, context, rt
-from ..errors import ArgumentError
+from ..errors import ArgumentError, PyCudaGraphError
 from ..runtime.pointers import device_pointer
 from ..runtime.values import int_arg
 from .base import Node, NodeType
 from .copy_params import GRAPH_ALLOCATIONS, copy3d_params, memcpy_args, memset_params
 from .facets import Site
-from .file_records import MemAllocFile, MemcpyFile, MemFreeFile, MemsetFile
+from .memory_file import MemAllocFile, MemcpyFile, MemFreeFile, MemsetFile
 
 __all__ = ["MemcpyNode", "MemcpyParams", "MemsetNode", "MemsetParams", "MemAllocNode",
            "MemFreeNode"]
@@ -175,8 +175,12 @@ class MemcpyNode(Node, MemcpyFile):
         return out
 
     def work(self) -> tuple:
-        """``("memcpy", bytes copied)`` (``cudaGraphMemcpyNodeGetParams``)."""
-        p = self.params
+        """``("memcpy", bytes copied)`` (``cudaGraphMemcpyNodeGetParams``); the bytes None
+        where they cannot be read."""
+        try:
+            p = self.params
+        except PyCudaGraphError:
+            return "memcpy", None
         return "memcpy", int(p.nbytes * p.height * p.depth)
 
 
@@ -267,8 +271,12 @@ class MemsetNode(Node, MemsetFile):
         self.exec_set(rec, dst=address)
 
     def work(self) -> tuple:
-        """``("memset", bytes set)`` (``cudaGraphMemsetNodeGetParams``)."""
-        p = self.params
+        """``("memset", bytes set)`` (``cudaGraphMemsetNodeGetParams``); the bytes None where
+        they cannot be read."""
+        try:
+            p = self.params
+        except PyCudaGraphError:
+            return "memset", None
         return "memset", int(p.count * p.height * p.element_size)
 
 

@@ -25,7 +25,7 @@ from pycudagraph.files import load as file_load
 from pycudagraph.files import save as file_save
 from pycudagraph.files import archive as files
 from pycudagraph.files.slots import Address, DeviceView, HeldBytes
-from pycudagraph.nodes import file_records, kernel_file
+from pycudagraph.nodes import kernel_file, memory_file
 from pycudagraph.nodes.captured_kernel import CapturedKernelNode
 from pycudagraph.nodes.registry import REGISTRY
 from pycudagraph.nodes.conditional import ConditionalHandle, ConditionalParams
@@ -170,7 +170,7 @@ def stand_ins(monkeypatch, kernel):
     root.edge_data[(k1, k2)] = "programmatic"
     copies = {"up": _memcpy_params(X, host.ctypes.data, 256),
               "box": _memcpy_params(W + 256, Y, 16, height=4, depth=2, pitch=64)}
-    monkeypatch.setattr(file_records, "call", lambda fn, node_handle: copies[node_handle])
+    monkeypatch.setattr(memory_file, "call", lambda fn, node_handle: copies[node_handle])
     monkeypatch.setattr(file_save, "device_arch", lambda: "sm_90")
     monkeypatch.setattr(file_save, "is_device_address", lambda v: v == STRAY)
     return types.SimpleNamespace(root=root, slots=slots, kernel=kernel, handle=h, marks=marks,
