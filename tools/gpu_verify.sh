@@ -2,7 +2,9 @@
 # Everything the open issues' "Must show" asks of a GPU machine, in calls that each fit the
 # device tool's 10-minute limit. Run from the repository root on the GPU machine; logs go
 # to $OUT (or ./gpu_out). Wheels for the 12.9 run and NCCL come from ./.whl (carry it; make it
-# with `bash tools/gpu_cu12.sh --prepare` and `pip download --no-deps -d .whl/nccl nccl4py`).
+# with `bash tools/gpu_cu12.sh --prepare` and `pip download --no-deps -d .whl/nccl nccl4py`;
+# nccl4py needs cuda-pathfinder>=1.5.4: `pip download --no-deps -d .whl/nccl-deps
+# "cuda-pathfinder>=1.5.4,<2"`, installed only where the machine's is older).
 #
 #   bash tools/gpu_verify.sh suites   # build the compiled path; GPU suite compiled and ctypes (1 GPU)
 #   bash tools/gpu_verify.sh cu12     # GPU suite on cuda-bindings 12.9 + NVRTC 12; soak      (1 GPU)
@@ -21,7 +23,9 @@
 #   bash tools/gpu_verify.sh multi    # multi-tests, then multi-bench, on the GPUs present
 #   bash tools/gpu_verify.sh multi-tests [N]  # tests/multi_gpu at 2, 4, 8 GPUs (N: only N) (2+ GPUs)
 #   bash tools/gpu_verify.sh multi-bench [quick]  # setup check, graph, NCCL and PyTorch examples
-#                                   # on all GPUs; the scaling table (benchmarks.tp_step) (2+ GPUs)
+#                                   # on all GPUs; graphs sharing a communicator (serialize, refuse)
+#                                   # and an all-reduce in if_ / while_ bodies (multi_gpu_nccl_order);
+#                                   # the scaling table (benchmarks.tp_step) (2+ GPUs)
 #   On 8 GPUs run multi-tests and multi-bench as two calls (both together may not fit 10
 #   minutes); if multi-tests runs long, split it by count: multi-tests 2, 4, 8.
 set -uo pipefail
@@ -35,6 +39,9 @@ multi_setup() {  # the GPUs, their links, nccl4py from ./.whl/nccl, the multicas
     nvidia-smi topo -m > "$out/topo.txt" 2>&1
     python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/nccl/*.whl > /dev/null 2>&1 \
         || echo "nccl4py wheel not installed (NCCL tests use CuPy's binding or skip)"
+    python3 -c "import cuda.pathfinder as p, sys; from packaging.version import Version as V; \
+sys.exit(V(p.__version__) < V('1.5.4'))" 2>/dev/null || python3 -m pip install -q --no-index \
+        --no-deps --target /tmp/site .whl/nccl-deps/*.whl > /dev/null 2>&1
     export PYTHONPATH=/tmp/site:$PYTHONPATH
     echo "NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE TORCH_SYMM_MEM_DISABLE_MULTICAST=$TORCH_SYMM_MEM_DISABLE_MULTICAST NVSHMEM_DISABLE_NVLS=$NVSHMEM_DISABLE_NVLS"
 }
@@ -185,6 +192,12 @@ multi-bench)
     run_ex multi_gpu_graph 120
     run_ex multi_gpu_nccl 200 --gpus "$n"
     run_ex multi_gpu_torch_tp 300 --procs "$n"
+    for c in "order --mode serialize" "order --mode refuse" "if" "if --no-mixing" "while --no-mixing"; do
+        step "examples/multi_gpu_nccl_order.py --case $c --procs $n"  # graphs sharing a communicator
+        f="$out/nccl_order_${c// /_}.txt"
+        timeout 150 python3 examples/multi_gpu_nccl_order.py --case $c --procs "$n" > "$f" 2>&1
+        echo "rc=$?"; grep -E "^rank 0: |refused at capture|Error|^OK$" "$f" | cut -c1-300 | head -6
+    done
     quick=${2:-}  # "quick": the table from 300 steps and two sizes
     step "scaling table: python -m benchmarks.tp_step ${quick:+--quick} (every GPU count up to $n)"
     timeout 480 python3 -m benchmarks.tp_step ${quick:+--quick} --json "$out/scaling.json" \
