@@ -176,28 +176,31 @@ def flatten(args: tuple, kwargs: dict) -> tuple[tuple, list[ArrayInfo]]:
         list of numbers is fine: it is walked).
     """
     infos: list[ArrayInfo] = []
-
-    def walk(v, where: str):
-        info = array_info(v)
-        if info is not None:
-            infos.append(info)
-            return info.key
-        t = type(v)
-        if t is tuple or t is list:
-            return (t.__name__, tuple(walk(x, f"{where}[{i}]") for i, x in enumerate(v)))
-        if t is dict:
-            return ("dict", tuple((k, walk(v[k], f"{where}[{k!r}]")) for k in v))
-        try:
-            hash(v)
-        except TypeError:
-            raise ArgumentError(f"graphed: {where} is a {t.__name__}, neither a device array "
-                                "nor hashable, so it cannot be part of the graph's key (pass "
-                                "device arrays, numbers, strings or tuples of them)") from None
-        return (t, v)
-
-    key = (tuple(walk(a, f"argument {i}") for i, a in enumerate(args)),
-           tuple((k, walk(kwargs[k], f"argument {k!r}")) for k in sorted(kwargs)))
+    key = (tuple(_walk(a, f"argument {i}", infos) for i, a in enumerate(args)),
+           tuple((k, _walk(kwargs[k], f"argument {k!r}", infos)) for k in sorted(kwargs)))
     return key + (_aliasing(infos),), infos
+
+
+def _walk(v, where: str, infos: list) -> tuple:
+    """The key of one argument; its arrays appended to ``infos``. A module function, not a
+    closure calling itself: such a closure is a reference cycle that would hold every
+    input of a call until the cyclic garbage collector runs."""
+    info = array_info(v)
+    if info is not None:
+        infos.append(info)
+        return info.key
+    t = type(v)
+    if t is tuple or t is list:
+        return (t.__name__, tuple(_walk(x, f"{where}[{i}]", infos) for i, x in enumerate(v)))
+    if t is dict:
+        return ("dict", tuple((k, _walk(v[k], f"{where}[{k!r}]", infos)) for k in v))
+    try:
+        hash(v)
+    except TypeError:
+        raise ArgumentError(f"graphed: {where} is a {t.__name__}, neither a device array "
+                            "nor hashable, so it cannot be part of the graph's key (pass "
+                            "device arrays, numbers, strings or tuples of them)") from None
+    return (t, v)
 
 
 def substitute(value, replace):

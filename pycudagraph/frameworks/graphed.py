@@ -12,6 +12,17 @@ Rules:
 
 - **Outputs are the graph's static outputs**: the same objects every call, overwritten by
   the next call with the same key (``copy_outputs=True`` returns copies instead).
+- **Threads**: calls may come from several threads, each launching on its own current
+  stream. A call rebinds, launches and (``copy_outputs=True``) copies the outputs on the
+  launch stream under one lock; the next launch from another stream waits for that copy
+  (an event), so every thread gets its own result. With ``copy_outputs=False`` a thread
+  may rely on this only: the static outputs hold its call's result until the next call
+  of the same key from any thread (CUDA orders each replay after the previous one, not
+  after work a thread queues later on its own stream); read them before another thread
+  may call (your own lock around the call and the use, waiting for the use, e.g.
+  ``y.cpu()``) or pass ``copy_outputs=True``.
+- **Inputs** are not kept beyond the next call: the graph holds the arrays of the latest
+  call of each key (it points at them) until the next call of that key or :meth:`clear`.
 - ``fn`` must be capturable: no host synchronization, no random numbers from a framework
   generator, no allocation outside the frameworks' allocators; it runs under
   ``torch.no_grad()`` (use ``torch.cuda.make_graphed_callables`` for training).
@@ -38,7 +49,7 @@ from .._cuda import ensure_device
 from ..errors import ArgumentError, PyCudaGraphError
 from ..capture.capture import capture
 from ..runtime.device import device as device_scope
-from ..runtime.stream import Event, Stream
+from ..runtime.stream import Event, Stream, stream_handle
 from .arrays import array_info, flatten, overlaps, substitute
 from .ops import compare, copy_of, current_stream, framework_streams, twin
 from .pools import CapturePool
@@ -48,6 +59,8 @@ from ..runtime.values import bool_arg, int_arg
 __all__ = ["graphed", "GraphedCallable", "GraphedEntry", "GraphedStats"]
 
 _CHECKS = (False, True, "raise", "eager")
+_COPIERS = frozenset(("torch", "cupy"))  # frameworks that copy on their own current stream
+_PER_THREAD = 2  # cudaStreamPerThread
 
 
 @dataclass
@@ -85,6 +98,8 @@ class GraphedEntry:
         self.rebind_checked = False
         self.warned = False
         self.bound = ()  # the arguments the exec points at now (kept alive)
+        self.handoff = None  # Event after the last output copy (copy_outputs) ...
+        self.handoff_on = None  # ... recorded on this stream handle
         outs = []
         substitute(outputs, lambda a: outs.append(array_info(a)) or a)
         self.output_ranges = [(o.lo, o.hi) for o in outs]
@@ -102,7 +117,8 @@ class GraphedCallable:
     ``cudaGraphInstantiate`` on a new key; ``cuGraphExecKernelNodeSetParams`` per kernel
     node that holds a moved input (``cudaGraphExecMemcpyNodeSetParams1D``,
     ``cudaGraphExecMemsetNodeSetParams`` for copies and memsets) and ``cudaGraphLaunch``
-    on every call.
+    on every call; with ``copy_outputs=True`` ``cudaEventRecord`` after the copies, and
+    ``cudaStreamWaitEvent`` before a launch on another stream than the last copy's.
     """
 
     def __init__(self, fn, copy_outputs: bool = False, check=False, warmup: int = 1,
@@ -164,14 +180,17 @@ class GraphedCallable:
                 st.set_params += entry.plan.apply(ptrs, changed)
                 st.rebound_inputs += len(changed)
             entry.bound = (args, kwargs)
+            if entry.handoff is not None:
+                _after_copy(entry, launch_on)
             entry.exec.launch(launch_on)
             st.replays += 1
             if reference is not None:
                 self._judge(entry, reference)
                 if entry.refused:
                     return self._refused(entry, args, kwargs)
-            out = entry.outputs
-        return substitute(out, copy_of) if self.copy_outputs else out
+            if self.copy_outputs:  # under the lock: no other replay can come first
+                return self._copies(entry, launch_on)
+            return entry.outputs
 
     # Capture ------------------------------------------------------------------------
 
@@ -246,6 +265,23 @@ class GraphedCallable:
             return self.stream
         return current_stream(entry.frameworks, entry.device)
 
+    def _copies(self, entry, launch_on):
+        """Copies of the static outputs made on the launch stream, then an event there that
+        the next launch from another stream waits for (``cudaEventRecord``)."""
+        if self.stream is not None or len(entry.frameworks & _COPIERS) > 1:
+            with framework_streams(stream_handle(launch_on), entry.device):
+                out = substitute(entry.outputs, copy_of)
+        else:  # the framework's current stream is the launch stream
+            out = substitute(entry.outputs, copy_of)
+        if self.stream is None:  # one fixed stream orders every launch and copy itself
+            ev = entry.handoff
+            if ev is None:
+                with device_scope(entry.device):
+                    ev = entry.handoff = Event(timing=False)
+            ev.record(launch_on)
+            entry.handoff_on = stream_handle(launch_on)
+        return out
+
     def _unalias(self, entry, args, kwargs, infos, ptrs, changed):
         """Copy the moved inputs that overlap this graph's outputs (their bytes would be
         overwritten while the graph reads them)."""
@@ -302,8 +338,9 @@ def graphed(fn=None, *, copy_outputs: bool = False, check=False, warmup: int = 1
         Takes device arrays (PyTorch tensors, CuPy arrays, DeviceBuffers, Numba arrays),
         possibly in tuples, lists and dicts, and hashable values.
     copy_outputs : bool
-        Return copies of the outputs (``Tensor.clone`` ...) instead of the graph's static
-        outputs, which the next call with the same key overwrites.
+        Return copies of the outputs (``Tensor.clone`` ...), made on the launch stream
+        before the next call can replay, instead of the graph's static outputs, which the
+        next call with the same key (from any thread) overwrites.
     check : bool or {"raise", "eager"}
         Compare the first replay of each key, and its first rebinding call, with ``fn``
         run eagerly; on a difference raise (``True`` / ``"raise"``) or run that key eagerly
@@ -323,6 +360,15 @@ def graphed(fn=None, *, copy_outputs: bool = False, check=False, warmup: int = 1
     if fn is None:
         return lambda f: GraphedCallable(f, **options)
     return GraphedCallable(fn, **options)
+
+
+def _after_copy(entry, launch_on) -> None:
+    """Make a launch on another stream than the last output copy's wait for that copy
+    (``cudaStreamWaitEvent``); ``cudaStreamPerThread`` names a different stream in each
+    thread, so it always waits."""
+    h = stream_handle(launch_on)
+    if h != entry.handoff_on or h == _PER_THREAD:
+        Stream.wrap(h).wait(entry.handoff)
 
 
 class _nothing:
