@@ -219,3 +219,44 @@ def write_chart(path: Path, title: str, rows: list[Row], unit: str = "iter") -> 
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return f"wrote the chart {path}"
+
+
+#: The speed-up a launch-bound demo is meant to show.
+TARGET_SPEEDUP = 2.0
+
+
+def gpu_name() -> str:
+    """The current GPU's product name (``cudaGetDeviceProperties``)."""
+    return pcg.Device.current().name
+
+
+def headline(gpu: str, eager_ms: float, graph_ms: float, kernels: int, unit: str) -> str:
+    """The demo's one-line result: the GPU, the ratio and the two times."""
+    return (f"{gpu}: graph replay {eager_ms / graph_ms:.2f}x faster than eager "
+            f"({kernels} kernels per {unit}: {eager_ms * 1e3:.1f} us -> "
+            f"{graph_ms * 1e3:.1f} us per {unit})")
+
+
+def verdict(eager_ms: float, graph_ms: float, graph_gpu_ms: float, unit: str) -> str | None:
+    """None when the graph was at least ``TARGET_SPEEDUP`` times faster than eager; else
+    one line saying why this GPU does not show the point.
+
+    The demo's kernels are meant to run for less time than launching them costs the CPU.
+    When the GPU itself needs more than half the eager time (``graph_gpu_ms`` is the
+    GPU time of one replay), launching is not the bottleneck: the GPU is too slow for the
+    demo. Otherwise the graph's GPU work was fast but its replay was not: the GPU is too
+    fast for this CPU (the graph launch itself, or other work on the machine, dominates).
+    """
+    ratio = eager_ms / graph_ms
+    if ratio >= TARGET_SPEEDUP:
+        return None
+    us = lambda ms: f"{ms * 1e3:.1f} us"  # noqa: E731
+    if graph_gpu_ms * TARGET_SPEEDUP > eager_ms:
+        return (f"NOTE: this GPU is too slow for the demo to show the point ({ratio:.2f}x): "
+                f"its kernels need {us(graph_gpu_ms)} of GPU time per {unit}, more than half "
+                f"of the {us(eager_ms)} an eager {unit} takes, so launching is not what "
+                "limits eager here and a graph has little launch time to save")
+    return (f"NOTE: this GPU is too fast for the demo to show the point ({ratio:.2f}x): it "
+            f"needs only {us(graph_gpu_ms)} per {unit}, but a graph replay took "
+            f"{us(graph_ms)} (the graph launch itself, or other work on this machine, "
+            f"dominates), against {us(eager_ms)} eager")

@@ -1,7 +1,17 @@
-"""The demo MLP (512 -> 1024 -> 1024 -> 512, ReLU, float32) on kernels/mlp.cu.
+"""The demo MLPs (ReLU, float32) on kernels/mlp.cu and kernels/mlp_small.cu.
 
-Two kernel sets compute the same layers, ``y = relu(x @ w + b)`` with ``w`` stored
+The default demo runs a deep, narrow network (``DEMO_LAYERS`` layers of ``DEMO_WIDTH``
+features, batch ``DEMO_BATCH``): each layer is one launch of a kernel that runs for well
+under a microsecond, so an eager forward pass is bound by launching, which is what a
+graph saves. The benchmarks (``benchmarks/mlp.py``) time the wider 512 -> 1024 -> 1024 ->
+512 network (``SIZES``), whose three kernels keep the GPU busy longer than launching them
+takes.
+
+Three kernel sets compute the same layers, ``y = relu(x @ w + b)`` with ``w`` stored
 ``[in, out]`` row-major:
+
+* ``"small"``: ``linear_warp`` (kernels/mlp_small.cu), one warp per output feature, the
+  weights uploaded transposed; batches of up to ``SMALL_MAX_BATCH`` rows;
 
 * ``"fast"``: ``linear_splitk`` spreads each layer over about ``TARGET_BLOCKS`` blocks
   (32 output columns x one slice of the input features each; the slices of a tile are
@@ -22,7 +32,8 @@ import numpy as np
 
 import pycudagraph as pcg
 
-from .demo_common import Check, Clock, Row, compare, print_table, say, write_chart
+from .demo_common import (Check, Clock, Row, compare, gpu_name, headline, print_table, say,
+                          verdict, write_chart)
 
 SIZES = (512, 1024, 1024, 512)
 #: Warps per ``linear_splitk`` block and the largest input slice per block: the
@@ -33,6 +44,13 @@ SPLITK_WARPS, SPLITK_MAX_KC = 8, 256
 #: (19.0 us per iteration; 21.0 at 256 blocks, 30.8 at 512: a block is a short chain
 #: of memory round trips, so a second wave of blocks costs a whole chain more).
 TARGET_BLOCKS = 128
+#: The default demo's network: launch-bound on any current GPU.
+DEMO_LAYERS, DEMO_WIDTH, DEMO_BATCH = 24, 64, 8
+DEMO_SIZES = (DEMO_WIDTH,) * (DEMO_LAYERS + 1)
+#: Rows ``linear_warp`` takes (``LW_MAX_BATCH`` in kernels/mlp_small.cu).
+SMALL_MAX_BATCH = 16
+#: Warps per ``linear_warp`` block (one output feature each).
+SMALL_WARPS = 8
 
 
 def allowed_splits(in_features: int, warps: int = SPLITK_WARPS) -> list[int]:
@@ -81,8 +99,9 @@ class MLP:
     ----------
     batch : int
         Rows of the input.
-    kernels : {"fast", "naive"}
-        ``linear_splitk`` or ``linear_bias_relu`` (kernels/mlp.cu).
+    kernels : {"fast", "naive", "small"}
+        ``linear_splitk`` or ``linear_bias_relu`` (kernels/mlp.cu), or ``linear_warp``
+        (kernels/mlp_small.cu, at most ``SMALL_MAX_BATCH`` rows).
     weights : tuple, optional
         ``(ws, bs)`` from :func:`make_weights`; made from ``seed`` and ``sizes`` when absent.
     warps, target_blocks : int
@@ -97,8 +116,11 @@ class MLP:
     def __init__(self, batch: int, kernels: str = "fast", weights=None, seed: int = 0, sizes=SIZES,
                  warps: int = SPLITK_WARPS, target_blocks: int = TARGET_BLOCKS, splits=None,
                  options=(), stream: pcg.Stream | None = None):
-        if kernels not in ("fast", "naive"):
-            raise ValueError(f"kernels must be 'fast' or 'naive', got {kernels!r}")
+        if kernels not in ("fast", "naive", "small"):
+            raise ValueError(f"kernels must be 'fast', 'naive' or 'small', got {kernels!r}")
+        if kernels == "small" and not 1 <= batch <= SMALL_MAX_BATCH:
+            raise ValueError(f"the small-layer kernel takes 1 to {SMALL_MAX_BATCH} rows, "
+                             f"got batch {batch}")
         self.batch, self.kind = batch, kernels
         self.ws, self.bs = weights if weights is not None else make_weights(seed, sizes)
         self.sizes = sizes = (self.ws[0].shape[0],) + tuple(w.shape[1] for w in self.ws)
@@ -106,9 +128,12 @@ class MLP:
             if warps != SPLITK_WARPS:
                 options = tuple(options) + (f"-DSPLITK_WARPS={warps}",)
             self.kernel = pcg.Module.from_file("mlp.cu", options=options)["linear_splitk"]
+        elif kernels == "small":
+            self.kernel = pcg.Module.from_file("mlp_small.cu")["linear_warp"]
         else:
             self.kernel = pcg.Module.from_file("mlp.cu")["linear_bias_relu"]
-        self.dw = [pcg.DeviceBuffer.from_array(w, stream=stream) for w in self.ws]
+        on_device = [np.ascontiguousarray(w.T) for w in self.ws] if kernels == "small" else self.ws
+        self.dw = [pcg.DeviceBuffer.from_array(w, stream=stream) for w in on_device]
         self.db = [pcg.DeviceBuffer.from_array(b, stream=stream) for b in self.bs]
         self.x = pcg.DeviceBuffer(4 * batch * sizes[0])
         self.acts = [pcg.DeviceBuffer(4 * batch * o) for o in sizes[1:]]
@@ -118,6 +143,9 @@ class MLP:
             fan_in, fan_out = sizes[i], sizes[i + 1]
             if kernels == "naive":
                 self.grids.append(((fan_out + 15) // 16, (batch + 15) // 16))
+                continue
+            if kernels == "small":
+                self.grids.append((-(-fan_out // SMALL_WARPS),))
                 continue
             s = splits[i] if splits else choose_splits(fan_in, fan_out, batch, target_blocks, warps)
             if s not in allowed_splits(fan_in, warps):
@@ -130,7 +158,7 @@ class MLP:
             self.splits.append(s)
             self.grids.append((fan_out // 32, s, row_tiles))
             self.scratch.append((partial, counters))
-        self.block = (warps * 32,) if kernels == "fast" else (16, 16)
+        self.block = {"fast": (warps * 32,), "small": (SMALL_WARPS * 32,)}.get(kernels, (16, 16))
 
     @property
     def blocks(self) -> list[int]:
@@ -141,7 +169,7 @@ class MLP:
         inp = (self.x if x is None else x) if i == 0 else self.acts[i - 1]
         relu = 1 if i < len(self.ws) - 1 else 0
         dims = (self.batch, self.sizes[i], self.sizes[i + 1], relu)
-        if self.kind == "naive":
+        if self.kind in ("naive", "small"):
             return (inp, self.dw[i], self.db[i], self.acts[i], *dims)
         partial, counters = self.scratch[i]
         return (inp, self.dw[i], self.db[i], self.acts[i], partial, counters, *dims)
@@ -202,24 +230,32 @@ def check_shapes(stream: pcg.Stream, seed: int = 11) -> list[tuple[str, Check]]:
 
 
 def run(iters: int, batch: int, out: Path, trace: bool) -> tuple[int, dict]:
-    """The default demo; returns (exit status, the figures the cost model uses)."""
-    say(f"pycudagraph demo: MLP {' -> '.join(map(str, SIZES))}, batch {batch}, float32, "
-        f"{iters} iterations per timing")
-    say("[1/6] compiling kernels/mlp.cu with NVRTC (cached after the first run)...")
+    """The default demo: the deep, narrow MLP (``DEMO_SIZES``) eager and as graphs; returns
+    (exit status, the figures ``demo --model`` is filled with)."""
+    k = len(DEMO_SIZES) - 1
+    gpu = gpu_name()
+    say(f"pycudagraph demo on {gpu}: an MLP of {k} layers of {DEMO_WIDTH} features, batch "
+        f"{batch}, float32, {iters} iterations per timing")
+    say(f"      each layer is one small kernel, so an eager pass is {k} launches that cost "
+        "the CPU more than the GPU needs to run them: the work CUDA graphs are for")
+    say("[1/6] compiling kernels/mlp_small.cu and kernels/mlp.cu with NVRTC (cached after the "
+        "first run)...")
     stream = pcg.Stream()
     clock = Clock(stream)
-    mlp = MLP(batch, stream=stream)
-    naive = MLP(batch, "naive", weights=(mlp.ws, mlp.bs), stream=stream)
+    ws, bs = make_weights(0, DEMO_SIZES)
+    mlp = MLP(batch, "small", weights=(ws, bs), stream=stream)
+    naive = MLP(batch, "naive", weights=(ws, bs), stream=stream)
     rng = np.random.default_rng(1)
-    say(f"      linear_splitk: {mlp.block[0]} threads/block, blocks per layer {mlp.blocks}, "
-        f"input slices {mlp.splits}")
+    say(f"      linear_warp: {mlp.block[0]} threads/block, {mlp.blocks[0]} blocks per layer "
+        "(one warp per output feature)")
     rows: list[Row] = []
 
-    say("[2/6] eager: one launch per layer (cuLaunchKernel x 3)...")
+    say(f"[2/6] eager: one launch per layer (cuLaunchKernel x {k})...")
     eager = lambda: mlp.forward(stream)  # noqa: E731
-    rows.append(clock.row("eager (3 launches/iter)", eager, iters, mlp.check(eager, stream, rng)))
+    rows.append(clock.row(f"eager ({k} launches/iter)", eager, iters,
+                          mlp.check(eager, stream, rng)))
 
-    say("[3/6] graph built node by node (cudaGraphAddKernelNode x 3)...")
+    say(f"[3/6] graph built node by node (cudaGraphAddKernelNode x {k})...")
     if trace:
         with pcg.trace() as t:
             g, nodes = mlp.build_graph()
@@ -258,25 +294,27 @@ def run(iters: int, batch: int, out: Path, trace: bool) -> tuple[int, dict]:
     out.mkdir(parents=True, exist_ok=True)
     (out / "mlp_graph.dot").write_text(g.to_dot("mlp"))
     g.debug_dot_print(out / "mlp_graph_cuda.dot", verbose=True)
-    chart = write_chart(out / "mlp_demo.png", f"MLP {'-'.join(map(str, SIZES))}, batch {batch}: "
+    chart = write_chart(out / "mlp_demo.png", f"MLP, {k} layers of {DEMO_WIDTH}, batch {batch}: "
                         "eager vs CUDA graph", rows)
     say("")
     all_ok = print_table(rows)
     say("")
     eager_row, graph_row = rows[0], rows[1]
-    say(f"graph replay is {eager_row.ms / graph_row.ms:.2f}x faster than eager per iteration "
-        f"({eager_row.ms * 1e3:.1f} us -> {graph_row.ms * 1e3:.1f} us); the GPU needs "
-        f"{graph_row.gpu_ms * 1e3:.1f} us per iteration with these kernels, "
-        f"{rows[-1].gpu_ms * 1e3:.1f} us with the naive ones")
+    say(headline(gpu, eager_row.ms, graph_row.ms, k, "iteration"))
+    say(f"the GPU needs {graph_row.gpu_ms * 1e3:.1f} us per iteration with these kernels "
+        f"({graph_row.gpu_ms * 1e3 / k:.2f} us per layer), {rows[-1].gpu_ms * 1e3:.1f} us with "
+        "the naive ones")
     say(f"set_arg swapping the input buffer took {swap_us:.1f} us "
         "(one cuGraphExecKernelNodeSetParams)")
     say(f"CPU cost of one launch while the GPU is busy: one kernel {eager_us:.2f} us, "
-        f"the whole graph {graph_us:.2f} us")
+        f"the whole graph of {k} kernels {graph_us:.2f} us")
     say(f"wrote {out / 'mlp_graph.dot'} and {out / 'mlp_graph_cuda.dot'}; {chart}")
-    if graph_row.ms >= eager_row.ms:
-        say(f"NOTE: graph replay was {graph_row.ms / eager_row.ms:.2f}x the eager time on this run")
+    note = verdict(eager_row.ms, graph_row.ms, graph_row.gpu_ms, "iteration")
+    if note:
+        say(note)
     if not all_ok:
         say("FAILED: a variant does not match the float64 reference")
     figures = {"eager_launch_us": eager_us, "graph_launch_us": graph_us,
-               "mlp_gpu_ms_per_iter": graph_row.gpu_ms, "batch": batch}
+               "mlp_layers": k, "mlp_gpu_ms_per_iter": graph_row.gpu_ms,
+               "mlp_eager_ms_per_iter": eager_row.ms, "mlp_graph_ms_per_iter": graph_row.ms}
     return (0 if all_ok else 1), figures

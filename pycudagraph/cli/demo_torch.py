@@ -1,6 +1,6 @@
-"""``demo --torch``: the seed's PyTorch script, three ways.
+"""``demo --torch``: a PyTorch MLP, three ways.
 
-The model is the seed's: ``nn.Sequential`` of Linear(512, 1024), ReLU, Linear(1024, 1024),
+The model: ``nn.Sequential`` of Linear(512, 1024), ReLU, Linear(1024, 1024),
 ReLU, Linear(1024, 512), batch 32, float32, a static input tensor, warmed up on a side
 stream. It runs
 
@@ -17,13 +17,15 @@ their memory to a tensor allocated later.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
 
 import pycudagraph as pcg
 
-from .demo_common import Check, Clock, compare, print_table, say, write_chart
+from .demo_common import (Check, Clock, compare, gpu_name, headline, print_table, say,
+                          verdict, write_chart)
 
 SIZES = (512, 1024, 1024, 512)
 BATCH = 32
@@ -34,12 +36,13 @@ def import_torch():
     try:
         import torch
     except ImportError:
-        return None, "demo --torch skipped: PyTorch is not installed (pip install torch)."
+        return None, ("demo --torch needs PyTorch, which is not installed here "
+                      "(pip install torch).")
     return torch, ""
 
 
 def build_model(torch):
-    """The seed's model on the GPU, in eval mode, with fixed random weights."""
+    """The model on the GPU, in eval mode, with fixed random weights."""
     torch.manual_seed(0)
     nn = torch.nn
     layers = []
@@ -64,13 +67,13 @@ def reference(model, x: np.ndarray) -> np.ndarray:
 def run(iters: int, out: Path) -> int:
     torch, why = import_torch()
     if torch is None:
-        say(why)
-        return 0
+        print(f"pycudagraph {why}", file=sys.stderr)
+        return 1
     if not torch.cuda.is_available():
-        say(f"demo --torch skipped: PyTorch {torch.__version__} was built without CUDA or "
-            "sees no GPU.")
-        return 0
-    say(f"pycudagraph demo --torch: the seed's PyTorch MLP {' -> '.join(map(str, SIZES))}, "
+        print(f"pycudagraph demo --torch: PyTorch {torch.__version__} was built without CUDA "
+              "or sees no GPU.", file=sys.stderr)
+        return 1
+    say(f"pycudagraph demo --torch: a PyTorch MLP {' -> '.join(map(str, SIZES))}, "
         f"batch {BATCH}, PyTorch {torch.__version__}, "
         f"allow_tf32={torch.backends.cuda.matmul.allow_tf32}, {iters} iterations per timing")
     model = build_model(torch)
@@ -122,7 +125,7 @@ def run(iters: int, out: Path) -> int:
         rows.append(clock.row("pcg.capture + GraphExec.launch", launch, iters,
                               checked(launch, pcg_out)))
 
-        # The seed's correctness check: the graphs against eager on one more input.
+        # The graphs against eager on one more input.
         static_input.copy_(torch.randn(BATCH, SIZES[0], generator=gen).cuda())
         eager_out = model(static_input)
         tg.replay()
@@ -136,7 +139,7 @@ def run(iters: int, out: Path) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "torch_graph.dot").write_text(cap.graph.to_dot("PyTorch MLP captured by pcg"))
     kernels = [n.kernel_name for n in cap.graph.nodes if n.type == "kernel"]
-    chart = write_chart(out / "torch_demo.png", "the seed's PyTorch MLP: eager vs CUDA graphs",
+    chart = write_chart(out / "torch_demo.png", "a PyTorch MLP: eager vs CUDA graphs",
                         rows)
     say("")
     all_ok = print_table(rows)
@@ -147,6 +150,10 @@ def run(iters: int, out: Path) -> int:
     for r in rows:
         tail = "" if r is rows[0] else f"  ({base / r.ms:.2f}x faster than eager)"
         say(f"{r.name:32s}: {r.ms:.4f} ms/iter{tail}")
+    say(headline(gpu_name(), base, rows[2].ms, len(kernels), "iteration"))
+    note = verdict(base, rows[2].ms, rows[2].gpu_ms, "iteration")
+    if note:
+        say(note)
     say(f"max |diff| vs eager: torch.cuda.graph {d_torch:.2e}, pcg.capture {d_pcg:.2e}")
     say("Results match" if match else "Results DIFFER")
     say(f"the pcg-captured graph holds {len(kernels)} kernel nodes: "

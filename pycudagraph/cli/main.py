@@ -93,10 +93,23 @@ def _bench(rest: list[str]) -> int:
               f"next to this installation ({_REPO_ROOT}); run it from a checkout of the "
               "repository.", file=sys.stderr)
         return 2
+    module = sys.modules.get(getattr(bench_main, "__module__", ""))
+    build = getattr(module, "build_parser", None)
+    if callable(build):  # its usage and --help name this command, not `python -m benchmarks`
+        def build_here():
+            parser = build()
+            parser.prog = "python -m pycudagraph bench"
+            return parser
+        module.build_parser = build_here
     try:
         return int(bench_main(rest) or 0)
+    except SystemExit as exc:  # argparse's --help and usage errors
+        return exc.code if isinstance(exc.code, int) else 2
     except CudaNotAvailableError as exc:
         return _no_gpu("bench", exc)
+    finally:
+        if callable(build):
+            module.build_parser = build
 
 
 _COMMANDS = {"info": _info, "demo": _demo, "show": _show, "bench": _bench}

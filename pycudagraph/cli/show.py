@@ -1,17 +1,6 @@
 """``python -m pycudagraph show``: write the interactive page of a graph.
 
-``show``              build the showcase graph on this GPU (a host-to-device copy, a
-                      memset, kernels on two branches, a child graph, a ``while`` loop of
-                      three passes, a reduction and the copy back), launch it once, check
-                      its result, and write its page
-``show --profile``    also profile it (``GraphExec.profile``): nodes coloured by GPU time
-``show --model``      the page of a CPU-side model of the same graph: no GPU needed
-                      (parameters typed in, addresses made up, no times)
-``show FILE``         the page of a saved graph file (``pcg.load``), once this version
-                      has saved graph files
-
-The page goes to ``--out`` (default ``pycudagraph-graph.html`` in the system's temporary
-folder); its path is printed.
+The modes are in :data:`MODES` (plain text: it is also the ``--help`` epilog).
 """
 
 from __future__ import annotations
@@ -27,7 +16,26 @@ DEFAULT_OUT = Path(tempfile.gettempdir()) / "pycudagraph-graph.html"
 N = 1 << 16
 LOOPS = 3
 
-__all__ = ["main", "build_showcase", "DEFAULT_OUT"]
+__all__ = ["main", "build_showcase", "stand_ins", "DEFAULT_OUT"]
+
+MODES = f"""\
+modes:
+  show              build the showcase graph on this GPU (a host-to-device copy, a
+                    memset, kernels on two branches, a child graph, a while loop of
+                    three passes, a reduction and the copy back), launch it once,
+                    check its result, and write its page
+  show --profile    also profile it: nodes coloured by GPU time
+  show --model      the page of a CPU-side model of the same graph: no GPU needed
+                    (parameters typed in, addresses made up, no times)
+  show FILE         the page of a graph file saved with Graph.save (loaded with
+                    pcg.load). Each slot of the file is bound to a fresh, zeroed
+                    stand-in of its saved kind and size (device or pinned host memory,
+                    or an event), so the page shows the file's structure and
+                    parameters; the graph is not launched, except with --profile,
+                    which runs it on those zeroed stand-ins
+
+The page goes to --out (default {DEFAULT_OUT}); its path is printed.
+"""
 
 
 def build_showcase():
@@ -71,8 +79,9 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m pycudagraph show",
                                 description="Write the interactive page of a graph.",
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog=__doc__.split("\n\n", 1)[1])
-    p.add_argument("file", nargs="?", type=Path, help="a saved graph file (pcg.load)")
+                                epilog=MODES)
+    p.add_argument("file", nargs="?", type=Path,
+                   help="a graph file saved with Graph.save (its slots get zeroed stand-ins)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT,
                    help=f"where to write the page (default {DEFAULT_OUT})")
     p.add_argument("--profile", action="store_true", help="colour the nodes by GPU time")
@@ -80,6 +89,20 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--model", action="store_true",
                    help="a CPU-side model of the showcase graph (works without a GPU)")
     return p
+
+
+def _fail(msg: str, status: int) -> int:
+    print(f"pycudagraph show: {msg}", file=sys.stderr)
+    return status
+
+
+def _out_problem(out: Path) -> str | None:
+    """None when the page can be written to ``out``; else why not, in a few words."""
+    if out.is_dir():
+        return f"--out {out} is a folder; name the page's file (for example {out / 'graph.html'})"
+    if not out.parent.is_dir():
+        return f"--out {out}: the folder {out.parent} does not exist"
+    return None
 
 
 def _write_model(out: Path) -> int:
@@ -90,13 +113,44 @@ def _write_model(out: Path) -> int:
     return 0
 
 
-def _gpu_graph(args):
+def stand_ins(slots: dict, make: dict) -> dict:
+    """``{slot name: stand-in}`` for every slot of a graph file.
+
+    Parameters
+    ----------
+    slots : dict
+        The file's slot table, ``{name: {"kind": "device" | "host" | "event", "nbytes": n}}``.
+    make : dict
+        ``{kind: factory}``: ``factory(nbytes)`` makes a zeroed stand-in of that kind
+        (:func:`_factories`: ``cudaMalloc`` + ``cudaMemsetAsync``, ``cudaHostAlloc``,
+        ``cudaEventCreate``).
+    """
+    return {name: make[meta["kind"]](max(int(meta["nbytes"]), 1)) for name, meta in slots.items()}
+
+
+def _factories(pcg, stream) -> dict:
+    def device(nbytes):
+        buf = pcg.DeviceBuffer(nbytes)
+        buf.zero(stream=stream)
+        return buf
+
+    def host(nbytes):
+        buf = pcg.PinnedBuffer(nbytes)
+        buf.array(np.uint8)[:] = 0
+        return buf
+    return {"device": device, "host": host, "event": lambda nbytes: pcg.Event()}
+
+
+def _gpu_graph(args, stream):
     import pycudagraph as pcg
     if args.file is not None:
-        load = getattr(pcg, "load", None)
-        if load is None:
-            return None
-        return load(args.file), None, (), f"pycudagraph graph {args.file.name}"
+        from ..files.archive import read_file
+        slots = read_file(args.file).manifest["slots"]
+        bind = stand_ins(slots, _factories(pcg, stream))
+        stream.synchronize()
+        if bind:
+            print(f"{args.file.name}: slot(s) {', '.join(bind)} bound to zeroed stand-ins")
+        return pcg.load(args.file, bind=bind), None, bind, f"pycudagraph graph {args.file.name}"
     g, check, keep = build_showcase()
     return g, check, keep, "pycudagraph showcase graph"
 
@@ -106,32 +160,41 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.repeats < 1:
         p.error("--repeats must be positive")
-    if args.model:
-        if args.file is not None or args.profile:
-            p.error("--model draws the showcase model: no FILE, no --profile")
-        return _write_model(args.out)
+    if args.model and (args.file is not None or args.profile):
+        p.error("--model draws the showcase model: no FILE, no --profile")
+    problem = _out_problem(args.out)
+    if problem is not None:
+        return _fail(problem, 2)
+    if args.file is not None and not args.file.is_file():
+        return _fail(f"{args.file}: no such graph file", 2)
+    try:
+        if args.model:
+            return _write_model(args.out)
+        return _on_gpu(args)
+    except OSError as exc:  # the page could not be written
+        return _fail(f"cannot write {args.out}: {exc.strerror or exc}", 2)
+
+
+def _on_gpu(args) -> int:
     import pycudagraph as pcg
     try:
-        pcg.Stream().close()
+        stream = pcg.Stream()
     except pcg.CudaNotAvailableError as exc:
-        print(f"pycudagraph show: no NVIDIA GPU or driver is usable here ({exc.name}); "
-              "`python -m pycudagraph show --model` draws a model of the graph instead.",
-              file=sys.stderr)
-        return 1
-    found = _gpu_graph(args)
-    if found is None:
-        print("pycudagraph show: this version cannot read saved graph files yet (pcg.load); "
-              "run `show` or `show --model` instead", file=sys.stderr)
-        return 2
-    g, check, keep, title = found
-    stream = pcg.Stream()
-    exe = g.instantiate()
-    exe.launch(stream)
-    stream.synchronize()
-    if check is not None and not check():
-        print("pycudagraph show: the showcase graph computed a wrong sum", file=sys.stderr)
-        return 1
-    profile = exe.profile(stream, repeats=args.repeats) if args.profile else None
+        return _fail(f"no NVIDIA GPU or driver is usable here ({exc.name}); "
+                     "`python -m pycudagraph show --model` draws a model of the graph instead.", 1)
+    try:
+        g, check, keep, title = _gpu_graph(args, stream)
+    except (pcg.GraphFileError, pcg.ArgumentError) as exc:
+        return _fail(str(exc), 1)
+    if args.file is None or args.profile:
+        exe = g.instantiate()
+        exe.launch(stream)
+        stream.synchronize()
+        if check is not None and not check():
+            return _fail("the showcase graph computed a wrong sum", 1)
+        profile = exe.profile(stream, repeats=args.repeats) if args.profile else None
+    else:
+        profile = None
     if profile is not None:
         print(profile)
     g.to_html(args.out, profile=profile, title=title)

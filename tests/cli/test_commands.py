@@ -43,6 +43,40 @@ def test_help_lists_the_commands():
         assert command in out.stdout
 
 
+def test_bare_command_prints_the_help_and_exits_2():
+    out = _run()
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stdout.startswith("usage: python -m pycudagraph")
+    for command in ("info", "demo", "show", "bench"):
+        assert command in out.stdout
+
+
+def test_bench_help_names_this_command():
+    out = _run("bench", "--help")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("usage: python -m pycudagraph bench")
+    assert "python -m benchmarks" not in out.stdout
+
+
+def test_bench_usage_error_is_a_status(monkeypatch, capsys):
+    module = types.ModuleType("fake_bench")
+    import argparse
+
+    def build_parser():
+        p = argparse.ArgumentParser(prog="python -m benchmarks")
+        p.add_argument("--quick", action="store_true")
+        return p
+
+    def bench_main(argv):
+        return module.build_parser().parse_args(argv) and 0
+    module.build_parser, bench_main.__module__ = build_parser, "fake_bench"
+    monkeypatch.setitem(sys.modules, "fake_bench", module)
+    monkeypatch.setattr(cli, "_benchmarks_main", lambda: bench_main)
+    assert cli.main(["bench", "--nope"]) == 2
+    assert "usage: python -m pycudagraph bench" in capsys.readouterr().err
+    assert module.build_parser is build_parser  # put back
+
+
 def test_main_returns_argparse_status_instead_of_exiting(capsys):
     assert cli.main(["--help"]) == 0
     assert cli.main(["no-such-command"]) == 2

@@ -38,7 +38,7 @@ def test_show_refuses_what_the_model_cannot_do(capsys):
     assert "no FILE, no --profile" in capsys.readouterr().err
     assert cli.main(["show", "--repeats", "0"]) == 2
     assert cli.main(["show", "--help"]) == 0
-    assert "saved graph file" in capsys.readouterr().out
+    assert "graph file saved with Graph.save" in capsys.readouterr().out
 
 
 @pytest.mark.skipif(_cuda.cuda_available(), reason="checks the message on a machine without a GPU")
@@ -47,14 +47,41 @@ def test_show_without_a_gpu_points_to_the_model():
     assert out.returncode == 1 and "show --model" in out.stderr
 
 
-def test_a_saved_graph_file_is_refused_until_load_exists(tmp_path, monkeypatch, capsys):
-    import pycudagraph as pcg
-    if hasattr(pcg, "load"):
-        pytest.skip("this version reads saved graph files")
-    monkeypatch.setattr(pcg.Stream, "close", lambda self: None)
-    monkeypatch.setattr(pcg.Stream, "__init__", lambda self, *a, **k: None)
-    assert show.main([str(tmp_path / "g.pcg"), "--out", str(tmp_path / "g.html")]) == 2
-    assert "cannot read saved graph files" in capsys.readouterr().err
+def test_an_out_folder_that_does_not_exist_is_one_line(tmp_path):
+    out = _run("--model", "--out", str(tmp_path / "no" / "such" / "x.html"))
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines() == [
+        f"pycudagraph show: --out {tmp_path / 'no' / 'such' / 'x.html'}: the folder "
+        f"{tmp_path / 'no' / 'such'} does not exist"]
+
+
+def test_an_out_that_is_a_folder_is_refused(capsys, tmp_path):
+    assert show.main(["--model", "--out", str(tmp_path)]) == 2
+    assert "is a folder; name the page's file" in capsys.readouterr().err
+
+
+def test_a_missing_graph_file_is_one_line(tmp_path):
+    out = _run(str(tmp_path / "g.pcgraph"), "--out", str(tmp_path / "g.html"))
+    assert out.returncode == 2 and "no such graph file" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_help_says_how_a_file_with_slots_is_shown(capsys):
+    assert cli.main(["show", "--help"]) == 0
+    text = capsys.readouterr().out
+    assert "zeroed" in text and "stand-in" in text and "not launched" in text
+    assert "once this version" not in text and "``" not in text
+
+
+def test_every_slot_gets_a_stand_in_of_its_kind_and_size():
+    made = []
+    make = {kind: (lambda kind: lambda n: made.append((kind, n)) or f"{kind}:{n}")(kind)
+            for kind in ("device", "host", "event")}
+    slots = {"x": {"kind": "device", "nbytes": 4096}, "h": {"kind": "host", "nbytes": 16},
+             "done": {"kind": "event", "nbytes": 0}}
+    assert show.stand_ins(slots, make) == {"x": "device:4096", "h": "host:16", "done": "event:1"}
+    assert made == [("device", 4096), ("host", 16), ("event", 1)]
+    assert show.stand_ins({}, make) == {}
 
 
 @pytest.mark.gpu
@@ -64,3 +91,22 @@ def test_show_on_the_gpu_checks_and_draws_the_showcase_graph(tmp_path):
     page = (tmp_path / "g.html").read_text()
     assert "reduce_sum" in page and "count_while_below" in page
     assert re.search(r'"type":"conditional"', page)
+
+
+@pytest.mark.gpu
+def test_show_draws_a_saved_file_with_slots(tmp_path):
+    """A file whose kernel points into two slots is drawn without binding anything by hand."""
+    code = (
+        "import numpy as np, pycudagraph as pcg\n"
+        "k = pcg.Module.from_file('helpers.cu')['axpy']\n"
+        "x, y = pcg.DeviceBuffer(4096), pcg.DeviceBuffer(4096)\n"
+        "g = pcg.Graph()\n"
+        "g.add_kernel(k, 4, 256, (y, x, 2.0, 1024))\n"
+        f"g.save({str(tmp_path / 'g.pcgraph')!r}, slots={{'x': x, 'y': y}})\n")
+    made = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert made.returncode == 0, made.stderr
+    out = _run(str(tmp_path / "g.pcgraph"), "--out", str(tmp_path / "g.html"))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "slot(s) x, y bound to zeroed stand-ins" in out.stdout
+    assert "axpy" in (tmp_path / "g.html").read_text()
