@@ -274,39 +274,48 @@ except ImportError:
     print("SKIP no torch"); sys.exit(0)
 import pycudagraph as pcg
 N = 16384  # 64 KiB inputs
+one = N * 4
 
 def fn(x, y):
     return x * 2 + y
 
-f = pcg.graphed(fn)
-keep = torch.randn(N, device="cuda")
-f(torch.randn(N, device="cuda"), keep)  # capture, pool and warm-up outside the count
-f(torch.randn(N, device="cuda"), keep)
-torch.cuda.synchronize()
-gc.collect()
-base = torch.cuda.memory_allocated()
-one = N * 4
-refs = []
-gc.disable()
-try:
-    for n in range(1000):
-        x = torch.randn(N, device="cuda")
-        refs.append(weakref.ref(x))
-        y = f(x, keep)
-        if n % 100 == 0:
-            torch.testing.assert_close(y, fn(x, keep))
-        del x, y
+def run(copy_outputs):
+    f = pcg.graphed(fn, copy_outputs=copy_outputs)
+    keep = torch.randn(N, device="cuda")
+    first = torch.randn(N, device="cuda")
+    r0 = weakref.ref(first)
+    f(first, keep)  # capture, pool and warm-up outside the count
+    del first
+    f(torch.randn(N, device="cuda"), keep)
     torch.cuda.synchronize()
-    alive = [n for n, r in enumerate(refs) if r() is not None]
-    grown = torch.cuda.memory_allocated() - base
-finally:
-    gc.enable()
-print("alive", alive, "grown", grown, "one input", one)
-assert alive in ([], [999]), alive  # at most the latest: the exec points at it until the next call
-assert grown <= one, (grown, one)
-f.clear()
-gc.collect()
-assert refs[-1]() is None
+    gc.collect()
+    base = torch.cuda.memory_allocated()
+    refs = []
+    gc.disable()
+    try:
+        for n in range(1000):
+            x = torch.randn(N, device="cuda")
+            refs.append(weakref.ref(x))
+            y = f(x, keep)
+            if n % 100 == 0:
+                torch.testing.assert_close(y, fn(x, keep))
+            del x, y
+        torch.cuda.synchronize()
+        alive = [n for n, r in enumerate(refs) if r() is not None]
+        grown = torch.cuda.memory_allocated() - base
+        first_alive = r0() is not None
+    finally:
+        gc.enable()
+    print("copy_outputs", copy_outputs, "alive", alive, "grown", grown, "one input", one)
+    assert not first_alive, "the capture's input is still held"
+    assert alive in ([], [999]), alive  # at most the latest: the exec points at it until the next call
+    assert grown <= one, (grown, one)
+    f.clear()
+    gc.collect()
+    assert refs[-1]() is None
+
+run(False)
+run(True)
 print("OK")
 """
 
