@@ -19,7 +19,7 @@ from .reconcile import reconcile
 from .signature import KernelSignature, Param, param_from_ctype
 
 __all__ = ["is_cxx_name", "bare_name", "template_args", "mangled_scope", "mangled_bare_name",
-           "cxx_params"]
+           "mangled_template_args", "cxx_params"]
 
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 
@@ -85,8 +85,53 @@ def mangled_scope(symbol: str) -> list[str]:
     """The qualified name of an Itanium-mangled function, as its parts
     (``_ZN2ns4axpyIfEEv...`` -> ``["ns", "axpy"]``); empty when it cannot be read simply
     (no ``_Z``, ``std::`` substitutions ...)."""
-    if not symbol.startswith("_Z") or len(symbol) < 4:
+    return _scope(symbol)[0]
+
+
+#: Itanium codes of the builtin types a kernel template is instantiated with.
+_BUILTIN = {"v": "void", "b": "bool", "c": "char", "a": "signed char", "h": "unsigned char",
+            "s": "short", "t": "unsigned short", "i": "int", "j": "unsigned int", "l": "long",
+            "m": "unsigned long", "x": "long long", "y": "unsigned long long", "f": "float",
+            "d": "double", "e": "long double"}
+
+
+def mangled_template_args(symbol: str) -> list[str]:
+    """The template arguments of an Itanium-mangled function as C++ text
+    (``_ZN2ns4fillIdLi4EEEv...`` -> ``["double", "4"]``): builtin types, named classes
+    and integer literals; empty when there are none or they cannot be read simply."""
+    parts, i = _scope(symbol)
+    if not parts or i >= len(symbol) or symbol[i] != "I":
         return []
+    i, args = i + 1, []
+    while i < len(symbol) and symbol[i] != "E":
+        c = symbol[i]
+        if c in _BUILTIN:
+            args.append(_BUILTIN[c])
+            i += 1
+        elif c == "L" and i + 1 < len(symbol) and symbol[i + 1] in _BUILTIN:
+            end = symbol.find("E", i)
+            value = symbol[i + 2: end] if end > 0 else ""
+            value = "-" + value[1:] if value.startswith("n") else value
+            if not value.lstrip("-").isdigit():
+                return []
+            args.append(value)
+            i = end + 1
+        elif c.isdigit():
+            n, j = _number(symbol, i)
+            if n <= 0 or j + n > len(symbol):
+                return []
+            args.append(symbol[j: j + n])
+            i = j + n
+        else:
+            return []
+    return args if i < len(symbol) else []
+
+
+def _scope(symbol: str) -> tuple[list[str], int]:
+    """(the name's parts, the index just after them) of a mangled name; ([], 0) when it
+    cannot be read simply."""
+    if not symbol.startswith("_Z") or len(symbol) < 4:
+        return [], 0
     i, nested = 2, symbol[2] == "N"
     if nested:
         i += 1
@@ -96,12 +141,12 @@ def mangled_scope(symbol: str) -> list[str]:
     while i < len(symbol) and symbol[i].isdigit():
         n, i = _number(symbol, i)
         if n <= 0 or i + n > len(symbol):
-            return []
+            return [], 0
         parts.append(symbol[i: i + n])
         i += n
         if not nested:
             break
-    return parts
+    return parts, i
 
 
 def mangled_bare_name(symbol: str) -> str | None:
@@ -134,6 +179,6 @@ def cxx_params(name: str, candidates: list[KernelSignature], compiled: tuple[Com
     Returns ``(params, notes)`` as :func:`~.reconcile.reconcile` does; with no readable
     candidate the compiled facts alone (``arg0``, ``arg1``, ...).
     """
-    args = template_args(expr) if expr else []
+    args = template_args(expr) if expr else mangled_template_args(name)
     ready = [_substitute(c, args) for c in candidates]
     return reconcile(name, ready, compiled)
