@@ -110,3 +110,16 @@ def test_readme_examples_run():
     exec(compile(first, "README.md", "exec"), scope)
     exec(compile(capture, "README.md", "exec"), scope)
     scope["stream"].synchronize()
+
+
+def test_how_fast_speaks_to_users_and_quotes_the_results_page():
+    """What was measured, on what, how to reproduce; no development bookkeeping."""
+    text = section("How fast")
+    assert not re.search(r"\bsets? \d+|\bcommit\b|[0-9a-f]{7}\b|\bissue", text), text
+    for want in ("NVIDIA H100 80GB HBM3", "driver 580.159.04", "python -m benchmarks --runs 3",
+                 "python -m pycudagraph demo", "To reproduce"):
+        assert want in text, want
+    results = (ROOT / "docs" / "results" / "head_to_head_h100.md").read_text()
+    assert "| MLP eager, per iteration | - | - | - | - | - | 81.4 | 21.2 |" in results
+    assert "| MLP graph replay, per iteration | - | - | - | - | - | 42.2 | 19.3 |" in results
+    assert "19.3 us per iteration against 21.2 us eager" in text and "42.2 us against 81.4" in text
