@@ -20,7 +20,7 @@ from .._cuda import call, ensure_device, rt, versions
 from ..nodes.edges import edge_data, port_name
 from ..errors import ArgumentError
 from ..graph.graph import Graph
-from ..nodes import Node
+from ..nodes.table import node_list
 from ..runtime.stream import Stream
 from ..runtime.values import choice_arg, seq_arg
 
@@ -126,12 +126,7 @@ def update_capture_dependencies(stream, nodes, mode: str = "add", ports=None) ->
         Edge data per node (``"programmatic"``, ...; CUDA 12.3+).
     """
     choice_arg(mode, _FLAGS, "update_capture_dependencies: mode")
-    nodes = ([nodes] if isinstance(nodes, Node)
-             else list(seq_arg(nodes, "update_capture_dependencies: nodes")))
-    for n in nodes:
-        if not isinstance(n, Node):
-            raise ArgumentError(f"update_capture_dependencies: expected Nodes, got "
-                                f"{type(n).__name__}")
+    nodes = node_list(nodes, "update_capture_dependencies")
     s = Stream.wrap(stream)
     data = _edge_list(ports, len(nodes))
     ensure_device()

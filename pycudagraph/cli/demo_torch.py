@@ -138,7 +138,7 @@ def run(iters: int, out: Path) -> int:
 
     out.mkdir(parents=True, exist_ok=True)
     (out / "torch_graph.dot").write_text(cap.graph.to_dot("PyTorch MLP captured by pcg"))
-    kernels = [n.kernel_name for n in cap.graph.nodes if n.type == "kernel"]
+    kernels = [n.kernel_name for n in cap.graph.nodes if hasattr(n, "kernel_name")]
     chart = write_chart(out / "torch_demo.png", "a PyTorch MLP: eager vs CUDA graphs",
                         rows)
     say("")

@@ -8,11 +8,20 @@ updated like the original's.
 from __future__ import annotations
 
 from .._cuda import call, rt
-from ..errors import ArgumentError, CudaError
-from ..nodes import Node, NodeType
+from ..errors import ArgumentError, CudaError, PyCudaGraphError
+from ..nodes import Node
 from ..nodes.table import node_arg
 
 __all__ = ["GraphClone"]
+
+
+def _clone_refusal(table) -> str:
+    """Why CUDA refuses to clone the graph of ``table``, as its nodes say
+    (:attr:`Node.clone_refusal`, over the one walk); "" where none says."""
+    try:
+        return next((n.clone_refusal for n, _, _ in table.walk() if n.clone_refusal), "")
+    except PyCudaGraphError:  # the graph cannot be read: no hint
+        return ""
 
 
 class GraphClone:
@@ -25,8 +34,9 @@ class GraphClone:
         try:
             raw = call(rt.cudaGraphClone, self.handle)
         except CudaError as exc:
-            if any(n.type == NodeType.CONDITIONAL for n in self.table.all_nodes()):
-                exc.set_hint("CUDA does not clone graphs with conditional nodes")
+            why = _clone_refusal(self.table)
+            if why:
+                exc.set_hint(why)
             raise
         new = type(self)._wrap(raw, owned=True)
         new._origin = self

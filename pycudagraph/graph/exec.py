@@ -301,8 +301,8 @@ class GraphExec(ExecUpdate, ExecIntrospection):
         """
         rec = self._nodes.get(id(node))
         if rec is None or rec.node is not node:  # twins go the long way
-            if not isinstance(node, KernelNode):
-                node_arg(None, node, "node", "set_arg")
+            node_arg(None, node, "node", "set_arg")
+            if "args" not in node.exec_fields:  # a kernel node's arguments
                 raise ArgumentError(f"set_arg: node must be a KernelNode, got {node!r}")
             rec = self.exec_node(node)
         else:
@@ -351,8 +351,7 @@ class GraphExec(ExecUpdate, ExecIntrospection):
         operands are multidimensional; for a box the exec refuses, change the graph
         (``Graph.set_memcpy_3d``) and instantiate it again.
         """
-        from ..nodes import MemcpyNode
-        if not isinstance(node, MemcpyNode):
+        if getattr(node, "exec_set_3d", None) is None:  # a copy node's own call
             raise ArgumentError(f"set_memcpy_3d: {node!r} is not a copy node")
         rec = self.exec_node(node)
         rec.node.exec_set_3d(rec, dst, src, width, height, depth, **layout)

@@ -277,7 +277,8 @@ class Graph(GraphTopology, GraphClone, GraphFeatures, GraphIntrospection, GraphU
     def set_memcpy_3d(self, node: MemcpyNode, dst, src, width: int, height: int = 1,
                       depth: int = 1, **layout) -> None:
         """Change a copy node in this graph to a 2D/3D copy (``cudaGraphMemcpyNodeSetParams``)."""
-        if not isinstance(node, MemcpyNode) or not self.table.encloses(node.graph.table):
+        if getattr(node, "set_params_3d", None) is None or \
+                not self.table.encloses(node.graph.table):  # a copy node of this graph
             raise ArgumentError(f"set_memcpy_3d: {node!r} is not a copy node of this graph")
         node.set_params_3d(dst, src, width, height, depth, **layout)
 

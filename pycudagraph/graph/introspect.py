@@ -59,16 +59,10 @@ def topological_order(nodes: list, edges: list) -> list:
     return out
 
 
-def _dim3(d) -> str:
-    d = tuple(d) + (1, 1, 1)
-    return f"({d[0]},{d[1]},{d[2]})"
-
-
-def _kernel_text(node) -> str:
-    p = node.params
-    func = node.function
-    return (f"{p.kernel_name}<<<{_dim3(p.grid)}, {_dim3(p.block)}, {p.shared_mem}>>> "
-            f"func=0x{func:x}")
+def _listing(node) -> str:
+    """What the listing shows of a node (:meth:`Node.listing`: a kernel's
+    ``name<<<grid, block, shared_mem>>> func=0x...``, else its one-line description)."""
+    return node.listing()
 
 
 def _local_id(node) -> str:
@@ -89,7 +83,7 @@ def describe_graph(graph) -> str:
         deps[b].append(pos[a])
     lines = [f"Graph 0x{graph.table.h:x}: {len(nodes)} nodes, {len(edges)} edges"]
     for n in order:
-        what = _kernel_text(n) if str(n.type) == "kernel" else n.describe()
+        what = _listing(n)
         d = ", ".join(str(i) for i in sorted(deps[n])) or "-"
         lines.append(f"  [{pos[n]}] {str(n.type):<12} id={_local_id(n):<3} node=0x{n._h:x}  "
                      f"{what}  deps: {d}")

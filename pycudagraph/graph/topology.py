@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .._cuda import call, rt, versions
 from ..errors import ArgumentError, CudaError
-from ..nodes import KernelNode, Node
+from ..nodes import Node
 from ..nodes.edges import edge_data, port_hint, port_name
 from ..nodes.table import node_arg
 from ..runtime.values import raw_int
@@ -39,7 +39,7 @@ class GraphTopology:
         raw = self.table.raw
         data = edge_data(port)  # a bad port is refused before the edge queries
         new_edge(self, a, b)
-        if data is not None and not (isinstance(a, KernelNode) and isinstance(b, KernelNode)):
+        if data is not None and not (a.port_edges and b.port_edges):
             raise ArgumentError(f"a {port} edge joins two kernel nodes, not {a.type} -> {b.type}")
         versions.graph_add_dependencies(raw, [a.handle], [b.handle], data)
 

@@ -14,7 +14,6 @@ from .._cuda import error_for, fast, rt, versions
 from .._lifetime import release
 from ..errors import ArgumentError, GraphExecUpdateError, PyCudaGraphError
 from ..nodes.table import node_arg
-from ..nodes import KernelNode
 from ..nodes.captured_args import CapturedArgs
 
 __all__ = ["ExecUpdate", "UPDATE_REASONS"]
@@ -222,7 +221,7 @@ class ExecUpdate:
             rec = old.exec_record(self.handle, source, self._retire)
             self._nodes[id(old)] = rec
             if new is not old:
-                if isinstance(new, KernelNode) and type(rec.args) is CapturedArgs:
+                if type(rec.args) is CapturedArgs:  # a kernel node's bytes, read back
                     rec.args = CapturedArgs.of(new)  # the bytes the update took, not the old ones
                 rec.pair(new, self._nodes)
             for old_body, body in zip(old.inner_graphs(), new.inner_graphs()):

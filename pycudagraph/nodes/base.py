@@ -23,7 +23,15 @@ from ..errors import ArgumentError, ClosedError, PyCudaGraphError
 from .exec_node import ExecNode
 from .generic import set_node_params as _set_node_params
 
-__all__ = ["NodeType", "Node", "RAW_TYPES", "REMOVED"]
+__all__ = ["NodeType", "Node", "RAW_TYPES", "REMOVED", "operand_dict"]
+
+
+def operand_dict(changes) -> dict:
+    """``changes`` checked to be a dict of field name -> value (:meth:`Node.exec_operands`)."""
+    if not isinstance(changes, dict) or not all(isinstance(k, str) for k in changes):
+        raise ArgumentError(f"exec_operands: changes must be a dict of field name -> value, "
+                            f"got {changes!r}")
+    return changes
 
 
 class _Removed:
@@ -256,6 +264,10 @@ class Node:
     clone_refusal: str = ""
     #: The raw call :meth:`exec_set` makes, as reports name it.
     exec_call: str = "set_params"
+    #: Whether the node does nothing when it runs (an empty node joining dependencies).
+    idle: bool = False
+    #: Whether an edge with a port (``"programmatic"`` ...) may join the node (kernels).
+    port_edges: bool = False
 
     def shape(self) -> str:
         """What must match for two nodes to pair in an exec update: the type here (a
@@ -270,20 +282,26 @@ class Node:
         except PyCudaGraphError:
             return str(self.type)
 
-    def subgraph_names(self, count: int) -> list:
-        """The names of the node's ``count`` subgraphs, as tree paths and the page show
-        them: ``"body 0"`` ... here. No CUDA call."""
-        return [f"body {i}" for i in range(count)]
+    def listing(self) -> str:
+        """What ``print(graph)`` shows of the node: its one-line :meth:`describe` here (a
+        kernel node shows its launch)."""
+        return self.describe()
+
+    def subgraph_names(self) -> list:
+        """The names of the node's :meth:`subgraphs`, in order, as tree paths and the page
+        show them: ``"body 0"`` ... here."""
+        return [f"body {i}" for i in range(len(self.subgraphs()))]
 
     def exec_operands(self, changes: dict) -> dict:
         """``changes`` (field -> new value, from :meth:`fields`) as this node's
         :meth:`exec_set` takes them; unchanged here. No CUDA call here."""
-        return changes
+        return operand_dict(changes)
 
     def work(self):
         """What a profiler's activity record of this node shows: ``(kind, bytes)`` for a
-        copy or memset, ``("kernel", {names})`` for a kernel; None for a node that records
-        no device work (here). Reads the node's parameters."""
+        copy or memset, ``("kernel", {names})`` for a kernel (the bytes None, the names empty,
+        where they cannot be read; never raises); None for a node that records no device
+        work (here). Reads the node's parameters."""
         return None
 
     def write_site(self, rec: ExecNode, site, address: int) -> None:
@@ -291,7 +309,7 @@ class Node:
         with the node type's ``cudaGraphExec*NodeSetParams`` call; this base refuses with
         :class:`~pycudagraph.errors.ArgumentError`. A failed write changes nothing."""
         raise ArgumentError(f"{self.type} nodes have no address an exec can change "
-                            f"({site.place})")
+                            f"({getattr(site, 'place', site)!r})")
 
     def exec_record(self, exec_raw, source: tuple, retire) -> ExecNode:
         """The record an exec keeps of this node (:mod:`pycudagraph.nodes.exec_node`).

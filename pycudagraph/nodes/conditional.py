@@ -264,9 +264,10 @@ class ConditionalNode(Node, ConditionalFile):
         except NotSupportedError:
             return "conditional (bodies unknown)"
 
-    def subgraph_names(self, count: int) -> list:
-        """``then`` / ``else`` / ``body`` / ``case i`` by kind, ``body i`` otherwise. No
-        CUDA call."""
+    def subgraph_names(self) -> list:
+        """``then`` / ``else`` / ``body`` / ``case i`` by kind, ``body i`` otherwise (as
+        :attr:`bodies` reads them)."""
+        count = len(self.bodies)
         names = list(self._BODY_NAMES)
         if self.kind == "switch":
             return [f"case {i}" for i in range(count)]

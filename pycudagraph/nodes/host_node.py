@@ -6,7 +6,7 @@ from .._cuda import call, rt
 from ..errors import ArgumentError
 from ..runtime.hostfn import HostCall, trampoline_address
 from ..runtime.values import require_callable
-from .base import Node, NodeType
+from .base import Node, NodeType, operand_dict
 from .file_records import HostFile
 
 __all__ = ["HostNode", "host_node_params"]
@@ -102,7 +102,7 @@ class HostNode(Node, HostFile):
     def exec_operands(self, changes: dict) -> dict:
         """The exec's call takes the callable and its arguments together: the one not
         changed comes from :meth:`fields`. No CUDA call for a node built here."""
-        if not {"fn", "args"} & set(changes):
+        if not {"fn", "args"} & set(operand_dict(changes)):
             return changes
         f = self.fields()
         return {"fn": changes.get("fn", f.get("fn")), "args": changes.get("args", f.get("args", ()))}

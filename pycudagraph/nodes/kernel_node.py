@@ -91,6 +91,11 @@ def _dim(d) -> str:
     return "(" + ",".join(str(x) for x in d) + ")" if len(d) > 1 else str(d[0])
 
 
+def _dim3(d) -> str:
+    d = tuple(d) + (1, 1, 1)
+    return f"({d[0]},{d[1]},{d[2]})"
+
+
 class KernelNode(Node, KernelFile):
     """A kernel launch node (``cudaGraphAddKernelNode``).
 
@@ -340,6 +345,7 @@ class KernelNode(Node, KernelFile):
     #: What :meth:`exec_set` takes of :meth:`fields` (``cuGraphExecKernelNodeSetParams``).
     exec_fields = frozenset({"grid", "block", "shared_mem", "args"})
     exec_call = "cuGraphExecKernelNodeSetParams"
+    port_edges = True
 
     def fields(self) -> dict:
         """``function``, ``grid``, ``block``, ``shared_mem`` and ``args`` (by name). No CUDA
@@ -347,6 +353,13 @@ class KernelNode(Node, KernelFile):
         p = self.params
         return {"function": self.function, "grid": tuple(p.grid), "block": tuple(p.block),
                 "shared_mem": int(p.shared_mem), "args": dict(p.args)}
+
+    def listing(self) -> str:
+        """``name<<<grid, block, shared_mem>>> func=0x...`` (``cuGraphKernelNodeGetParams``
+        for a node not built here)."""
+        p = self.params
+        return (f"{p.kernel_name}<<<{_dim3(p.grid)}, {_dim3(p.block)}, {p.shared_mem}>>> "
+                f"func=0x{self.function:x}")
 
     def label(self) -> str:
         """The kernel's name (``"kernel"`` where it cannot be read)."""
@@ -356,8 +369,12 @@ class KernelNode(Node, KernelFile):
             return str(self.type)
 
     def work(self) -> tuple:
-        """``("kernel", {mangled name, name})``: what a profiler's kernel record shows."""
-        return "kernel", {n for n in (self.mangled_name, self.label()) if n}
+        """``("kernel", {mangled name, name})``: what a profiler's kernel record shows (no
+        names where they cannot be read)."""
+        try:
+            return "kernel", {n for n in (self.mangled_name, self.kernel_name) if n}
+        except (PyCudaGraphError, AttributeError, TypeError):  # unreadable, or no launch kept
+            return "kernel", set()
 
 
 def exec_set_arg(rec: ExecNode, index_or_name, value) -> None:

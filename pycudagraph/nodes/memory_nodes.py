@@ -8,7 +8,7 @@ from .._cuda import call, context, rt
 from ..errors import ArgumentError, PyCudaGraphError
 from ..runtime.pointers import device_pointer
 from ..runtime.values import int_arg
-from .base import Node, NodeType
+from .base import Node, NodeType, operand_dict
 from .copy_params import GRAPH_ALLOCATIONS, copy3d_params, memcpy_args, memset_params
 from .facets import Site
 from .memory_file import MemAllocFile, MemcpyFile, MemFreeFile, MemsetFile
@@ -158,14 +158,14 @@ class MemcpyNode(Node, MemcpyFile):
     def write_site(self, rec, site, address: int) -> None:
         """``address`` as the exec's copy source or destination
         (``cudaGraphExecMemcpyNodeSetParams1D``, through :meth:`exec_set`)."""
-        if site.place not in ("src", "dst"):
-            raise ArgumentError(f"a memcpy node has no site {site.place!r} (src, dst)")
+        if not isinstance(site, Site) or site.place not in ("src", "dst"):
+            raise ArgumentError(f"a memcpy node has no site {site!r} (src, dst)")
         self.exec_set(rec, **{site.place: address})
 
     def exec_operands(self, changes: dict) -> dict:
         """A new ``dst`` / ``src`` as the objects the node kept (so the exec keeps them too)
         where it kept them, else the address. No CUDA call."""
-        kept = self._table.kept(self) if {"dst", "src"} & set(changes) else ()
+        kept = self._table.kept(self) if {"dst", "src"} & set(operand_dict(changes)) else ()
         if len(kept) < 2:
             return changes
         out = dict(changes)
@@ -266,8 +266,8 @@ class MemsetNode(Node, MemsetFile):
     def write_site(self, rec, site, address: int) -> None:
         """``address`` as the exec's memset destination (``cudaGraphExecMemsetNodeSetParams``,
         through :meth:`exec_set`; the extent is checked against it)."""
-        if site.place != "dst":
-            raise ArgumentError(f"a memset node has no site {site.place!r} (dst)")
+        if not isinstance(site, Site) or site.place != "dst":
+            raise ArgumentError(f"a memset node has no site {site!r} (dst)")
         self.exec_set(rec, dst=address)
 
     def work(self) -> tuple:

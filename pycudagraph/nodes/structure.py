@@ -78,15 +78,16 @@ class ChildGraphNode(Node, ChildGraphFile):
         """The embedded graph (``cudaGraphChildGraphNodeGetGraph``, on first use)."""
         return (self.child,)
 
-    def subgraph_names(self, count: int) -> list:
+    def subgraph_names(self) -> list:
         """``["child"]``. No CUDA call."""
-        return ["child"][:count]
+        return ["child"]
 
 
 class EmptyNode(Node, EmptyFile):
     """A node that does nothing, for joining dependencies (``cudaGraphAddEmptyNode``)."""
 
     type = NodeType.EMPTY
+    idle = True
     __slots__ = ()
 
     @classmethod

@@ -20,10 +20,10 @@ import weakref
 
 from .._lifetime import Ledger
 from ..errors import ArgumentError, ClosedError, PyCudaGraphError
-from ..runtime.values import short_repr
+from ..runtime.values import seq_arg, short_repr
 from .base import Node
 
-__all__ = ["NodeTable", "node_arg", "dep_nodes"]
+__all__ = ["NodeTable", "node_arg", "dep_nodes", "node_list"]
 
 
 class NodeTable:
@@ -267,3 +267,15 @@ def dep_nodes(table, deps, where: str = "deps") -> list:
             raise ArgumentError(f"{where}: deps lists {d!r} twice (duplicate dependency)")
         seen.add(int(d))
     return list(deps)
+
+
+def node_list(nodes, where: str) -> list:
+    """``nodes`` (one node or a sequence of nodes) as a list, each checked to be a node
+    (:class:`ArgumentError` ``"{where}: expected Nodes, got <type>"`` otherwise)."""
+    if isinstance(nodes, Node):
+        return [nodes]
+    out = list(seq_arg(nodes, f"{where}: nodes"))
+    for n in out:
+        if not isinstance(n, Node):
+            raise ArgumentError(f"{where}: expected Nodes, got {type(n).__name__}")
+    return out

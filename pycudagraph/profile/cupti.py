@@ -61,11 +61,21 @@ def _kinds(cupti) -> tuple:
     return (k.CONCURRENT_KERNEL, k.MEMCPY, k.MEMSET)
 
 
+def _record_name(a) -> str:
+    return str(getattr(a, "name", "") or "")
+
+
+def _record_bytes(a) -> int:
+    return int(getattr(a, "bytes", 0))
+
+
 def _kind_names(cupti) -> dict:
-    """``{activity kind value: "kernel" | "memcpy" | "memset"}``: what a record did."""
+    """``{activity kind value: (kind, reader)}``: what a record did (``"kernel"``,
+    ``"memcpy"``, ``"memset"``, as :meth:`Node.work` names it) and what it shows of it (a
+    kernel's name, the bytes)."""
     k = cupti.ActivityKind
-    return {int(k.CONCURRENT_KERNEL): "kernel", int(k.MEMCPY): "memcpy",
-            int(k.MEMSET): "memset"}
+    return {int(k.CONCURRENT_KERNEL): ("kernel", _record_name),
+            int(k.MEMCPY): ("memcpy", _record_bytes), int(k.MEMSET): ("memset", _record_bytes)}
 
 
 def _buffer_requested():
@@ -83,12 +93,7 @@ def _buffer_completed(activities) -> None:
         if not node_id:
             continue
         kind = kinds.get(getattr(a, "kind", None))
-        if kind == "kernel":
-            sig = (kind, str(getattr(a, "name", "") or ""))
-        elif kind is not None:
-            sig = (kind, int(getattr(a, "bytes", 0)))
-        else:
-            sig = None
+        sig = None if kind is None else (kind[0], kind[1](a))
         sink.append((int(node_id), int(a.correlation_id), int(a.start), int(a.end), sig))
 
 

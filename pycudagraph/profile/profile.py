@@ -66,6 +66,15 @@ __all__ = ["Profile", "NodeTime", "profile_exec", "launch_times", "METHODS"]
 METHODS = ("auto", "cupti", "stamps")
 
 
+def _hashable(obj) -> bool:
+    """Whether ``obj`` can be looked up in a dict (a node can; a list cannot)."""
+    try:
+        hash(obj)
+    except TypeError:
+        return False
+    return True
+
+
 @dataclass(frozen=True)
 class NodeTime:
     """One row of a :class:`Profile`."""
@@ -112,7 +121,7 @@ class Profile:
     # Reading ------------------------------------------------------------------------
 
     def _row(self, node) -> NodeTime:
-        row = self._rows.get(node) if isinstance(node, Node) else None
+        row = self._rows.get(node) if _hashable(node) else None
         if row is None:
             raise ArgumentError(f"profile: {node!r} is not a node of the profiled graph (nor of "
                                 "its child graphs or bodies)")
@@ -128,7 +137,7 @@ class Profile:
         return self._row(node).runs
 
     def __contains__(self, node) -> bool:
-        return isinstance(node, Node) and node in self._rows
+        return _hashable(node) and node in self._rows
 
     def __iter__(self):
         return iter(r.node for r in self._order)

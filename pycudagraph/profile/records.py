@@ -24,7 +24,7 @@ from ..inspect.tree import inside_conditionals, node_label
 
 __all__ = ["Samples", "RECORDED", "ONE_EXEC", "CuptiUnusable", "samples", "node_signature"]
 
-#: The node types CUPTI writes activity records for.
+#: The kinds of work CUPTI writes activity records for (:meth:`Node.work`).
 RECORDED = ("kernel", "memcpy", "memset")
 
 #: Why a twin of an exec can be refused, for the profile's notes.
@@ -55,40 +55,25 @@ class Samples:
     detail: dict = field(default_factory=dict)  # what it worked from, for a diagnosis
 
 
-def _type(node) -> str:
-    return str(getattr(node, "type", ""))
-
-
 def _label(node) -> str:
     try:
-        return node_label(node) or _type(node)
+        return node_label(node) or str(node.type)
     except AttributeError:  # a node object that cannot say (a stand-in)
-        return _type(node)
+        return str(getattr(node, "type", ""))
 
 
 def node_signature(node):
-    """What a record of ``node`` would show: ``("kernel", {names})``, ``("memcpy", bytes)``,
-    ``("memset", bytes)`` (bytes None where they cannot be read), None for other nodes.
-    Reads the node's parameters (``cudaGraphMemcpyNodeGetParams`` ...)."""
-    t = _type(node)
-    try:
-        if t == "kernel":
-            return t, {n for n in (getattr(node, "mangled_name", None), _label(node)) if n}
-        if t == "memcpy":
-            p = node.params
-            return t, int(p.nbytes * p.height * p.depth)
-        if t == "memset":
-            p = node.params
-            return t, int(p.count * p.height * p.element_size)
-    except (PyCudaGraphError, AttributeError, TypeError):
-        return (t, set()) if t == "kernel" else (t, None)
-    return None
+    """What a record of ``node`` would show (:meth:`Node.work
+    <pycudagraph.nodes.base.Node.work>`): ``("kernel", {names})``, ``("memcpy", bytes)``,
+    ``("memset", bytes)`` (bytes None where they cannot be read), None for a node whose
+    work no record shows. Reads the node's parameters (``cudaGraphMemcpyNodeGetParams`` ...)."""
+    return None if node is None else node.work()
 
 
 def _fits(nsig, sig) -> bool:
     if nsig is None or sig is None or nsig[0] != sig[0]:
         return False
-    if sig[0] == "kernel":
+    if isinstance(nsig[1], set):  # a kernel's names
         return sig[1] in nsig[1]
     return nsig[1] is None or nsig[1] == sig[1]
 
@@ -174,15 +159,16 @@ def _name(records, copied, ids, places) -> tuple:
     records = [tuple(r) + (None,) * (5 - len(r)) for r in records]
     direct = {}
     for nid, *_ in records:
-        node = ids.get(copied.get(nid, nid))
-        direct[nid] = node if _type(node) in RECORDED else None
+        if nid not in direct:
+            node = ids.get(copied.get(nid, nid))
+            direct[nid] = node if node_signature(node) is not None else None
     named = {d for d in direct.values() if d is not None}
     pending = [r for r in records if direct[r[0]] is None and r[4] is not None]
     units = _unit_offsets(records, pending)
     free = {}
     if units:
-        free = {pl.node: node_signature(pl.node) for pl in places
-                if _type(pl.node) in RECORDED and pl.node not in named}
+        free = {pl.node: sig for pl in places if pl.node not in named
+                for sig in (node_signature(pl.node),) if sig is not None}
     found = _by_signature(units, free, places) if units else {}
     out = [(found.get((nid, sig)) if direct[nid] is None else direct[nid], corr, start, end, sig)
            for nid, corr, start, end, sig in records]
@@ -294,7 +280,7 @@ def _judge(out: Samples, places, optional: set, lost_kinds: dict, by_sig: int) -
     """Complete: no record without a node, and every recorded kind of node outside
     conditional bodies (which always runs) has records; then the nodes in bodies without
     records did not run (0 us, 0 runs) and count as seen."""
-    visible = [pl.node for pl in places if _type(pl.node) in RECORDED]
+    visible = [pl.node for pl in places if node_signature(pl.node) is not None]
     missing = [n for n in visible if n not in out.seen and n not in optional]
     out.complete = not lost_kinds and not missing
     if out.complete:

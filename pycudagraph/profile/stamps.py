@@ -72,10 +72,9 @@ def stamp_kernels():
 
 
 def _same(a, b) -> bool:
-    """Whether clone node ``b`` copies node ``a``: same type and, for kernels, same name."""
-    if str(a.type) != str(b.type):
-        return False
-    return str(a.type) != "kernel" or node_label(a) == node_label(b)
+    """Whether clone node ``b`` copies node ``a``: the same shape and label (a kernel's
+    name, another node's description)."""
+    return a.shape() == b.shape() and node_label(a) == node_label(b)
 
 
 def _clone_pairs(graph, places):
@@ -148,7 +147,7 @@ class Instrumented:
         self.graph, pairs = cloned if cloned is not None else \
             (graph, [(p.node, p.node) for p in places])
         skip = set() if bodies else inside_conditionals(places)
-        self.stamped = [(o, n) for o, n in pairs if str(n.type) != "empty" and o not in skip]
+        self.stamped = [(o, n) for o, n in pairs if not n.idle and o not in skip]
         self.skipped = [o for o, _ in pairs if o in skip]
         self.slots = DeviceBuffer(24 * (len(self.stamped) + 1))
         self._added: list = []
@@ -209,7 +208,7 @@ def measure(graph, places, stream, repeats: int) -> Samples:
     ``cudaGraphLaunch``, ``cudaStreamSynchronize``, ``cudaMemcpy``); see the module
     docstring for what happens where CUDA refuses the stamped graph."""
     kernels = stamp_kernels()
-    if any(str(p.node.type) == "conditional" for p in places):
+    if any(p.node.repeats_bodies for p in places):  # conditional nodes
         why = _second_exec_refused(graph)
         if why is not None:
             return unmeasured(f"CUDA refused a second executable graph of this graph ({why}; "

@@ -65,8 +65,8 @@ class FakeNode:
     def subgraphs(self) -> tuple:
         return (self.child,) if self.child is not None else tuple(self.bodies)
 
-    def subgraph_names(self, count: int) -> list:
-        return ["child"] if self.type == "child_graph" else ["body"][:count]
+    def subgraph_names(self) -> list:
+        return ["child"] if self.type == "child_graph" else ["body"][:len(self.bodies)]
 
     def work(self):
         p = self.params

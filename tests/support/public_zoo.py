@@ -105,7 +105,7 @@ FUZZED = ["graph", "exec", "kernel", "stream", "event", "buffer", "pinned", "ker
 #: the node-class protocol the graph and exec layers call with their own internal objects
 #: (a NodeTable, an ExecNode record), which no user passes.
 SKIP = {"close", "free", "synchronize", "build", "build_3d", "build_function", "read",
-        "exec_record", "exec_set", "exec_set_3d", "copy_for"}
+        "exec_record", "exec_set", "exec_set_3d", "copy_for", "write_site"}
 #: Public names that are not entry points to fuzz: enums (Python's own lookups) and the
 #: records results come in (made by pycudagraph, read by the user).
 NOT_CALLED = {"NodeType", "Profile", "ApplyReport", "GraphDiff", "NodeChange", "Finding",
