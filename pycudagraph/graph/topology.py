@@ -101,25 +101,11 @@ class GraphTopology:
         return len(versions.graph_nodes(self.table.raw))
 
     def find_node(self, raw) -> Node | None:
-        """The node with handle ``raw`` in this graph or in a body (at any depth) of one of
-        its conditional nodes, made and cached by the graph that holds it
-        (``cudaGraphGetNodes``, ``cudaGraphNodeGetType`` for one not known yet); ``None``
-        when none holds it."""
+        """The node with handle ``raw`` in this graph or, at any depth, in a graph one of
+        its nodes holds (a child graph, a conditional body), made and cached by the graph
+        that holds it: the one walk (:meth:`NodeTable.walk
+        <pycudagraph.nodes.table.NodeTable.walk>`: ``cudaGraphGetNodes``,
+        ``cudaGraphNodeGetType`` for a node not known yet); ``None`` when none holds it."""
         h = raw_int(raw, "find_node")
-        for node in self.table.all_nodes():
-            if int(node) == h:
-                return node
-        return _search(self.table, h)
-
-
-def _search(table, h: int) -> Node | None:
-    listed = [int(x) for x in versions.graph_nodes(table.raw_handle)]
-    if h in listed:
-        return table.node(h)
-    for x in listed:
-        for body in table.node(x).inner_graphs():
-            found = _search(body.table, h)
-            if found is not None:
-                return found
-    return None
+        return next((node for node, _, _ in self.table.walk() if int(node) == h), None)
 

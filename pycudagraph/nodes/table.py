@@ -175,12 +175,6 @@ class NodeTable:
                 out.append(t)
         return out
 
-    def all_nodes(self):
-        """The node objects of this graph and, recursively, of its inner graphs."""
-        yield from list(self.nodes.values())
-        for inner in self.inner_tables():
-            yield from inner.all_nodes()
-
     def walk(self, depth: int = 0, owner=None):
         """The one walk over a graph: ``(node, depth, owner)`` for every node of this graph
         in creation order (``cudaGraphGetNodes``), each followed by the nodes of the graphs
