@@ -29,7 +29,8 @@ from .nvrtc_compile import cached_compile, check_arch, device_arch, kernels_dir,
 from .ptx import CompiledParam, ptx_entries
 from .reconcile import SignatureWarning, from_unreadable, reconcile
 from .signature import KernelSignature, kernel_candidates, parse_params, template_kernels
-from ..runtime.values import path_arg, seq_arg, short_repr, str_arg, str_items_arg
+from .source_text import program_inputs, read_source
+from ..runtime.values import c_str_arg, path_arg, seq_arg, short_repr, str_arg
 
 __all__ = ["Program", "Module", "device_arch", "kernels_dir", "nvrtc_version"]
 
@@ -60,18 +61,7 @@ class Program:
     """
 
     def __init__(self, source: str, name: str = "kernel.cu", options=(), name_expressions=()):
-        if not isinstance(source, str):
-            raise ArgumentError(f"Program source must be a str, got {type(source).__name__}")
-        if not isinstance(name, str) or not name:
-            raise ArgumentError(f"Program name must be a non-empty str, got {name!r}")
-        if isinstance(options, str):
-            options = (options,)
-        if isinstance(name_expressions, str):
-            name_expressions = (name_expressions,)
-        for expr in seq_arg(name_expressions, "Program name_expressions"):
-            if not isinstance(expr, str) or not expr.strip():
-                raise ArgumentError(f"a name expression must be a non-empty str, got {expr!r}")
-        options = str_items_arg(options, "Program options")
+        options, name_expressions = program_inputs(source, name, options, name_expressions)
         self.source = source
         self.name = name
         self.options = options
@@ -208,7 +198,7 @@ class Module:
             except ValueError as exc:
                 raise ArgumentError(str(exc)) from None
             return cls(data, name=str(p))
-        return Program(p.read_text(), name=str(p), options=options).compile(arch)
+        return Program(read_source(p), name=str(p), options=options).compile(arch)
 
     @classmethod
     def from_ptx(cls, text: str, name: str = "module.ptx") -> "Module":
@@ -266,6 +256,7 @@ class Module:
         """
         if not isinstance(name, str) or not name:
             raise ArgumentError(f"kernel name must be a non-empty str, got {name!r}")
+        c_str_arg(name, "get_kernel: name")  # a NUL would cut the name short in cudaLibraryGetKernel
         if signature is not None:
             str_arg(signature, f"{name}: signature= (\"float* y, int n\")")
         key = (name, signature)

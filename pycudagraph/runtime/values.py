@@ -14,7 +14,8 @@ import numpy as np
 from .._cuda import rt
 from ..errors import ArgumentError
 
-__all__ = ["int_arg", "is_int", "bool_arg", "address_arg", "str_arg", "path_arg", "choice_arg", "seq_arg",
+__all__ = ["int_arg", "is_int", "bool_arg", "address_arg", "str_arg", "c_str_arg", "path_arg",
+           "choice_arg", "seq_arg",
            "str_items_arg",
            "short_repr",
            "require_callable",
@@ -92,13 +93,40 @@ def str_arg(value, what: str, empty: bool = True) -> str:
     return value
 
 
+def c_str_arg(value, what: str, empty: bool = True) -> str:
+    """``value`` as :func:`str_arg` takes it, for text that goes to C as a NUL-terminated
+    UTF-8 string (NVRTC sources and names, kernel names): a NUL character, which would
+    cut it short there, or an unpaired surrogate, which has no UTF-8, is refused with an
+    :class:`ArgumentError` naming ``what`` and the offset."""
+    str_arg(value, what, empty)
+    at = value.find("\0")
+    if at >= 0:
+        raise ArgumentError(f"{what} must not hold a NUL character, got one at offset {at}"
+                            f"{_line_of(value, at)}: {short_repr(value[max(0, at - 24):at + 24])}")
+    try:
+        value.encode()
+    except UnicodeEncodeError as exc:
+        raise ArgumentError(f"{what} must be text that has UTF-8, got {value[exc.start]!r} "
+                            f"(an unpaired surrogate) at offset {exc.start}"
+                            f"{_line_of(value, exc.start)}") from None
+    return value
+
+
+def _line_of(text: str, at: int) -> str:
+    """`` (line N)`` of offset ``at`` in a text of several lines, else ""."""
+    return f" (line {text.count(chr(10), 0, at) + 1})" if "\n" in text else ""
+
+
 def path_arg(value, what: str) -> str:
-    """A file path: a non-empty ``str`` or ``os.PathLike`` (returned as a str)."""
+    """A file path: a non-empty ``str`` or ``os.PathLike`` (returned as a str) with no NUL
+    character (which no file name holds)."""
     if isinstance(value, os.PathLike):
         value = os.fspath(value)
     if not isinstance(value, str) or not value:
         raise ArgumentError(f"{what} must be a file path (str or os.PathLike), got "
                             f"{short_repr(value)} ({type(value).__name__})")
+    if "\0" in value:
+        raise ArgumentError(f"{what} must not hold a NUL character, got {short_repr(value)}")
     return value
 
 
