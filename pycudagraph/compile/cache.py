@@ -3,7 +3,8 @@
 The key is a sha256 of everything that changes NVRTC's output: the source, the program
 name (quoted includes resolve from its folder), every option (the architecture
 included), the NVRTC version, and the name and contents of every file the source may
-include (:func:`.headers.include_files`); a compile that includes a file through a
+include (:func:`.headers.include_files`), read at every compile: a header edited in
+place keeping its size and mtime changes the key. A compile that includes a file through a
 macro that cannot be resolved here is not cached. An entry is::
 
     MAGIC | sha256(body) | body = u32 header length | JSON header | CUBIN | PTX
@@ -26,7 +27,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .headers import UNKNOWN, file_digest, include_files
+from .headers import UNKNOWN, include_files
 from .ptx import is_elf
 
 __all__ = ["CacheEntry", "cache_dir", "cache_key", "load", "store"]
@@ -69,13 +70,11 @@ def cache_key(source: str, name: str, options: tuple, nvrtc_version: tuple[int, 
              f"nvrtc{nvrtc_version[0]}.{nvrtc_version[1]}"]
     if name_expressions:
         parts.append("names\0" + "\0".join(name_expressions))
-    for inc, path in include_files(source, name, options):
+    digests: dict[str, str] = {}  # of the bytes include_files read: the contents, not the mtime
+    for inc, path in include_files(source, name, options, digests):
         if path is UNKNOWN:
             return None
-        try:
-            digest = file_digest(path) if path else "builtin"
-        except OSError:
-            digest = "unreadable"
+        digest = digests.get(path, "unreadable") if path else "builtin"
         parts.append(f"{inc}\0{path}\0{digest}")
     for part in parts:
         h.update(part.encode())

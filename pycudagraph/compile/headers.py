@@ -32,19 +32,13 @@ _HEADER_NAME = re.compile(r'([<"])([^>"\n]+)[>"]')
 _MACRO_NAME = re.compile(r"[A-Za-z_]\w*")
 #: The path of an ``#include MACRO`` whose file cannot be told without the preprocessor.
 UNKNOWN = "\0unresolved"
-_digests: dict[tuple[str, int, int], str] = {}
 
 
 def file_digest(path: str) -> str:
-    """sha256 of a file's bytes (remembered while its size and mtime do not change)."""
-    st = os.stat(path)
-    memo = (path, st.st_size, st.st_mtime_ns)
-    digest = _digests.get(memo)
-    if digest is None:
-        with open(path, "rb") as fh:
-            digest = hashlib.sha256(fh.read()).hexdigest()
-        _digests[memo] = digest
-    return digest
+    """sha256 of a file's bytes, read now: never remembered by size and mtime, which an
+    edit in place (or a restored mtime) can keep."""
+    with open(path, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()
 
 
 def include_dirs(options) -> tuple[list[str], list[str]]:
@@ -117,13 +111,18 @@ def _expand(macro: str, defines: dict[str, list[str]], depth: int = 0
     return out
 
 
-def include_files(source: str, name: str, options) -> list[tuple[str, str]]:
+def include_files(source: str, name: str, options, digests: dict | None = None
+                  ) -> list[tuple[str, str]]:
     """Every file the source may include, as (how it was named, resolved path or "").
 
     Follows includes into the files found, once each. Resolution is relative to the
     current folder, as NVRTC's is. ``#include MACRO`` is followed where the macro is
     defined as a file name (``#define MACRO "file.h"`` in a file read, or a ``-D``
-    option); otherwise its entry's path is :data:`UNKNOWN`.
+    option); otherwise its entry's path is :data:`UNKNOWN`. ``digests``, when given,
+    gets path -> sha256 of the bytes read from each file found (what the cache key
+    hashes: the contents, whatever the file's size and mtime say); a file that cannot
+    be read is left out of it. Bytes that are not UTF-8 are read as NVRTC reads them:
+    they take no part in an ``#include`` line.
     """
     dirs, pre = include_dirs(options)
     here = os.path.dirname(name) or "."
@@ -158,10 +157,12 @@ def include_files(source: str, name: str, options) -> list[tuple[str, str]]:
             found.append((inc, path or ""))
             if path:
                 try:
-                    body = Path(path).read_text(errors="replace")
+                    data = Path(path).read_bytes()
                 except OSError:
                     continue
-                todo.append((body, os.path.dirname(path)))
+                if digests is not None:
+                    digests[path] = hashlib.sha256(data).hexdigest()
+                todo.append((data.decode(errors="replace"), os.path.dirname(path)))
     return found
 
 
