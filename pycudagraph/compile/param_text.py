@@ -1,5 +1,6 @@
 """Parameter-list text the signature parser (:mod:`.signature`) needs beyond ``type name``.
 
+- a list split into its declarations at top-level commas (:func:`split_params`);
 - C declarators: attributes (``[[maybe_unused]]``, ``__attribute__((...))``), function
   pointers (``void (*cb)(int)``), pointers to arrays (``int (*rows)[4]``) and parenthesised
   names (``float (*p)``, ``int (n)``);
@@ -14,8 +15,8 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["without_attributes", "pointer_declarator", "plain_declarator", "guess_name",
-           "lenient_params", "signature_text"]
+__all__ = ["split_params", "without_attributes", "pointer_declarator", "plain_declarator",
+           "guess_name", "lenient_params", "signature_text"]
 
 _ATTRIBUTES = re.compile(r"\[\[.*?\]\]|\b__attribute__\s*\(\(.*?\)\)")
 _FUNCTION_POINTER = re.compile(
@@ -29,6 +30,25 @@ _WORD = re.compile(r"[A-Za-z_]\w*")
 
 def _words(text: str) -> str:
     return " ".join(text.split())
+
+
+def split_params(text: str, keep_empty: bool = False) -> list[str]:
+    """``text`` split at top-level commas (empty parts dropped unless ``keep_empty``)."""
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        if ch in "<([":
+            depth += 1
+        elif ch in ">)]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    last = "".join(cur).strip()
+    if last or keep_empty:
+        parts.append(last)
+    return parts if keep_empty else [p for p in parts if p.strip()]
 
 
 def without_attributes(text: str) -> str:

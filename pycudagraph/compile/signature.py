@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .param_text import (lenient_params, plain_declarator, pointer_declarator, signature_text,
-                         without_attributes)
+                         split_params, without_attributes)
 
 __all__ = ["Param", "KernelSignature", "parse_kernels", "parse_params", "param_from_ctype",
            "template_kernels", "HANDLE_TYPES"]
@@ -216,24 +216,6 @@ def _parse_one(index: int, text: str, aliases: dict[str, str] | None = None,
     return param_from_ctype(index, name or f"arg{index}", ctype)
 
 
-def _split_params(text: str) -> list[str]:
-    parts, depth, cur = [], 0, []
-    for ch in text:
-        if ch in "<([":
-            depth += 1
-        elif ch in ">)]":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    last = "".join(cur).strip()
-    if last:
-        parts.append(last)
-    return [p for p in parts if p.strip()]
-
-
 def parse_params(text: str, aliases: dict[str, str] | None = None,
                  defaults: bool = False) -> tuple[Param, ...]:
     """Parse a C parameter list: ``"float* y, float a, int n"`` or ``"(float* y, float a, int n)"``.
@@ -248,14 +230,18 @@ def parse_params(text: str, aliases: dict[str, str] | None = None,
     Raises
     ------
     ValueError
-        When a parameter cannot be read.
+        When a parameter cannot be read, or a slot is empty (``"float*, , int"``).
     """
     text = text.strip()
     if text.startswith("(") and text.endswith(")"):
         text = text[1:-1]
     if text.strip() in ("", "void"):
         return ()
-    return tuple(_parse_one(i, part, aliases, defaults) for i, part in enumerate(_split_params(text)))
+    parts = split_params(text, keep_empty=True)
+    empty = [i for i, part in enumerate(parts) if not part.strip()]
+    if empty:  # "float*, , int": a slot a typo left out, not one parameter fewer
+        raise ValueError(f"parameter {empty[0]} (counting from 0) of {len(parts)} is empty")
+    return tuple(_parse_one(i, part, aliases, defaults) for i, part in enumerate(parts))
 
 
 def _strip_comments(source: str) -> str:
@@ -356,7 +342,7 @@ def _template_names(prefix: str) -> tuple[str, ...]:
     if not m:
         return ()
     names = []
-    for part in _split_params(m.group(1)):
+    for part in split_params(m.group(1)):
         words = re.findall(r"[A-Za-z_]\w*", part.split("=")[0])
         names.append(words[-1] if words else "")
     return tuple(names)
@@ -381,7 +367,7 @@ def _scan(source: str, templates: bool) -> dict[str, list[KernelSignature]]:
             sig = KernelSignature(name, parse_params(text, aliases, defaults=True), extern_c,
                                   template=template)
         except ValueError as exc:
-            parts = lenient_params(_split_params(text), lambda i, t: _parse_one(
+            parts = lenient_params(split_params(text), lambda i, t: _parse_one(
                 i, t, aliases, defaults=True), _QUALIFIERS | _TYPE_WORDS)
             sig = KernelSignature(name, (), extern_c, str(exc), template=template, parts=parts)
         found.setdefault(name, []).append(sig)
