@@ -242,17 +242,20 @@ class Node:
 
     def fields(self) -> dict:
         """The node's named parameters as plain values (:mod:`pycudagraph.nodes.facets`);
-        each node type reads its own (its ``cudaGraph*NodeGetParams``). None here."""
+        each node type reads its own (its ``cudaGraph*NodeGetParams``). None here: No CUDA
+        call."""
         return {}
 
     def sites(self) -> list:
         """Every address the node bakes in, as :class:`~pycudagraph.nodes.facets.Site`
-        objects; none here. Each node type reads its own (``cudaGraph*NodeGetParams``)."""
+        objects; none here (No CUDA call). Each node type reads its own
+        (``cudaGraph*NodeGetParams``)."""
         return []
 
     def subgraphs(self) -> tuple:
         """The graphs this node holds (a child graph, conditional bodies), read from the
-        driver where needed; ``()`` here. :meth:`NodeTable.walk` descends into them."""
+        driver where needed; ``()`` here (No CUDA call). :meth:`NodeTable.walk` descends
+        into them."""
         return ()
 
     # What features ask a node instead of its type (each class answers for itself) -------
@@ -276,7 +279,9 @@ class Node:
 
     def label(self) -> str:
         """A short name for the node: its one-line :meth:`describe` here (a kernel node
-        gives its kernel's name); its type where even that cannot be read."""
+        gives its kernel's name); its type where even that cannot be read. Each node type
+        reads what it shows with its own ``GetParams`` call (``cudaGraphMemcpyNodeGetParams``
+        ...)."""
         try:
             return self.describe()
         except PyCudaGraphError:
@@ -284,12 +289,14 @@ class Node:
 
     def listing(self) -> str:
         """What ``print(graph)`` shows of the node: its one-line :meth:`describe` here (a
-        kernel node shows its launch)."""
+        kernel node shows its launch), read with the node type's ``GetParams`` call
+        (``cudaGraphMemcpyNodeGetParams`` ...)."""
         return self.describe()
 
     def subgraph_names(self) -> list:
         """The names of the node's :meth:`subgraphs`, in order, as tree paths and the page
-        show them: ``"body 0"`` ... here."""
+        show them: ``"body 0"`` ... here, as :meth:`subgraphs` reads them (a conditional
+        node read back: ``cudaGraphNodeGetParams``)."""
         return [f"body {i}" for i in range(len(self.subgraphs()))]
 
     def exec_operands(self, changes: dict) -> dict:
@@ -301,13 +308,15 @@ class Node:
         """What a profiler's activity record of this node shows: ``(kind, bytes)`` for a
         copy or memset, ``("kernel", {names})`` for a kernel (the bytes None, the names empty,
         where they cannot be read; never raises); None for a node that records no device
-        work (here). Reads the node's parameters."""
+        work (here: No CUDA call). Reads the node's parameters (``cudaGraphMemcpyNodeGetParams``
+        ...)."""
         return None
 
     def write_site(self, rec: ExecNode, site, address: int) -> None:
         """Write ``address`` where ``site`` is in the exec of ``rec`` (this node's record),
         with the node type's ``cudaGraphExec*NodeSetParams`` call; this base refuses with
-        :class:`~pycudagraph.errors.ArgumentError`. A failed write changes nothing."""
+        :class:`~pycudagraph.errors.ArgumentError` (No CUDA call). A failed write changes
+        nothing."""
         raise ArgumentError(f"{self.type} nodes have no address an exec can change "
                             f"({getattr(site, 'place', site)!r})")
 

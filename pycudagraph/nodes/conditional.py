@@ -266,7 +266,8 @@ class ConditionalNode(Node, ConditionalFile):
 
     def subgraph_names(self) -> list:
         """``then`` / ``else`` / ``body`` / ``case i`` by kind, ``body i`` otherwise (as
-        :attr:`bodies` reads them)."""
+        :attr:`bodies` reads them: No CUDA call for a node built here,
+        ``cudaGraphNodeGetParams`` for one read back)."""
         count = len(self.bodies)
         names = list(self._BODY_NAMES)
         if self.kind == "switch":

@@ -76,7 +76,8 @@ class _EventNode(Node, EventFile):
         return _EVENT_FIELDS if self._event is not None else frozenset()
 
     def fields(self) -> dict:
-        """``event``, as :attr:`event` reads it."""
+        """``event``, as :attr:`event` reads it (``cudaGraphEventRecordNodeGetEvent`` /
+        ``cudaGraphEventWaitNodeGetEvent`` for a node not built here)."""
         return {"event": self.event}
 
 

@@ -362,7 +362,8 @@ class KernelNode(Node, KernelFile):
                 f"func=0x{self.function:x}")
 
     def label(self) -> str:
-        """The kernel's name (``"kernel"`` where it cannot be read)."""
+        """The kernel's name (``"kernel"`` where it cannot be read). No CUDA call for a
+        node built here (``cuFuncGetName`` for one read back)."""
         try:
             return self.kernel_name
         except PyCudaGraphError:
@@ -370,7 +371,8 @@ class KernelNode(Node, KernelFile):
 
     def work(self) -> tuple:
         """``("kernel", {mangled name, name})``: what a profiler's kernel record shows (no
-        names where they cannot be read)."""
+        names where they cannot be read). No CUDA call for a node built here
+        (``cuFuncGetName`` for one read back)."""
         try:
             return "kernel", {n for n in (self.mangled_name, self.kernel_name) if n}
         except (PyCudaGraphError, AttributeError, TypeError):  # unreadable, or no launch kept
