@@ -4,8 +4,9 @@ The ```` ```python ```` blocks of each page in :data:`PAGES` run in order, in on
 (a page tells one story: later blocks use what earlier ones made), in a child process
 whose working folder is a fresh temporary one. A block runs on the GPU machine; a block
 preceded by the MyST comment ``% cpu`` also runs without a GPU (and must not need one),
-``% needs torch`` skips it where PyTorch is missing. Each block is one test item: it
-passes when the child reached the end of that block.
+``% needs MODULE`` (torch, cupy, triton, numba) skips it where that module is missing.
+Each block is one test item: it passes when the child reached the end of that block.
+The blocks of :data:`STANDALONE` pages must also run each on its own, as printed.
 """
 
 from __future__ import annotations
@@ -24,9 +25,18 @@ from tests.conftest import _REASON as NO_GPU
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
-PAGES = ("quickstart.md", "without_gpu.md", "tutorial.md", "seeing_inside.md")
+PAGES = ("quickstart.md", "without_gpu.md", "tutorial.md", "seeing_inside.md", "own_kernels.md",
+         "graph_files.md", "frameworks.md")
+#: Pages whose every block says it stands alone.
+STANDALONE = ("without_gpu.md",)
 BLOCK = re.compile(r"^(?P<marks>(?:%[^\n]*\n)*)```python\n(?P<code>.*?)^```", re.M | re.S)
 HAS_TORCH = importlib.util.find_spec("torch") is not None
+
+
+def missing(marks: set) -> list[str]:
+    """The modules a block's ``% needs MODULE`` marks name that are not installed here."""
+    names = [m.split(None, 1)[1].strip() for m in marks if m.startswith("needs ")]
+    return [n for n in names if importlib.util.find_spec(n) is None]
 
 RUNNER = r"""
 import json, sys, traceback
@@ -54,7 +64,7 @@ def blocks(page: str) -> list[tuple[str, set, int]]:
 def runnable(marks: set) -> bool:
     if NO_GPU is not None and "cpu" not in marks:
         return False
-    return HAS_TORCH or "needs torch" not in marks
+    return not missing(marks)
 
 
 _RUNS: dict = {}
@@ -86,8 +96,9 @@ def _items():
             continue
         for i, (_, marks, line) in enumerate(blocks(page)):
             m = [] if "cpu" in marks else [pytest.mark.gpu]
-            if "needs torch" in marks:
-                m.append(pytest.mark.skipif(not HAS_TORCH, reason="PyTorch is not installed"))
+            absent = missing(marks)
+            if absent:
+                m.append(pytest.mark.skip(reason=f"{', '.join(absent)} not installed"))
             yield pytest.param(page, i, line, marks=m, id=f"{page}:{line}")
 
 
@@ -104,3 +115,30 @@ def test_block_runs(page, index, line, tmp_path_factory):
     if started < 0:
         pytest.fail(f"docs/{page} line {line}: not reached; an earlier block failed:\n{out[-4000:]}")
     pytest.fail(f"docs/{page} line {line} failed:\n{out[started:][-4000:]}")
+
+
+def _standalone_items():
+    for page in STANDALONE:
+        for i, (_, marks, line) in enumerate(blocks(page)):
+            m = [] if "cpu" in marks else [pytest.mark.gpu]
+            yield pytest.param(page, i, line, marks=m, id=f"{page}:{line}")
+
+
+@pytest.mark.parametrize("page,index,line", list(_standalone_items()))
+def test_block_runs_alone(page, index, line, tmp_path):
+    """The block, in a fresh process with nothing run before it."""
+    code = blocks(page)[index][0]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"docs/{page} line {line}, run alone:\n{done.stderr[-3000:]}"
+
+
+def test_pages_mark_what_their_blocks_need():
+    """A block that imports torch, cupy, triton or numba (at top level) says so with ``% needs``."""
+    for page in PAGES:
+        for code, marks, line in blocks(page):
+            for module in ("torch", "cupy", "triton", "numba"):
+                if re.search(rf"^(import|from) {module}\b", code, re.M):  # top level
+                    assert f"needs {module}" in marks, f"docs/{page} line {line}: {module}"
