@@ -182,6 +182,9 @@ static int put_int(int kind, char *dst, PyObject *v)
 
 static int put_value(int kind, char *dst, PyObject *v)
 {
+    const char *t = Py_TYPE(v)->tp_name;   /* True/False (numpy's too): bool parameters only */
+    if (kind != K_BOOL && (PyBool_Check(v) || !strncmp(t, "numpy.bool", 10)))
+        return -1;
     switch (kind) {
     case K_F32:
     case K_F64: {

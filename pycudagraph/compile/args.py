@@ -26,7 +26,7 @@ from .._cuda import fast
 from .._cuda.structs import DIMS_OFFSET, KERNEL_NODE_PARAMS_FORMAT, KERNEL_PARAMS_FIELD
 from ..errors import ArgumentError, ClosedError
 from ..runtime.values import short_repr
-from .converters import converter
+from .converters import converter, fast_converter
 from .dims import dims3, shared_mem_arg
 from .param_text import signature_text
 from .signature import Param
@@ -97,6 +97,8 @@ class Layout:
         self.values = struct.Struct("<" + value_fmt) if n else None
         self.slots = tuple(struct.Struct("<" + p.fmt) for p in params)
         self.converters = tuple(converter(p) for p in params)
+        #: what the compiled route calls: None for plain ints and floats (C packs and checks them)
+        self.fast_converters = tuple(fast_converter(p, c) for p, c in zip(params, self.converters))
         self.convert_at = tuple(i for i, c in enumerate(self.converters) if c is not None)
         #: per slot: its struct, start, end and converter (what ArgPack.write needs)
         self.writers = tuple((st, off, off + st.size, conv) for st, off, conv
@@ -108,7 +110,7 @@ class Layout:
         #: index). Its C packing knows one kernel parameter per argument and the usual
         #: conversions only.
         self.hot = (fast.layout_plan(params, offsets, self.size, len(self.hidden)),
-                    self.converters, self.index)
+                    self.fast_converters, self.index)
 
     def kernel_hot(self, func: int, limits=None) -> tuple:
         """What the compiled route of ``fast.launch_kernel`` / ``fast.add_kernel`` /
@@ -116,7 +118,7 @@ class Layout:
         its :class:`~pycudagraph.compile.limits.KernelLimits`, the converters, this layout,
         which the :class:`ArgPack` a node add makes in C names)."""
         lims = (limits.block1, limits.grid1, limits.smem) if limits is not None else ()
-        return fast.kernel_plan(self.hot[0], func, *lims), self.converters, self
+        return fast.kernel_plan(self.hot[0], func, *lims), self.fast_converters, self
 
     def sequence(self, args) -> tuple | list:
         """``args`` as a tuple or list (an iterator is read once); a str, bytes, dict or

@@ -3,9 +3,11 @@
 :func:`converter` gives, for one :class:`~pycudagraph.compile.signature.Param`, the
 function that turns the value a user passes into what its slot packs (a device address
 from an array, the bits of a bfloat16 or fp8 (:mod:`.small_floats`), the bytes of a
-struct), checking it as a ``float`` or ``int`` parameter checks its value, or ``None`` where
-``struct`` itself checks the value (ints and floats). A parameter with its own
-``convert`` (a kernel made elsewhere) uses that one. No CUDA call.
+struct), checking it as a ``float`` or ``int`` parameter checks its value. For ints and
+floats ``struct`` checks the type and range, and the converter only refuses ``True`` /
+``False`` (bools are for ``bool`` parameters); :func:`fast_converter` is ``None`` there, as
+the compiled route refuses bools itself. A parameter with its own ``convert`` (a kernel
+made elsewhere) uses that one. No CUDA call.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from ..runtime.pointers import device_pointer
 from . import small_floats
 from .signature import VECTOR_TYPES, Param
 
-__all__ = ["converter", "pointer_value"]
+__all__ = ["converter", "fast_converter", "pointer_value"]
 
 
 def _struct_bytes(param: Param, value) -> bytes:
@@ -46,8 +48,15 @@ def _vector_bytes(param: Param, value) -> bytes:
     if isinstance(value, np.ndarray):
         if value.dtype.names is not None:
             return _struct_bytes(param, value)
-        if value.dtype.hasobject or value.dtype.kind not in "biuf":
-            raise TypeError(f"{param.ctype} takes {count} numbers, not an array of {value.dtype}")
+        want = np.dtype(fmt)
+        if value.dtype.hasobject or value.dtype.kind not in "iuf":
+            raise TypeError(f"{param.ctype} takes {count} {want} values, not an array of "
+                            f"{value.dtype}")
+        if value.dtype.itemsize != want.itemsize or (value.dtype.kind == "f") != (fmt in "fd"):
+            # a float64 array for a float4 holds other numbers than the caller sees packed
+            raise TypeError(f"{param.ctype} takes {count} {want} values, not an array of "
+                            f"{value.dtype} ({value.dtype.itemsize}-byte elements); convert "
+                            f"it first: .astype(np.{want})")
         value = value.reshape(-1).tolist()
     if not isinstance(value, (tuple, list)):
         raise TypeError(f"{param.ctype} takes a tuple or list of {count} numbers (or its "
@@ -55,8 +64,28 @@ def _vector_bytes(param: Param, value) -> bytes:
     if len(value) != count:
         raise ValueError(f"{param.ctype} needs {count} values, got {len(value)}")
     items = ([small_floats.real(v, param.ctype) for v in value] if fmt in "fd"
-             else [operator.index(v) for v in value])  # as an int parameter: no floats
+             else [operator.index(_not_bool(v, param.ctype, "int")) for v in value])  # no floats
     return struct.pack("<" + fmt * count, *items).ljust(param.size, b"\0")
+
+
+def _not_bool(value, ctype: str, number: str):
+    """``value``, unless it is True or False: those are for ``bool`` parameters; anywhere
+    else a flag packed as 1 or 0 is most likely an argument in the wrong place."""
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{ctype} takes no bool (True and False are for bool parameters); "
+                        f"pass {number}({value!r}) if the number is meant")
+    return value
+
+
+def _number_check(param: Param):
+    """The check of an ``int`` or ``float`` parameter's value before ``struct`` packs it:
+    ``struct`` takes True as 1 (and a numpy bool as 1.0), which the parameter must not."""
+    ctype, word = param.ctype, param.kind
+
+    def number(value):
+        t = type(value)
+        return value if t is int or t is float else _not_bool(value, ctype, word)
+    return number
 
 
 def _check_bool(value):
@@ -66,13 +95,15 @@ def _check_bool(value):
 
 
 def pointer_value(value) -> int:
-    """A device address from a pointer argument; ``True``/``False`` are not addresses."""
+    """A device address from a pointer argument; ``True``/``False`` and floats (numpy's
+    too: ``np.float64(4096.0)``) are not addresses."""
     if type(value) is int:
         return value
     if isinstance(value, (bool, np.bool_)):
         raise TypeError("a pointer parameter takes a device array, DeviceBuffer or int "
                         f"address, not bool ({value!r})")
-    if isinstance(value, (float, str, bytes)) or value is None:
+    if (isinstance(value, (float, complex, str, bytes, np.floating, np.complexfloating))
+            or value is None):
         raise TypeError("a pointer parameter takes a device array, DeviceBuffer or int "
                         f"address, not {type(value).__name__}")
     return device_pointer(value)
@@ -123,4 +154,13 @@ def converter(param: Param):
         return lambda v, p=param: _struct_bytes(p, v)
     if kind == "vector":
         return lambda v, p=param: _vector_bytes(p, v)
-    return None  # ints and floats: struct checks the type and range itself
+    if kind in ("int", "float"):
+        return _number_check(param)  # struct checks the type and range; bools are refused here
+    return None
+
+
+def fast_converter(param: Param, conv):
+    """What the compiled route calls for this parameter: ``conv`` (its :func:`converter`),
+    or ``None`` for a plain ``int`` or ``float``, which the C code packs and checks itself
+    (refusing bools as the converter does)."""
+    return None if param.convert is None and param.kind in ("int", "float") else conv

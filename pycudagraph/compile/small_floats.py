@@ -32,6 +32,9 @@ def real(value, type_name: str) -> float:
     if isinstance(value, (str, bytes, bytearray, complex, np.complexfloating)) or value is None:
         raise TypeError(f"a {type_name} parameter takes a real number, not "
                         f"{type(value).__name__}")
+    if isinstance(value, (bool, np.bool_)):  # a flag is for a bool parameter, not 1.0
+        raise TypeError(f"{type_name} takes no bool (True and False are for bool "
+                        f"parameters); pass float({value!r}) if the number is meant")
     if not (hasattr(value, "__float__") or hasattr(value, "__index__")):
         raise TypeError(f"a {type_name} parameter takes a real number, not "
                         f"{type(value).__name__}")
