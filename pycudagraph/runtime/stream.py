@@ -16,7 +16,7 @@ from .. import _lifetime
 from .._cuda.context import current_device, seen, stream_device
 from .._lifetime import release
 from .device import Device, check_same_device
-from ..errors import ArgumentError, ClosedError, PyCudaGraphError
+from ..errors import ArgumentError, ClosedError
 from .values import ADDRESS_MAX, address_arg, bool_arg, int_arg, require_event, short_repr
 
 __all__ = ["Stream", "Event", "stream_handle"]
@@ -160,12 +160,14 @@ class Stream:
         call(rt.cudaStreamWaitEvent, self.handle, event.handle, 0)
 
     def require_capturable(self, what: str = "capture") -> None:
-        """Raise a clear error if this is the legacy default stream. No CUDA call."""
+        """Raise an :class:`ArgumentError` if this is the legacy default stream, which CUDA
+        cannot capture (the stream given is the wrong argument). No CUDA call."""
         if self.is_legacy_default:
-            raise PyCudaGraphError(
-                f"{what} needs a real stream: the legacy default stream (handle {self._addr}) "
-                "cannot be captured. Create one with pycudagraph.Stream() or wrap your "
-                "framework's non-default stream with Stream.wrap().")
+            raise ArgumentError(
+                f"{what}: the stream must be a non-default stream, got the legacy default "
+                f"stream (handle {self._addr}), which cannot be captured; use a non-default "
+                "stream: create one with pycudagraph.Stream() or wrap your framework's "
+                "non-default stream with Stream.wrap()")
 
     def close(self) -> None:
         """Destroy the stream now (``cudaStreamDestroy``) if this object owns it; idempotent.

@@ -75,7 +75,7 @@ def test_import_makes_no_cuda_call():
 
 def test_legacy_stream_refused_for_capture():
     s = pcg.Stream.wrap(0)
-    with pytest.raises(pcg.PyCudaGraphError, match="legacy default stream"):
+    with pytest.raises(pcg.ArgumentError, match="legacy default stream"):
         s.require_capturable()
 
 
