@@ -21,6 +21,7 @@ from .._cuda import call, fast, rt, versions
 from .edges import port_name
 from ..errors import ArgumentError, ClosedError, PyCudaGraphError
 from .exec_node import ExecNode
+from .facets import site_pairs
 from .generic import set_node_params as _set_node_params
 
 __all__ = ["NodeType", "Node", "RAW_TYPES", "REMOVED", "operand_dict"]
@@ -319,6 +320,32 @@ class Node:
         nothing."""
         raise ArgumentError(f"{self.type} nodes have no address an exec can change "
                             f"({getattr(site, 'place', site)!r})")
+
+    def write_sites(self, rec: ExecNode, pairs) -> None:
+        """Write each ``(site, address)`` of ``pairs`` as :meth:`write_site` does (a kernel
+        node writes them all with one call); if one fails, those already written are put
+        back (to ``site.address``) and the error is raised."""
+        done = []
+        try:
+            for site, address in site_pairs(pairs, f"{type(self).__name__}.write_sites"):
+                self.write_site(rec, site, address)
+                done.append(site)
+        except BaseException:
+            for site in reversed(done):
+                try:
+                    self.write_site(rec, site, site.address)
+                except Exception:  # noqa: BLE001 - the first error is the one to raise
+                    pass
+            raise
+
+    def exec_sites(self, rec: ExecNode) -> list:
+        """:meth:`sites` as the exec of ``rec`` holds them: the graph's here (a kernel node
+        reads the exec's own copy of its arguments)."""
+        return self.sites()
+
+    #: Why the node may use addresses its :meth:`sites` do not show ("" when they show all):
+    #: a host node runs code that may use any address it was given.
+    hidden_addresses: str = ""
 
     def exec_record(self, exec_raw, source: tuple, retire) -> ExecNode:
         """The record an exec keeps of this node (:mod:`pycudagraph.nodes.exec_node`).

@@ -23,6 +23,7 @@ from .._cuda import call, context, dr
 from ..compile.dims import dims3, shared_mem_arg
 from ..errors import ArgumentError, PyCudaGraphError
 from ..runtime.pointers import device_pointer
+from .arg_slots import patch_slots
 from .exec_node import ExecNode
 
 __all__ = ["param_info", "encode", "CapturedArgs", "patch_slots", "function_params"]
@@ -132,6 +133,11 @@ class CapturedArgs:
     def get(self, i: int) -> bytes:
         return self.bufs[i].raw
 
+    def spans(self) -> list:
+        """``(index, offset in the parameter buffer, bytes)`` of every argument, as
+        :func:`~pycudagraph.nodes.arg_slots.arg_sites` reads them. No CUDA call."""
+        return [(i, off, b.raw) for i, ((off, _), b) in enumerate(zip(self.info, self.bufs))]
+
     def put(self, i: int, data: bytes) -> None:
         ctypes.memmove(self.bufs[i], data, len(data))
 
@@ -175,7 +181,6 @@ class CapturedArgs:
             self.put(i, d)
         return items
 
-
     def exec_set(self, rec: ExecNode, args=None, grid=None, block=None, shared_mem=None):
         """Change the node in ``rec``'s exec (``cuGraphExecKernelNodeSetParams``); on failure
         the exec's bytes are put back."""
@@ -205,18 +210,6 @@ class CapturedArgs:
 def _exec_call(exec_raw, node_h: int, p) -> None:
     context.ensure_device()
     call(dr.cuGraphExecKernelNodeSetParams, dr.CUgraphExec(int(exec_raw)), dr.CUgraphNode(node_h), p)
-
-
-def patch_slots(data: bytes, offset: int, old: int, new: int) -> tuple[bytes, int]:
-    """``data`` (an argument at image ``offset``) with every 8-byte aligned slot holding
-    ``old`` replaced by ``new``, and how many were."""
-    out, n = bytearray(data), 0
-    start = (-offset) % 8
-    for k in range(start, len(data) - 7, 8):
-        if _U64.unpack_from(out, k)[0] == old:
-            _U64.pack_into(out, k, new)
-            n += 1
-    return bytes(out), n
 
 
 def function_params(func: int, grid, block, shared_mem: int, args) -> tuple:

@@ -106,7 +106,8 @@ class CapturedKernelNode(KernelNode):
 
     def fields(self) -> dict:
         """``function``, ``grid``, ``block``, ``shared_mem`` and ``args``: each argument's
-        bytes by index (``cuGraphKernelNodeGetParams``, ``cuFuncGetParamInfo``)."""
+        bytes by index (``cuGraphKernelNodeGetParams``, ``cuFuncGetParamInfo``); the name is
+        :meth:`label`, the addresses :meth:`sites`."""
         args = CapturedArgs.of(self)
         p = args.params
         return {"function": int(p.func) or int(p.kern),

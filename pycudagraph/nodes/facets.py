@@ -25,7 +25,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Site", "SIDES", "ROLES"]
+from ..errors import ArgumentError
+
+__all__ = ["Site", "SIDES", "ROLES", "site_pairs"]
 
 #: What kind of memory a site is known to point at.
 SIDES = ("device", "host", "any")
@@ -66,3 +68,17 @@ class Site:
     arg: int | None = None
     side: str = "device"
     role: str = "use"
+
+
+def site_pairs(pairs, where: str) -> list:
+    """``pairs`` (``(site, address)`` pairs for ``write_sites``) as a list, each checked: a
+    :class:`Site` and an int address (:class:`ArgumentError` naming ``where`` otherwise)."""
+    try:
+        out = [tuple(p) for p in pairs]
+    except TypeError:
+        raise ArgumentError(f"{where}: pairs must be a sequence of (site, address) pairs, "
+                            f"got {type(pairs).__name__}") from None
+    for p in out:
+        if len(p) != 2 or not isinstance(p[0], Site) or type(p[1]) is not int:
+            raise ArgumentError(f"{where}: each pair must be (Site, int address), got {p!r}")
+    return out

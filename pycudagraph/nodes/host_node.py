@@ -38,6 +38,7 @@ class HostNode(Node, HostFile):
 
     type = NodeType.HOST
     exec_call = "cudaGraphExecHostNodeSetParams"
+    hidden_addresses = "runs host code, which may use addresses it was given at capture"
     __slots__ = ("_call",)
 
     def __init__(self, table, h: int, hostcall=None):

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..compile.kernel import kernel_for_function
 from ..errors import CudaError, NotSupportedError
+from .arg_slots import pointer_slots
 from .attributes import ATTRIBUTES, AccessPolicyWindow
 from .file_records import FileRecord
 
@@ -231,8 +232,7 @@ def _arg(out, where, i: int, offset: int, data: bytes, param) -> dict:
     elif kind is None and len(data) == 8 and out.is_handle(_U64.unpack(data)[0]):
         relocs.append([0, out.handle(_U64.unpack(data)[0], where)])
     elif kind in (None, "struct", "vector"):
-        for k in range(-offset % 8, len(data) - 7, 8):
-            v = _U64.unpack_from(data, k)[0]
+        for k, v in pointer_slots(data, offset):
             ref = out.find(v, where) if v else None
             if ref is not None:
                 relocs.append([k, ref])

@@ -15,6 +15,7 @@ from .base import REMOVED, Node, NodeType
 from .captured_args import CapturedArgs
 from .exec_node import ExecNode
 from .kernel_file import KernelFile
+from .kernel_sites import KernelSites
 
 __all__ = ["KernelNode", "KernelParams", "short_kernel_name", "exec_set_arg", "exec_set_args",
            "pack_arguments"]
@@ -96,7 +97,7 @@ def _dim3(d) -> str:
     return f"({d[0]},{d[1]},{d[2]})"
 
 
-class KernelNode(Node, KernelFile):
+class KernelNode(KernelSites, Node, KernelFile):
     """A kernel launch node (``cudaGraphAddKernelNode``).
 
     A node built here carries its packed launch (the kernel, the argument values by name);
@@ -348,8 +349,10 @@ class KernelNode(Node, KernelFile):
     port_edges = True
 
     def fields(self) -> dict:
-        """``function``, ``grid``, ``block``, ``shared_mem`` and ``args`` (by name). No CUDA
-        call for a node built here."""
+        """``function``, ``grid``, ``block``, ``shared_mem`` and ``args`` (by name); the
+        name is :meth:`label` (a name is no field: a built and a captured node launching
+        one function name it differently), the addresses :meth:`sites`. No CUDA call for a
+        node built here."""
         p = self.params
         return {"function": self.function, "grid": tuple(p.grid), "block": tuple(p.block),
                 "shared_mem": int(p.shared_mem), "args": dict(p.args)}

@@ -332,6 +332,12 @@ class MemAllocNode(Node, MemAllocFile):
         """``ptr`` and ``nbytes`` (``cudaGraphMemAllocNodeGetParams``)."""
         return dict(self.params)
 
+    def sites(self) -> list:
+        """The memory the node hands out, as the site ``"alloc"`` with role ``"alloc"``
+        (other nodes' sites may point into it) (``cudaGraphMemAllocNodeGetParams``)."""
+        p = self.params
+        return [Site("alloc", 0, p["ptr"], p["nbytes"], role="alloc")]
+
 
 class MemFreeNode(Node, MemFreeFile):
     """A graph memory free node (``cudaGraphAddMemFreeNode``)."""

@@ -1,0 +1,77 @@
+"""The one reader of the addresses a kernel's arguments hold.
+
+A kernel argument holds an address only by convention, so every 8-byte slot of an argument
+that sits 8-byte aligned in the parameter buffer is read (inside by-value structs too:
+library kernels take their pointers inside them), and a slot whose value is at least
+:data:`LOWEST` is a :class:`~pycudagraph.nodes.facets.Site`. The audit, ``exe.rebind``,
+graphed's rebind plan, graph files and the page all read kernel addresses here, from
+``(index, offset, bytes)`` spans of the arguments: :func:`pack_spans` for a launch packed
+here, :meth:`CapturedArgs.spans <pycudagraph.nodes.captured_args.CapturedArgs.spans>` for a
+kernel node read back from the driver. No CUDA call in this module.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from ..errors import ArgumentError
+from .facets import Site
+
+__all__ = ["LOWEST", "pointer_slots", "arg_sites", "pack_spans", "patch_slot", "patch_slots"]
+
+_U64 = struct.Struct("<Q")
+#: Values below this are never taken for addresses (small numbers, flags).
+LOWEST = 1 << 16
+#: Kinds of parameters packed here whose bytes are never an address (a double's bits).
+_NOT_ADDRESSES = frozenset({"float"})
+
+
+def pointer_slots(data: bytes, offset: int):
+    """``(byte offset in data, value)`` of each 8-byte slot of an argument whose address in
+    the parameter buffer (``offset`` + its position) is 8-byte aligned."""
+    for k in range((-offset) % 8, len(data) - 7, 8):
+        yield k, _U64.unpack_from(data, k)[0]
+
+
+def arg_sites(spans) -> list:
+    """The :class:`Site` of every slot of ``spans`` (``(argument index, offset in the
+    parameter buffer, bytes)``) holding a value of at least :data:`LOWEST`: place ``"arg i"``
+    for an argument of 8 bytes or less, ``"arg i +k"`` for slot ``k`` of a larger one."""
+    out = []
+    for i, offset, data in spans:
+        whole = len(data) <= 8
+        for k, v in pointer_slots(data, offset):
+            if v >= LOWEST:
+                out.append(Site(f"arg {i}" if whole else f"arg {i} +{k}", k, v, arg=i))
+    return out
+
+
+def pack_spans(pack) -> list:
+    """``(argument index, offset, bytes)`` of each argument of a launch packed here (an
+    :class:`~pycudagraph.compile.args.ArgPack`), by the argument's index; the offset is its
+    slot's place in the pack, aligned as the kernel's parameter buffer aligns it. Arguments
+    whose kind never holds an address (a ``double``) are left out."""
+    layout, raw = pack.layout, pack.raw()
+    return [(i, off, raw[off:off + p.size]) for i, (p, off)
+            in enumerate(zip(layout.params, layout.offsets)) if p.kind not in _NOT_ADDRESSES]
+
+
+def patch_slot(data: bytes, k: int, value: int) -> bytes:
+    """``data`` with the 8-byte slot at byte ``k`` set to ``value``; :class:`ArgumentError`
+    when there is no such slot."""
+    if not 0 <= k <= len(data) - 8:
+        raise ArgumentError(f"no 8-byte slot at byte {k} of a {len(data)}-byte argument")
+    out = bytearray(data)
+    _U64.pack_into(out, k, value)
+    return bytes(out)
+
+
+def patch_slots(data: bytes, offset: int, old: int, new: int) -> tuple[bytes, int]:
+    """``data`` (an argument at ``offset`` in the parameter buffer) with every slot of
+    :func:`pointer_slots` holding ``old`` set to ``new``, and how many were."""
+    out, n = bytearray(data), 0
+    for k, v in pointer_slots(data, offset):
+        if v == old:
+            _U64.pack_into(out, k, new)
+            n += 1
+    return bytes(out), n

@@ -1,0 +1,149 @@
+"""CPU tests of the kernel node's site facets (pycudagraph/nodes/kernel_sites.py, arg_slots.py):
+the one scanner of argument slots (8-byte aligned, inside structs, values from 1 << 16),
+``sites()`` of a node built here and of one read back, ``exec_sites`` following the exec's
+copy, and ``write_sites`` writing several slots of a node in one call through the exec's
+record (a failed call changes nothing). Also the allocation node's ``"alloc"`` site. Fake
+kernels, nodes and driver calls; no GPU."""
+
+import ctypes
+import struct
+
+import pytest
+from cuda.bindings import driver as dr
+
+import pycudagraph as pcg
+from pycudagraph._cuda import fast
+from pycudagraph.nodes import captured_args
+from pycudagraph.nodes.arg_slots import arg_sites, patch_slot, patch_slots, pointer_slots
+from pycudagraph.nodes.captured_args import CapturedArgs
+from pycudagraph.nodes.facets import Site
+from tests.support.fakes import fake_exec, fake_graph, fake_kernel, fake_kernel_node, fake_node
+from tests.support.fakes import fake_read_node
+
+pytestmark = pytest.mark.usefixtures("cpu_device")
+
+Q = struct.Struct("<Q")
+X, Y, NEW = 0x7F00_0000_0000, 0x7F00_1000_0000, 0x7F00_2000_0000
+
+
+# the one scanner -------------------------------------------------------------------------
+
+def test_only_aligned_slots_from_the_lowest_address_are_sites():
+    assert list(pointer_slots(b"\0" * 4 + Q.pack(33), 4)) == [(4, 33)]
+    assert list(pointer_slots(Q.pack(1), 4)) == []  # 8 bytes at offset 4: no aligned slot
+    spans = [(0, 0, Q.pack(X)), (1, 8, Q.pack(7)), (2, 16, Q.pack(1) + Q.pack(Y) + b"\0" * 4),
+             (3, 40, struct.pack("<i", 1 << 20))]
+    assert arg_sites(spans) == [Site("arg 0", 0, X, arg=0), Site("arg 2 +8", 8, Y, arg=2)]
+
+
+def test_patching_slots():
+    data = Q.pack(X) + Q.pack(5) + Q.pack(X)
+    assert patch_slots(data, 0, X, Y) == (Q.pack(Y) + Q.pack(5) + Q.pack(Y), 2)
+    assert patch_slot(data, 8, Y)[8:16] == Q.pack(Y)
+    with pytest.raises(pcg.ArgumentError, match="no 8-byte slot at byte 20"):
+        patch_slot(data, 20, Y)
+
+
+# a node built here ---------------------------------------------------------------------
+
+def test_built_sites_by_argument_index_leaving_out_doubles_and_small_values():
+    k = fake_kernel("float* y, double a, long long n, int m, float* x")
+    node = fake_kernel_node(fake_graph(), k, args=(X, 1.0, 1 << 20, 5, 0))
+    assert node.sites() == [Site("arg 0", 0, X, arg=0), Site("arg 2", 0, 1 << 20, arg=2)]
+
+
+def test_built_write_sites_goes_through_the_exec_copy(monkeypatch):
+    g = fake_graph()
+    node = fake_kernel_node(g, fake_kernel("float* y, float* x, int n"), args=(X, Y, 3))
+    exe = fake_exec(g)
+    rec = exe.exec_node(node)
+    sent = []
+    monkeypatch.setattr(fast, "exec_kernel_node_set_params",
+                        lambda raw, h, pack, n: sent.append(pack.values()))
+    s0, s1 = node.sites()
+    node.write_sites(rec, [(s0, NEW), (s1, NEW + 8)])
+    assert sent == [(NEW, NEW + 8, 3)]  # one call for the node
+    assert [s.address for s in node.exec_sites(rec)] == [NEW, NEW + 8]
+    assert [s.address for s in node.sites()] == [X, Y]  # the graph keeps its own
+    with pytest.raises(pcg.ArgumentError, match="argument 2: no 8-byte slot at byte 0 of a 4-byte"):
+        node.write_site(rec, Site("arg 2", 0, 3, arg=2), NEW)  # an int below 1 << 16
+    assert len(sent) == 1
+
+
+# a node read back from the driver ------------------------------------------------------
+
+class KernelArgs:
+    """The driver's view of one captured kernel node: argument buffers and their layout."""
+
+    def __init__(self, *args):  # (offset, bytes) per argument
+        self.info = [(off, len(data)) for off, data in args]
+        self.bufs = [ctypes.create_string_buffer(data, len(data)) for _, data in args]
+        self.ptrs = (ctypes.c_void_p * len(args))(*[ctypes.addressof(b) for b in self.bufs])
+
+    def read(self):
+        p = dr.CUDA_KERNEL_NODE_PARAMS()
+        p.kernelParams = ctypes.addressof(self.ptrs)
+        return CapturedArgs(p, self.info)
+
+
+@pytest.fixture
+def captured(monkeypatch):
+    """A captured kernel node with a pointer, an int, a struct and an unaligned pointer;
+    the exec's set-params calls recorded (``fail`` makes them refuse)."""
+    g = fake_graph()
+    node = fake_read_node(g, pcg.CapturedKernelNode)
+    kargs = KernelArgs((0, Q.pack(X + 16)), (8, struct.pack("<i", 7)),
+                       (16, Q.pack(X) + Q.pack(1024) + Q.pack(Y + 8)),
+                       (40, b"\0" * 4 + Q.pack(X)))
+    monkeypatch.setattr(CapturedArgs, "of", classmethod(lambda cls, n: kargs.read()))
+    calls, state = [], {"fail": False}
+
+    def exec_call(exec_raw, node_h, p):
+        if state["fail"]:
+            raise pcg.CudaError("cuGraphExecKernelNodeSetParams", 1, "CUDA_ERROR_X", "x")
+        kp = (ctypes.c_void_p * 4).from_address(p.kernelParams)
+        calls.append([ctypes.string_at(kp[i], n) for i, (_, n) in enumerate(kargs.info)])
+
+    monkeypatch.setattr(captured_args, "_exec_call", exec_call)
+    return g, node, calls, state
+
+
+def test_captured_sites_read_every_aligned_slot(captured):
+    g, node, _, _ = captured
+    assert node.sites() == [Site("arg 0", 0, X + 16, arg=0), Site("arg 2 +0", 0, X, arg=2),
+                            Site("arg 2 +16", 16, Y + 8, arg=2)]  # not 1024, not unaligned
+
+
+def test_captured_write_sites_in_one_call_and_a_failed_one_changes_nothing(captured):
+    g, node, calls, state = captured
+    exe = fake_exec(g)
+    rec = exe.exec_node(node)
+    a0, a2, a2b = node.sites()
+    state["fail"] = True
+    with pytest.raises(pcg.CudaError):
+        node.write_sites(rec, [(a0, NEW), (a2b, NEW + 8)])
+    assert node.exec_sites(rec) == node.sites()  # nothing changed
+    state["fail"] = False
+    node.write_sites(rec, [(a0, NEW), (a2, NEW + 64), (a2b, NEW + 8)])
+    (args,) = calls
+    assert Q.unpack(args[0])[0] == NEW and args[1] == struct.pack("<i", 7)
+    assert [Q.unpack_from(args[2], k)[0] for k in (0, 8, 16)] == [NEW + 64, 1024, NEW + 8]
+    assert [s.address for s in node.exec_sites(rec)] == [NEW, NEW + 64, NEW + 8]
+
+
+def test_captured_arguments_that_cannot_be_read_raise_from_sites(monkeypatch):
+    node = fake_read_node(fake_graph(), pcg.CapturedKernelNode)
+    p = dr.CUDA_KERNEL_NODE_PARAMS()  # kernelParams null: the arguments are in 'extra'
+    monkeypatch.setattr(CapturedArgs, "of", classmethod(lambda cls, n: cls(p, [(0, 8)])))
+    with pytest.raises(pcg.PyCudaGraphError, match="extra"):
+        node.sites()
+
+
+# the allocation node -------------------------------------------------------------------
+
+def test_an_allocation_site_is_the_memory_it_hands_out(monkeypatch):
+    node = fake_node(fake_graph(), pcg.MemAllocNode)
+    monkeypatch.setattr(pcg.MemAllocNode, "params", property(lambda n: {"ptr": X, "nbytes": 4096}))
+    assert node.sites() == [Site("alloc", 0, X, 4096, role="alloc")]
+    with pytest.raises(pcg.ArgumentError, match="no address an exec can change"):
+        node.write_site(None, node.sites()[0], Y)
