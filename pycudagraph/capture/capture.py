@@ -27,7 +27,7 @@ from .flow import CaptureFlow
 from ..graph.graph import Graph
 from ..runtime.stream import Stream
 from ..runtime.values import choice_arg, seq_arg
-from .hooks import open_pools
+from .hooks import open_pools, run_end_hooks
 from .collectives import COLLECTIVE_MODES, communicator_key, mark_collectives
 
 __all__ = ["capture", "capture_status", "CAPTURE_MODES", "recapture"]
@@ -217,6 +217,7 @@ class capture(CaptureFlow):
                 self.graph.table.ledger.keep_also(*self._keep, *self._launched, *pool)
             if self.collectives is not None:
                 mark_collectives(self.graph, self.collectives, self._comms)
+            run_end_hooks(self.graph)
             return False
         # Failure: end (done), destroy the partial graph, explain.
         if owned and raw is not None and int(raw):

@@ -1,18 +1,22 @@
 """Where each input of a graphed call sits in an exec, found once at capture, and the
 set-params calls that move the exec to new input addresses.
 
-At capture, every address the graph bakes in (:func:`~pycudagraph.inspect.audit.walk_nodes`:
-kernel argument slots, copy sides, memset destinations) that lies inside an input's bytes
-``[lo, hi)`` becomes a site: (node, slot, input, offset from the input's data address).
-Only 8-byte slots at 8-byte aligned positions of the parameter buffer are read (where a
-pointer can sit). A later call with inputs at new addresses writes ``new + offset`` into
-the slots of the inputs that moved and makes one ``cuGraphExecKernelNodeSetParams`` per
-kernel node touched (``cudaGraphExecMemcpyNodeSetParams1D`` /
+At capture, every address the graph bakes in (one walk,
+:meth:`NodeTable.walk <pycudagraph.nodes.table.NodeTable.walk>`, asking each node for its
+:meth:`~pycudagraph.nodes.base.Node.sites`: kernel argument slots, copy sides, memset
+destinations ...) that lies inside an input's bytes ``[lo, hi)`` becomes a site of the plan:
+(node, slot, input, offset from the input's data address). Kernel slots are the 8-byte slots
+at 8-byte aligned positions of the parameter buffer (where a pointer can sit). A later call
+with inputs at new addresses writes ``new + offset`` into the slots of the inputs that moved,
+in the exec's record of each kernel node, and makes one ``cuGraphExecKernelNodeSetParams``
+per kernel node touched; any other site is written by its node's
+:meth:`~pycudagraph.nodes.base.Node.write_site` (``cudaGraphExecMemcpyNodeSetParams1D`` /
 ``cudaGraphExecMemsetNodeSetParams`` for copies and memsets): nothing is searched again.
 
 What cannot be proven by looking at the graph is listed in :attr:`RebindPlan.unproven`
-(a host-to-device copy may upload a table of addresses; a host or batch memory-operation
-node may use one): ``graphed(check=True)`` compares with eager execution there.
+(a host-to-device copy may upload a table of addresses; a node whose addresses cannot be
+read, or that may use addresses its sites do not show, such as a host node):
+``graphed(check=True)`` compares with eager execution there.
 """
 
 from __future__ import annotations
@@ -20,14 +24,16 @@ from __future__ import annotations
 import struct
 
 from .._cuda import fast
+from ..apply.rebind import exec_walk
 from ..errors import PyCudaGraphError
-from ..inspect.audit import pointer_slots, walk_nodes
-from ..nodes import BatchMemOpNode, HostNode, KernelNode, MemcpyNode, MemsetNode
+from ..nodes.base import Node
 from ..nodes.captured_args import CapturedArgs
 
 __all__ = ["RebindPlan"]
 
 _U64 = struct.Struct("<Q")
+#: The side of a copy that names host memory (a :class:`~pycudagraph.nodes.facets.Site`'s).
+_HOST_SIDE = "host"
 
 
 def _label(node) -> str:
@@ -57,18 +63,19 @@ class _KernelSite:
 
 
 class _NodeSite:
-    """A copy or memset node: {field: (input, delta)}, set through the node's
-    ``exec_set`` (``cudaGraphExecMemcpyNodeSetParams1D`` / ``cudaGraphExecMemsetNodeSetParams``)."""
+    """A node's sites other than kernel slots: [(site, input, delta)], each written by the
+    node's ``write_site`` (``cudaGraphExecMemcpyNodeSetParams1D`` /
+    ``cudaGraphExecMemsetNodeSetParams`` for copies and memsets)."""
 
     __slots__ = ("node", "rec", "fields")
 
     def __init__(self, node, rec):
         self.node = node
         self.rec = rec
-        self.fields: dict = {}
+        self.fields: list = []
 
     def write(self, _exec_raw, ptrs) -> None:
-        self.node.exec_set(self.rec, **{f: ptrs[i] + d for f, (i, d) in self.fields.items()})
+        self.node.write_sites(self.rec, [(site, ptrs[i] + d) for site, i, d in self.fields])
 
 
 class RebindPlan:
@@ -106,66 +113,60 @@ class RebindPlan:
                     return i, v - ptr
             return None
 
-        for node, inside_child in walk_nodes(graph):
-            if isinstance(node, KernelNode):
-                self._plan_kernel(node, inside_child, which)
-            elif isinstance(node, (MemcpyNode, MemsetNode)):
-                self._plan_copy(node, inside_child, which)
-            elif isinstance(node, (HostNode, BatchMemOpNode)):
-                self.unproven.append(f"{_label(node)} may use input addresses it was given at "
-                                     "capture; rebinding does not reach inside it")
+        for node, settable in exec_walk(graph):
+            self._plan_node(node, not settable, which)
 
-    def _site_for(self, node, inside_child: bool, what: str):
-        if inside_child:
-            raise PyCudaGraphError(f"graphed: an input address sits in {what} of {_label(node)}, "
-                                    "inside a child graph node, which an exec cannot change "
-                                    "node by node; this input key cannot be rebound")
-        return self.exe.exec_node(node)
-
-    def _plan_kernel(self, node, inside_child, which) -> None:
+    def _plan_node(self, node, inside_child: bool, which) -> None:
+        """The node's sites holding an input address, planned (see the module docstring)."""
+        if node.hidden_addresses:
+            self.unproven.append(f"{_label(node)} {node.hidden_addresses}; rebinding does "
+                                 "not reach inside it")
         try:
-            graph_args = CapturedArgs.of(node)
-        except Exception as exc:  # arguments in 'extra': not readable, not rebindable
-            self.unproven.append(f"{_label(node)}: its arguments cannot be read ({exc})")
+            sites = [s for s in node.sites() if s.role == "use"]
+        except PyCudaGraphError as exc:  # arguments in 'extra', bodies the driver hides
+            self.unproven.append(f"{_label(node)}: its addresses cannot be read ({exc})")
             return
-        hits = []
-        for a, (offset, _size) in enumerate(graph_args.info):
-            for k, v in pointer_slots(graph_args.get(a), offset):
-                found = which(v)
-                if found is not None:
-                    hits.append((a, k) + found)
+        if any(s.side == _HOST_SIDE and s.place == "src" for s in sites):
+            self.unproven.append(f"{_label(node)} copies host memory to the device: if it "
+                                 "uploads a table of addresses, rebinding cannot see them")
+        hits = [(s,) + found for s in sites for found in (which(s.address),) if found]
         if not hits:
             return
-        rec = self._site_for(node, inside_child, "a kernel argument")
+        where = "a kernel argument" if hits[0][0].arg is not None else f"{hits[0][0].place}"
+        if inside_child:
+            raise PyCudaGraphError(f"graphed: an input address sits in {where} of "
+                                   f"{_label(node)}, inside a child graph node, which an exec "
+                                   "cannot change node by node; this input key cannot be "
+                                   "rebound")
+        if type(node).write_site is Node.write_site or not node.exec_fields:
+            raise PyCudaGraphError(f"graphed: an input address sits in {where} of "
+                                   f"{_label(node)}, which an exec cannot change node by node "
+                                   "(a 2D/3D copy, a batch memory operation ...); this input "
+                                   "key cannot be rebound")
+        rec = self.exe.exec_node(node)
+        slots = [h for h in hits if h[0].arg is not None]
+        if slots:
+            self._plan_kernel(node, rec, slots)
+        others = [h for h in hits if h[0].arg is None]
+        if others:
+            site = _NodeSite(node, rec)
+            site.fields = others
+            self._add(site, [i for _, i, _ in others])
+
+    def _add(self, site, inputs: list) -> None:
+        for i in inputs:
+            self.slots[i] += 1
+        for i in sorted(set(inputs)):
+            self._by_input[i].append(site)
+
+    def _plan_kernel(self, node, rec, hits) -> None:
+        """Kernel slots: written into the record's own bytes, one call per node."""
         if not isinstance(rec.args, CapturedArgs):
             raise PyCudaGraphError(f"graphed: {_label(node)} was built, not captured; its "
                                     "arguments are rebound with exe.set_arg instead")
         site = _KernelSite(node, rec)
-        for a, k, i, delta in hits:
-            site.slots.append((rec.args.bufs[a], k, i, delta))
-            self.slots[i] += 1
-        for i in sorted({h[2] for h in hits}):
-            self._by_input[i].append(site)
-
-    def _plan_copy(self, node, inside_child, which) -> None:
-        p = node.params
-        fields = (("src", p.src), ("dst", p.dst)) if isinstance(node, MemcpyNode) else \
-            (("dst", p.dst),)
-        hits = {f: which(v) for f, v in fields if which(v) is not None}
-        if isinstance(node, MemcpyNode) and p.kind == "host->device":
-            self.unproven.append(f"{_label(node)} copies host memory to the device: if it uploads "
-                                 "a table of addresses, rebinding cannot see them")
-        if not hits:
-            return
-        if isinstance(node, MemcpyNode) and p.height * p.depth > 1:
-            raise PyCudaGraphError(f"graphed: {_label(node)} is a 2D/3D copy of an input; an exec "
-                                    "can move only 1D copies; this input key cannot be rebound")
-        site = _NodeSite(node, self._site_for(node, inside_child, "a copy or memset"))
-        site.fields = hits
-        for i, _ in hits.values():
-            self.slots[i] += 1
-        for i in sorted({i for i, _ in hits.values()}):
-            self._by_input[i].append(site)
+        site.slots = [(rec.args.bufs[s.arg], s.offset, i, delta) for s, i, delta in hits]
+        self._add(site, [i for _, i, _ in hits])
 
     def sites(self, changed) -> list:
         """The sites to rewrite when inputs ``changed`` (indices) moved. No CUDA call."""

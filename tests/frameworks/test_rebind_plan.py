@@ -53,7 +53,7 @@ def world(monkeypatch):
                        (48, Q.pack(X + 64)),          # arg 3: one past x's end: not x
                        (56, b"\0" * 4 + Q.pack(X)))   # arg 4: x at an unaligned position
     monkeypatch.setattr(CapturedArgs, "of", classmethod(lambda cls, n: kargs.read()))
-    monkeypatch.setattr(rebind_plan, "walk_nodes", lambda graph: [(node, False)])
+    monkeypatch.setattr(rebind_plan, "exec_walk", lambda graph: [(node, True)])
     calls = []
 
     class Fast:
@@ -124,7 +124,7 @@ def test_negative_strides_span_below_the_data_pointer(world):
 
 def test_child_graph_inputs_are_refused(world, monkeypatch):
     exe, g, node, rec, calls, _ = world
-    monkeypatch.setattr(rebind_plan, "walk_nodes", lambda graph: [(node, True)])
+    monkeypatch.setattr(rebind_plan, "exec_walk", lambda graph: [(node, False)])
     with pytest.raises(PyCudaGraphError, match="child graph"):
         rebind_plan.RebindPlan(exe, g, [info(X, 64)])
 
@@ -139,11 +139,11 @@ def test_copy_sites_go_through_exec_set(world, monkeypatch):
     set_calls = []
     monkeypatch.setattr(pcg.MemcpyNode, "exec_set",
                         lambda n, rec, **kw: set_calls.append((int(n), kw)))
-    monkeypatch.setattr(rebind_plan, "walk_nodes", lambda graph: [(copy, False), (upload, False)])
+    monkeypatch.setattr(rebind_plan, "exec_walk", lambda graph: [(copy, True), (upload, True)])
     recs = {}
     exe.exec_node = lambda n: recs.setdefault(int(n), ExecNode(n, exe.handle, (), None))
     plan = rebind_plan.RebindPlan(exe, g, [info(X, 64), info(Y, 32)])
     assert plan.slots == [1, 1]
     assert len(plan.unproven) == 1 and "table of addresses" in plan.unproven[0]
     plan.apply([0x5000, 0x6000], [0, 1])
-    assert set_calls == [(int(copy), {"src": 0x5008, "dst": 0x6000})]
+    assert set_calls == [(int(copy), {"src": 0x5008}), (int(copy), {"dst": 0x6000})]

@@ -222,17 +222,21 @@ def test_rebind_puts_back_the_nodes_it_patched_when_a_later_one_fails(driver, mo
     before = [exe.exec_node(n).args.raw() for n in nodes]
     calls = []
 
-    def exec_set(exec_h, node_h, address):
+    def exec_set(exe_raw, node_h, pack, node):  # one call per node, through its record
         calls.append(node_h)
-        return 1 if len(calls) == 3 else 0  # the third node's call fails
+        if len(calls) == 3:  # the third node's call fails
+            raise pcg.CudaError("cuGraphExecKernelNodeSetParams", 1, "CUDA_ERROR_INVALID_VALUE",
+                                "invalid argument")
 
-    monkeypatch.setattr(fast._f, "exec_set", exec_set)
+    monkeypatch.setattr(fast, "exec_kernel_node_set_params", exec_set)
     with pytest.raises(pcg.CudaError):
         exe.rebind(OLD, NEW)
     assert [exe.exec_node(n).args.raw() for n in nodes] == before
     assert len(calls) == 5  # three tries, then the first two put back
-    monkeypatch.setattr(fast._f, "exec_set", lambda *a: 0)
+    assert [exe.exec_node(n).args.refs[0] for n in nodes] == [OLD] * 3
+    monkeypatch.setattr(fast, "exec_kernel_node_set_params", lambda *a: None)
     assert exe.rebind(OLD, NEW) == 3
+    assert [exe.exec_node(n).args.values()[0] for n in nodes] == [NEW] * 3
 
 
 @pytest.mark.parametrize("new, words", [(True, "bool"), (-1, "address"), ("x", "device pointer"),
