@@ -17,8 +17,8 @@ __all__ = ["install", "enabled"]
 _RANGES = (("graph.exec", "GraphExec", "launch", "cudaGraphLaunch"),
            ("graph.exec", "GraphExec", "upload", "cudaGraphUpload"),
            ("graph.graph", "Graph", "instantiate", "cudaGraphInstantiate"),
-           ("graph.capture", "capture", "__enter__", "capture begin"),
-           ("graph.capture", "capture", "__exit__", "capture end"))
+           ("capture.capture", "capture", "__enter__", "capture begin"),
+           ("capture.capture", "capture", "__exit__", "capture end"))
 
 enabled = False
 

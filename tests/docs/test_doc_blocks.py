@@ -46,7 +46,9 @@ for i, code in enumerate(blocks):
     if i not in run:
         continue
     print(f"=== BLOCK {i} START", flush=True)
-    exec(compile(code, f"{page} block {i}", "exec"), ns)
+    path = f"{page.replace('.', '_')}_block_{i}.py"  # a real file: Triton reads @jit source
+    open(path, "w").write(code)
+    exec(compile(code, path, "exec"), ns)
     print(f"=== BLOCK {i} OK", flush=True)
 """
 
