@@ -322,8 +322,9 @@ class Node:
                             f"({getattr(site, 'place', site)!r})")
 
     def write_sites(self, rec: ExecNode, pairs) -> None:
-        """Write each ``(site, address)`` of ``pairs`` as :meth:`write_site` does (a kernel
-        node writes them all with one call); if one fails, those already written are put
+        """Write each ``(site, address)`` of ``pairs`` as :meth:`write_site` does, with the
+        node type's ``cudaGraphExec*NodeSetParams`` call (a kernel node writes them all with
+        one ``cuGraphExecKernelNodeSetParams``); if one fails, those already written are put
         back (to ``site.address``) and the error is raised."""
         done = []
         try:
@@ -340,7 +341,7 @@ class Node:
 
     def exec_sites(self, rec: ExecNode) -> list:
         """:meth:`sites` as the exec of ``rec`` holds them: the graph's here (a kernel node
-        reads the exec's own copy of its arguments)."""
+        reads the exec's own copy of its arguments). No CUDA call here."""
         return self.sites()
 
     #: Why the node may use addresses its :meth:`sites` do not show ("" when they show all):

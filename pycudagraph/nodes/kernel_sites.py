@@ -57,8 +57,8 @@ class KernelSites:
         return arg_sites(spans_of(_record(rec, "exec_sites").args))
 
     def write_site(self, rec: ExecNode, site, address: int) -> None:
-        """``address`` into the argument slot ``site`` names, in the exec of ``rec``: see
-        :meth:`write_sites`."""
+        """``address`` into the argument slot ``site`` names, in the exec of ``rec``
+        (``cuGraphExecKernelNodeSetParams``): see :meth:`write_sites`."""
         self.write_sites(rec, [(site, address)])
 
     def write_sites(self, rec: ExecNode, pairs) -> None:
