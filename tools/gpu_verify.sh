@@ -14,6 +14,8 @@
 #   (cu12only, demos, bench: the parts of cu12 and show alone, for reruns)
 #   bash tools/gpu_verify.sh final-suites   # the GPU suite three ways at once: compiled,
 #                                   # PYCUDAGRAPH_NO_NATIVE=1, cuda-bindings 12.9 (carry .whl) (1 GPU)
+#   bash tools/gpu_verify.sh pair-suites    # on 2 GPUs: the GPU suite compiled on GPU 0 and
+#                                   # PYCUDAGRAPH_NO_NATIVE=1 on GPU 1 at once (carry .whl for CUPTI)
 #   bash tools/gpu_verify.sh final-bench [RUNS]  # pycudagraph before (./.before, a copy of an
 #                                   # earlier commit) and after, twice each, alternating; then
 #                                   # python -m benchmarks --runs RUNS (default 3); the soak (1 GPU)
@@ -63,6 +65,21 @@ final-suites)
     for log in native ctypes cu12; do echo "$log: $(summary "$out/gpu_$log.log")"; done
     grep -iE "^cuda-bindings|^NVRTC" "$out/gpu_cu12.log" | head -2
     grep -h -E "^(FAILED|ERROR)" "$out"/gpu_*.log | head -30
+    ;;
+pair-suites)
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    python3 setup.py build_ext --inplace > "$out/build.log" 2>&1; echo "build rc=$?"
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
+        .whl/cupti/*.whl >> "$out/build.log" 2>&1 && export PYTHONPATH=$PYTHONPATH:/tmp/site
+    args=(-m gpu -q -rs -p no:cacheprovider ${PCG_PYTEST_ARGS:-})
+    CUDA_VISIBLE_DEVICES=1 PYCUDAGRAPH_NO_NATIVE=1 timeout ${PCG_SUITE_LIMIT:-400} \
+        python3 -m pytest "${args[@]}" > "$out/gpu_ctypes.log" 2>&1 &
+    ctypes_pid=$!
+    CUDA_VISIBLE_DEVICES=0 timeout ${PCG_SUITE_LIMIT:-400} python3 -m pytest "${args[@]}" \
+        > "$out/gpu_native.log" 2>&1
+    wait $ctypes_pid
+    for log in native ctypes; do echo "$log: $(summary "$out/gpu_$log.log")"; done
+    grep -h -E "^(FAILED|ERROR)" "$out"/gpu_*.log | sort | uniq -c | head -40
     ;;
 final-bench)
     # Before and after through the same runner: the earlier commit's benchmarks (a copy in

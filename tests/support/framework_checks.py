@@ -267,13 +267,27 @@ def check_torch_apply() -> None:
     print(d)
     assert d.same_topology and d.changes, str(d)
     a1, a2 = x1.data_ptr(), x2.data_ptr()
-    for c in d.changes:  # each change: argument bytes whose differing words moved x1 -> x2
+    from pycudagraph.inspect.ranges import pointer_info
+
+    def device_word(w: int) -> bool:
+        return w >= 1 << 16 and pointer_info(w).memory == "device"
+
+    pointer_nodes = set()
+    for c in d.changes:  # each change: argument bytes whose differing device words moved x1 -> x2
         assert c.field.startswith("arg ") and isinstance(c.old, bytes), str(c)
         moved = [(o, n) for o, n in zip(_words(c.old), _words(c.new)) if o != n]
-        assert moved and all(n - o == a2 - a1 and a1 <= o < a1 + x1.nbytes for o, n in moved), str(c)
+        assert moved, str(c)
+        # A library kernel's by-value struct may carry padding whose bytes are whatever the
+        # host stack held (seen on an H200: host heap words in an elementwise functor): a
+        # difference there is real in the bytes but no address; every device word moved.
+        on_device = [(o, n) for o, n in moved if device_word(o) or device_word(n)]
+        assert all(n - o == a2 - a1 and a1 <= o < a1 + x1.nbytes for o, n in on_device), str(c)
+        if on_device:
+            pointer_nodes.add(c.node)
     holders = [n for n in g1.nodes if str(n.type) == "kernel"
                and any(a1 <= w < a1 + x1.nbytes for arg in n.arguments for w in _words(arg))]
-    assert d.changed_nodes == holders, (d.changed_nodes, holders)
+    assert pointer_nodes == set(holders) and set(holders) <= set(d.changed_nodes), \
+        (d.changed_nodes, holders)
 
     exe = g1.instantiate()
     with pcg.trace() as t:
@@ -282,7 +296,7 @@ def check_torch_apply() -> None:
     apis = [r.api for r in t.records]
     sets = [a for a in apis if a.startswith(("cuGraphExec", "cudaGraphExec")) and "SetParams" in a]
     assert report.method == "set_params", str(report)
-    assert len(sets) == len(holders) and "cuGraphExecUpdate" not in apis, apis
+    assert len(sets) == len(d.changed_nodes) and "cuGraphExecUpdate" not in apis, apis
     run(exe)
     torch.testing.assert_close(y, eager(x2), rtol=1e-4, atol=1e-4)
 
