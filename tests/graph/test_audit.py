@@ -212,6 +212,8 @@ def test_the_capture_end_hook_notes_each_allocation(monkeypatch):
     facts = {DEV + 64: PointerInfo("device", 0, DEV, 8192),
              0x6000: PointerInfo("host", 0, 0x6000, 4096)}
     monkeypatch.setattr(ranges, "pointer_info", lambda address: facts[address])
+    counted = []  # cudaGraphGetNodes asked for the count only: the graph has 2 nodes
+    monkeypatch.setattr(ranges, "call", lambda fn, h, n: counted.append((fn, n)) or (None, 2))
     assert ranges.note_capture in hooks._end_hooks  # registered by importing pycudagraph
     assert ranges.note_captures(False) is True
     try:
@@ -221,8 +223,29 @@ def test_the_capture_end_hook_notes_each_allocation(monkeypatch):
         assert ranges.note_captures(True) is False
     hooks.run_end_hooks(g)
     assert ranges.seen_ranges(g) == {DEV + 64: (DEV, 8192)}
+    assert counted and counted[-1][1] == 0
     with pytest.raises(pcg.ArgumentError, match="on must be True or False"):
         ranges.note_captures(1)
+    with pytest.raises(pcg.ArgumentError, match="max_nodes must be None or an int"):
+        ranges.note_captures(True, max_nodes=-1)
+
+
+def test_a_graph_over_the_node_limit_is_not_noted(monkeypatch):
+    """Noting costs a read per node: a capture of more than MAX_NODES nodes skips it."""
+    g = fake_graph()
+    a = fake_node(g)
+    node_order(monkeypatch, g)
+    _sites_of(monkeypatch, {a: [Site("arg 0", 0, DEV + 64, arg=0)]})
+    monkeypatch.setattr(ranges, "pointer_info", lambda address: PointerInfo("device", 0, DEV, 8192))
+    monkeypatch.setattr(ranges, "call", lambda fn, h, n: (None, ranges.MAX_NODES + 1))
+    hooks.run_end_hooks(g)
+    assert ranges.seen_ranges(g) == {}
+    ranges.note_captures(True, max_nodes=None)
+    try:
+        hooks.run_end_hooks(g)
+        assert ranges.seen_ranges(g) == {DEV + 64: (DEV, 8192)}
+    finally:
+        ranges.note_captures(True)
 
 
 def test_an_end_hook_that_raises_is_passed_over(monkeypatch):
