@@ -11,13 +11,13 @@ import tempfile
 from pathlib import Path
 
 from ._model_data import ASSUMED, MEASURED
-from .demo_mlp import DEMO_BATCH, DEMO_LAYERS, SMALL_MAX_BATCH
+from .demo_mlp import DEMO_BATCH, DEMO_LAYERS, DEMO_WIDTH, SMALL_MAX_BATCH
 
 DEFAULT_OUT = Path(tempfile.gettempdir()) / "pycudagraph-demo"
 
 MODES = f"""\
 modes:
-  demo           an MLP of {DEMO_LAYERS} small layers (64 features, batch {DEMO_BATCH}) on NVRTC
+  demo           an MLP of {DEMO_LAYERS} small layers ({DEMO_WIDTH} features, batch {DEMO_BATCH}) on NVRTC
                  kernels: eager, a graph built node by node, a captured graph, the graph
                  after an in-place set_arg, and slower kernels; prints the GPU and how
                  many times faster the graph replays than eager; writes a table, DOT

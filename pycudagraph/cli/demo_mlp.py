@@ -45,7 +45,7 @@ SPLITK_WARPS, SPLITK_MAX_KC = 8, 256
 #: of memory round trips, so a second wave of blocks costs a whole chain more).
 TARGET_BLOCKS = 128
 #: The default demo's network: launch-bound on any current GPU.
-DEMO_LAYERS, DEMO_WIDTH, DEMO_BATCH = 24, 64, 8
+DEMO_LAYERS, DEMO_WIDTH, DEMO_BATCH = 24, 32, 2
 DEMO_SIZES = (DEMO_WIDTH,) * (DEMO_LAYERS + 1)
 #: Rows ``linear_warp`` takes (``LW_MAX_BATCH`` in kernels/mlp_small.cu).
 SMALL_MAX_BATCH = 16
