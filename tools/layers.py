@@ -11,12 +11,16 @@ It also counts node-type switches outside ``nodes/``: ``isinstance`` with a node
 and comparisons of a node's type (``.type``, ``node_type``, a node type name or
 ``NodeType.X``).
 
+And it checks that no two C files of the compiled hot path (``_cuda/_native*.c``) call each
+other: each file's calls into others go one way.
+
 Usage: ``python tools/layers.py [--switches]``; exit status 1 when a rule is broken.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -134,8 +138,39 @@ def switches() -> list[str]:
     return found
 
 
+def _c_code(text: str) -> str:
+    """C text without its comments and string literals."""
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    text = re.sub(r"//[^\n]*", " ", text)
+    return re.sub(r'"(?:\\.|[^"\\])*"', '""', text)
+
+
+def c_calls(folder: Path | None = None) -> dict:
+    """{C file: the other C files whose non-static functions it calls} for ``_cuda/_native*.c``."""
+    folder = folder or ROOT / "_cuda"
+    code = {p.name: _c_code(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("_native*.c"))}
+    defined = {}
+    for name, text in code.items():
+        for m in re.finditer(r"^([A-Za-z_][\w \*]*?)\b(\w+)\s*\([^;{]*\)\s*\{", text, re.M):
+            if "static" not in m.group(1).split():
+                defined[m.group(2)] = name
+    out: dict = {name: set() for name in code}
+    for name, text in code.items():
+        for fn, where in defined.items():
+            if where != name and re.search(r"(?<![\w.>])" + fn + r"\s*\(", text):
+                out[name].add(where)
+    return out
+
+
+def c_circles(folder: Path | None = None) -> list[str]:
+    """Pairs of C files that call each other."""
+    calls = c_calls(folder)
+    return sorted({" <-> ".join(sorted((a, b))) for a in calls for b in calls[a]
+                   if a in calls.get(b, ())})
+
+
 def main(argv) -> int:
-    faults = import_faults()
+    faults = import_faults() + [f"C files call each other: {c}" for c in c_circles()]
     by_wing: dict = {}
     for rel, _ in modules():
         lines = sum(1 for _ in (ROOT / rel).open(encoding="utf-8"))

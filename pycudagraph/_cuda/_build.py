@@ -18,7 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 #: The extension's C files (one module, ``_native_module.c`` defines it) and its header.
 SOURCES = ("_native_module.c", "_native_calls.c", "_native_convert.c", "_native_method.c",
-           "_native_nodes.c", "_native_exec.c")
+           "_native_nodes.c", "_native_exec.c", "_native_lookup.c")
 HEADERS = ("_native.h",)
 
 

@@ -136,13 +136,22 @@ int fill(const plan_head *p, PyObject *converters, char *buf, PyObject *grid, Py
          PyObject *shm, PyObject *args);
 
 
-/* _native_module.c: the offset of an object slot of cls (descr: its member descriptor), or
+/* _native_lookup.c: the offset of an object slot of cls (descr: its member descriptor), or
  * -1 with an error set. */
 Py_ssize_t slot_offset(PyObject *cls, PyObject *descr);
 /* The same for a slot of cls or of one of its bases. */
 Py_ssize_t member_offset(PyTypeObject *cls, PyObject *descr);
+/* Ready for a compiled call: this thread's context is current, no trace records. */
+int ready(void);
+/* (plan, converters, ...) with at least `items` items: the plan, or NULL. */
+const plan_head *hot_plan(PyObject *hot, Py_ssize_t items);
 
-/* _native_nodes.c */
+/* _native_nodes.c (add_core: the add shared with _native_calls.c's add_kernel) */
+typedef PyObject *(*maker_fn)(void *ctx, PyObject *refs, PyObject *buf, PyObject *addr);
+enum { ADD_DONE, ADD_DECLINED, ADD_ERROR };
+int add_core(const plan_head *p, PyObject *hot, PyObject *grid, PyObject *block,
+             PyObject *args, PyObject *shm, void *graph_h, PyObject *deps_seq, PyObject *nodes,
+             maker_fn make, void *ctx, PyObject **made, void **node_h);
 int pack_class_known(void);
 PyObject *new_pack(PyObject *layout, PyObject *kernel, PyObject *refs, PyObject *buf,
                    PyObject *addr);
@@ -161,17 +170,10 @@ int method_doc(PyMethodDef *def, const char *doc);
 /* _native_exec.c */
 PyObject *exec_update_methods(PyObject *m, PyObject *args);
 
-/* _native_calls.c: shared with _native_nodes.c */
-int ready(void);
+/* _native_calls.c: the routes, shared with _native_method.c */
 PyObject *route(int r, PyObject *const *a, Py_ssize_t nargs);
 typedef PyObject *(*native_fn)(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
 PyObject *call_held(native_fn fn, PyObject *const *a, Py_ssize_t nargs);
-const plan_head *hot_plan(PyObject *hot, Py_ssize_t items);
-typedef PyObject *(*maker_fn)(void *ctx, PyObject *refs, PyObject *buf, PyObject *addr);
-enum { ADD_DONE, ADD_DECLINED, ADD_ERROR };
-int add_core(const plan_head *p, PyObject *hot, PyObject *grid, PyObject *block,
-             PyObject *args, PyObject *shm, void *graph_h, PyObject *deps_seq, PyObject *nodes,
-             maker_fn make, void *ctx, PyObject **made, void **node_h);
 
 /* _native_calls.c */
 PyObject *launch_graph(PyObject *m, PyObject *const *a, Py_ssize_t nargs);

@@ -65,42 +65,6 @@ static PyObject *set_routes(PyObject *m, PyObject *args)
     Py_RETURN_NONE;
 }
 
-#ifndef Py_T_OBJECT
-#define Py_T_OBJECT 6
-#endif
-#ifndef Py_T_OBJECT_EX
-#define Py_T_OBJECT_EX 16
-#endif
-
-/* The offset of the object slot that descriptor (cls.__dict__[name], a member descriptor
- * of cls itself) describes, or -1 with an error set. */
-Py_ssize_t slot_offset(PyObject *cls, PyObject *descr)
-{
-    if (!Py_IS_TYPE(descr, &PyMemberDescr_Type) || PyDescr_TYPE(descr) != (PyTypeObject *)cls) {
-        PyErr_SetString(PyExc_TypeError, "a slot of the class was expected");
-        return -1;
-    }
-    PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
-    if ((member->type != Py_T_OBJECT && member->type != Py_T_OBJECT_EX) ||
-        member->offset < (Py_ssize_t)sizeof(PyObject) ||
-        member->offset + (Py_ssize_t)sizeof(PyObject *) > ((PyTypeObject *)cls)->tp_basicsize) {
-        PyErr_SetString(PyExc_ValueError, "the slot does not hold an object");
-        return -1;
-    }
-    return member->offset;
-}
-
-/* The offset of the object slot descr describes, descr being a slot of cls or of one of
- * its bases; -1 with an error set. */
-Py_ssize_t member_offset(PyTypeObject *cls, PyObject *descr)
-{
-    if (!Py_IS_TYPE(descr, &PyMemberDescr_Type) || !PyType_IsSubtype(cls, PyDescr_TYPE(descr))) {
-        PyErr_SetString(PyExc_TypeError, "a slot of the class or of a base was expected");
-        return -1;
-    }
-    return slot_offset((PyObject *)PyDescr_TYPE(descr), descr);
-}
-
 /* The type and slot offset of one (cls, descriptor) pair of args into *type and *slot. */
 static PyObject *set_type_slot(PyObject *args, PyTypeObject **type, Py_ssize_t *slot)
 {

@@ -282,3 +282,60 @@ PyObject *add_node(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
         return fallback(a, nargs);
     return node;   /* NULL with an error set: ADD_ERROR, or the record failed */
 }
+
+/* The add itself, shared by add_kernel (_native_calls.c) and add_node: the launch packed
+ * into a new bytearray, make(ctx, refs, buf, address) called with it (refs: a new list of
+ * the arguments) to make what the caller returns, then cuGraphAddKernelNode. What make
+ * returned is in *made and the node's handle in *node_h on ADD_DONE; on ADD_DECLINED
+ * nothing was added and no error is set (the route runs); on ADD_ERROR an error is set.
+ * p: hot's plan (hot_plan), hot: (plan, converters, ...); grid, block, args, shared_mem as
+ * the calls name them. */
+int add_core(const plan_head *p, PyObject *hot, PyObject *grid, PyObject *block,
+             PyObject *args, PyObject *shm, void *graph_h, PyObject *deps_seq, PyObject *nodes,
+             maker_fn make, void *ctx, PyObject **made, void **node_h)
+{
+    PyObject *buf = NULL, *addr = NULL, *refs = NULL;
+    void *stack[STACK_DEPS], **deps = NULL;
+    Py_ssize_t nd;
+    int status = ADD_DECLINED;
+    *made = NULL;
+    /* the driver checks no launch limits when a node is added: they are checked here */
+    if (!p || !graph_h || !fits(p, grid, block, shm) ||
+        dep_handles(deps_seq, nodes, stack, &deps, &nd))
+        return ADD_DECLINED;
+    buf = PyByteArray_FromStringAndSize(NULL, p->size);
+    if (!buf) {
+        status = ADD_ERROR;
+        goto done;
+    }
+    char *mem = PyByteArray_AS_STRING(buf);
+    memset(mem, 0, p->size);
+    if (fill(p, PyTuple_GET_ITEM(hot, 1), mem, grid, block, shm, args))
+        goto done;
+    /* What the caller returns is made before the node exists: nothing but the handle can
+     * fail after. The refs are a new list of the arguments. */
+    addr = PyLong_FromVoidPtr(mem);
+    refs = addr ? PySequence_List(args) : NULL;
+    *made = refs ? make(ctx, refs, buf, addr) : NULL;
+    if (!*made) {
+        status = ADD_ERROR;
+        goto done;
+    }
+    CUresult rc;
+    *node_h = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    rc = S.add_kernel(node_h, graph_h, deps, (size_t)nd, mem);
+    Py_END_ALLOW_THREADS
+    if (rc) {   /* the route repeats it and raises the CudaError naming it */
+        Py_CLEAR(*made);
+        goto done;
+    }
+    status = ADD_DONE;
+done:
+    Py_XDECREF(refs);
+    Py_XDECREF(addr);
+    Py_XDECREF(buf);
+    if (deps != stack && deps != NULL)
+        PyMem_Free(deps);
+    return status;
+}

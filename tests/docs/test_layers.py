@@ -60,3 +60,16 @@ def test_a_type_switch_is_counted(tmp_path, monkeypatch):
         "    if n.type == 'memcpy':\n        return 2\n    return n.fields()\n")
     monkeypatch.setattr(layers, "ROOT", pkg)
     assert layers.switches() == ["pycudagraph/inspect/y.py:2", "pycudagraph/inspect/y.py:4"]
+
+
+def test_no_two_c_files_of_the_hot_path_call_each_other():
+    assert layers.c_circles() == [], layers.c_calls()
+
+
+def test_two_c_files_calling_each_other_are_caught(tmp_path):
+    (tmp_path / "_native_a.c").write_text("int f(void)\n{\n    return g(); /* h() */\n}\n")
+    (tmp_path / "_native_b.c").write_text("int g(void)\n{\n    return f() + S.h();\n}\n"
+                                          "static int h(void)\n{\n    return 0;\n}\n")
+    assert layers.c_circles(tmp_path) == ["_native_a.c <-> _native_b.c"]
+    (tmp_path / "_native_b.c").write_text("int g(void)\n{\n    return 1; /* f() */\n}\n")
+    assert layers.c_circles(tmp_path) == []

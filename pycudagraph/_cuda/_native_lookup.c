@@ -1,0 +1,59 @@
+/* Where every compiled part looks things up, and nothing else: the offset of a Python
+ * object's slot (what fast.py hands over as member descriptors), whether this thread is
+ * ready for a compiled call, and the plan at the head of a kernel's hot tuple. It calls
+ * into no other file of the extension but the converters' plan_of, so the files that use
+ * it never call each other through it. */
+#include "_native.h"
+
+#include <structmember.h>   /* PyMemberDef (in descrobject.h from Python 3.12) */
+
+/* Python's member-type numbers, named in 3.12's headers only */
+#ifndef Py_T_OBJECT
+#define Py_T_OBJECT 6
+#endif
+#ifndef Py_T_OBJECT_EX
+#define Py_T_OBJECT_EX 16
+#endif
+
+/* The offset of the object slot that descriptor (cls.__dict__[name], a member descriptor
+ * of cls itself) describes, or -1 with an error set. */
+Py_ssize_t slot_offset(PyObject *cls, PyObject *descr)
+{
+    if (!Py_IS_TYPE(descr, &PyMemberDescr_Type) || PyDescr_TYPE(descr) != (PyTypeObject *)cls) {
+        PyErr_SetString(PyExc_TypeError, "a slot of the class was expected");
+        return -1;
+    }
+    PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+    if ((member->type != Py_T_OBJECT && member->type != Py_T_OBJECT_EX) ||
+        member->offset < (Py_ssize_t)sizeof(PyObject) ||
+        member->offset + (Py_ssize_t)sizeof(PyObject *) > ((PyTypeObject *)cls)->tp_basicsize) {
+        PyErr_SetString(PyExc_ValueError, "the slot does not hold an object");
+        return -1;
+    }
+    return member->offset;
+}
+
+/* The offset of the object slot descr describes, descr being a slot of cls or of one of
+ * its bases; -1 with an error set. */
+Py_ssize_t member_offset(PyTypeObject *cls, PyObject *descr)
+{
+    if (!Py_IS_TYPE(descr, &PyMemberDescr_Type) || !PyType_IsSubtype(cls, PyDescr_TYPE(descr))) {
+        PyErr_SetString(PyExc_TypeError, "a slot of the class or of a base was expected");
+        return -1;
+    }
+    return slot_offset((PyObject *)PyDescr_TYPE(descr), descr);
+}
+
+/* Ready for a compiled call: this thread's context is current, no trace records. */
+int ready(void)
+{
+    return thread_ready && !S.tracing;
+}
+
+/* (plan, converters, ...) with at least `items` items: the plan, or NULL. */
+const plan_head *hot_plan(PyObject *hot, Py_ssize_t items)
+{
+    if (!PyTuple_CheckExact(hot) || PyTuple_GET_SIZE(hot) < items)
+        return NULL;
+    return plan_of(PyTuple_GET_ITEM(hot, 0));
+}
