@@ -21,7 +21,8 @@ module                  classes
 ======================= ================================================================
 
 A new node type is one class in its family's module (``build``, ``read``, ``params``,
-``set_params``, ``exec_set``), one line in :data:`~pycudagraph.nodes.registry.REGISTRY`,
+``exec_set`` and the facets ``fields``, ``sites``, ``subgraphs``, ``exec_fields``; see
+:mod:`.facets`), one line in :data:`~pycudagraph.nodes.registry.REGISTRY`,
 a one-line ``Graph.add_x`` and its export (``docs/ARCHITECTURE.md`` walks through one).
 Node classes build and read through the graph's :class:`~pycudagraph.nodes.table.NodeTable`
 and never import the graph layer.
