@@ -36,7 +36,7 @@ from .runtime.trace import trace
 from .runtime.user_objects import UserObject
 from .frameworks.graphed import GraphedCallable, graphed
 from .frameworks.pools import CapturePool
-from .inspect import ranges as _ranges  # notes each capture's address ranges
+from .inspect import ranges as _ranges  # noqa: F401 - registers its capture-end notes
 
 __version__ = "0.1.0"
 

@@ -36,10 +36,9 @@ from dataclasses import dataclass
 
 from .._cuda import ensure_device
 from ..errors import PyCudaGraphError
-from ..nodes.arg_slots import pointer_slots
 from .ranges import PointerInfo, pointer_info, remember, seen_ranges
 
-__all__ = ["Finding", "Baked", "PointerInfo", "pointer_slots", "baked_addresses",
+__all__ = ["Finding", "Baked", "PointerInfo", "baked_addresses",
            "pointer_info", "audit", "memory"]
 
 #: The side of a copy that names host memory (a :class:`~pycudagraph.nodes.facets.Site`'s).

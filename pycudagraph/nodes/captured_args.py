@@ -23,10 +23,9 @@ from .._cuda import call, context, dr
 from ..compile.dims import dims3, shared_mem_arg
 from ..errors import ArgumentError, PyCudaGraphError
 from ..runtime.pointers import device_pointer
-from .arg_slots import patch_slots
 from .exec_node import ExecNode
 
-__all__ = ["param_info", "encode", "CapturedArgs", "patch_slots", "function_params"]
+__all__ = ["param_info", "encode", "CapturedArgs", "function_params"]
 
 _VP = ctypes.c_void_p
 _U64 = struct.Struct("<Q")

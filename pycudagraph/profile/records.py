@@ -19,7 +19,6 @@ import bisect
 import statistics
 from dataclasses import dataclass, field
 
-from ..errors import PyCudaGraphError
 from ..inspect.tree import inside_conditionals, node_label
 
 __all__ = ["Samples", "RECORDED", "ONE_EXEC", "CuptiUnusable", "samples", "node_signature"]

@@ -19,7 +19,8 @@ from pycudagraph.capture import hooks
 from pycudagraph.frameworks.pools import CapturePool
 from pycudagraph.inspect import audit as audit_mod
 from pycudagraph.inspect import ranges
-from pycudagraph.inspect.audit import Baked, Finding, PointerInfo, pointer_slots
+from pycudagraph.inspect.audit import Baked, Finding, PointerInfo
+from pycudagraph.nodes.arg_slots import pointer_slots
 from pycudagraph.nodes.facets import Site
 from tests.support.fake_frameworks import install_torch, without_frameworks
 from tests.support.fakes import fake_buffer, fake_graph, fake_node, node_order

@@ -17,6 +17,7 @@ from cuda.bindings import driver as dr
 
 import pycudagraph as pcg
 from pycudagraph.nodes import captured_args as captured
+from pycudagraph.nodes.arg_slots import patch_slots
 from pycudagraph.errors import ArgumentError, ClosedError, CudaError
 from tests.support.fakes import fake_graph, fake_node, fake_read_node
 from tests.support.captured_graph import N, buf_of, captured_graph, read_back
@@ -66,13 +67,13 @@ def test_encode_refuses_what_does_not_fit(value, size, text):
 def test_patch_slots_finds_aligned_slots_inside_structs():
     old, new = 0x7F00_0000_2000, 0x7F00_0000_9000
     data = struct.pack("<QiiQQ", old, 3, 4, 5, old)  # a 32-byte struct, two pointers
-    out, n = captured.patch_slots(data, 0, old, new)
+    out, n = patch_slots(data, 0, old, new)
     assert n == 2 and struct.unpack("<QiiQQ", out) == (new, 3, 4, 5, new)
     # at image offset 4 the 8-byte aligned slots start at byte 4 of the argument
     data = struct.pack("<IQI", 0, old, 0)
-    assert captured.patch_slots(data, 4, old, new)[1] == 1
-    assert captured.patch_slots(data, 0, old, new)[1] == 0  # misaligned: not a slot
-    assert captured.patch_slots(struct.pack("<I", 7), 0, old, new) == (struct.pack("<I", 7), 0)
+    assert patch_slots(data, 4, old, new)[1] == 1
+    assert patch_slots(data, 0, old, new)[1] == 0  # misaligned: not a slot
+    assert patch_slots(struct.pack("<I", 7), 0, old, new) == (struct.pack("<I", 7), 0)
 
 
 # param_info -------------------------------------------------------------------------
