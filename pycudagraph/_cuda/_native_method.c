@@ -19,7 +19,7 @@
 
 static _Alignas(64) struct {   /* one cache line: what a launch reads */
     PyTypeObject *type;
-    Py_ssize_t h_slot, last_slot;
+    Py_ssize_t h_slot, last_slot, block_slot;
     PyObject *pending, *fallback, *after;
 } X;
 
@@ -49,9 +49,10 @@ static PyObject *exec_launch(PyObject *self, PyObject *const *a, Py_ssize_t narg
                              PyObject *kwnames)
 {
     void *e, *s;
-    PyObject *stream = nargs ? a[0] : Py_None, *h;
+    PyObject *stream = nargs ? a[0] : Py_None, *h, *block;
     if (kwnames || nargs > 1 || !S.graph_launch || !thread_ready || S.tracing || !X.type ||
         !PyObject_TypeCheck(self, X.type) || PyList_GET_SIZE(X.pending) ||
+        ((block = *(PyObject **)((char *)self + X.block_slot)) && block != Py_None) ||
         !(h = *(PyObject **)((char *)self + X.h_slot)) || as_ptr(h, &e) || stream_of(stream, &s))
         return fallback(self, a, nargs, kwnames);
     CUresult rc;
@@ -95,18 +96,20 @@ int method_doc(PyMethodDef *def, const char *doc)
     return 0;
 }
 
-/* exec_launch_method(cls, handle_descriptor, last_descriptor, fallback, after, pending, doc)
- * -> the method descriptor: the slots are cls's own object slots (slot_offset checks). */
+/* exec_launch_method(cls, handle_descriptor, last_descriptor, block_descriptor, fallback,
+ * after, pending, doc) -> the method descriptor: the slots are cls's own object slots
+ * (slot_offset checks). */
 PyObject *exec_launch_method(PyObject *m, PyObject *args)
 {
-    PyObject *cls, *h_descr, *last_descr, *fb, *after, *pending;
+    PyObject *cls, *h_descr, *last_descr, *block_descr, *fb, *after, *pending;
     const char *doc;
-    if (!PyArg_ParseTuple(args, "O!OOOOO!s", &PyType_Type, &cls, &h_descr, &last_descr, &fb,
-                          &after, &PyList_Type, &pending, &doc))
+    if (!PyArg_ParseTuple(args, "O!OOOOOO!s", &PyType_Type, &cls, &h_descr, &last_descr,
+                          &block_descr, &fb, &after, &PyList_Type, &pending, &doc))
         return NULL;
     Py_ssize_t h_at = slot_offset(cls, h_descr);
     Py_ssize_t last_at = h_at < 0 ? -1 : slot_offset(cls, last_descr);
-    if (last_at < 0)
+    Py_ssize_t block_at = last_at < 0 ? -1 : slot_offset(cls, block_descr);
+    if (block_at < 0)
         return NULL;
     if (!PyCallable_Check(fb) || !PyCallable_Check(after)) {
         PyErr_SetString(PyExc_TypeError, "exec_launch_method: fallback and after must be callable");
@@ -117,6 +120,7 @@ PyObject *exec_launch_method(PyObject *m, PyObject *args)
     Py_XSETREF(X.type, (PyTypeObject *)Py_NewRef(cls));
     X.h_slot = h_at;
     X.last_slot = last_at;
+    X.block_slot = block_at;
     Py_XSETREF(X.fallback, Py_NewRef(fb));
     Py_XSETREF(X.after, Py_NewRef(after));
     Py_XSETREF(X.pending, Py_NewRef(pending));

@@ -186,8 +186,8 @@ static PyMethodDef methods[] = {
     {"set_routes", set_routes, METH_VARARGS, "set_routes(routes: tuple, captures: list)"},
     {"set_flags", set_flags, METH_VARARGS, "set_flags(tracing: bool, multi: bool)"},
     {"exec_launch_method", exec_launch_method, METH_VARARGS,
-     "exec_launch_method(cls, handle_slot, last_slot, fallback, after, pending, doc) -> "
-     "GraphExec.launch as a method descriptor"},
+     "exec_launch_method(cls, handle_slot, last_slot, block_slot, fallback, after, pending, "
+     "doc) -> GraphExec.launch as a method descriptor"},
     {"kernel_launch_method", kernel_launch_method, METH_VARARGS,
      "kernel_launch_method(cls, hot_slot, fallback, prepare, keeps, keep, doc) -> "
      "Kernel.launch as a method descriptor"},

@@ -310,18 +310,21 @@ graph_instantiate = _native.graph_instantiate if _native is not None else _graph
 exec_update = _native.exec_update if _native is not None else _exec_update
 
 
-def method_launch(cls: type, handle: str, last: str, after: str, pending: list) -> None:
+def method_launch(cls: type, handle: str, last: str, block: str, after: str,
+                  pending: list) -> None:
     """Make ``cls.launch`` (an exec's graph launch, ``cuGraphLaunch``) a method in C that does
     what the Python method does without its frame: the launch of the handle in slot
     ``handle`` on the stream (read as :func:`launch_graph` reads it), the stream kept in slot
-    ``last``, then ``cls.<after>(exe)`` when ``pending`` (host nodes' errors) is not empty.
+    ``last``, then ``cls.<after>(exe)`` when ``pending`` (host nodes' errors) is not empty;
+    while slot ``block`` holds a reason (not None), the Python method's (which refuses).
     Anything else is the Python method's (kept, and called with the same arguments). No
     effect on the ctypes route."""
     if _native is None:
         return
     python = cls.__dict__["launch"]
-    cls.launch = _native.exec_launch_method(cls, _slot(cls, handle), _slot(cls, last), python,
-                                            cls.__dict__[after], pending,
+    cls.launch = _native.exec_launch_method(cls, _slot(cls, handle), _slot(cls, last),
+                                            _slot(cls, block), python, cls.__dict__[after],
+                                            pending,
                                             _doc("launch($self, stream=None)", python))
 
 

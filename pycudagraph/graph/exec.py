@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from .._cuda import call, fast, rt
 from .._lifetime import Ledger, Release, release
-from ..errors import ArgumentError, ClosedError
+from ..errors import ArgumentError, ClosedError, PyCudaGraphError
 from ..nodes import KernelNode, Node
 from ..compile.args import ArgPack, Layout
 from ..nodes.base import REMOVED
@@ -54,8 +54,8 @@ class GraphExec(ExecUpdate, ExecIntrospection):
     """
 
     # what a launch reads and writes (the handle, the last stream) first, side by side
-    __slots__ = ("_h", "_last_stream", "_raw", "_addr", "graph", "_nodes", "_taken", "_ledger",
-                 "_pending", "_host_ids", "_fin", "__weakref__")
+    __slots__ = ("_h", "_last_stream", "_block", "_raw", "_addr", "graph", "_nodes", "_taken",
+                 "_ledger", "_pending", "_host_ids", "_fin", "__weakref__")
 
     def __init__(self, raw, graph=None, *, owner=None, owned: bool = True,
                  flags: int | None = None):
@@ -127,6 +127,7 @@ class GraphExec(ExecUpdate, ExecIntrospection):
         self._pending = None  # the graph of an update whose nodes are not paired yet
         self._host_ids = None  # ids of the host callables this exec can run, found on need
         self._last_stream = _NEVER  # the stream object of the last launch (kept alive)
+        self._block = None  # why launches are refused (block_launches), or None
 
     def _bind(self, raw, h: int, owned: bool) -> None:
         """The handle (``raw``, its address ``h``); the graph learns of the exec; the
@@ -235,6 +236,8 @@ class GraphExec(ExecUpdate, ExecIntrospection):
         stream : Stream or stream-like, optional
             ``None`` is the legacy default stream.
         """
+        if self._block is not None:  # launches blocked (block_launches): nothing launched
+            raise PyCudaGraphError(self._block)
         h = self._h
         if h is None:  # this exec was closed
             self._refuse(stream)
@@ -242,6 +245,25 @@ class GraphExec(ExecUpdate, ExecIntrospection):
         self._last_stream = stream
         if _pending:
             self._after_launch()
+
+    def block_launches(self, reason: str | None) -> None:
+        """Refuse every :meth:`launch` with ``PyCudaGraphError(reason)`` (before any driver
+        call: nothing is launched) until ``block_launches(None)``. No CUDA call.
+
+        Parameters
+        ----------
+        reason : str or None
+            The error's message; ``None`` lifts the block.
+        """
+        if reason is not None and type(reason) is not str:
+            raise ArgumentError(f"block_launches: reason must be a str or None, got "
+                                f"{type(reason).__name__}")
+        self._block = reason
+
+    @property
+    def launch_block(self) -> str | None:
+        """Why launches are refused (:meth:`block_launches`), or None. No CUDA call."""
+        return self._block
 
     def _after_launch(self) -> None:
         """Raise the first pending exception of one of this exec's host nodes."""
@@ -415,7 +437,7 @@ class GraphExec(ExecUpdate, ExecIntrospection):
 
 # launch() without its Python frame where the compiled route is built (the method above
 # stays the fallback of everything but the plain launch)
-fast.method_launch(GraphExec, "_h", "_last_stream", "_after_launch", _pending)
+fast.method_launch(GraphExec, "_h", "_last_stream", "_block", "_after_launch", _pending)
 # set_arg and set_params(node, args=) without their Python frames, for a node with a record
 fast.method_exec_updates(
     (GraphExec, ExecNode, Node, NodeTable, ArgPack, Layout, KernelNode),
