@@ -4,7 +4,9 @@
 the driver entry points are handed over at run time), built from the ``_native*.c`` files
 of ``pycudagraph/_cuda`` (``pycudagraph/_cuda/_build.py`` lists them). ``optional=True``:
 where it cannot be compiled, installation still succeeds and the ctypes path is used
-(``python -m pycudagraph info`` says which). Build in place: ``python setup.py build_ext
+(``python -m pycudagraph info`` says which). ``pycudagraph._cuda._vmm`` (the sleepable
+memory table of ``CapturePool(sleepable=True)``, from ``_vmm*.c``) is built the same way,
+also optional. Build in place: ``python setup.py build_ext
 --inplace``, or ``python pycudagraph/_cuda/_build.py`` where setuptools is missing.
 """
 
@@ -21,4 +23,8 @@ _spec.loader.exec_module(_build)  # the file list only: nothing of pycudagraph i
 
 setup(ext_modules=[Extension("pycudagraph._cuda._native", _build.sources(relative=True),
                              depends=_build.headers(relative=True),
+                             extra_compile_args=["-O2", "-std=c11"], optional=True),
+                   # the sleepable memory table (CapturePool(sleepable=True)): its own module
+                   Extension("pycudagraph._cuda._vmm", _build.vmm_sources(relative=True),
+                             depends=_build.vmm_headers(relative=True),
                              extra_compile_args=["-O2", "-std=c11"], optional=True)])

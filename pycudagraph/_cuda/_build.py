@@ -20,6 +20,10 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 SOURCES = ("_native_module.c", "_native_calls.c", "_native_convert.c", "_native_method.c",
            "_native_nodes.c", "_native_exec.c", "_native_lookup.c")
 HEADERS = ("_native.h",)
+#: The sleepable memory table, a module of its own (``pycudagraph._cuda._vmm``), built beside
+#: the hot path whatever PYCUDAGRAPH_NO_NATIVE says (that variable only picks the hot route).
+VMM_SOURCES = ("_vmm.c", "_vmm_table.c")
+VMM_HEADERS = ("_vmm.h",)
 
 
 def _paths(names, relative: bool) -> list[str]:
@@ -36,25 +40,40 @@ def headers(relative: bool = False) -> list[str]:
     return _paths(HEADERS, relative)
 
 
-def target() -> str:
-    """Path of the extension module for this interpreter (``_native<EXT_SUFFIX>``)."""
-    return os.path.join(HERE, "_native" + sysconfig.get_config_var("EXT_SUFFIX"))
+def vmm_sources(relative: bool = False) -> list[str]:
+    """The sleepable memory table's C files (``pycudagraph._cuda._vmm``)."""
+    return _paths(VMM_SOURCES, relative)
 
 
-def command() -> list[str]:
+def vmm_headers(relative: bool = False) -> list[str]:
+    return _paths(VMM_HEADERS, relative)
+
+
+def target(name: str = "_native") -> str:
+    """Path of the extension module ``name`` for this interpreter (``<name><EXT_SUFFIX>``)."""
+    return os.path.join(HERE, name + sysconfig.get_config_var("EXT_SUFFIX"))
+
+
+def command(name: str = "_native") -> list[str]:
+    """The compiler command that builds ``_native`` (or ``_vmm``) in place."""
     cc = shlex.split(sysconfig.get_config_var("CC") or "cc")
     include = sysconfig.get_paths()["include"]
-    return [*cc, "-shared", "-fPIC", "-O2", "-std=c11", "-Wall", f"-I{include}", *sources(),
-            "-o", target()]
+    files = sources() if name == "_native" else vmm_sources()
+    return [*cc, "-shared", "-fPIC", "-O2", "-std=c11", "-Wall", f"-I{include}", *files,
+            "-o", target(name)]
 
 
 def main() -> int:
-    cmd = command()
-    print(" ".join(shlex.quote(c) for c in cmd))
-    done = subprocess.run(cmd)
-    if done.returncode:
-        print("build failed: pycudagraph will use its ctypes path", file=sys.stderr)
-    return done.returncode
+    rc = 0
+    for name, without in (("_native", "pycudagraph will use its ctypes path"),
+                          ("_vmm", "sleepable pools (CapturePool(sleepable=True)) are off")):
+        cmd = command(name)
+        print(" ".join(shlex.quote(c) for c in cmd))
+        done = subprocess.run(cmd)
+        if done.returncode:
+            print(f"build of {name} failed: {without}", file=sys.stderr)
+        rc = rc or done.returncode
+    return rc
 
 
 if __name__ == "__main__":
