@@ -94,6 +94,9 @@ class RebindPlan:
     ----------
     slots : list of int
         How many addresses of each input the graph holds.
+    captured : list of (int, int, int)
+        Where each input was when the graph was made: its data address and byte span
+        ``(ptr, lo, hi)`` (the graph holds these addresses; the exec holds :attr:`bound`).
     unproven : list of str
         Why rebinding could still miss an address (see the module docstring).
     """
@@ -102,6 +105,7 @@ class RebindPlan:
         self.exe = exe
         self._raw = exe.handle
         self.bound = [info.ptr for info in inputs]
+        self.captured = [(info.ptr, info.lo, info.hi) for info in inputs]
         self.slots = [0] * len(inputs)
         self.unproven: list[str] = []
         self._by_input: list[list] = [[] for _ in inputs]
