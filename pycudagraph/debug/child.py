@@ -103,7 +103,7 @@ def place_regions(regions: list, device: int) -> tuple:
         where, same = _map_same(dev, device) if dev else ({}, True)
         for r in dev:
             bind[r.name] = DeviceView(None, where[r.name], r.size)
-    except CudaError:
+    except (CudaError, TypeError, ValueError):  # no mapping at chosen addresses here
         same = False
         for r in dev:
             bind[r.name] = pcg.DeviceBuffer(r.size)

@@ -18,6 +18,7 @@ it holds. The planning functions make no CUDA call; the builders make a clone
 
 from __future__ import annotations
 
+from ..errors import NotSupportedError
 from ..graph.introspect import topological_order
 
 __all__ = ["graph_order", "prefix_plan", "chain_plan", "prefix_graph", "chained_graph",
@@ -27,7 +28,10 @@ __all__ = ["graph_order", "prefix_plan", "chain_plan", "prefix_graph", "chained_
 def graph_order(graph) -> tuple:
     """``(order, edges)``: the top-level nodes of ``graph`` in topological order, and its
     edges as ``{(a, b): port}`` (``cudaGraphGetNodes``, ``cudaGraphGetEdges``)."""
-    edges = dict(graph.edge_data)
+    try:
+        edges = dict(graph.edge_data)
+    except NotSupportedError:  # before CUDA 12.3: no ports, every edge a plain one
+        edges = {e: "default" for e in graph.edges}
     return topological_order(graph.nodes, list(edges)), edges
 
 
