@@ -166,9 +166,13 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_vmm",
-    "Device memory that sleeps and wakes at the same addresses (see pycudagraph/_cuda/vmm.py).",
-    -1, methods};
+    .m_base = PyModuleDef_HEAD_INIT,
+    .m_name = "_vmm",
+    .m_doc = "Device memory that sleeps and wakes at the same addresses "
+             "(see pycudagraph/_cuda/vmm.py).",
+    .m_size = -1,
+    .m_methods = methods,
+};
 
 PyMODINIT_FUNC PyInit__vmm(void)
 {
