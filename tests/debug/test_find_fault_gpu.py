@@ -103,7 +103,9 @@ healthy = pcg.find_fault(g, resolve=m.resolve, timeout=120)
 print(healthy)
 assert healthy.node is None and len(healthy.trials) == 1, healthy
 
-t["idx"][3] = 1 << 40  # planted after the capture: the replay selects column 2**40
+# planted after the capture: the replay selects column 2**31 - 1 (PyTorch's bound check
+# asserts; were it compiled out, 32-bit index math would still reach 8 GiB past the tensor)
+t["idx"][3] = (1 << 31) - 1
 torch.cuda.synchronize()
 readers = [n for n in g.nodes if t["idx"].data_ptr() in {s.address for s in n.sites()}]
 assert len(readers) == 1, readers
