@@ -30,7 +30,8 @@ import weakref
 
 from ._cuda import check
 
-__all__ = ["release", "flush_deferred", "Ledger", "Releasable", "holders_of", "defer_free", "retry_frees",
+__all__ = ["release", "flush_deferred", "Ledger", "Releasable", "holders_of", "live_owners",
+           "defer_free", "retry_frees",
            "deferred_frees", "register_contents", "on_exit"]
 
 _deferred: list = []
@@ -234,6 +235,12 @@ class Ledger:
         """Everything held, as one tuple (what a copy of the owner must keep)."""
         return tuple(self.held.values()) + tuple(self.extra)
 
+    def live_owner(self):
+        """The graph or exec this ledger belongs to, while it lives and is not closed; else
+        None."""
+        owner = self._owner() if self._owner is not None and not self.closed else None
+        return owner
+
     def owner_name(self) -> str:
         owner = self._owner() if self._owner is not None else None
         return repr(owner) if owner is not None else "a graph or exec being destroyed"
@@ -290,6 +297,19 @@ def holders_of(obj, first: bool = False) -> list[str]:
             out.append(ledger.owner_name())
             if first:
                 break
+    return out
+
+
+def live_owners(holding=None) -> list:
+    """The live graphs and execs (the owners of live ledgers not closed), each once; with
+    ``holding``, only those whose ledgers hold or retired it. Looks through every live
+    ledger, like :func:`holders_of`. No CUDA call."""
+    out = []
+    for ref in list(_ledgers):
+        ledger = ref()
+        owner = ledger.live_owner() if ledger is not None else None
+        if owner is not None and (holding is None or ledger.uses(holding)):
+            out.append(owner)
     return out
 
 

@@ -19,6 +19,12 @@ mechanism:
   (``cupy.cuda.using_allocator``); its ``cudaMalloc`` calls run in relaxed capture mode
   (``cudaThreadExchangeStreamCaptureMode``), as PyTorch does for its own.
 
+A sleepable pool (``CapturePool(sleepable=True)``) gets both frameworks' memory from the
+sleepable memory table instead (:mod:`.sleep_alloc`): a ``torch.cuda.MemPool`` with the
+table's allocator, a CuPy pool cut from the table's chunks. Its memory can then go back to
+the driver and come back at the same addresses (``pool.sleep()`` / ``pool.wake()``,
+:mod:`.sleep`); it serves one device.
+
 A framework takes part only when the program imported it (``sys.modules``) and, for
 PyTorch, initialized CUDA. The graph keeps its pool (``graph.table.ledger.keep_also``), so
 its execs, clones and adopted wraps keep it too; the pool is released when the last of
@@ -30,11 +36,14 @@ from __future__ import annotations
 import threading
 import warnings
 
-from .._cuda import call, rt
+from .._cuda import call, rt, vmm
 from .._lifetime import release
-from ..errors import ArgumentError
+from ..errors import ArgumentError, PyCudaGraphError
 from ..capture.hooks import register_pool_hook
+from ..runtime.values import bool_arg
 from . import loaded
+from .sleep import Sleepable, SleepState, check_routable, release_state
+from .sleep_alloc import CupyArena, torch_mempool
 
 __all__ = ["CapturePool", "PoolActivation", "framework_pools", "pool_of"]
 
@@ -59,9 +68,9 @@ class _PoolState:
     """What a :class:`CapturePool` releases (its finalizer holds this, never the pool)."""
 
     __slots__ = ("torch_id", "torch_devices", "torch_keep", "cupy_pool", "cupy_owned",
-                 "cupy_ranges", "lock")
+                 "cupy_ranges", "lock", "sleep", "arena")
 
-    def __init__(self, torch_id, torch_keep, cupy_pool):
+    def __init__(self, torch_id, torch_keep, cupy_pool, sleep=None):
         self.torch_id = torch_id
         self.torch_devices: set = set()  # devices where this pool holds a reference
         self.torch_keep = torch_keep  # a torch.cuda.MemPool given as pool=
@@ -69,10 +78,15 @@ class _PoolState:
         self.cupy_owned = cupy_pool is None  # made here: its free blocks go at release
         self.cupy_ranges: set = set()  # (address, size) of each block handed out
         self.lock = threading.Lock()
+        self.sleep: SleepState | None = sleep  # a sleepable pool's memory table state
+        self.arena: CupyArena | None = None  # where a sleepable pool's CuPy pool cuts from
 
 
 def _release_state(state: _PoolState) -> None:
-    """Give the pools back (the finalizer of a :class:`CapturePool`); never raises."""
+    """Give the pools back (the finalizer of a :class:`CapturePool`); never raises. A
+    sleeping pool wakes first: tensors of its memory may outlive it."""
+    if state.sleep is not None:
+        release_state(state.sleep)
     free = loaded.torch_private(*_RELEASE)
     for dev in list(state.torch_devices):
         try:
@@ -86,9 +100,11 @@ def _release_state(state: _PoolState) -> None:
             pool.free_all_blocks()
         except Exception:  # noqa: BLE001
             pass
+    if state.arena is not None:
+        state.arena.close()
 
 
-class CapturePool:
+class CapturePool(Sleepable):
     """The private memory pool of one capture, or of several that share it (``pool=``).
 
     Parameters
@@ -98,6 +114,12 @@ class CapturePool:
         ``MemPool`` to allocate from; default: a new id, made on first use.
     cupy_pool : cupy.cuda.MemoryPool, optional
         The CuPy pool to allocate from; default: a new one, made on first use.
+    sleepable : bool
+        Its memory can go back to the driver and come back at the same addresses
+        (:meth:`sleep`, :meth:`wake`, :attr:`asleep`, :attr:`nbytes`,
+        :attr:`mapped_bytes`): both frameworks allocate from the sleepable memory table
+        (:mod:`pycudagraph._cuda.vmm`; needs its compiled module). Takes no
+        ``torch_pool`` / ``cupy_pool``; serves one device.
 
     Notes
     -----
@@ -107,7 +129,11 @@ class CapturePool:
 
     __slots__ = ("_state", "_fin", "__weakref__")
 
-    def __init__(self, torch_pool=None, cupy_pool=None):
+    def __init__(self, torch_pool=None, cupy_pool=None, sleepable: bool = False):
+        if bool_arg(sleepable, "CapturePool: sleepable") and (torch_pool is not None
+                                                              or cupy_pool is not None):
+            raise ArgumentError("CapturePool: a sleepable pool makes its own PyTorch and CuPy "
+                                "pools; give no torch_pool or cupy_pool with sleepable=True")
         keep, pool_id = None, None
         if torch_pool is not None:
             pool_id = getattr(torch_pool, "id", torch_pool)
@@ -118,8 +144,11 @@ class CapturePool:
                                     f"{type(torch_pool).__name__}")
             keep = torch_pool if pool_id is not torch_pool else None
             pool_id = tuple(pool_id)
-        self._state = _PoolState(pool_id, keep, cupy_pool)
+        self._state = _PoolState(pool_id, keep, cupy_pool, SleepState() if sleepable else None)
         self._fin = release(self, _release_state, self._state)
+
+    def _sleep_state(self) -> SleepState | None:
+        return self._state.sleep
 
     @classmethod
     def coerce(cls, pool) -> "CapturePool":
@@ -192,7 +221,8 @@ class CapturePool:
 
     def __repr__(self) -> str:
         st = self._state
-        return (f"<pycudagraph.CapturePool torch={st.torch_id} "
+        how = "" if st.sleep is None else " sleepable" + (" asleep" if st.sleep.asleep else "")
+        return (f"<pycudagraph.CapturePool{how} torch={st.torch_id} "
                 f"cupy={'yes' if st.cupy_pool is not None else 'no'}>")
 
 
@@ -205,20 +235,31 @@ class PoolActivation:
     ``cudaThreadExchangeStreamCaptureMode`` around CuPy's ``cudaMalloc``.
     """
 
+    region = False  # a sleepable region's (pcg.sleepable()), set by the region: no capture
+
     def __init__(self, pool: CapturePool, state: _PoolState, device: int, stream_ptr: int):
         self.pool = pool
         self.device = int(device)
         self._state = state
         self._torch = None  # (end, release or None) while PyTorch routes to the pool
         self._cupy = None  # the using_allocator context while CuPy does
+        self._tag = None  # this thread's table tag before a sleepable pool's activation
         self._open = False
+        if state.sleep is not None:
+            check_routable(pool, state.sleep, self.device)
         if any(a.pool is pool and a.device == self.device for a in _open_here()):
             return  # nested in an activation of this pool: it routes here already
-        self._begin_torch(stream_ptr)
+        if state.sleep is not None:
+            self._tag = vmm.set_tag(state.sleep.tag)
         try:
-            self._begin_cupy()
+            self._begin_torch(stream_ptr)
+            try:
+                self._begin_cupy()
+            except BaseException:
+                self._end_torch()
+                raise
         except BaseException:
-            self._end_torch()
+            self._end_tag()
             raise
         _open_here().append(self)
         self._open = True
@@ -236,7 +277,10 @@ class PoolActivation:
             return
         st, dev = self._state, self.device
         with st.lock:
-            if st.torch_id is None:
+            if st.torch_id is None and st.sleep is not None:  # segments from the table
+                st.torch_keep = torch_mempool(torch, dev)
+                st.torch_id = tuple(st.torch_keep.id)
+            elif st.torch_id is None:
                 st.torch_id = tuple(torch.cuda.graph_pool_handle())
             first = dev not in st.torch_devices
         if per_thread is not None:
@@ -259,7 +303,10 @@ class PoolActivation:
             pool = st.cupy_pool
             if pool is None:
                 with st.lock:
-                    if st.cupy_pool is None:
+                    if st.cupy_pool is None and st.sleep is not None:  # chunks of the table
+                        st.arena = CupyArena(cupy, st.sleep.tag, self.device)
+                        st.cupy_pool = cupy.cuda.MemoryPool(allocator=st.arena.malloc)
+                    elif st.cupy_pool is None:
                         st.cupy_pool = cupy.cuda.MemoryPool()
                     pool = st.cupy_pool
             # cudaMalloc is refused inside a strict capture: relaxed mode around it
@@ -306,8 +353,14 @@ class PoolActivation:
             self._end_torch()
         except Exception as exc:  # noqa: BLE001
             first = first or exc
+        self._end_tag()
         if first is not None:
             raise first
+
+    def _end_tag(self) -> None:
+        tag, self._tag = self._tag, None
+        if tag is not None:
+            vmm.set_tag(tag)
 
 
 def framework_pools(pool, stream) -> PoolActivation | None:
@@ -318,8 +371,9 @@ def framework_pools(pool, stream) -> PoolActivation | None:
     stream's device."""
     if pool is None and loaded.torch() is None and loaded.cupy() is None:
         return None
-    if pool is None and _open_here():  # a capture inside a capture: the outer one's pool
-        pool = _open_here()[-1].pool
+    outer = [a for a in _open_here() if not a.region]  # a sleepable region is no capture
+    if pool is None and outer:  # a capture inside a capture: the outer one's pool
+        pool = outer[-1].pool
     return CapturePool.coerce(pool).activate(int(stream.device), stream.ptr)
 
 

@@ -1,8 +1,9 @@
 """The feature wings' convenience methods on :class:`~pycudagraph.Graph` (mixed into it).
 
 Each is one line that imports its wing when called: the text and page views
-(:mod:`pycudagraph.inspect`), the audit, and the graph file writer
-(:mod:`pycudagraph.files`). The core imports no feature wing at import time; these
+(:mod:`pycudagraph.inspect`), the audit, the graph file writer
+(:mod:`pycudagraph.files`), and sleep / wake of its memory (:mod:`pycudagraph.frameworks`).
+The core imports no feature wing at import time; these
 delegations are the only references from the core upward.
 """
 
@@ -77,6 +78,22 @@ class GraphFeatures:
         each node's ``cudaGraph*NodeGetParams``; returns the path written."""
         from ..inspect.html import write_page
         return write_page(self, path, profile, findings, title)
+
+    def sleep(self, keep: bool = True) -> int:
+        """Give the memory of the graph's sleepable capture pool back to the driver, keeping
+        its addresses, and trim the device's graph memory pool (``cuMemUnmap``,
+        ``cuMemRelease``, ``cudaDeviceGraphMemTrim``; ``cudaMemcpy`` to pinned host memory
+        with ``keep=True``); returns the bytes released
+        (:func:`pycudagraph.frameworks.regions.sleep_graph`)."""
+        from ..frameworks.regions import sleep_graph
+        return sleep_graph(self, keep)
+
+    def wake(self) -> int:
+        """Map the memory of the graph's sleepable capture pool back at its addresses
+        (``cuMemCreate``, ``cuMemMap``, ``cuMemSetAccess``); returns the bytes mapped
+        (:func:`pycudagraph.frameworks.regions.wake_graph`)."""
+        from ..frameworks.regions import wake_graph
+        return wake_graph(self)
 
     def save(self, path, slots: dict | None = None) -> None:
         """Save to a file :func:`pycudagraph.load` rebuilds elsewhere
