@@ -19,6 +19,7 @@ from .errors import (ArgumentError, CaptureError, ClosedError, CompileError, Cud
                      NotSupportedError, PyCudaGraphError)
 from .graph.graph import Graph
 from .graph.exec import GraphExec
+from .graph.exec_reuse import exec_reuse
 from .files.load import load
 from .files.host_registry import register_host_fn
 from .profile.profile import Profile
@@ -48,7 +49,7 @@ __all__ = [
     "Program", "Module", "Kernel",
     "Stream", "Event", "DeviceBuffer", "PinnedBuffer", "device_pointer", "host_pointer",
     "Device", "device", "device_count",
-    "Graph", "GraphExec", "Profile", "capture", "capture_status",
+    "Graph", "GraphExec", "exec_reuse", "Profile", "capture", "capture_status",
     "graph_mem_info", "graph_mem_trim", "graph_mem_reset_high", "UserObject",
     "CaptureInfo", "capture_info", "capture_mode", "recapture", "update_capture_dependencies",
     "trace", "BucketedGraphs", "BucketStats", "load", "register_host_fn", "diff",

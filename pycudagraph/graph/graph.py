@@ -13,7 +13,7 @@ graph's table (:mod:`pycudagraph.nodes`). Topology (edges, listing, removal) is 
 from __future__ import annotations
 
 from .._cuda import call, context, fast, rt
-from .._lifetime import Ledger, release
+from .._lifetime import Ledger
 from ..compile.args import ArgPack
 from ..compile.kernel import Kernel
 from ..errors import ArgumentError
@@ -28,6 +28,7 @@ from ..runtime.user_objects import GraphUserObjects
 from ..runtime.values import raw_int
 from .clone import GraphClone
 from .exec import GraphExec
+from .exec_reuse import graph_release
 from .features import GraphFeatures
 from .foreign import wrap_graph
 from .introspect import GraphIntrospection
@@ -69,7 +70,7 @@ class Graph(GraphTopology, GraphClone, GraphFeatures, GraphIntrospection, GraphU
         context.ensure_device()
         raw = call(rt.cudaGraphCreate, 0)
         self._setup(raw, owner=None)
-        self._fin = release(self, rt.cudaGraphDestroy, raw)
+        self._fin = graph_release(self, raw)
 
     def _setup(self, raw, owner) -> None:
         self.table = NodeTable(self, raw, owner, _inner_graph)
@@ -82,7 +83,7 @@ class Graph(GraphTopology, GraphClone, GraphFeatures, GraphIntrospection, GraphU
         self = cls.__new__(cls)
         self._setup(raw, owner)
         if owned:
-            self._fin = release(self, rt.cudaGraphDestroy, raw)
+            self._fin = graph_release(self, raw)
         return self
 
     @classmethod
@@ -102,7 +103,7 @@ class Graph(GraphTopology, GraphClone, GraphFeatures, GraphIntrospection, GraphU
                                 f"{type(graph).__name__}")
         if graph is not None and graph.table.h == h:
             graph.table.owner = None
-            graph._fin = release(graph, rt.cudaGraphDestroy, raw)
+            graph._fin = graph_release(graph, raw)
             return graph
         return cls._wrap(raw, owned=True)
 

@@ -11,10 +11,11 @@ either node; the new graph's node is a weak twin, so its key dies with it.
 from __future__ import annotations
 
 from .._cuda import error_for, fast, rt, versions
-from .._lifetime import release
+from .._lifetime import Release, release
 from ..errors import ArgumentError, GraphExecUpdateError, PyCudaGraphError
 from ..nodes.table import node_arg
 from ..nodes.captured_args import CapturedArgs
+from . import exec_reuse
 
 __all__ = ["ExecUpdate", "UPDATE_REASONS"]
 
@@ -161,6 +162,7 @@ class ExecUpdate:
         caller also added the exec to ``graph``'s execs then.
         """
         if self._nodes:
+            exec_reuse.mark_unknown(self._ledger.extra)  # disabled nodes: no longer known
             for rec in set(self._nodes.values()):  # the exec's copies now come from ``graph``
                 self._retire((rec.args, rec.keep))
             self._nodes.clear()
@@ -194,7 +196,11 @@ class ExecUpdate:
         graph, self._pending = self._pending, None
         if graph is None:
             return None
-        self._pair(self.graph, graph, self._taken)
+        origin = exec_reuse.origin_graph(self._ledger.extra, type(graph))
+        if origin is None:
+            self._pair(self.graph, graph, self._taken)
+        else:  # a reused exec: its nodes are its origin graph's
+            self._pair_copies(origin, graph, self._taken)
         if graph is not self.graph:  # keep what its nodes point at, not its node objects
             self._ledger.extra[0] = [tuple(e[1:] for e in d.values()) for d in self._taken]
             self._taken = []
@@ -226,6 +232,54 @@ class ExecUpdate:
                 rec.pair(new, self._nodes)
             for old_body, body in zip(old.inner_graphs(), new.inner_graphs()):
                 self._pair(old_body, body, taken)
+
+
+    def _pair_copies(self, origin, graph, taken) -> None:
+        """Records for the nodes of ``origin`` (the graph a reused exec was instantiated
+        from, whose node objects are copies of ``graph``'s: same class, same Python-side
+        parameters) with ``graph``'s as twins, in creation order (``cudaGraphGetNodes``)."""
+        otable, table = origin.table, graph.table
+        pairs = zip(versions.graph_nodes(otable.raw_handle), versions.graph_nodes(table.raw_handle))
+        for old_raw, new_raw in pairs:
+            new, h = table.node(new_raw), int(old_raw)
+            old = otable.nodes.get(h)
+            if old is None or type(old) is not type(new):
+                old = otable.register(new.copy_for(otable, h))
+            rec = old.exec_record(self.handle, _entry(taken, new), self._retire)
+            self._nodes[id(old)] = rec
+            if type(rec.args) is CapturedArgs:  # the bytes the update took
+                rec.args = CapturedArgs.of(new)
+            rec.pair(new, self._nodes)
+
+    def _from_parked(self, graph, flags: int) -> bool:
+        """Make this exec from a parked one of ``graph``'s topology
+        (:mod:`pycudagraph.graph.exec_reuse`): ``cuGraphExecUpdate`` of it with ``graph``.
+        False, with nothing set up, where none is parked or the update was refused (the
+        parked exec is then destroyed, ``cudaGraphExecDestroy``)."""
+        table = graph.table
+        if table.closed or table.dead:
+            return False
+        parked = exec_reuse.take(graph, flags)
+        if parked is None:
+            return False
+        box = exec_reuse.ReuseBox(graph, flags)
+        self._keep(graph, box)
+        self._raw = None
+        table.execs.add(self)  # the raw graph stays should another thread close it
+        refused = -1
+        try:
+            refused = fast.exec_update(parked.exec_h, table.h, self, graph)
+        finally:
+            if refused:
+                table.execs.discard(self)
+                exec_reuse.discard(parked)
+        if refused:
+            return False
+        box.follow(self._taken, self._nodes).reused(parked)
+        self._fin = Release(self, exec_reuse.release_exec, box)
+        self._h = self._addr = parked.exec_h
+        self._pending = graph  # its nodes are paired with the origin's at the first per-node call
+        return True
 
 
 def _entry(taken: list, node) -> tuple:
