@@ -8,15 +8,16 @@
  *
  * The code takes ints, bytes and sequences only: a plan (bytes fast.py builds: where each
  * argument goes and what C type it has), the converters tuple, argument values, handles.
- * It reads no attribute of any object by name; the fields it reads (and, for a new node,
- * writes) are slots whose member descriptors fast.py hands over, of objects whose types it
- * checked: a DeviceBuffer's address (set_pointer_slot), a graph node's handle and removed
- * mark (set_node_slots), a Stream's handle (set_stream_slot), the fields of a node table,
- * ledger, kernel, argument pack and kernel node (set_node_maker), of an exec and its
- * records (exec_launch_method, exec_update_methods) and a kernel's plan
- * (kernel_launch_method). The only objects of pycudagraph's it makes are a new kernel
- * node and its argument pack (add_node: object.__new__ of their classes and their slots,
- * what their Python makers set).
+ * What an exec's launch and updates read is the struct of the base types it owns
+ * (_native_types.c: ExecBase, ExecNodeBase, ArgPackBase, LayoutBase), which GraphExec,
+ * ExecNode, ArgPack and Layout extend. Of other objects it reads slots whose member
+ * descriptors fast.py hands over, of objects whose types it checked: a DeviceBuffer's
+ * address (set_pointer_slot), a graph node's handle, removed mark and table and a table's
+ * reason for being gone (set_node_slots), a Stream's handle (set_stream_slot), the fields
+ * of a node table, ledger, kernel and kernel node (set_node_maker) and a kernel's plan
+ * (kernel_launch_method). By name it calls only a subclass's checked method of the call
+ * it hands on (ExecBase's). The only objects of pycudagraph's it makes are a new kernel
+ * node and its argument pack (add_node).
  *
  * Each call (launch_graph, launch_kernel, add_kernel, set_arg, set_args, graph_instantiate,
  * exec_update) makes the driver call itself when it can; otherwise (a value it does not
@@ -27,9 +28,10 @@
  *
  * Files: _native_convert.c (values -> bytes, grid/block, plans), _native_calls.c (the hot
  * calls), _native_nodes.c (add_node: a kernel node with its pack and node objects made in
- * C; dependency lists), _native_method.c (GraphExec.launch and Kernel.launch as methods in C),
- * _native_exec.c (GraphExec.set_arg and set_params(node, args=) as methods in C),
- * _native_module.c (state, set-up, the module).
+ * C; dependency lists), _native_types.c (the base types ExecBase, ExecNodeBase, ArgPackBase
+ * and LayoutBase, and ExecBase's launch, set_arg and set_params), _native_method.c
+ * (Kernel.launch and Graph.add_kernel as methods in C), _native_lookup.c (slot offsets,
+ * readiness, node liveness), _native_module.c (state, set-up, the module).
  */
 #ifndef PCG_NATIVE_H
 #define PCG_NATIVE_H
@@ -114,8 +116,39 @@ typedef struct {
     Py_ssize_t node_h_slot;     /* in one slot and REMOVED, once removed, in another:       */
     Py_ssize_t node_raw_slot;   /* what a dependency list is judged by                      */
     PyObject *removed;
+    Py_ssize_t node_table_slot; /* a node's table, and the table's reason for being gone     */
+    PyTypeObject *table_type;   /* ("" while valid): with the removed mark, what node_live   */
+    Py_ssize_t table_dead_slot; /* reads                                                     */
+    PyObject *host_errors;      /* host nodes' pending errors: a launch raises one after     */
     PyObject *route[R_COUNT];   /* fast.py's ctypes route of each call */
 } native_state;
+
+/* The base types (_native_types.c): their structs are what the hot calls read. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *h;             /* _h: the exec handle (an int), None once closed */
+    PyObject *last_stream;   /* _last_stream */
+    PyObject *block;         /* _block: why launches are refused; NULL while they are not */
+    PyObject *nodes;         /* _nodes: id(node) -> record */
+} exec_obj;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *node, *node_h, *exec_raw, *exec_h, *args, *retire;
+} record_obj;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *layout, *buf, *address, *refs, *kernel;
+} pack_obj;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *hot;           /* (plan, converters, name -> index) */
+} layout_obj;
+
+extern PyTypeObject ExecBase_Type, ExecNodeBase_Type, ArgPackBase_Type, LayoutBase_Type;
+int add_types(PyObject *m);
 
 extern native_state S;
 extern _Thread_local int thread_ready;
@@ -143,6 +176,8 @@ Py_ssize_t slot_offset(PyObject *cls, PyObject *descr);
 Py_ssize_t member_offset(PyTypeObject *cls, PyObject *descr);
 /* Ready for a compiled call: this thread's context is current, no trace records. */
 int ready(void);
+/* Node.check_live's rule: not marked removed, its graph not destroyed (1), or 0. */
+int node_live(PyObject *node);
 /* (plan, converters, ...) with at least `items` items: the plan, or NULL. */
 const plan_head *hot_plan(PyObject *hot, Py_ssize_t items);
 
@@ -160,15 +195,11 @@ PyObject *set_node_maker(PyObject *m, PyObject *args);
 PyObject *add_node(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
 
 /* _native_method.c */
-PyObject *exec_launch_method(PyObject *m, PyObject *args);
 PyObject *kernel_launch_method(PyObject *m, PyObject *args);
 PyObject *graph_add_kernel_method(PyObject *m, PyObject *args);
 PyObject *call_method(PyObject *fn, PyObject *self, PyObject *const *a, Py_ssize_t nargs,
                       PyObject *kwnames);
 int method_doc(PyMethodDef *def, const char *doc);
-
-/* _native_exec.c */
-PyObject *exec_update_methods(PyObject *m, PyObject *args);
 
 /* _native_calls.c: the routes, shared with _native_method.c */
 PyObject *route(int r, PyObject *const *a, Py_ssize_t nargs);

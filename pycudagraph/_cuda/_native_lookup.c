@@ -57,3 +57,18 @@ const plan_head *hot_plan(PyObject *hot, Py_ssize_t items)
         return NULL;
     return plan_of(PyTuple_GET_ITEM(hot, 0));
 }
+
+#define SLOT(o, at) (*(PyObject **)((char *)(o) + (at)))
+
+/* Node.check_live's rule, the one reading of it here: a node (of the node type) not marked
+ * removed whose table's reason for being gone is "" (1); 0 for anything else, a node
+ * whose slots were not handed over included. */
+int node_live(PyObject *node)
+{
+    PyObject *table, *dead;
+    return S.node_type && S.table_type && PyObject_TypeCheck(node, S.node_type) &&
+           SLOT(node, S.node_raw_slot) != S.removed &&
+           (table = SLOT(node, S.node_table_slot)) != NULL && Py_IS_TYPE(table, S.table_type) &&
+           (dead = SLOT(table, S.table_dead_slot)) != NULL && PyUnicode_CheckExact(dead) &&
+           PyUnicode_GET_LENGTH(dead) == 0;
+}

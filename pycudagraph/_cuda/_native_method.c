@@ -1,27 +1,9 @@
-/* GraphExec.launch as a method of the class in C: the held graph launch without the Python
- * frame of the method.
- *
- * fast.py hands over (exec_launch_method) the class, the member descriptors of its handle
- * slot and of the slot that remembers the last launch's stream (checked as every slot is),
- * the Python method itself (the fallback), the function that raises a host node's pending
- * error (after) and the list of pending errors. It gets back a method descriptor of the
- * class, which it installs as the class's `launch`. A call does what the Python method
- * does: cuGraphLaunch of the handle on the stream (read as launch_graph reads it), then the
- * stream into the slot, then `after` if an error is pending. Anything else (a closed exec,
- * a stream it does not read, keyword arguments, a trace, a thread not ready) is the Python
- * method's, called with the same arguments; a failed call is repeated by launch_graph's
- * ctypes route, which raises the CudaError naming it.
- * The slots are read and written only on objects of the class (the descriptor checks).
- */
+/* Kernel.launch and Graph.add_kernel as methods of their classes in C (installed by
+ * fast.method_kernel_launch and fast.method_graph_add_kernel), and what methods in C share:
+ * call_method (a Python method called with a C method's arguments) and method_doc. */
 #include "_native.h"
 
 #include <string.h>
-
-static _Alignas(64) struct {   /* one cache line: what a launch reads */
-    PyTypeObject *type;
-    Py_ssize_t h_slot, last_slot, block_slot;
-    PyObject *pending, *fallback, *after;
-} X;
 
 /* fn(self, *a, **kw): a Python method called with the arguments a method in C was given. */
 PyObject *call_method(PyObject *fn, PyObject *self, PyObject *const *a, Py_ssize_t nargs,
@@ -39,48 +21,6 @@ PyObject *call_method(PyObject *fn, PyObject *self, PyObject *const *a, Py_ssize
     return out;
 }
 
-static PyObject *fallback(PyObject *self, PyObject *const *a, Py_ssize_t nargs, PyObject *kwnames)
-{
-    return call_method(X.fallback, self, a, nargs, kwnames);
-}
-
-/* exe.launch(stream=None): cuGraphLaunch, as GraphExec.launch. */
-static PyObject *exec_launch(PyObject *self, PyObject *const *a, Py_ssize_t nargs,
-                             PyObject *kwnames)
-{
-    void *e, *s;
-    PyObject *stream = nargs ? a[0] : Py_None, *h, *block;
-    if (kwnames || nargs > 1 || !S.graph_launch || !thread_ready || S.tracing || !X.type ||
-        !PyObject_TypeCheck(self, X.type) || PyList_GET_SIZE(X.pending) ||
-        ((block = *(PyObject **)((char *)self + X.block_slot)) && block != Py_None) ||
-        !(h = *(PyObject **)((char *)self + X.h_slot)) || as_ptr(h, &e) || stream_of(stream, &s))
-        return fallback(self, a, nargs, kwnames);
-    CUresult rc;
-    Py_INCREF(h);   /* another thread may close the exec while the GIL is released */
-    Py_BEGIN_ALLOW_THREADS
-    rc = S.graph_launch(e, s);
-    Py_END_ALLOW_THREADS
-    if (rc) {   /* the ctypes route repeats it (and raises the CudaError naming it) */
-        PyObject *route_args[] = {h, stream, self};
-        PyObject *r = S.route[R_LAUNCH_GRAPH]
-                          ? PyObject_Vectorcall(S.route[R_LAUNCH_GRAPH], route_args, 3, NULL)
-                          : fallback(self, a, nargs, kwnames);
-        Py_DECREF(h);
-        if (!r)
-            return NULL;
-        Py_DECREF(r);
-    } else {
-        Py_DECREF(h);
-    }
-    Py_XSETREF(*(PyObject **)((char *)self + X.last_slot), Py_NewRef(stream));
-    if (PyList_GET_SIZE(X.pending))   /* a host node of this launch may have failed already */
-        return PyObject_CallOneArg(X.after, self);
-    Py_RETURN_NONE;
-}
-
-static PyMethodDef launch_def = {"launch", (PyCFunction)(void (*)(void))exec_launch,
-                                 METH_FASTCALL | METH_KEYWORDS, NULL};
-
 /* def->ml_doc = a copy of doc (kept as long as the process), once; -1 with an error set. */
 int method_doc(PyMethodDef *def, const char *doc)
 {
@@ -94,37 +34,6 @@ int method_doc(PyMethodDef *def, const char *doc)
     strcpy(copy, doc);
     def->ml_doc = copy;
     return 0;
-}
-
-/* exec_launch_method(cls, handle_descriptor, last_descriptor, block_descriptor, fallback,
- * after, pending, doc) -> the method descriptor: the slots are cls's own object slots
- * (slot_offset checks). */
-PyObject *exec_launch_method(PyObject *m, PyObject *args)
-{
-    PyObject *cls, *h_descr, *last_descr, *block_descr, *fb, *after, *pending;
-    const char *doc;
-    if (!PyArg_ParseTuple(args, "O!OOOOOO!s", &PyType_Type, &cls, &h_descr, &last_descr,
-                          &block_descr, &fb, &after, &PyList_Type, &pending, &doc))
-        return NULL;
-    Py_ssize_t h_at = slot_offset(cls, h_descr);
-    Py_ssize_t last_at = h_at < 0 ? -1 : slot_offset(cls, last_descr);
-    Py_ssize_t block_at = last_at < 0 ? -1 : slot_offset(cls, block_descr);
-    if (block_at < 0)
-        return NULL;
-    if (!PyCallable_Check(fb) || !PyCallable_Check(after)) {
-        PyErr_SetString(PyExc_TypeError, "exec_launch_method: fallback and after must be callable");
-        return NULL;
-    }
-    if (method_doc(&launch_def, doc))
-        return NULL;
-    Py_XSETREF(X.type, (PyTypeObject *)Py_NewRef(cls));
-    X.h_slot = h_at;
-    X.last_slot = last_at;
-    X.block_slot = block_at;
-    Py_XSETREF(X.fallback, Py_NewRef(fb));
-    Py_XSETREF(X.after, Py_NewRef(after));
-    Py_XSETREF(X.pending, Py_NewRef(pending));
-    return PyDescr_NewMethod((PyTypeObject *)cls, &launch_def);
 }
 
 /* Kernel.launch as a method of the class in C: the eager launch without the Python frame of

@@ -1,5 +1,5 @@
 /* The module: the state fast.py sets (entry points, routes, flags, the slots of buffers and
- * nodes the calls read), and two test entries
+ * nodes the calls read), the base types (_native_types.c), and two test entries
  * that expose the converters to the CPU tests comparing them with the Python ones. */
 #include "_native.h"
 
@@ -42,12 +42,14 @@ static PyObject *set_driver(PyObject *m, PyObject *table)
     Py_RETURN_NONE;
 }
 
-/* set_routes(routes: tuple, captures: list): fast.py's route of each call (in the order
- * of R_*), and the list that is not empty while a capture is open. */
+/* set_routes(routes: tuple, captures: list, host_errors: list): fast.py's route of each
+ * call (in the order of R_*), the list that is not empty while a capture is open, and the
+ * list of host nodes' pending errors. */
 static PyObject *set_routes(PyObject *m, PyObject *args)
 {
-    PyObject *routes, *captures;
-    if (!PyArg_ParseTuple(args, "O!O!", &PyTuple_Type, &routes, &PyList_Type, &captures))
+    PyObject *routes, *captures, *host_errors;
+    if (!PyArg_ParseTuple(args, "O!O!O!", &PyTuple_Type, &routes, &PyList_Type, &captures,
+                          &PyList_Type, &host_errors))
         return NULL;
     if (PyTuple_GET_SIZE(routes) != R_COUNT) {
         PyErr_Format(PyExc_ValueError, "set_routes takes %d routes", R_COUNT);
@@ -62,6 +64,7 @@ static PyObject *set_routes(PyObject *m, PyObject *args)
     for (int r = 0; r < R_COUNT; r++)
         Py_XSETREF(S.route[r], Py_NewRef(PyTuple_GET_ITEM(routes, r)));
     Py_XSETREF(S.captures, Py_NewRef(captures));
+    Py_XSETREF(S.host_errors, Py_NewRef(host_errors));
     Py_RETURN_NONE;
 }
 
@@ -108,6 +111,28 @@ static PyObject *set_node_slots(PyObject *m, PyObject *args)
     Py_XSETREF(S.removed, Py_NewRef(removed));
     S.node_h_slot = h_at;
     S.node_raw_slot = raw_at;
+    Py_RETURN_NONE;
+}
+
+/* set_table_slots(node_table_descriptor, table_cls, dead_descriptor): a node (of the class
+ * set_node_slots named) keeps its table in one slot; a table (exactly table_cls) keeps why
+ * its graph is gone ("" while valid) in another: with the removed mark, node_live's rule. */
+static PyObject *set_table_slots(PyObject *m, PyObject *args)
+{
+    PyObject *t_descr, *cls, *d_descr;
+    if (!PyArg_ParseTuple(args, "OO!O", &t_descr, &PyType_Type, &cls, &d_descr))
+        return NULL;
+    if (!S.node_type) {
+        PyErr_SetString(PyExc_RuntimeError, "set_table_slots: set_node_slots first");
+        return NULL;
+    }
+    Py_ssize_t t_at = member_offset(S.node_type, t_descr);
+    Py_ssize_t d_at = t_at < 0 ? -1 : slot_offset(cls, d_descr);
+    if (d_at < 0)
+        return NULL;
+    S.node_table_slot = t_at;
+    Py_XSETREF(S.table_type, (PyTypeObject *)Py_NewRef(cls));
+    S.table_dead_slot = d_at;
     Py_RETURN_NONE;
 }
 
@@ -183,20 +208,18 @@ static PyMethodDef methods[] = {
      "node_cls, node_slots, pack_cls, pack_slots, fallback, record): what add_node reads and "
      "makes"},
     {"set_driver", set_driver, METH_O, "set_driver(entry_points: dict[str, int])"},
-    {"set_routes", set_routes, METH_VARARGS, "set_routes(routes: tuple, captures: list)"},
+    {"set_routes", set_routes, METH_VARARGS,
+     "set_routes(routes: tuple, captures: list, host_errors: list)"},
+    {"set_table_slots", set_table_slots, METH_VARARGS,
+     "set_table_slots(node_table_descriptor, table_cls, dead_descriptor): what node_live "
+     "reads besides the removed mark"},
     {"set_flags", set_flags, METH_VARARGS, "set_flags(tracing: bool, multi: bool)"},
-    {"exec_launch_method", exec_launch_method, METH_VARARGS,
-     "exec_launch_method(cls, handle_slot, last_slot, block_slot, fallback, after, pending, "
-     "doc) -> GraphExec.launch as a method descriptor"},
     {"kernel_launch_method", kernel_launch_method, METH_VARARGS,
      "kernel_launch_method(cls, hot_slot, fallback, prepare, keeps, keep, doc) -> "
      "Kernel.launch as a method descriptor"},
     {"graph_add_kernel_method", graph_add_kernel_method, METH_VARARGS,
      "graph_add_kernel_method(cls, table_slot, fallback, doc) -> Graph.add_kernel as a "
      "method descriptor"},
-    {"exec_update_methods", exec_update_methods, METH_VARARGS,
-     "exec_update_methods(classes, slots, removed, set_arg, set_params, set_arg_doc, "
-     "set_params_doc) -> GraphExec.set_arg and set_params as method descriptors"},
     {"set_pointer_slot", set_pointer_slot, METH_VARARGS,
      "set_pointer_slot(cls, descriptor): where a cls object keeps its device address"},
     {"set_stream_slot", set_stream_slot, METH_VARARGS,
@@ -228,7 +251,7 @@ PyMODINIT_FUNC PyInit__native(void)
             return NULL;
         }
     }
-    if (PyModule_AddIntConstant(m, "STACK_PACK", STACK_PACK) < 0 ||
+    if (add_types(m) < 0 || PyModule_AddIntConstant(m, "STACK_PACK", STACK_PACK) < 0 ||
         PyModule_AddIntConstant(m, "PLAN_HEAD_SIZE", sizeof(plan_head)) < 0) {
         Py_DECREF(m);
         return NULL;

@@ -13,250 +13,61 @@ function                   driver call made                       runtime twin
 :func:`exec_update`        ``cuGraphExecUpdate``                  ``cudaGraphExecUpdate``
 ========================== ====================================== ==========================
 
-Each has two routes, both here. The compiled one (the C extension ``_native``; this is the
+Each has two routes. The compiled one (the C extension ``_native``; this is the
 only module that knows it) converts the common argument kinds and makes the driver call in
 one step, taking ints, bytes and sequences only. When it cannot (a value it does not
 convert, a thread whose context is not current yet, a trace being recorded, several devices
-in use, a failed driver call) it calls the ctypes route below with the same arguments, which
+in use, a failed driver call) it calls the ctypes route with the same arguments, which
 converts with the full diagnosis, makes the call through ctypes, traces it
 (:func:`.check.report`) and raises the :class:`~pycudagraph.errors.CudaError` naming the
 call and its twin. ``PYCUDAGRAPH_NO_NATIVE=1`` (read at import) leaves only the ctypes route;
-:func:`native_status` says which is active. The compiled route reads layouts from plans
-(``plans.py``) and addresses and handles from the slots owners name here
-(:func:`pointer_slot`, :func:`node_slots`, :func:`stream_slot`); it also makes methods in C
-(:func:`method_launch`, :func:`method_kernel_launch`, :func:`method_graph_add_kernel`,
-:func:`method_exec_updates`) and the kernel-node add (:func:`node_maker`). Two more ctypes
-calls (kernel-node set) are at the end. See ``docs/HOT_PATH.md``.
+:func:`native_status` says which is active; the ctypes routes are :mod:`.routes`'. The
+compiled route reads layouts from plans (``plans.py``), what an exec's launch and updates
+read from the base types :data:`ExecBase`, :data:`ExecNodeBase`, :data:`ArgPackBase` and
+:data:`LayoutBase` (whose methods ``GraphExec`` inherits), and addresses and handles from
+the slots owners name here (:func:`pointer_slot`, :func:`node_slots`, :func:`table_slots`,
+:func:`stream_slot`); it also makes methods in C (:func:`method_kernel_launch`,
+:func:`method_graph_add_kernel`) and the kernel-node add (:func:`node_maker`). Two more
+ctypes calls (kernel-node set) are at the end. See ``docs/HOT_PATH.md``.
 """
 
 from __future__ import annotations
 
-import ctypes
-import importlib
 import inspect
-import os
-import struct
-import sys
 
-from ..errors import CudaNotAvailableError
-from . import check
-from .context import (current_device, ensure_device, multi_hooks, on_first_use, seen,
-                      switch_device, thread_state)
+from . import check, hot_base, routes
+from .context import multi_hooks, seen
 from .plans import kernel_plan, layout_plan
-from .structs import KERNEL_NODE_PARAMS_SIZE, ExecUpdateResultInfo
+from .routes import NATIVE_ENV, native_status, use_driver_library
 
 __all__ = ["launch_graph", "launch_kernel", "add_kernel", "set_arg", "set_args", "pointer_slot",
-           "node_slots", "stream_slot", "method_launch", "method_kernel_launch", "node_maker",
-           "method_graph_add_kernel", "method_exec_updates", "kernel_node_set_params",
-           "exec_kernel_node_set_params", "exec_update", "graph_instantiate", "native_status",
-           "layout_plan", "kernel_plan", "use_driver_library", "NATIVE_ENV"]
+           "node_slots", "table_slots", "stream_slot", "method_kernel_launch", "node_maker",
+           "method_graph_add_kernel", "kernel_node_set_params", "exec_kernel_node_set_params",
+           "exec_update", "graph_instantiate", "native_status", "layout_plan", "kernel_plan",
+           "use_driver_library", "NATIVE_ENV", "ExecBase", "ExecNodeBase", "ArgPackBase",
+           "LayoutBase"]
 
-#: Set to 1 to use the ctypes route even where the compiled one is built.
-NATIVE_ENV = "PYCUDAGRAPH_NO_NATIVE"
+_native = routes.native  # the C extension, or None (routes.native_reason says why)
+_f = routes.driver  # libcuda's entry points, as ctypes functions
+_ensure = routes.ensure
+_launch_graph, _launch_kernel, _add_kernel = routes.launch_graph, routes.launch_kernel, routes.add_kernel
+_set_arg, _set_args = routes.set_arg, routes.set_args
+_graph_instantiate, _exec_update = routes.graph_instantiate, routes.exec_update
 
-
-def _import_native():
-    if os.environ.get(NATIVE_ENV, "").strip() not in ("", "0"):
-        return None, f"disabled by {NATIVE_ENV}=1"
-    try:
-        mod = importlib.import_module(__package__ + "._native")  # a C extension, if built
-    except ImportError as exc:
-        return None, f"not built ({exc})"
-    return mod, ""
-
-
-_native, _native_reason = _import_native()
-
-_VP = ctypes.c_void_p
-_U = ctypes.c_uint
-_PLAIN = (int, float, bool)
-_Q = struct.Struct("<Q")
-# libcuda symbol -> (our name, argument types)
-_SYMBOLS = {
-    "cuGraphLaunch": ("launch", [_VP, _VP]),
-    "cuGraphAddKernelNode_v2": ("add_kernel", [_VP] * 5),
-    "cuGraphKernelNodeSetParams_v2": ("node_set", [_VP] * 2),
-    "cuGraphExecKernelNodeSetParams_v2": ("exec_set", [_VP] * 3),
-    "cuGraphExecUpdate_v2": ("update", [_VP] * 3),
-    "cuGraphInstantiateWithFlags": ("instantiate", [_VP, _VP, ctypes.c_ulonglong]),
-    "cuLaunchKernel": ("launch_kernel", [_VP, _U, _U, _U, _U, _U, _U, _U, _VP, _VP, _VP]),
-}
-
-
-class _Table:
-    """The ctypes functions, set by :func:`_load` before the first device use."""
-
-    launch = add_kernel = node_set = exec_set = update = launch_kernel = instantiate = None
-
-
-_f = _Table()
-
-
-def _load(name: str | None = None) -> None:
-    """Open libcuda (or ``name``) and hand its entry points to both routes."""
-    if name is None:
-        name = "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"
-    try:
-        lib = ctypes.CDLL(name)
-    except OSError as exc:
-        raise CudaNotAvailableError(
-            "dlopen", 0, "CUDA_ERROR_NO_DEVICE", f"cannot load {name}: {exc}",
-            "pycudagraph needs an NVIDIA GPU and driver; none is usable on this machine") from exc
-    table = {}
-    for sym, (attr, argtypes) in _SYMBOLS.items():
-        fn = getattr(lib, sym)
-        fn.restype = ctypes.c_int
-        fn.argtypes = argtypes
-        setattr(_f, attr, fn)
-        table[sym] = ctypes.cast(fn, _VP).value
-    if _native is not None:
-        _native.set_driver(table)
-
-
-def use_driver_library(path: str) -> None:
-    """Test hook: make both routes call the entry points of the library at ``path`` (a
-    stand-in for libcuda such as ``tests/support/driver_stub.c``) from now on, in this process."""
-    _load(path)
-
-
-def _ensure() -> None:
-    """The context is current in this thread; the compiled route may run here from now on."""
-    if thread_state.device is None:
-        ensure_device()
-    if _native is not None:
-        _native.mark_thread()
-
-
-def native_status() -> str:
-    """Which route the hot calls take: ``"compiled (...)"`` or ``"ctypes (why)"``."""
-    if _native is not None:
-        return f"compiled ({_native.__name__}, {os.path.basename(_native.__file__)})"
-    return f"ctypes ({_native_reason})"
-
-
-on_first_use.append(_load)
-
-# ----------------------------------------------------------------------------------
-# The ctypes routes (the compiled functions call them when they hand a call on)
-
-def _plain_stream(obj) -> int:
-    """A stream handle from None (0: the legacy stream) or an int (until :func:`stream_slot`
-    names the resolver of every stream-like object)."""
-    if obj is None:
-        return 0
-    if type(obj) is int:
-        return obj
-    raise TypeError(f"cannot use {type(obj).__name__} as a CUDA stream here")
-
-
-_stream_handle = _plain_stream
-
-
-def _launch_graph(exec_h: int, stream, exe) -> None:
-    stream_h = _stream_handle(stream)  # a closed Stream raises its ClosedError
-    _ensure()
-    rc = _f.launch(exec_h, stream_h)
-    if rc or check.tracer is not None:
-        check.report("cuGraphLaunch", rc, (exe, stream_h), "cudaGraphLaunch")
-
-
-def _launch_kernel(hot, grid, block, args, stream, shared_mem, kernel, prepare) -> None:
-    func, g, b, smem, s, dev, pack = prepare(kernel, grid, block, args, stream, shared_mem)
-    back = None
-    if seen.multi and dev != thread_state.device:  # CUDA launches on the current device
-        back = current_device()
-        switch_device(dev)
-    try:
-        _ensure()
-        rc = _f.launch_kernel(func, g[0], g[1], g[2], b[0], b[1], b[2], smem, s,
-                              pack.address + KERNEL_NODE_PARAMS_SIZE, None)
-        if rc or check.tracer is not None:
-            check.report("cuLaunchKernel", rc, (kernel, pack, s), "cudaLaunchKernel")
-    finally:
-        if back is not None:
-            switch_device(back)
-
-
-def _add_kernel(hot, grid, block, args, shared_mem, graph_h: int, deps, nodes: dict, kernel,
-                graph, prepare) -> tuple:
-    pack, deps_h = prepare(kernel, args, grid, block, shared_mem, graph, deps)
-    _ensure()
-    n = len(deps_h)
-    out = _VP()
-    deps_arg = None if not n else _Q.pack(*deps_h) if n == 1 else struct.pack(f"<{n}Q", *deps_h)
-    rc = _f.add_kernel(ctypes.addressof(out), graph_h, deps_arg, n, pack.address)
-    if rc or check.tracer is not None:
-        check.report("cuGraphAddKernelNode", rc, (out, graph, list(deps), pack),
-                     "cudaGraphAddKernelNode")
-    return out.value, pack
-
-
-def _set_arg(exec_h: int, node_h: int, hot, address: int, refs: list, key, value, pack, exe,
-             node):
-    layout, t = pack.layout, type(key)
-    if t is int and 0 <= key < layout.count:
-        index = key
-    elif t is str and key in layout.index:
-        index = layout.index[key]
-    else:
-        index = layout.slot_index(key)  # raises naming a key that names no parameter
-    if _native is not None and t is not int and t is not str:
-        # a numpy integer, say: the compiled route takes the index it names
-        return _native.set_arg(exec_h, node_h, hot, address, refs, index, value, pack, exe, node)
-    saved = pack.write(index, value)  # the slot writer: raises for a value that does not fit
-    _ensure()
-    rc = _f.exec_set(exec_h, node_h, address)
-    if rc or check.tracer is not None:
-        if rc:
-            pack.restore(index, saved)  # refused: the exec's pack is as it was
-        check.report("cuGraphExecKernelNodeSetParams", rc, (exe, node, pack),
-                     "cudaGraphExecKernelNodeSetParams")
-    old = refs[index]
-    refs[index] = value
-    return None if old is value or type(old) in _PLAIN else old
-
-
-def _set_args(exec_h: int, node_h: int, hot, address: int, refs: list, args, pack, exe,
-              node) -> list | None:
-    state = pack.state()
-    try:
-        old = pack.apply(args)  # the checked packing: raises for a value that does not fit
-        _ensure()
-        rc = _f.exec_set(exec_h, node_h, address)
-        if rc or check.tracer is not None:
-            check.report("cuGraphExecKernelNodeSetParams", rc, (exe, node, pack),
-                         "cudaGraphExecKernelNodeSetParams")
-    except BaseException:
-        pack.reset(state)  # refused: the exec's pack (bytes and refs) is as it was
-        raise
-    out = [None if o is v or type(o) in _PLAIN else o for o, v in zip(old, pack.refs)]
-    return out if any(o is not None for o in out) else None
-
-
-def _exec_update(exec_h: int, graph_h: int, exe, graph):
-    _ensure()
-    info = ExecUpdateResultInfo()
-    rc = _f.update(exec_h, graph_h, ctypes.addressof(info))
-    if check.tracer is not None:
-        check.tracer("cuGraphExecUpdate", (exe, graph), (rc,))
-    return (rc, info.result, info.errorNode or 0) if rc else 0
-
-
-def _graph_instantiate(graph_h: int, flags: int, graph) -> int:
-    _ensure()
-    out = _VP()
-    rc = _f.instantiate(ctypes.addressof(out), graph_h, flags)
-    if check.tracer is not None:
-        check.tracer("cuGraphInstantiateWithFlags", (graph, flags), (rc,))
-    return 0 if rc else (out.value or 0)
-
+#: The hot path's base types: the C extension's (``_native_types.c``) where it is built and
+#: on, else their Python twins (:mod:`.hot_base`). ``GraphExec``, ``ExecNode``, ``ArgPack``
+#: and ``Layout`` extend them; their structs hold what launch, set_arg and set_params read.
+_bases = _native if _native is not None else hot_base
+ExecBase, ExecNodeBase = _bases.ExecBase, _bases.ExecNodeBase
+ArgPackBase, LayoutBase = _bases.ArgPackBase, _bases.LayoutBase
 
 # ----------------------------------------------------------------------------------
 # The hot calls
 
 if _native is not None:
     _native.set_routes((_launch_graph, _launch_kernel, _add_kernel, _set_arg, _set_args,
-                        _graph_instantiate, _exec_update), check.capture_watchers)
+                        _graph_instantiate, _exec_update), check.capture_watchers,
+                       routes.host_errors)
 
     def _follow_flags() -> None:
         _native.set_flags(check.tracer is not None, seen.multi)
@@ -308,24 +119,6 @@ graph_instantiate = _native.graph_instantiate if _native is not None else _graph
 #: the C stack; a refusal returns the code and the info's ``result`` and ``errorNode``, no
 #: raise: the caller builds the error (why, and which node), which only it can describe.
 exec_update = _native.exec_update if _native is not None else _exec_update
-
-
-def method_launch(cls: type, handle: str, last: str, block: str, after: str,
-                  pending: list) -> None:
-    """Make ``cls.launch`` (an exec's graph launch, ``cuGraphLaunch``) a method in C that does
-    what the Python method does without its frame: the launch of the handle in slot
-    ``handle`` on the stream (read as :func:`launch_graph` reads it), the stream kept in slot
-    ``last``, then ``cls.<after>(exe)`` when ``pending`` (host nodes' errors) is not empty;
-    while slot ``block`` holds a reason (not None), the Python method's (which refuses).
-    Anything else is the Python method's (kept, and called with the same arguments). No
-    effect on the ctypes route."""
-    if _native is None:
-        return
-    python = cls.__dict__["launch"]
-    cls.launch = _native.exec_launch_method(cls, _slot(cls, handle), _slot(cls, last),
-                                            _slot(cls, block), python, cls.__dict__[after],
-                                            pending,
-                                            _doc("launch($self, stream=None)", python))
 
 
 def _slot(cls: type, name: str):
@@ -385,31 +178,12 @@ def method_graph_add_kernel(cls: type) -> None:
             "mem_sync_domain=None, device_updatable=None)", python))
 
 
-def method_exec_updates(classes: tuple, slots: tuple, removed) -> None:
-    """``set_arg`` and ``set_params`` of ``classes[0]`` (GraphExec) as methods in C for a
-    kernel node the exec has a record of: :func:`set_arg` / :func:`set_args` with the
-    record's handles and pack, the replaced objects handed to its ``retire``; anything else
-    is the Python methods'. ``classes``: (GraphExec, ExecNode, Node, NodeTable, ArgPack,
-    Layout, KernelNode); ``slots``: ``(class, slot name)`` of the exec's ``_h, _nodes``, the
-    record's ``node, node_h, exec_raw, exec_h, args, retire``, the node's ``_raw, _table``,
-    the table's ``dead``, the pack's ``layout, address, refs``, the layout's ``hot``;
-    ``removed``: a removed node's mark. No effect on the ctypes route."""
-    if _native is not None:
-        cls = classes[0]
-        arg, params = cls.__dict__["set_arg"], cls.__dict__["set_params"]
-        cls.set_arg, cls.set_params = _native.exec_update_methods(
-            classes, tuple(_slot(owner, name) for owner, name in slots), removed, arg, params,
-            _doc("set_arg($self, node, index_or_name, value)", arg),
-            _doc("set_params($self, node, /, **changes)", params))
-
-
 def stream_slot(cls: type, descriptor, resolve) -> None:
     """Objects of exactly type ``cls`` (streams) keep their handle (an int, None once closed)
     in the slot ``descriptor``: the compiled launches read a stream argument's handle there.
     ``resolve(obj)`` is the handle of any stream-like object (or raises naming what is wrong),
     which the ctypes routes use."""
-    global _stream_handle
-    _stream_handle = resolve
+    routes.set_stream_resolver(resolve)
     if _native is not None:
         _native.set_stream_slot(cls, descriptor)
 
@@ -421,6 +195,15 @@ def node_slots(cls: type, handle, raw, removed) -> None:
     and judges it against the graph's node dict. No effect on the ctypes route."""
     if _native is not None:
         _native.set_node_slots(cls, handle, raw, removed)
+
+
+def table_slots(table, cls: type, dead) -> None:
+    """Nodes (of the class :func:`node_slots` named) keep their table in the slot ``table``
+    (a member descriptor); a table, of exactly type ``cls``, keeps why its graph is gone
+    (``""`` while valid) in the slot ``dead``: with the removed mark, what the compiled
+    updates judge a node live by, as ``Node.check_live`` does. No effect on the ctypes route."""
+    if _native is not None:
+        _native.set_table_slots(table, cls, dead)
 
 
 def pointer_slot(cls: type, descriptor) -> None:

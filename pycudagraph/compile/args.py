@@ -40,7 +40,7 @@ _FUNC = struct.Struct("<Q")  # the header's first field: func
 _DIMS_OFFSET = DIMS_OFFSET
 
 
-class Layout:
+class Layout(fast.LayoutBase):
     """Where each argument of one kernel lives in an :class:`ArgPack` buffer.
 
     Built once per kernel (structs need a known size: from the kernel image or
@@ -48,8 +48,9 @@ class Layout:
     per slot for single-argument rewrites.
     """
 
-    # ``hot`` is a slot: the compiled exec updates (GraphExec.set_arg, set_params) read it there.
-    __slots__ = ("hot", "__dict__", "__weakref__")
+    # ``hot`` is the base's (fast.LayoutBase): the exec updates (GraphExec.set_arg,
+    # set_params) read it there.
+    __slots__ = ("__dict__", "__weakref__")
 
     def __init__(self, kernel_name: str, params: tuple[Param, ...], hidden: tuple[int, ...] = ()):
         for p in params:
@@ -191,7 +192,7 @@ class Layout:
             self.encode(i, value)
 
 
-class ArgPack:
+class ArgPack(fast.ArgPackBase):
     """A packed kernel launch: header, pointer array and argument values in one buffer.
 
     Attributes
@@ -202,7 +203,8 @@ class ArgPack:
         The Python objects the arguments came from, kept alive with the pack.
     """
 
-    __slots__ = ("layout", "buf", "address", "refs", "kernel", "__weakref__")
+    # layout, buf, address, refs and kernel are the base's (fast.ArgPackBase)
+    __slots__ = ("__weakref__",)
 
     def __init__(self, layout: Layout, kernel, args, grid, block, shared_mem: int = 0,
                  func: int = 0, kern: int = 0, ctx: int = 0):

@@ -15,20 +15,18 @@ every 256 replacements) the stream of the last launch has no work left.
 from __future__ import annotations
 
 from .._cuda import call, fast, rt
+from .._cuda.fast import ExecBase
 from .._lifetime import Ledger, Release, release
 from ..errors import ArgumentError, ClosedError, PyCudaGraphError
 from ..nodes import KernelNode, Node
-from ..compile.args import ArgPack, Layout
-from ..nodes.base import REMOVED
-from ..nodes.exec_node import ExecNode, ExecNodes
+from ..nodes.exec_node import ExecNodes
 from ..nodes.generic import exec_set_node_params
 from ..nodes.kernel_node import exec_set_arg, exec_set_args
-from ..nodes.table import NodeTable, node_arg
+from ..nodes.table import node_arg
 from ..runtime.hostfn import hostcall_ids, pending as _pending, raise_pending
 from ..runtime.stream import Stream, stream_handle
 from ..runtime.values import bool_arg, int_arg, raw_int
 from .instantiation import destroy_boxed, instantiate_flags, instantiate_with_params
-from . import exec_reuse as reuse
 from .introspect import ExecIntrospection
 from .node_checks import check_changes
 from .update import ExecUpdate
@@ -39,14 +37,13 @@ __all__ = ["GraphExec"]
 _NEVER = object()  # _last_stream before the first launch
 _RETIRE_CHECK = 256
 _launch_graph = fast.launch_graph
-_new = object.__new__
 
 
 def _noop() -> None:
     return None
 
 
-class GraphExec(ExecUpdate, ExecIntrospection):
+class GraphExec(ExecBase, ExecUpdate, ExecIntrospection):
     """An instantiated graph (``cudaGraphExec_t``), made by :meth:`Graph.instantiate` or
     adopted with :meth:`GraphExec.wrap`.
 
@@ -54,9 +51,10 @@ class GraphExec(ExecUpdate, ExecIntrospection):
     stays launchable whatever happens to the Python objects that built it.
     """
 
-    # what a launch reads and writes (the handle, the last stream) first, side by side
-    __slots__ = ("_h", "_last_stream", "_block", "_raw", "_addr", "graph", "_nodes", "_taken",
-                 "_ledger", "_pending", "_host_ids", "_fin", "__weakref__")
+    # what launch, set_arg and set_params read (_h, _last_stream, _block, _nodes) is the
+    # base's (fast.ExecBase: a C type where the extension is built), with those methods
+    __slots__ = ("_raw", "_addr", "graph", "_taken", "_ledger", "_pending", "_host_ids", "_fin",
+                 "__weakref__")
 
     def __init__(self, raw, graph=None, *, owner=None, owned: bool = True,
                  flags: int | None = None):
@@ -100,11 +98,10 @@ class GraphExec(ExecUpdate, ExecIntrospection):
         table = graph.table
         if table.closed or table.dead:  # a closed graph: ClosedError, as graph.handle says it
             table.refuse()
-        rbox = reuse.new_box(graph, flags) if owner is None else None  # parked when released
-        self._keep(graph, owner if rbox is None else rbox)
+        self._keep(graph, owner)
         self._raw = None
-        box = [0] if rbox is None else rbox.follow(self._taken, self._nodes)
-        self._fin = Release(self, destroy_boxed if rbox is None else reuse.release_exec, box)
+        box = [0]
+        self._fin = Release(self, destroy_boxed, box)  # what release() makes, one frame less
         table.execs.add(self)  # the raw graph stays should another thread close it
         try:
             h = box[0] = fast.graph_instantiate(table.h, flags, graph)
@@ -155,9 +152,7 @@ class GraphExec(ExecUpdate, ExecIntrospection):
             # Not cls(None, graph, flags=flags): the frames a call returns through right
             # after a large instantiate run with cold CPU caches, so it makes the fewest
             # (benchmarks/profile_instantiate.py: the type call and __init__ cost ~1%).
-            exe = _new(cls)
-            if reuse.ready and exe._from_parked(graph, flags):  # cuGraphExecUpdate of a
-                return exe  # released exec of the same topology (graph/exec_reuse.py)
+            exe = cls.__new__(cls)
             cls._instantiate(exe, graph, None, flags)
             return exe
         upload_h = stream_handle(upload_stream)
@@ -230,16 +225,9 @@ class GraphExec(ExecUpdate, ExecIntrospection):
 
     # Launch ------------------------------------------------------------------------
 
-    def launch(self, stream=None) -> None:
-        """Launch the graph on ``stream`` (``cuGraphLaunch``, i.e. ``cudaGraphLaunch``).
-
-        Raises the first pending exception of one of this exec's host nodes.
-
-        Parameters
-        ----------
-        stream : Stream or stream-like, optional
-            ``None`` is the legacy default stream.
-        """
+    def _launch_checked(self, stream=None) -> None:
+        """:meth:`launch` (``cuGraphLaunch``) with every check: a blocked or closed exec or a
+        closed stream refused, then the launch, then a host node's pending exception."""
         if self._block is not None:  # launches blocked (block_launches): nothing launched
             raise PyCudaGraphError(self._block)
         h = self._h
@@ -308,23 +296,10 @@ class GraphExec(ExecUpdate, ExecIntrospection):
 
     # Per-node updates ----------------------------------------------------------------
 
-    def set_arg(self, node: KernelNode, index_or_name, value) -> None:
-        """Change one argument of a kernel node (``cuGraphExecKernelNodeSetParams``).
-
-        Only that argument's slot is rewritten; the exec's next launch uses it. A value
-        that is refused leaves the exec's arguments as they were.
-
-        Parameters
-        ----------
-        node : KernelNode
-            A node of the graph the exec was made from (or of its bodies), or its twin
-            in a graph given to :meth:`update`.
-        index_or_name : int or str
-            The kernel parameter, by position or name (by position for a kernel node
-            read back from the driver).
-        value
-            Converted and checked as the kernel's signature says.
-        """
+    def _set_arg_checked(self, node: KernelNode, index_or_name, value) -> None:
+        """:meth:`set_arg` (``cuGraphExecKernelNodeSetParams``) with every check, for what
+        the base's method does not take: a twin, a node without a record yet, a removed
+        node, a closed exec, several devices, argument bytes read back from the driver."""
         rec = self._nodes.get(id(node))
         if rec is None or rec.node is not node:  # twins go the long way
             node_arg(None, node, "node", "set_arg")
@@ -335,8 +310,10 @@ class GraphExec(ExecUpdate, ExecIntrospection):
             node.check_live()  # removed, or its graph destroyed: ClosedError
         exec_set_arg(rec, index_or_name, value)
 
-    def set_params(self, node: Node, **changes) -> None:
-        """Change parameters of one node of the exec; fields not given keep their values.
+    def _set_params_checked(self, node: Node, **changes) -> None:
+        """:meth:`set_params` with every check, for what the base's method does not take
+        (any change but every argument of a kernel node with a record). Fields not given
+        keep their values.
 
         =============== =========================================================== ========================================
         node            changes                                                     raw call
@@ -437,16 +414,3 @@ class GraphExec(ExecUpdate, ExecIntrospection):
     def __repr__(self) -> str:
         state = " closed" if self._h is None else ""
         return f"<pycudagraph.GraphExec 0x{self._addr:x}{state}>"
-
-
-# launch() without its Python frame where the compiled route is built (the method above
-# stays the fallback of everything but the plain launch)
-fast.method_launch(GraphExec, "_h", "_last_stream", "_block", "_after_launch", _pending)
-# set_arg and set_params(node, args=) without their Python frames, for a node with a record
-fast.method_exec_updates(
-    (GraphExec, ExecNode, Node, NodeTable, ArgPack, Layout, KernelNode),
-    ((GraphExec, "_h"), (GraphExec, "_nodes"), (ExecNode, "node"), (ExecNode, "node_h"),
-     (ExecNode, "exec_raw"), (ExecNode, "exec_h"), (ExecNode, "args"), (ExecNode, "retire"),
-     (Node, "_raw"), (Node, "_table"), (NodeTable, "dead"), (ArgPack, "layout"),
-     (ArgPack, "address"), (ArgPack, "refs"), (Layout, "hot")),
-    REMOVED)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import weakref
 
+from .._cuda.fast import ExecNodeBase
 from .._lifetime import register_contents
 
 __all__ = ["ExecNode", "ExecNodes"]
@@ -36,11 +37,12 @@ class ExecNodes(dict):
     __slots__ = ("__weakref__",)
 
 
-class ExecNode:
+class ExecNode(ExecNodeBase):
     """The exec's record of one node (see the module docstring)."""
 
-    __slots__ = ("node", "node_h", "exec_raw", "exec_h", "source", "args", "keep", "twin",
-                 "retire", "__weakref__")
+    # node, node_h, exec_raw, exec_h, args and retire (what an argument update reads) are
+    # the base's (fast.ExecNodeBase: a C type where the extension is built)
+    __slots__ = ("source", "keep", "twin", "__weakref__")
 
     def __init__(self, node, exec_raw, source: tuple, retire):
         self.node = node

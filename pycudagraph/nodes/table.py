@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import weakref
 
+from .._cuda import fast
 from .._lifetime import Ledger
 from ..errors import ArgumentError, ClosedError, PyCudaGraphError
 from ..runtime.values import seq_arg, short_repr
@@ -273,3 +274,8 @@ def node_list(nodes, where: str) -> list:
         if not isinstance(n, Node):
             raise ArgumentError(f"{where}: expected Nodes, got {type(n).__name__}")
     return out
+
+
+# nodes keep their table, a table why its graph is gone: what the compiled exec updates judge
+# a node live by (Node.check_live's rule)
+fast.table_slots(Node.__dict__["_table"], NodeTable, NodeTable.__dict__["dead"])

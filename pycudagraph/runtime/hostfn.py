@@ -21,6 +21,7 @@ import threading
 import weakref
 
 from .. import _lifetime
+from .._cuda.routes import host_errors
 from ..errors import HostCallbackError
 
 __all__ = ["HostCall", "raise_pending", "trampoline_address", "hostcall_ids"]
@@ -30,7 +31,7 @@ _registry: "weakref.WeakValueDictionary[int, HostCall]" = weakref.WeakValueDicti
 _ids = itertools.count(1)
 _lock = threading.Lock()
 #: (HostCall id, exception) in the order they happened; read by launch/synchronize.
-pending: list = []
+pending: list = host_errors  # the list a graph launch checks (both routes)
 
 
 class HostCall:

@@ -41,9 +41,9 @@ def test_launch_graph(native):
 
 @both
 def test_launch_as_a_method_in_c(native):
-    """With the compiled route, ``GraphExec.launch`` is a method made in C: a plain launch
-    makes the driver call itself and keeps the stream; keywords, a pending host-node error
-    and a wrong object take the Python method, with the same result."""
+    """``GraphExec.launch`` is the base type's (a method of the C type ``ExecBase`` with the
+    compiled route): a plain launch makes the driver call itself and keeps the stream; a
+    pending host-node error raises after the launch; a wrong object or call is refused."""
     run('''
         from pycudagraph.runtime import hostfn
         g = fake_graph()
@@ -51,7 +51,8 @@ def test_launch_as_a_method_in_c(native):
         exe = g.instantiate()
         s, s2 = stream(), stream()
         s2._h = s2._addr = 0x6000
-        kind = type(pcg.GraphExec.__dict__["launch"]).__name__
+        assert "launch" not in pcg.GraphExec.__dict__  # inherited
+        kind = type(fast.ExecBase.__dict__["launch"]).__name__
         assert kind == ("method_descriptor" if COMPILED else "function"), kind
         assert route(lambda: exe.launch(s)) == C and exe._last_stream is s
         assert route(lambda: exe.launch(stream=s2)) == C and exe._last_stream is s2
@@ -69,7 +70,7 @@ def test_launch_as_a_method_in_c(native):
         assert refused_launch and stub.calls("cuGraphLaunch") == made + 1  # launched, then raised
         assert exe._last_stream is s2 and not hostfn.pending
         try:  # the method in C refuses it (TypeError), the Python one finds no handle
-            pcg.GraphExec.launch(object(), s)
+            fast.ExecBase.launch(object(), s)
         except (TypeError, AttributeError):
             pass
         else:

@@ -77,8 +77,9 @@ def test_installed_extension_is_the_active_path():
 def test_disabled_by_environment_variable():
     code = ("from pycudagraph._cuda import fast\n"
             "from pycudagraph.cli import info\n"
-            "assert fast.launch_graph.__module__ == 'pycudagraph._cuda.fast'\n"
-            "assert fast.add_kernel.__module__ == 'pycudagraph._cuda.fast'\n"
+            "assert fast.launch_graph.__module__ == 'pycudagraph._cuda.routes'\n"
+            "assert fast.add_kernel.__module__ == 'pycudagraph._cuda.routes'\n"
+            "assert fast.ExecBase.__module__ == 'pycudagraph._cuda.hot_base'\n"
             "print(info.hot_path())\n")
     env = dict(os.environ, PYTHONPATH=ROOT, PYCUDAGRAPH_NO_NATIVE="1")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,

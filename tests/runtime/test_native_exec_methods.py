@@ -1,7 +1,9 @@
-"""``GraphExec.set_arg`` and ``GraphExec.set_params(node, args=...)`` as methods made in C
-(``fast.method_exec_updates``, ``_native_exec.c``): for a kernel node the exec has a record of,
-the update is made without a Python frame and the replaced objects are retired; everything
-else is the Python method's, with the same result (CPU, the driver stub; both routes)."""
+"""``GraphExec.set_arg`` and ``GraphExec.set_params(node, args=...)``, inherited from the
+hot path's base type (``fast.ExecBase``: ``_native_types.c`` compiled, ``_cuda/hot_base.py``
+with PYCUDAGRAPH_NO_NATIVE=1): for a kernel node the exec has a record of, the compiled
+update is made without the checked methods' frames and the replaced objects are retired;
+everything else is the subclass's checked method's, with the same result (CPU, the driver
+stub; both routes)."""
 
 from tests.support.native_driver import both, run
 
@@ -12,14 +14,17 @@ def test_updates_as_methods_in_c_and_their_fallbacks(native):
         import sys
         from pycudagraph.graph import exec as exec_module
         from pycudagraph.nodes import kernel_node
-        kinds = {n: type(pcg.GraphExec.__dict__[n]).__name__ for n in ("set_arg", "set_params")}
-        assert set(kinds.values()) == {"method_descriptor" if COMPILED else "function"}, kinds
+        for name in ("set_arg", "set_params"):  # inherited from the base, not the class's own
+            assert name not in pcg.GraphExec.__dict__ and name in fast.ExecBase.__dict__
+            kind = type(fast.ExecBase.__dict__[name]).__name__
+            assert kind == ("method_descriptor" if COMPILED else "function"), kind
         g, y, y2 = fake_graph(), buffer(), buffer()
         node = g.add_kernel(k, 1, 32, (y, 1.0, 4))
         exe = g.instantiate()
         exe.set_arg(node, 1, 2.0)  # the first call makes the record (the Python method)
         frames = []
-        watched = {exec_module.GraphExec.set_params, kernel_node.exec_set_arg,
+        watched = {exec_module.GraphExec._set_params_checked,
+                   exec_module.GraphExec._set_arg_checked, kernel_node.exec_set_arg,
                    kernel_node.exec_set_args}
         codes = {getattr(f, "__code__", None) for f in watched}
 
@@ -32,6 +37,7 @@ def test_updates_as_methods_in_c_and_their_fallbacks(native):
         exe.set_params(node, args=(y, 3.5, 6))
         exe.set_params(node, args=[y2, 4.5, 7])
         sys.setprofile(None)
+        # compiled: the base's common case; ctypes: the checked methods, all Python anyway
         assert (frames == []) == COMPILED, frames
         assert stub.values(k.params) == (y2.ptr, 4.5, 7)
         retired = exe._ledger.retired

@@ -1,0 +1,93 @@
+"""The hot path's base types in Python: the twins of the C extension's ``ExecBase``,
+``ExecNodeBase``, ``ArgPackBase`` and ``LayoutBase`` (``_native_types.c``), with the same
+attribute names and methods. :mod:`pycudagraph._cuda.fast` hands out one family or the other
+(``fast.ExecBase`` ...): these with ``PYCUDAGRAPH_NO_NATIVE=1`` or where the extension is not
+built. ``GraphExec``, ``ExecNode``, ``ArgPack`` and ``Layout`` extend them.
+
+Each base holds exactly what a launch and an argument update read. ``ExecBase.launch`` does
+the common case (the held launch) and hands anything else to the subclass's checked method,
+``_launch_checked``, as the C method does; ``set_arg`` and ``set_params`` hand every call to
+``_set_arg_checked`` and ``_set_params_checked`` (on this route the common update is Python
+code either way, through ``nodes/kernel_node.py``'s ``exec_set_arg`` / ``exec_set_args``).
+See ``docs/HOT_PATH.md``.
+"""
+
+from __future__ import annotations
+
+from . import routes
+
+__all__ = ["ExecBase", "ExecNodeBase", "ArgPackBase", "LayoutBase"]
+
+_launch_graph = routes.launch_graph
+_host_errors = routes.host_errors
+
+
+class ArgPackBase:
+    """What a launch or an argument update reads of a packed kernel launch; ArgPack
+    extends it."""
+
+    __slots__ = ("layout", "buf", "address", "refs", "kernel")
+
+
+class LayoutBase:
+    """What an argument update reads of a kernel's argument layout; Layout extends it."""
+
+    __slots__ = ("hot",)
+
+
+class ExecNodeBase:
+    """What an argument update reads of an exec's record of a node; ExecNode extends it."""
+
+    __slots__ = ("node", "node_h", "exec_raw", "exec_h", "args", "retire")
+
+
+class ExecBase:
+    """What an exec's launch and argument updates read (the handle, the last stream, the
+    launch block, the records), and those calls; GraphExec extends it."""
+
+    __slots__ = ("_h", "_last_stream", "_block", "_nodes")
+
+    def launch(self, stream=None) -> None:
+        """Launch the graph on ``stream`` (``cuGraphLaunch``, i.e. ``cudaGraphLaunch``).
+
+        Raises the first pending exception of one of this exec's host nodes, and
+        ``PyCudaGraphError(reason)`` while launches are blocked (``block_launches``).
+
+        Parameters
+        ----------
+        stream : Stream or stream-like, optional
+            ``None`` is the legacy default stream.
+        """
+        h = self._h
+        if self._block is not None or h is None or _host_errors:
+            return self._launch_checked(stream)
+        _launch_graph(h, stream, self)  # a closed stream is refused there
+        self._last_stream = stream
+        return None
+
+    def set_arg(self, node, index_or_name, value) -> None:
+        """Change one argument of a kernel node (``cuGraphExecKernelNodeSetParams``).
+
+        Only that argument's slot is rewritten; the exec's next launch uses it. A value
+        that is refused leaves the exec's arguments as they were.
+
+        Parameters
+        ----------
+        node : KernelNode
+            A node of the graph the exec was made from (or of its bodies), or its twin
+            in a graph given to :meth:`update`.
+        index_or_name : int or str
+            The kernel parameter, by position or name (by position for a kernel node
+            read back from the driver).
+        value
+            Converted and checked as the kernel's signature says.
+        """
+        # the ctypes route: the checked method's work is all Python either way
+        return self._set_arg_checked(node, index_or_name, value)
+
+    def set_params(self, node, /, **changes) -> None:
+        """Change parameters of one node of the exec; fields not given keep their values
+        (``cuGraphExecKernelNodeSetParams`` for a kernel node, each node type's
+        ``cudaGraphExec*NodeSetParams``: the table in ``GraphExec._set_params_checked``).
+        A refused change leaves the exec as it was."""
+        return self._set_params_checked(node, **changes)
