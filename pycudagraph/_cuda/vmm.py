@@ -31,8 +31,9 @@ import threading
 from ..errors import CudaNotAvailableError, NotSupportedError
 from . import check
 
-__all__ = ["available", "why_not", "require", "library_path", "use_driver_library", "set_tag", "alloc",
-           "free", "unmap", "remap", "allocations", "take_allocator_error", "MALLOC", "FREE"]
+__all__ = ["available", "why_not", "require", "library_path", "use_driver_library", "set_tag",
+           "alloc", "free", "unmap", "remap", "allocations", "take_allocator_error", "MALLOC",
+           "FREE"]
 
 #: The C functions PyTorch's pluggable allocator calls.
 MALLOC, FREE = "pcg_vmm_malloc", "pcg_vmm_free"

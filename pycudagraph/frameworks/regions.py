@@ -1,5 +1,5 @@
-"""Memory you name that sleeps and wakes: the sleepable region (``with pcg.sleepable() as region: model =
-build()``) and what ``g.sleep()`` / ``g.wake()`` do for one graph.
+"""Memory you name that sleeps and wakes: the sleepable region (``with pcg.sleepable() as
+region: model = build()``) and what ``g.sleep()`` / ``g.wake()`` do for one graph.
 
 A region is a sleepable :class:`~pycudagraph.frameworks.pools.CapturePool` routed to for a
 ``with`` block: PyTorch and CuPy allocations made in the block on this thread (a model's
@@ -24,7 +24,7 @@ class SleepableRegion:
 
     Made by :func:`sleepable`. The block may be entered again (more allocations join the
     region). ``region.sleep(keep=True)`` / ``region.wake()``, ``asleep``, ``nbytes``,
-    ``mapped_bytes`` are its pool's (:class:`~pycudagraph.frameworks.sleep.Sleepable`); ``region.pool`` is the pool.
+    ``mapped_bytes`` are its pool's (:class:`.Sleepable`); ``region.pool`` is the pool.
     """
 
     def __init__(self, device=None):
@@ -53,12 +53,12 @@ class SleepableRegion:
 
     def sleep(self, keep: bool = True) -> int:
         """The region's memory goes back to the driver, its addresses kept (a weights
-        region keeps its contents: ``keep=True``); see :meth:`~pycudagraph.frameworks.sleep.Sleepable.sleep`
+        region keeps its contents: ``keep=True``); see :meth:`.Sleepable.sleep`
         (``cudaDeviceSynchronize``, ``cudaMemcpy``, ``cuMemUnmap``, ``cuMemRelease``)."""
         return self.pool.sleep(keep)
 
     def wake(self) -> int:
-        """See :meth:`~pycudagraph.frameworks.sleep.Sleepable.wake` (``cuMemCreate``, ``cuMemMap``, ``cuMemSetAccess``,
+        """See :meth:`.Sleepable.wake` (``cuMemCreate``, ``cuMemMap``, ``cuMemSetAccess``,
         ``cudaMemcpy``)."""
         return self.pool.wake()
 
@@ -78,7 +78,8 @@ class SleepableRegion:
         return self.pool.mapped_bytes
 
     def __repr__(self) -> str:
-        return f"<pycudagraph.SleepableRegion {self.nbytes} bytes{' asleep' if self.asleep else ''}>"
+        state = " asleep" if self.asleep else ""
+        return f"<pycudagraph.SleepableRegion {self.nbytes} bytes{state}>"
 
 
 def sleepable(device=None) -> SleepableRegion:
@@ -111,11 +112,12 @@ def _has_graph_memory(graph) -> bool:
 
 
 def sleep_graph(graph, keep: bool = True) -> int:
-    """``g.sleep(keep)``: the graph's sleepable pool sleeps (:meth:`~pycudagraph.frameworks.sleep.Sleepable.sleep`; every
+    """``g.sleep(keep)``: the graph's sleepable pool sleeps (:meth:`.Sleepable.sleep`; every
     graph sharing the pool sleeps with it), then the device's graph memory pool gives back
     what no exec keeps (``cudaDeviceGraphMemTrim``, on the current device;
-    ``cudaDeviceGetGraphMemAttribute`` before and after). Memory of allocation nodes that a live
-    exec keeps mapped stays: close the exec to give it back. Returns the bytes released."""
+    ``cudaDeviceGetGraphMemAttribute`` before and after). Memory of allocation nodes that a
+    live exec keeps mapped stays: close the exec to give it back. Returns the bytes
+    released."""
     pool = pool_of(graph)
     if pool is None or not pool.sleepable:
         if not _has_graph_memory(graph):
@@ -131,7 +133,7 @@ def sleep_graph(graph, keep: bool = True) -> int:
 
 
 def wake_graph(graph) -> int:
-    """``g.wake()``: the graph's sleepable pool wakes (:meth:`~pycudagraph.frameworks.sleep.Sleepable.wake`); graph
+    """``g.wake()``: the graph's sleepable pool wakes (:meth:`.Sleepable.wake`); graph
     allocation nodes get their memory back by themselves at the next launch. Returns the
     bytes mapped."""
     pool = pool_of(graph)

@@ -42,8 +42,8 @@ from ..runtime.device import device as on_device
 from ..runtime.memory import PinnedBuffer
 from ..runtime.values import bool_arg
 
-__all__ = ["Sleepable", "SleepState", "sleep", "wake", "release_state", "check_routable", "execs_reading",
-           "blocked_by"]
+__all__ = ["Sleepable", "SleepState", "sleep", "wake", "release_state", "check_routable",
+           "execs_reading", "blocked_by"]
 
 _tags = itertools.count(1)
 _D2H = rt.cudaMemcpyKind.cudaMemcpyDeviceToHost

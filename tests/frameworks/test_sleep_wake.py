@@ -129,7 +129,8 @@ def test_argument_errors():
                 "give no torch_pool or cupy_pool")
         plain = pcg.CapturePool()
         assert not plain.sleepable and not plain.asleep and plain.nbytes == 0
-        refused(plain.sleep, ArgumentError, "cannot sleep; make it with pcg.CapturePool(sleepable=True)")
+        refused(plain.sleep, ArgumentError,
+                "cannot sleep; make it with pcg.CapturePool(sleepable=True)")
         refused(plain.wake, ArgumentError, "cannot sleep")
         pool = pcg.CapturePool(sleepable=True)
         refused(lambda: pool.sleep(keep=1), ArgumentError, "keep")
