@@ -27,6 +27,7 @@ from ..runtime.hostfn import hostcall_ids, pending as _pending, raise_pending
 from ..runtime.stream import Stream, stream_handle
 from ..runtime.values import bool_arg, int_arg, raw_int
 from .instantiation import destroy_boxed, instantiate_flags, instantiate_with_params
+from . import exec_reuse as reuse
 from .introspect import ExecIntrospection
 from .node_checks import check_changes
 from .update import ExecUpdate
@@ -98,10 +99,11 @@ class GraphExec(ExecBase, ExecUpdate, ExecIntrospection):
         table = graph.table
         if table.closed or table.dead:  # a closed graph: ClosedError, as graph.handle says it
             table.refuse()
-        self._keep(graph, owner)
+        rbox = reuse.new_box(graph, flags) if owner is None else None  # parked when released
+        self._keep(graph, owner if rbox is None else rbox)
         self._raw = None
-        box = [0]
-        self._fin = Release(self, destroy_boxed, box)  # what release() makes, one frame less
+        box = [0] if rbox is None else rbox.follow(self._taken, self._nodes)
+        self._fin = Release(self, destroy_boxed if rbox is None else reuse.release_exec, box)
         table.execs.add(self)  # the raw graph stays should another thread close it
         try:
             h = box[0] = fast.graph_instantiate(table.h, flags, graph)
@@ -153,6 +155,8 @@ class GraphExec(ExecBase, ExecUpdate, ExecIntrospection):
             # after a large instantiate run with cold CPU caches, so it makes the fewest
             # (benchmarks/profile_instantiate.py: the type call and __init__ cost ~1%).
             exe = cls.__new__(cls)
+            if reuse.ready and exe._from_parked(graph, flags):  # cuGraphExecUpdate of a
+                return exe  # released exec of the same topology (graph/exec_reuse.py)
             cls._instantiate(exe, graph, None, flags)
             return exe
         upload_h = stream_handle(upload_stream)
