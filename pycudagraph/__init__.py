@@ -36,6 +36,7 @@ from .runtime.stream import Event, Stream
 from .runtime.trace import trace
 from .runtime.user_objects import UserObject
 from .frameworks.graphed import GraphedCallable, graphed
+from .frameworks.graphed_load import load_graphed
 from .frameworks.pools import CapturePool
 from .frameworks.regions import SleepableRegion, sleepable
 from .debug import find_fault, find_race
@@ -53,7 +54,7 @@ __all__ = [
     "graph_mem_info", "graph_mem_trim", "graph_mem_reset_high", "UserObject",
     "CaptureInfo", "capture_info", "capture_mode", "recapture", "update_capture_dependencies",
     "trace", "BucketedGraphs", "BucketStats", "load", "register_host_fn", "diff",
-    "graphed", "GraphedCallable", "CapturePool", "sleepable", "SleepableRegion",
+    "graphed", "GraphedCallable", "load_graphed", "CapturePool", "sleepable", "SleepableRegion",
     "find_fault", "find_race",
     "Node", "NodeType", "KernelNode", "CapturedKernelNode", "MemcpyNode", "MemsetNode", "HostNode",
     "ChildGraphNode", "EmptyNode", "EventRecordNode", "EventWaitNode", "MemAllocNode",

@@ -157,6 +157,20 @@ class GraphedCallable:
         with self._lock:
             self._graphs.clear()
 
+    def save(self, path, module=None, bind=None):
+        """Save every captured key to the folder ``path`` for :func:`pycudagraph.load_graphed`
+        (:func:`~pycudagraph.frameworks.graphed_save.save_graphed`): each key's graph file,
+        weights and buffers bound by name, capture pools as sizes. ``cuGraphKernelNodeGetParams``
+        and ``cuMemGetAddressRange`` per address, the calls of ``Graph.save``."""
+        from .graphed_save import save_graphed
+        return save_graphed(self, path, module=module, bind=bind)
+
+    def adopt(self, entry) -> None:
+        """Add ``entry``, a :class:`GraphedEntry` made elsewhere (a key loaded by
+        :func:`pycudagraph.load_graphed`), as the graph of ``entry.key``. No CUDA call."""
+        with self._lock:
+            self._graphs[entry.key] = entry
+
     def __call__(self, *args, **kwargs):
         key, infos = flatten(args, kwargs)
         with self._lock:

@@ -1,0 +1,389 @@
+"""``f.save(path)``: every key of a graphed callable as a graph file, in one folder with an
+index (:mod:`.graphed_index`), to be loaded by :func:`~.graphed_load.load_graphed`.
+
+Each key's captured graph is saved with :meth:`Graph.save <pycudagraph.Graph.save>`; every
+address it bakes in travels as a slot and an offset, the slot named for what it lies in:
+
+- ``input:I``: the key's I-th input (where it was at capture, :attr:`RebindPlan.captured
+  <.rebind_plan.RebindPlan.captured>`); the loader binds scratch arrays of the key's layout;
+- a binding (:mod:`.graphed_bind`): a weight or buffer by its ``named_parameters()`` /
+  ``named_buffers()`` name, an array the function closes over, one given in ``bind=``;
+- ``pool:P:S``: segment S of capture pool P (intermediates, outputs), the pools of every
+  key listed once, so keys that shared a pool share it again at load;
+- ``workspace:W``: memory that is none of those but a library's own (cuBLAS's workspace):
+  a block PyTorch's allocator holds with no tensor in it, or an allocation no live array
+  owns (the audit's owner lookup, :class:`~.owners.OwnerIndex`; ``cuMemGetAddressRange``);
+  made anew, zeroed, at load.
+
+Memory of a graph allocation node is saved by the graph file itself. A key whose graph
+reads another live array (not a weight, buffer or input: pass it in ``bind=``), whose
+inputs alias each other, or whose inputs or outputs a file cannot describe is not saved:
+one warning names each such key and why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import shutil
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .._cuda import dr, ensure_device
+from ..compile.nvrtc_compile import device_arch
+from ..errors import ArgumentError, GraphFileError, GraphFileWarning, PyCudaGraphError
+from ..runtime.device import Device, device as device_scope
+from ..runtime.values import path_arg
+from .arrays import array_info
+from .graphed_bind import Span, bindings, describe, versions
+from .graphed_index import FORMAT, INDEX, VERSION, write_index
+from .kernel_probe import library_kernels
+from .owners import OwnerIndex
+from . import loaded
+
+__all__ = ["save_graphed", "SaveReport", "key_templates", "KeySkipped"]
+
+_SCALARS = (bool, int, float, str, type(None))
+
+
+class KeySkipped(Exception):
+    """A key that cannot be saved; the message says why."""
+
+
+@dataclass
+class SaveReport:
+    """What :func:`save_graphed` wrote: the folder, the keys saved, and each key left out
+    with why (``skipped``: key -> reason)."""
+
+    path: str
+    keys: int = 0
+    skipped: dict = field(default_factory=dict)
+
+
+# templates -------------------------------------------------------------------------------
+
+def _dtype_name(framework: str, dtype) -> str:
+    if framework == "torch":
+        return str(dtype).replace("torch.", "")
+    return np.dtype(dtype).str
+
+
+def _key_part(k) -> dict:
+    """The template of one argument from its part of a graphed key (see :func:`.arrays.flatten`)."""
+    if type(k) is tuple and len(k) == 6 and k[0] in ("torch", "cupy"):
+        fw, shape, strides, dtype, _dev, align = k
+        return {"array": {"framework": fw, "shape": list(shape), "strides": list(strides),
+                          "dtype": _dtype_name(fw, dtype), "align": int(align)}}
+    if type(k) is tuple and len(k) == 6 and k[0] in ("buffer", "cai"):
+        raise KeySkipped("an input is a DeviceBuffer or another array without a framework; "
+                         "only PyTorch tensors and CuPy arrays are made again at load")
+    if type(k) is tuple and len(k) == 2 and k[0] in ("tuple", "list"):
+        return {k[0]: [_key_part(x) for x in k[1]]}
+    if type(k) is tuple and len(k) == 2 and k[0] == "dict":
+        if not all(type(name) is str for name, _ in k[1]):
+            raise KeySkipped("a dict argument has keys that are not strings")
+        return {"dict": [[name, _key_part(x)] for name, x in k[1]]}
+    if type(k) is tuple and len(k) == 2 and isinstance(k[0], type):
+        t, v = k
+        if t not in _SCALARS or (t is float and not math.isfinite(v)):
+            raise KeySkipped(f"an argument is a {t.__name__} ({v!r}); a file holds None, "
+                             "booleans, numbers and strings")
+        return {"value": v}
+    raise KeySkipped(f"an argument's key {k!r} is of no known form")
+
+
+def key_templates(key) -> tuple[list, list]:
+    """(args templates, kwargs ``[name, template]`` pairs) of a graphed key. No CUDA call.
+
+    Raises
+    ------
+    KeySkipped
+        Inputs that alias each other, or an argument a file cannot describe.
+    """
+    args, kwargs, aliasing = key
+    if aliasing:
+        raise KeySkipped("its inputs share memory with each other")
+    return [_key_part(a) for a in args], [[name, _key_part(x)] for name, x in kwargs]
+
+
+class _Segments:
+    """The pools' segments (merged ranges), by address."""
+
+    def __init__(self, pools: list):
+        self.pools, self.items = [], []
+        for p, pool in enumerate(pools):
+            ranges = sorted((a, b, what) for a, b, what in pool.ranges() if b > a)
+            merged: list = []
+            for a, b, _ in ranges:
+                if merged and a <= merged[-1][1]:
+                    merged[-1][1] = max(merged[-1][1], b)
+                else:
+                    merged.append([a, b])
+            fw = "torch" if any(w.startswith("PyTorch") for _, _, w in ranges) else "cupy"
+            self.pools.append({"framework": fw, "segments": [b - a for a, b in merged]})
+            self.items += [(a, b, p, s) for s, (a, b) in enumerate(merged)]
+
+    def find(self, lo: int, hi: int):
+        """(pool, segment, start) of the segment holding ``[lo, hi)``, or None."""
+        for a, b, p, s in self.items:
+            if a <= lo and hi <= b:
+                return p, s, a
+        return None
+
+
+# one key ---------------------------------------------------------------------------------
+
+class _Saver:
+    """The state of one save: bindings, pools, workspaces, owners (see the module docstring)."""
+
+    def __init__(self, f, module, bind):
+        self.named = bindings(f.fn, module, bind)
+        self.binds = sorted((array_info(v).lo, array_info(v).hi, n) for n, v in self.named.items())
+        for (a0, a1, an), (b0, b1, bn) in zip(self.binds, self.binds[1:]):
+            if b0 < a1:
+                raise ArgumentError(f"save: {an} and {bn} share memory without one holding "
+                                    "the other; bind each array once")
+        self.pool_objs: list = []
+        self.workspaces: list = []  # [start, end]
+        self.used: set = set()  # binding names some key uses
+        self._owners = None
+        self._blocks = None
+        self.segments = None
+
+    def add_pools(self, entries) -> None:
+        seen = {}
+        for e in entries:
+            for p in _entry_pools(e):
+                seen.setdefault(id(p), p)
+        self.pool_objs = list(seen.values())
+        self.segments = _Segments(self.pool_objs)
+
+    def pool_index(self, pool):
+        if pool is None:
+            return None
+        for i, p in enumerate(self.pool_objs):
+            if p is pool and self.segments.pools[i]["segments"]:
+                return i
+        return None
+
+    def binding(self, lo: int, hi: int):
+        for a, b, name in self.binds:
+            if a <= lo and hi <= b:
+                return name, a
+        return None
+
+    def place(self, v: int, inputs: list, allocs: list) -> tuple:
+        """Where address ``v`` lies: ("input", i, start) / ("binding", name, start) /
+        ("pool", p, s, start) / ("workspace", w, start), or () for graph memory and
+        numbers that are no device address."""
+        if any(a <= v < b for a, b in allocs):
+            return ()
+        for i, (_, lo, hi) in enumerate(inputs):
+            if lo <= v < hi:
+                return ("input", i, lo)
+        found = self.binding(v, v + 1)
+        if found is not None:
+            return ("binding",) + found
+        found = self.segments.find(v, v + 1)
+        if found is not None:
+            return ("pool",) + found
+        err, base, size = dr.cuMemGetAddressRange(v)
+        if err != dr.CUresult.CUDA_SUCCESS:
+            return ()  # a number, not device memory
+        return self.workspace(v, int(base), int(size))
+
+    def workspace(self, v: int, base: int, size: int) -> tuple:
+        if self._owners is None:
+            self._owners = OwnerIndex(())
+        owner = self._owners.find(v)
+        if owner.status == "allocator":
+            base, end = self._block(v)
+        elif owner.status == "unknown":
+            end = base + size
+        else:
+            raise KeySkipped(f"its graph reads 0x{v:x}, in {owner.what} ({owner.status}), "
+                             "which is neither a weight, a buffer, an input, the capture "
+                             "pool nor a library workspace: pass it in bind={name: array} "
+                             "(or register it as a module buffer)")
+        for w, (a, b) in enumerate(self.workspaces):
+            if a <= base and end <= b:
+                return ("workspace", w, a)
+            if base < b and a < end:
+                raise KeySkipped(f"a library workspace at 0x{base:x} overlaps another one "
+                                 "saved before in a different extent")
+        self.workspaces.append([base, end])
+        return ("workspace", len(self.workspaces) - 1, base)
+
+    def _block(self, v: int) -> tuple:
+        """[start, end) of the PyTorch allocator block holding ``v``."""
+        if self._blocks is None:
+            self._blocks = []
+            for seg in loaded.torch().cuda.memory_snapshot():
+                addr = int(seg["address"])
+                for block in seg.get("blocks", ()):
+                    start = int(block.get("address", addr))
+                    self._blocks.append((start, start + int(block["size"])))
+                    addr = start + int(block["size"])
+        for a, b in self._blocks:
+            if a <= v < b:
+                return a, b
+        raise KeySkipped(f"0x{v:x} lies in no block of PyTorch's allocator")
+
+    def outputs(self, v, depth: int = 0) -> dict:
+        """The template of a call's outputs, each array placed in a pool or a binding."""
+        info = array_info(v) if depth < 16 else None
+        if info is not None:
+            if info.framework not in ("torch", "cupy"):
+                raise KeySkipped("an output is not a PyTorch tensor or CuPy array")
+            _, shape, strides, dtype, _, align = info.key
+            arr = {"framework": info.framework, "shape": list(shape), "strides": list(strides),
+                   "dtype": _dtype_name(info.framework, dtype), "align": int(align)}
+            found = self.segments.find(info.lo, info.hi)
+            if found is not None:
+                arr["at"] = {"pool": found[0], "segment": found[1], "offset": info.ptr - found[2]}
+            else:
+                found = self.binding(info.lo, info.hi)
+                if found is None:
+                    raise KeySkipped("an output lies outside the capture pools and the bindings")
+                arr["at"] = {"binding": found[0], "offset": info.ptr - found[1]}
+                self.used.add(found[0])
+            return {"array": arr}
+        t = type(v)
+        if t in (tuple, list) and depth < 16:
+            return {t.__name__: [self.outputs(x, depth + 1) for x in v]}
+        if t is dict and depth < 16 and all(type(k) is str for k in v):
+            return {"dict": [[k, self.outputs(x, depth + 1)] for k, x in v.items()]}
+        if t in _SCALARS and not (t is float and not math.isfinite(v)):
+            return {"value": v}
+        raise KeySkipped(f"its outputs hold a {t.__name__}, which a file cannot make again: "
+                         "return tensors or arrays, in tuples, lists or dicts (for a "
+                         "transformers model, its .logits or return_dict=False)")
+
+    def key(self, key, e, file: Path) -> dict:
+        """Save one key's graph to ``file``; its index record."""
+        args, kwargs = key_templates(key)
+        inputs = list(e.plan.captured)
+        allocs, addresses = [], set()
+        for node, _, _ in e.graph.table.walk():
+            for s in node.sites():
+                if s.role == "alloc":
+                    allocs.append((s.address, s.address + max(s.size_hint, 1)))
+                elif s.address:
+                    addresses.add(s.address)
+        slots = {}
+        for v in sorted(addresses):
+            where = self.place(v, inputs, allocs)
+            if not where:
+                continue
+            kind = where[0]
+            if kind == "input":
+                i = where[1]
+                slots[f"input:{i}"] = Span(inputs[i][1], inputs[i][2] - inputs[i][1])
+            elif kind == "binding":
+                info = array_info(self.named[where[1]])
+                slots[where[1]] = Span(info.lo, info.hi - info.lo)
+            elif kind == "pool":
+                p, s, start = where[1:]
+                slots[f"pool:{p}:{s}"] = Span(start, self.segments.pools[p]["segments"][s])
+            else:
+                a, b = self.workspaces[where[1]]
+                slots[f"workspace:{where[1]}"] = Span(a, b - a)
+        outputs = self.outputs(e.outputs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", GraphFileWarning)  # the loader resolves them
+            try:
+                e.graph.save(file, slots=slots)
+            except (GraphFileError, ArgumentError) as exc:
+                raise KeySkipped(str(exc)) from None
+        data = file.read_bytes()
+        self.used.update(n for n in slots if not n.startswith(("input:", "pool:", "workspace:")))
+        return {"file": file.name, "nbytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+                "device": int(e.device), "args": args, "kwargs": kwargs, "outputs": outputs,
+                "slots": sorted(slots), "kernels": sorted(library_kernels(e.graph)),
+                "pool": self.pool_index(e.pool),
+                "outputs_pool": self.pool_index(getattr(e, "outputs_pool", None))}
+
+
+def _entry_pools(e) -> tuple:
+    pools = getattr(e, "pools", None)
+    if callable(pools):
+        return tuple(pools())
+    return tuple(p for p in (e.pool,) if p is not None)
+
+
+def _name(fn) -> str:
+    text = getattr(fn, "__qualname__", None) or type(fn).__name__
+    return text[:256] if text.isprintable() else type(fn).__name__
+
+
+# the folder ------------------------------------------------------------------------------
+
+def save_graphed(f, path, module=None, bind=None) -> SaveReport:
+    """Save every captured key of the graphed callable ``f`` to the folder ``path`` (see
+    :meth:`GraphedCallable.save <pycudagraph.GraphedCallable.save>`)."""
+    path = Path(path_arg(path, "save: path"))
+    if path.exists() and not (path / INDEX).is_file():
+        raise ArgumentError(f"save: {path} exists and is not a saved graphed callable; "
+                            "choose another path")
+    entries = [(k, e) for k, e in f.graphs.items() if not e.refused]
+    if not entries:
+        raise ArgumentError("save: the graphed callable has no captured key yet: call it "
+                            "with each input layout to serve first")
+    saver = _Saver(f, module, bind)
+    saver.add_pools([e for _, e in entries])
+    tmp = path.parent / f".{path.name}.saving-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    report, keys, frameworks = SaveReport(str(path)), [], set()
+    try:
+        dev = entries[0][1].device
+        with device_scope(dev):
+            ensure_device()
+            arch, gpu = device_arch(dev), Device(dev).name
+            for key, e in entries:
+                with device_scope(e.device):
+                    try:
+                        keys.append(saver.key(key, e, tmp / f"key-{len(keys):03d}.pcgraph"))
+                        frameworks |= set(e.frameworks)
+                    except (KeySkipped, PyCudaGraphError) as exc:
+                        report.skipped[key] = str(exc)
+        if not keys:
+            raise ArgumentError("save: no key could be saved: " + "; ".join(report.skipped.values()))
+        here = versions()
+        ix = {"format": FORMAT, "version": list(VERSION), "writer": _writer(),
+              "function": _name(f.fn), "arch": arch, "gpu": gpu[:256] or "unknown",
+              "versions": {fw: here.get(fw) if fw in frameworks else None for fw in ("torch", "cupy")},
+              "bindings": {n: describe(saver.named[n]) for n in sorted(saver.used)},
+              "pools": saver.segments.pools, "workspaces": [b - a for a, b in saver.workspaces],
+              "keys": keys}
+        write_index(tmp, ix)
+        _replace(tmp, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    report.keys = len(keys)
+    for key, why in report.skipped.items():
+        warnings.warn(f"save({path}): a key of {_name(f.fn)} was not saved (it will be "
+                      f"captured at load): {why}", RuntimeWarning, stacklevel=3)
+    return report
+
+
+def _writer() -> str:
+    import pycudagraph
+    return f"pycudagraph {pycudagraph.__version__}"
+
+
+def _replace(tmp: Path, path: Path) -> None:
+    """Put the folder ``tmp`` at ``path``, replacing an earlier save there."""
+    if not path.exists():
+        os.replace(tmp, path)
+        return
+    old = path.parent / f".{path.name}.old-{os.getpid()}"
+    shutil.rmtree(old, ignore_errors=True)
+    os.replace(path, old)
+    os.replace(tmp, path)
+    shutil.rmtree(old, ignore_errors=True)
+

@@ -1,0 +1,484 @@
+"""Saved graphed callables on the CPU (pycudagraph/frameworks/graphed_*.py, kernel_probe.py):
+the index's checks (every field, truncation, random damage with hypothesis), a model that
+differs from the saved one, another GPU architecture, other framework versions, the key
+templates, where each address of a graph is saved, and the kernel finder's probes."""
+
+import json
+import string
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import pycudagraph as pcg
+from pycudagraph.errors import ArgumentError, GraphFileError
+from pycudagraph.frameworks import graphed_save, kernel_probe
+from pycudagraph.frameworks.graphed_bind import Span, bindings, describe
+from pycudagraph.frameworks.graphed_index import (FORMAT, INDEX, check_arch, check_index,
+                                                  compare_bindings, read_index, slot_kind,
+                                                  version_differences, write_index)
+from pycudagraph.frameworks.graphed_load import load_graphed
+from pycudagraph.frameworks.graphed_make import Maker
+from pycudagraph.frameworks.graphed_save import KeySkipped, key_templates
+from pycudagraph.frameworks.owners import Owner
+
+TORCH_ARRAY = {"framework": "torch", "shape": [2, 4], "strides": [4, 1], "dtype": "float32",
+               "align": 256}
+
+
+def sample() -> dict:
+    """A valid index of one key (every kind of field present)."""
+    out = dict(TORCH_ARRAY, at={"pool": 0, "segment": 1, "offset": 512})
+    return json.loads(json.dumps({
+        "format": FORMAT, "version": [1, 0], "writer": "pycudagraph 0.1.0", "function": "step",
+        "arch": "sm_90", "gpu": "NVIDIA H100 80GB HBM3",
+        "versions": {"torch": "2.11.0", "cupy": None},
+        "bindings": {"param:w": {"shape": [4, 8], "dtype": "float32", "nbytes": 128},
+                     "buffer:b": {"shape": [8], "dtype": "float32", "nbytes": 32}},
+        "pools": [{"framework": "torch", "segments": [2097152, 1048576]}],
+        "workspaces": [4096],
+        "keys": [{"file": "key-000.pcgraph", "nbytes": 100, "sha256": "0" * 64, "device": 0,
+                  "args": [{"array": dict(TORCH_ARRAY)}, {"value": 3}],
+                  "kwargs": [["flag", {"value": True}]],
+                  "outputs": {"tuple": [{"array": out}, {"value": None},
+                                        {"dict": [["k", {"list": [{"value": 1.5}]}]]}]},
+                  "slots": ["input:0", "param:w", "pool:0:0", "workspace:0"],
+                  "kernels": ["_Z3fooPf"], "pool": 0, "outputs_pool": None}],
+    }))  # nothing shared with TORCH_ARRAY or an earlier sample
+
+
+def test_a_valid_index_is_written_and_read_back(tmp_path):
+    write_index(tmp_path, sample())
+    assert read_index(tmp_path) == sample()
+
+
+# one wrong field at a time: (path into the index, wrong value, words the error names)
+WRONG = [
+    (("format",), "pycudagraph.graph", "format"),
+    (("version",), [2, 0], "another major version"),
+    (("version",), [1], "version"),
+    (("arch",), "", "arch"),
+    (("versions", "jax"), "0.4", "unknown field"),
+    (("bindings", "w"), {"shape": [1], "dtype": "f", "nbytes": 4}, "starts with one of"),
+    (("bindings", "param:w", "nbytes"), 0, "bindings['param:w'].nbytes"),
+    (("bindings", "param:w", "shape"), [-1], "shape[0]"),
+    (("pools", 0, "segments"), [], "at least one segment"),
+    (("pools", 0, "framework"), "jax", "pools[0].framework"),
+    (("workspaces", 0), -4, "workspaces[0]"),
+    (("keys", 0, "file"), "../../etc/passwd", "not a key file name"),
+    (("keys", 0, "file"), "key-000.pcgraph/x", "not a key file name"),
+    (("keys", 0, "sha256"), "XYZ", "sha256"),
+    (("keys", 0, "device"), 4096, "device"),
+    (("keys", 0, "pool"), 3, "keys[0].pool"),
+    (("keys", 0, "args", 0), {"array": dict(TORCH_ARRAY, align=3)}, "not a power of two"),
+    (("keys", 0, "args", 0), {"array": dict(TORCH_ARRAY, strides=[1])}, "1 strides for 2"),
+    (("keys", 0, "args", 0), {"code": "import os"}, "unknown template kind"),
+    (("keys", 0, "args", 1), {"value": {"a": 1}}, "expected null"),
+    (("keys", 0, "kwargs", 0), ["flag"], "expected [name, template]"),
+    (("keys", 0, "outputs", "tuple", 0, "array", "at"), {"pool": 0, "segment": 2, "offset": 0},
+     "segment"),
+    (("keys", 0, "outputs", "tuple", 0, "array", "at"), {"pool": 0, "segment": 1,
+                                                         "offset": 1048576}, "offset"),
+    (("keys", 0, "outputs", "tuple", 0, "array", "at"), {"binding": "param:x", "offset": 0},
+     "not among the bindings"),
+    (("keys", 0, "slots", 0), "input:1", "does not have"),
+    (("keys", 0, "slots", 0), "pool:0:5", "does not have"),
+    (("keys", 0, "slots", 0), "workspace:1", "does not have"),
+    (("keys", 0, "slots", 0), "param:missing", "does not have"),
+    (("keys", 0, "slots", 0), "/dev/null", "names no input"),
+    (("keys", 0, "kernels"), "_Z3foo", "expected a list"),
+]
+
+
+def _set(ix, path, value):
+    for k in path[:-1]:
+        ix = ix[k]
+    ix[path[-1]] = value
+
+
+@pytest.mark.parametrize("path,value,words", WRONG, ids=[".".join(map(str, w[0])) for w in WRONG])
+def test_each_wrong_field_is_named(path, value, words):
+    ix = sample()
+    _set(ix, path, value)
+    with pytest.raises(GraphFileError, match="index") as err:
+        check_index(ix)
+    assert words in str(err.value), str(err.value)
+
+
+def test_two_keys_naming_one_file_are_refused():
+    ix = sample()
+    ix["keys"].append(json.loads(json.dumps(ix["keys"][0])))
+    with pytest.raises(GraphFileError, match="named by two keys"):
+        check_index(ix)
+
+
+def test_a_truncated_or_foreign_index_is_refused(tmp_path):
+    write_index(tmp_path, sample())
+    data = (tmp_path / INDEX).read_bytes()
+    for n in sorted({0, 1, 10, len(data) // 2, len(data) - 3}):
+        (tmp_path / INDEX).write_bytes(data[:n])
+        with pytest.raises(GraphFileError, match="not a JSON index"):
+            read_index(tmp_path)
+    (tmp_path / INDEX).write_text('{"format": NaN}')
+    with pytest.raises(GraphFileError, match="not a JSON index"):
+        read_index(tmp_path)
+    (tmp_path / INDEX).write_text('{"format": 1, "format": 2}')
+    with pytest.raises(GraphFileError, match="appears twice"):
+        read_index(tmp_path)
+    with pytest.raises(GraphFileError, match="not a saved graphed callable"):
+        read_index(tmp_path / "nowhere")
+    (tmp_path / INDEX).unlink()
+    with pytest.raises(GraphFileError, match="cannot read"):
+        read_index(tmp_path)
+
+
+def _paths(v, here=()):
+    yield here
+    if isinstance(v, dict):
+        for k, x in v.items():
+            yield from _paths(x, here + (k,))
+    elif isinstance(v, list):
+        for i, x in enumerate(v):
+            yield from _paths(x, here + (i,))
+
+
+PATHS = [p for p in _paths(sample()) if p]
+JSON = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats()
+                    | st.text(max_size=8), lambda inner: st.lists(inner, max_size=3)
+                    | st.dictionaries(st.text(max_size=6), inner, max_size=3), max_leaves=6)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(PATHS), JSON), min_size=1, max_size=4))
+def test_random_field_damage_is_refused_or_valid(changes):
+    """Any value anywhere: the check accepts or raises GraphFileError, nothing else."""
+    ix = sample()
+    for path, value in changes:
+        try:
+            _set(ix, path, value)
+        except (KeyError, IndexError, TypeError):
+            continue  # an earlier change removed the place
+    try:
+        check_index(ix)
+    except GraphFileError:
+        pass
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=6))
+def test_random_byte_damage_is_refused_or_valid(tmp_path, flips):
+    data = bytearray(json.dumps(sample()).encode())
+    for at, value in flips:
+        data[at % len(data)] = value
+    (tmp_path / INDEX).write_bytes(bytes(data))
+    try:
+        read_index(tmp_path)
+    except GraphFileError:
+        pass
+
+
+def test_slot_names_say_what_they_bind():
+    assert slot_kind("input:3") == ("input", 3)
+    assert slot_kind("pool:1:2") == ("pool", 1, 2)
+    assert slot_kind("workspace:0") == ("workspace", 0)
+    assert slot_kind("param:transformer.h.0.attn.c_attn.weight")[0] == "binding"
+    for bad in ("input:-1", "input:01", "pool:1", "workspace:x", "weights", "", "param:\n"):
+        assert slot_kind(bad) == (), bad
+
+
+# what must match the loading process --------------------------------------------------
+
+def test_a_model_that_differs_is_named():
+    saved = sample()["bindings"]
+    here = {"param:w": {"shape": [4, 9], "dtype": "float32", "nbytes": 144}}
+    with pytest.raises(GraphFileError) as err:
+        compare_bindings(saved, here, "gpt2.graphs")
+    text = str(err.value)
+    assert "buffer:b is missing (saved (8,) float32" in text
+    assert "param:w is (4, 9) float32, 144 bytes, saved (4, 8) float32, 128 bytes" in text
+    compare_bindings(saved, dict(saved, extra={"shape": [1], "dtype": "int8", "nbytes": 1}), "x")
+    many = {f"param:{i}": {"shape": [1], "dtype": "int8", "nbytes": 1} for i in range(9)}
+    with pytest.raises(GraphFileError, match="and 4 more"):
+        compare_bindings(many, {}, "x")
+
+
+def test_another_architecture_is_named():
+    with pytest.raises(GraphFileError, match=r"saved on sm_90 \(NVIDIA H100 80GB HBM3\); "
+                                             r"this GPU is sm_80 \(NVIDIA A100\)"):
+        check_arch(sample(), "sm_80", "NVIDIA A100", "gpt2.graphs")
+    check_arch(sample(), "sm_90", "NVIDIA H100 PCIe", "x")  # another board, same architecture
+
+
+def test_framework_versions_that_differ_are_said():
+    assert version_differences(sample(), {"torch": "2.11.0", "cupy": "14.2"}) == []
+    assert version_differences(sample(), {"torch": "2.10.0"}) == ["PyTorch 2.11.0 saved, 2.10.0 here"]
+    assert version_differences(sample(), {}) == ["PyTorch 2.11.0 saved, none here"]
+
+
+class Arr(Span):
+    """A device array stand-in (``__cuda_array_interface__``)."""
+
+
+def test_load_refuses_a_model_that_differs_before_any_cuda_call(tmp_path):
+    ix = sample()
+    ix["bindings"] = {"bind:w": {"shape": [16], "dtype": "|u1", "nbytes": 16}}
+    ix["keys"][0]["slots"] = ["input:0", "bind:w"]
+    ix["keys"][0]["outputs"] = {"value": None}
+    write_index(tmp_path, ix)
+    with pytest.raises(GraphFileError, match=r"bind:w is \(32,\) \|u1, 32 bytes, saved \(16,\)"):
+        load_graphed(tmp_path, lambda x: x, bind={"w": Arr(0x7F00_0000_0000, 32)})
+    with pytest.raises(GraphFileError, match="bind:w is missing"):
+        load_graphed(tmp_path, lambda x: x)
+    (tmp_path / INDEX).write_bytes((tmp_path / INDEX).read_bytes()[:-40])
+    with pytest.raises(GraphFileError, match="truncated"):
+        load_graphed(tmp_path, lambda x: x)
+
+
+def test_bindings_of_a_function_are_found_by_name():
+    w, b = Arr(0x7F00_0000_0000, 64), Arr(0x7F00_0001_0000, 32)
+    table = [Arr(0x7F00_0002_0000, 8), Arr(0x7F00_0003_0000, 8)]
+
+    def step(x):
+        return w, table, x
+
+    found = bindings(step, bind={"extra": b})
+    assert set(found) == {"bind:extra", "closure:w", "closure:table[0]", "closure:table[1]"}
+    assert describe(found["closure:w"]) == {"shape": [64], "dtype": "|u1", "nbytes": 64}
+    assert set(bindings(step, bind={"same": w})) == {"bind:same", "closure:table[0]",
+                                                     "closure:table[1]"}  # once, first name
+    with pytest.raises(ArgumentError, match="not a device array"):
+        bindings(step, bind={"x": np.zeros(3)})
+    with pytest.raises(ArgumentError, match="module= must be a torch.nn.Module"):
+        bindings(step, module=object())
+
+
+def test_save_refuses_nothing_to_save_and_a_foreign_folder(tmp_path):
+    f = pcg.graphed(lambda x: x)
+    with pytest.raises(ArgumentError, match="no captured key yet"):
+        f.save(tmp_path / "new")
+    (tmp_path / "other").mkdir()
+    with pytest.raises(ArgumentError, match="is not a saved graphed callable"):
+        f.save(tmp_path / "other")
+
+
+# templates ---------------------------------------------------------------------------
+
+class TorchDtype:
+    def __str__(self):
+        return "torch.bfloat16"
+
+
+def test_keys_become_templates():
+    arr = ("torch", (2, 8), (8, 1), TorchDtype(), 0, 16)
+    cp = ("cupy", (4,), (-4,), np.dtype(np.float32), 0, 256)
+    key = ((arr, (int, 3), ("tuple", ((str, "a"), (type(None), None))), ("dict", (("x", cp),))),
+           (("flag", (bool, True)),), ())
+    args, kwargs = key_templates(key)
+    assert args[0] == {"array": {"framework": "torch", "shape": [2, 8], "strides": [8, 1],
+                                 "dtype": "bfloat16", "align": 16}}
+    assert args[1:3] == [{"value": 3}, {"tuple": [{"value": "a"}, {"value": None}]}]
+    assert args[3] == {"dict": [["x", {"array": {"framework": "cupy", "shape": [4],
+                                                 "strides": [-4], "dtype": "<f4", "align": 256}}]]}
+    assert kwargs == [["flag", {"value": True}]]
+    for bad, words in [(((arr, arr), (), ((0, 1, 0),)), "share memory"),
+                       (((("buffer", (4,), (1,), "|u1", 0, 256),), (), ()), "DeviceBuffer"),
+                       ((((complex, 1j),), (), ()), "complex"),
+                       ((((float, float("nan")),), (), ()), "float"),
+                       (((("dict", ((1, (int, 2)),)),), (), ()), "not strings")]:
+        with pytest.raises(KeySkipped, match=words):
+            key_templates(bad)
+
+
+def test_made_arrays_are_checked_before_any_allocation():
+    m = Maker(0, "gpt2.graphs/key-000.pcgraph")
+    cupy_t = {"framework": "cupy", "shape": [3, 2], "strides": [-8, 4], "dtype": "<f4", "align": 256}
+    assert m.span(cupy_t, 4) == (16, 8)
+    with pytest.raises(GraphFileError, match="negative strides"):
+        m.span(dict(TORCH_ARRAY, strides=[-4, 1]), 4)
+    with pytest.raises(GraphFileError, match="an array of"):
+        m.span(dict(TORCH_ARRAY, shape=[1 << 30, 1 << 30], strides=[1 << 30, 1]), 4)
+    with pytest.raises(GraphFileError, match="not a numeric dtype"):
+        m.dtype(dict(cupy_t, dtype="O"))
+    with pytest.raises(GraphFileError, match="not a numpy dtype"):
+        m.dtype(dict(cupy_t, dtype="no such"))
+    if "torch" not in __import__("sys").modules:
+        with pytest.raises(GraphFileError, match="import torch"):
+            m.dtype(TORCH_ARRAY)
+
+
+# where addresses go --------------------------------------------------------------------
+
+class FakePool:
+    def __init__(self, *ranges):
+        self._ranges = ranges
+
+    def ranges(self):
+        return [(a, b, "PyTorch graph pool") for a, b in self._ranges]
+
+
+class FakeEntry:
+    def __init__(self, *pools):
+        self._pools = pools
+
+    def pools(self):
+        return self._pools
+
+
+W = 0x7F00_0000_0000
+
+
+@pytest.fixture
+def saver(monkeypatch):
+    """A save's address places: one binding, two pools (one shared), a workspace lookup."""
+    owners = {W + 0x9000: Owner("unknown", "no live tensor"),
+              W + 0xA000: Owner("live", "torch.Tensor (4,) float32")}
+
+    class Owners:
+        def __init__(self, kept):
+            pass
+
+        def find(self, v):
+            return owners[v]
+
+    class Dr:
+        class CUresult:
+            CUDA_SUCCESS = 0
+
+        @staticmethod
+        def cuMemGetAddressRange(v):
+            return (0, W + 0x9000, 0x800) if v in owners else (1, 0, 0)
+
+    monkeypatch.setattr(graphed_save, "OwnerIndex", Owners)
+    monkeypatch.setattr(graphed_save, "dr", Dr)
+    fn = pcg.graphed(lambda x: x)
+    s = graphed_save._Saver(fn, None, {"w": Arr(W, 0x100)})
+    shared = FakePool((W + 0x1000, W + 0x2000), (W + 0x2000, W + 0x2800), (W + 0x4000, W + 0x5000))
+    s.add_pools([FakeEntry(shared), FakeEntry(shared, FakePool((W + 0x6000, W + 0x7000)))])
+    return s
+
+
+def test_each_address_is_placed_by_what_holds_it(saver):
+    inputs = [(W + 0x8000, W + 0x8000, W + 0x8100)]
+    allocs = [(W + 0xB000, W + 0xC000)]
+    assert saver.segments.pools == [{"framework": "torch", "segments": [0x1800, 0x1000]},
+                                    {"framework": "torch", "segments": [0x1000]}]
+    assert saver.place(W + 0x8010, inputs, allocs) == ("input", 0, W + 0x8000)
+    assert saver.place(W + 0x8100, inputs, allocs) != ("input", 0, W + 0x8000)  # one past: not
+    assert saver.place(W + 0x10, inputs, allocs) == ("binding", "bind:w", W)
+    assert saver.place(W + 0x2400, inputs, allocs) == ("pool", 0, 0, W + 0x1000)
+    assert saver.place(W + 0x4010, inputs, allocs) == ("pool", 0, 1, W + 0x4000)
+    assert saver.place(W + 0x6000, inputs, allocs) == ("pool", 1, 0, W + 0x6000)
+    assert saver.place(W + 0xB100, inputs, allocs) == ()  # graph memory: the file's own
+    assert saver.place(12345, inputs, allocs) == ()  # a number
+    assert saver.place(W + 0x9000, inputs, allocs) == ("workspace", 0, W + 0x9000)
+    assert saver.workspaces == [[W + 0x9000, W + 0x9800]]
+    with pytest.raises(KeySkipped, match=r"torch.Tensor \(4,\) float32 \(live\).*bind="):
+        saver.place(W + 0xA000, inputs, allocs)
+
+
+def test_outputs_a_file_cannot_make_are_named(saver):
+    class ModelOutput(dict):
+        pass
+
+    with pytest.raises(KeySkipped, match="ModelOutput.*logits"):
+        saver.outputs(ModelOutput(logits=1))
+    with pytest.raises(KeySkipped, match="not a PyTorch tensor or CuPy array"):
+        saver.outputs((Arr(W + 0x1000, 16),))
+    assert saver.outputs({"n": [1, None, "s"]}) == {
+        "dict": [["n", {"list": [{"value": 1}, {"value": None}, {"value": "s"}]}]]}
+
+
+# the kernel finder ---------------------------------------------------------------------
+
+class FakeKernelNode:
+    kernel = None
+
+    def __init__(self, name, func):
+        self.mangled_name, self.function = name, func
+
+
+class FakeGraph:
+    def __init__(self, names):
+        self.table = self
+        self._nodes = [FakeKernelNode(n, FUNCS[n]) for n in names] + [object()]
+
+    def walk(self):
+        return [(n, 0, None) for n in self._nodes]
+
+
+#: name -> function; function // 100 is its module
+FUNCS = {"gemm_a": 101, "gemm_b": 102, "gemm_c": 103, "ln": 201, "softmax": 202, "other": 301}
+
+
+@pytest.fixture
+def driver(monkeypatch):
+    lookups = []
+
+    class Dr:
+        class CUresult:
+            CUDA_SUCCESS = 0
+
+        CUfunction = int
+
+        @staticmethod
+        def cuFuncGetModule(f):
+            return f // 100
+
+        @staticmethod
+        def cuModuleGetFunction(mod, raw):
+            lookups.append((mod, raw))
+            f = FUNCS.get(raw.decode(), 0)
+            return (0, f) if f and f // 100 == mod else (500, 0)
+
+        @staticmethod
+        def cuFuncGetName(f):
+            return next(n for n, v in FUNCS.items() if v == f).encode()
+
+    monkeypatch.setattr(kernel_probe, "dr", Dr)
+    monkeypatch.setattr(kernel_probe, "call", lambda fn, *a: fn(*a))
+    monkeypatch.setattr(kernel_probe, "kernel_for_function", lambda f: None)
+    return lookups
+
+
+def test_one_probe_and_the_modules_find_every_kernel(driver):
+    needs = [{"gemm_a", "ln"}, {"gemm_b", "ln", "softmax"}, {"gemm_c", "ln", "softmax"},
+             {"gemm_b", "ln", "softmax"}]
+    probed = []
+
+    def probe(i):
+        probed.append(i)
+        return FakeGraph(sorted(needs[i]))
+
+    finder = kernel_probe.KernelFinder(needs, probe).run()
+    assert probed == [1] and finder.probes == 1  # the key covering most names, once
+    assert finder.table == {n: FUNCS[n] for n in set().union(*needs)}
+    assert finder.module_hits == 2 and finder.missing(needs[2]) == []
+    assert finder.resolve("gemm_c") == 103
+
+
+def test_a_name_in_no_module_seen_takes_one_more_probe_and_never_two_per_set(driver):
+    needs = [{"gemm_a"}, {"other"}, {"other"}]
+    probed = []
+
+    def probe(i):
+        probed.append(i)
+        if i == 1:
+            raise RuntimeError("capture failed")
+        return FakeGraph(sorted(needs[i]))
+
+    finder = kernel_probe.KernelFinder(needs, probe).run()
+    assert probed == [0, 1]  # key 2 has key 1's set: not probed again
+    assert finder.probes == 2 and finder.failures == {1: "RuntimeError: capture failed"}
+    assert finder.missing(needs[2]) == ["other"]
+    with pytest.raises(KeyError):
+        finder.resolve("other")
+
+
+def test_no_library_kernel_needs_no_probe(driver):
+    finder = kernel_probe.KernelFinder([set(), set()], lambda i: pytest.fail("probed")).run()
+    assert finder.probes == 0 and finder.table == {}
+
+
+def test_names_are_printable_everywhere():
+    assert all(c in string.printable for c in json.dumps(sample()))
