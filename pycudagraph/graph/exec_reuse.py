@@ -1,46 +1,45 @@
 """Exec reuse: instantiate by updating a released exec of the same topology.
 
-Instantiating a 1,000-node graph (``cudaGraphInstantiate``) costs about 1.7 ms on an H200;
-updating an exec of the same topology with that graph's parameters (``cudaGraphExecUpdate``)
-about 0.7 ms. So an exec that :meth:`Graph.instantiate <pycudagraph.Graph.instantiate>` made is
-not destroyed when it is released (``exe.close()``, or collected): its handle is *parked*
-here, and a later instantiate of a graph with the same signature makes one
-``cuGraphExecUpdate`` (the driver twin of ``cudaGraphExecUpdate``) on it instead of
-``cuGraphInstantiateWithFlags``. The exec returned is a fresh :class:`GraphExec` either way; a
-trace shows the update where the instantiate was. A refused update destroys the parked exec
-(``cudaGraphExecDestroy``) and instantiates as before.
+Instantiating a 1,000-node graph (``cudaGraphInstantiate``) costs about 1.7 ms on an H200,
+updating an exec of that topology (``cudaGraphExecUpdate``) about 0.7 ms. So an exec that
+:meth:`Graph.instantiate <pycudagraph.Graph.instantiate>` made is not destroyed when it is
+released (``exe.close()``, or collected) but *parked* here, and a later instantiate of a
+graph with the same signature makes one ``cuGraphExecUpdate`` (the driver twin of
+``cudaGraphExecUpdate``) on it instead of ``cuGraphInstantiateWithFlags``: a fresh
+:class:`GraphExec` either way, the update in the trace. A refused update destroys the
+parked exec (``cudaGraphExecDestroy``) and instantiates as before.
 
-CUDA names an exec's nodes, in ``cudaGraphExec*NodeSetParams`` and
-``cudaGraphNodeSetEnabled``, by the nodes of the graph it was instantiated from, so an exec is
-parked together with that raw graph (its *origin*): it is taken over when its
-:class:`Graph` is destroyed (closed or collected) after the exec was released, if no node
-of it was removed meanwhile (``cudaGraphGetNodes`` then matches what it was), and a reused
-exec addresses the new graph's nodes through the origin's nodes in creation order.
+CUDA names an exec's nodes (``cudaGraphExec*NodeSetParams``, ``cudaGraphNodeSetEnabled``) by
+the nodes of the graph it was instantiated from, so an exec is parked with that raw graph
+(its *origin*), taken when its :class:`Graph` is destroyed (closed or collected) if no node
+of it was removed meanwhile (``cudaGraphGetNodes`` matches); a reused exec addresses the new
+graph's nodes through the origin's, in creation order.
 
-What is parked holds no Python object: the exec and origin handles, the signature, and
-(until the origin is taken) the origin's node handles and a weak reference to its table.
-Nothing parked is launched; whatever its nodes pointed at may be freed, since the update
-rewrites every node's parameters before any launch. Not parked: execs of graphs with
-memory alloc/free nodes, conditional nodes or child graphs, execs made with
-``device_launch=True`` or an upload stream, execs with a node disabled, execs whose graph
-changed after instantiate, adopted execs. The cache is bounded (:func:`exec_reuse`), least
-recently parked first out, keyed by device, thread-safe, and emptied at exit.
+Parked are raw handles, the signature and (until the origin is taken) its node handles
+and a weak reference to its table: no Python object (user objects its graph retained stay
+with the exec). Nothing parked is launched, so what its nodes pointed at may be freed: the
+update rewrites every node's parameters before any launch. Never parked: graphs with
+memory alloc/free, conditional or child-graph nodes, ``device_launch=True`` or an upload
+stream, a disabled node, a graph changed after instantiate, adopted execs. Bounded
+(:func:`exec_reuse`), least recently parked first out, keyed by device, thread-safe,
+emptied at exit.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import threading
 import weakref
 
-from .._cuda import call, rt, versions
+from .._cuda import call, check, rt, versions
 from .._cuda.context import thread_state
 from .._lifetime import release
 from ..errors import ArgumentError
 from ..nodes.base import NodeType
 
-__all__ = ["exec_reuse", "signature", "stats", "clear", "ReuseBox", "ENV"]
+__all__ = ["exec_reuse", "paused", "signature", "stats", "clear", "ReuseBox", "ENV"]
 
 #: Set to 0 to start with exec reuse off (``pcg.exec_reuse(True)`` turns it on).
 ENV = "PYCUDAGRAPH_EXEC_REUSE"
@@ -56,27 +55,22 @@ class _Settings:
 
     def __init__(self):
         self.on = os.environ.get(ENV, "").strip() not in ("0", "false", "off", "no")
-        self.per_signature = 4
-        self.max_execs = 16
-        self.max_nodes = 100_000
+        self.per_signature, self.max_execs, self.max_nodes = 2, 8, 20_000
 
 
 settings = _Settings()
 _lock = threading.RLock()  # re-entrant: a finalizer may run inside a locked section
+_local = threading.local()
 _lru: dict = {}  # id(parked) -> _Parked, least recently parked first
 _by_key: dict = {}  # signature -> [_Parked ready for reuse], oldest first
 _waiting: dict = {}  # origin raw graph handle -> _Parked whose origin is not taken yet
 _owned: set = set()  # weak references to the tables of graphs pycudagraph destroys
 _kind_ok: dict = {}  # node class -> whether its kind may be reused
-_nodes_total = 0
-#: How many parked execs are ready for reuse (read by ``GraphExec.instantiate``: 0 costs
-#: nothing more there).
-ready = 0
+_nodes_total, ready = 0, 0  # ready: read by GraphExec.instantiate (0: nothing more to do)
 
 
 class _Parked:
     """A parked exec: raw handles and the signature only."""
-
     __slots__ = ("exec_h", "origin_h", "key", "raw", "tref", "handles")
 
     def __init__(self, exec_h: int, origin_h: int, key: tuple, raw: int = 0, tref=None,
@@ -87,9 +81,8 @@ class _Parked:
 
 class ReuseBox(list):
     """The finalizer's box of an exec that may be parked (``box[0]``: its handle, 0 until
-    the instantiate call fills it); also the exec's ledger owner, so its update code finds
-    it. Holds the exec's graph and records while the exec holds them, nothing after."""
-
+    the instantiate call fills it), and the exec's ledger owner (its update code finds it
+    there). Holds the exec's graph and records while the exec holds them, nothing after."""
     __slots__ = ("graph", "flags", "device", "stamp", "records", "origin_h", "origin", "key",
                  "unknown")
 
@@ -97,14 +90,12 @@ class ReuseBox(list):
         super().__init__((0,))
         self.graph, self.flags, self.device = graph, flags, thread_state.device
         self.stamp = self.records = self.origin = self.key = None
-        self.origin_h = 0
-        self.unknown = False  # records were dropped: which nodes were disabled is unknown
+        self.origin_h, self.unknown = 0, False  # unknown: records dropped, disabled nodes too
 
     def follow(self, taken: list, records) -> "ReuseBox":
-        """The exec's graph dicts as taken (``taken[0]``: unchanged while the graph is) and its
-        record dict (nodes it may have disabled)."""
-        self.stamp = taken[0] if taken else None
-        self.records = records
+        """The exec's graph dicts as taken (``taken[0]`` stays the graph's ledger dict while
+        the graph is unchanged) and its records (of nodes it may have disabled)."""
+        self.stamp, self.records = (taken[0] if taken else None), records
         return self
 
     def reused(self, parked: _Parked) -> "ReuseBox":
@@ -112,9 +103,6 @@ class ReuseBox(list):
         self[0], self.origin_h, self.key = parked.exec_h, parked.origin_h, parked.key
         return self
 
-
-# ----------------------------------------------------------------------------------
-# Settings
 
 def exec_reuse(on: bool | None = None, *, per_signature: int | None = None,
                max_execs: int | None = None, max_nodes: int | None = None) -> bool:
@@ -131,34 +119,43 @@ def exec_reuse(on: bool | None = None, *, per_signature: int | None = None,
     on : bool, optional
         None leaves it as it is.
     per_signature : int, optional
-        Execs kept per topology (default 4).
+        Execs kept per topology (default 2).
     max_execs : int, optional
-        Execs kept in all (default 16).
+        Execs kept in all (default 8).
     max_nodes : int, optional
-        Nodes of all kept execs together (default 100,000): bounds the device memory they hold.
+        Nodes of all kept execs together (default 20,000): bounds the device memory they hold.
     """
+    bounds = {"per_signature": per_signature, "max_execs": max_execs, "max_nodes": max_nodes}
+    for name, value in bounds.items():
+        if value is not None and (type(value) is not int or value < 0):
+            raise ArgumentError(f"exec_reuse: {name} must be an int >= 0, got {value!r}")
+    if on is not None and type(on) is not bool:
+        raise ArgumentError(f"exec_reuse: on must be a bool or None, got {on!r}")
     was = settings.on
-    for name, value in (("per_signature", per_signature), ("max_execs", max_execs),
-                        ("max_nodes", max_nodes)):
+    for name, value in bounds.items():
         if value is not None:
-            if type(value) is not int or value < 0:
-                raise ArgumentError(f"exec_reuse: {name} must be an int >= 0, got {value!r}")
             setattr(settings, name, value)
-    if on is not None:
-        if type(on) is not bool:
-            raise ArgumentError(f"exec_reuse: on must be a bool or None, got {on!r}")
-        settings.on = on
+    settings.on = was if on is None else on
     if not settings.on:
         clear()
-    else:
-        with _lock:
-            _trim(None)
+    with _lock:
+        _trim(None)
     return was
 
 
+@contextlib.contextmanager
+def paused():
+    """No exec is reused in this thread inside the block (an instantiate whose node copies
+    CUPTI watches, say); released execs are still kept."""
+    _local.paused = getattr(_local, "paused", 0) + 1
+    try:
+        yield
+    finally:
+        _local.paused -= 1
+
+
 def stats() -> dict:
-    """How many execs are kept: ``{"ready": n, "waiting": n, "nodes": n}`` (waiting: their
-    origin graph is still in use). No CUDA call."""
+    """``{"ready": n, "waiting": n, "nodes": n}`` kept (waiting: for their origin graph)."""
     with _lock:
         return {"ready": ready, "waiting": len(_waiting), "nodes": _nodes_total}
 
@@ -170,11 +167,8 @@ def clear() -> None:
         for p in gone:
             _remove(p)
     for p in gone:
-        _destroy(p)
+        destroy(p)
 
-
-# ----------------------------------------------------------------------------------
-# The signature
 
 def signature(graph, flags: int, device=None) -> tuple | None:
     """The reuse key of ``graph`` instantiated with ``flags``: ``(device, flags, nodes,
@@ -197,7 +191,7 @@ def signature(graph, flags: int, device=None) -> tuple | None:
             kinds)
 
 
-def _node_count(raw) -> int:
+def _node_count(raw) -> int:  # cudaGraphGetNodes asked for the count only
     return int(call(rt.cudaGraphGetNodes, raw, 0)[-1])
 
 
@@ -208,17 +202,14 @@ def _edge_count(raw) -> int:
     return int(call(fn, raw, 0)[-1])
 
 
-def _node_handles(raw) -> tuple:
+def _node_handles(raw) -> tuple:  # cudaGraphGetNodes
     return tuple(int(h) for h in versions.graph_nodes(raw))
 
 
-def _enabled(exec_h: int, node_h: int) -> bool:
+def _enabled(exec_h: int, node_h: int) -> bool:  # cudaGraphNodeGetEnabled
     return bool(call(rt.cudaGraphNodeGetEnabled, rt.cudaGraphExec_t(exec_h),
                      rt.cudaGraphNode_t(node_h)))
 
-
-# ----------------------------------------------------------------------------------
-# Park, take, destroy
 
 def new_box(graph, flags: int) -> ReuseBox | None:
     """The finalizer box of an exec of ``graph`` about to be instantiated with ``flags``, if
@@ -242,16 +233,14 @@ def release_exec(box: ReuseBox) -> None:
     origin = box.origin_h
     box.graph = box.stamp = box.records = box.origin = None
     if not done:
-        _destroy(_Parked(h, origin, ()))
+        destroy(_Parked(h, origin, ()))
 
 
 def _park(box: ReuseBox, h: int) -> bool:
     if box.unknown:
         return False
     if box.origin_h:  # a reused exec: its origin is ours, and its topology the key's
-        if not _all_enabled(box, h):
-            return False
-        return _insert(_Parked(h, box.origin_h, box.key))
+        return _all_enabled(box, h) and _insert(_Parked(h, box.origin_h, box.key))
     graph = box.graph
     table = graph.table
     tref = weakref.ref(table)
@@ -268,34 +257,23 @@ def _park(box: ReuseBox, h: int) -> bool:
 
 def _all_enabled(box: ReuseBox, h: int) -> bool:
     """No node the exec has a record of is disabled (``cudaGraphNodeGetEnabled``)."""
-    records = box.records
-    if not records:
-        return True
-    for rec in set(records.values()):
-        if rec.node.type in _ENABLE_KINDS and not _enabled(h, rec.node_h):
-            return False
-    return True
+    return all(_enabled(h, rec.node_h) for rec in set((box.records or {}).values())
+               if rec.node.type in _ENABLE_KINDS)
 
 
 def take(graph, flags: int) -> _Parked | None:
     """A parked exec whose signature is ``graph``'s (removed from the cache), or None."""
-    if not ready or not settings.on:
-        return None
+    if not ready or not settings.on or getattr(_local, "paused", 0) or check.capture_watchers:
+        return None  # (no update, nor destroy of a refused exec, inside a capture)
     key = signature(graph, flags)
     if key is None:
         return None
     with _lock:
         parked = _by_key.get(key)
-        if not parked:
-            return None
-        p = parked[-1]  # the most recently parked
-        _remove(p)
+        p = parked[-1] if parked else None  # the most recently parked
+        if p is not None:
+            _remove(p)
     return p
-
-
-def discard(p: _Parked) -> None:
-    """``p`` was refused (or not wanted): ``cudaGraphExecDestroy`` and ``cudaGraphDestroy``."""
-    _destroy(p)
 
 
 def graph_release(graph, raw):
@@ -321,7 +299,7 @@ def destroy_graph(handle: tuple) -> None:
             else:
                 p = None
     if p is not None:
-        try:
+        try:  # no node of the origin removed since: the exec's nodes still line up
             ok = settings.on and _node_handles(raw)[:len(p.handles)] == p.handles
         except Exception:
             ok = False
@@ -329,32 +307,32 @@ def destroy_graph(handle: tuple) -> None:
             p.origin_h, p.raw, p.tref, p.handles = int(raw), 0, None, ()
             _insert(p)
             return
-        _destroy(_Parked(p.exec_h, 0, ()))
+        destroy(_Parked(p.exec_h, 0, ()))
     rt.cudaGraphDestroy(raw)
 
 
+def _box(extra: list) -> ReuseBox | None:
+    box = extra[2] if len(extra) > 2 else None  # an exec's ledger extra: its owner
+    return box if type(box) is ReuseBox else None
+
+
 def mark_unknown(extra: list) -> None:
-    """The exec whose ledger ``extra`` this is drops its records: which of its nodes are
-    disabled is no longer known, so it is not parked."""
-    box = extra[2] if len(extra) > 2 else None
-    if type(box) is ReuseBox:
+    """The exec of ledger ``extra`` drops its records: not parked (disabled nodes unknown)."""
+    box = _box(extra)
+    if box is not None:
         box.unknown = True
 
 
 def origin_graph(extra: list, cls):
-    """The origin graph (a :class:`Graph` of class ``cls`` wrapping it, made once) through
-    which the exec whose ledger ``extra`` this is addresses its nodes; None for an exec
-    that addresses them through its own graph."""
-    box = extra[2] if len(extra) > 2 else None
-    if type(box) is not ReuseBox or not box.origin_h:
+    """The origin graph (a ``cls`` wrapping it, made once) through which the exec of ledger
+    ``extra`` addresses its nodes; None for one that addresses them through its own graph."""
+    box = _box(extra)
+    if box is None or not box.origin_h:
         return None
     if box.origin is None:
         box.origin = cls.wrap(box.origin_h)
     return box.origin
 
-
-# ----------------------------------------------------------------------------------
-# The cache (callers hold _lock)
 
 def _insert(p: _Parked) -> bool:
     """Keep ``p``, then trim to the bounds; whether ``p`` is still kept."""
@@ -399,26 +377,22 @@ def _trim(key) -> None:
         evicted.append(p)
         _remove(p)
     for p in evicted:
-        _destroy(p)
+        destroy(p)
 
 
-def _destroy(p: _Parked) -> None:
+def destroy(p: _Parked) -> None:
     """``cudaGraphExecDestroy`` of the exec, then ``cudaGraphDestroy`` of an origin that was
     taken. Never raises."""
     try:
         rt.cudaGraphExecDestroy(rt.cudaGraphExec_t(p.exec_h))
+        if p.origin_h:
+            rt.cudaGraphDestroy(rt.cudaGraph_t(p.origin_h))
     except Exception:
         pass
-    if p.origin_h:
-        try:
-            rt.cudaGraphDestroy(rt.cudaGraph_t(p.origin_h))
-        except Exception:
-            pass
 
 
 @atexit.register
-def _at_exit() -> None:
-    """Nothing more is parked; what is kept is destroyed while CUDA is still up."""
+def _at_exit() -> None:  # nothing more is parked; what is kept goes while CUDA is up
     settings.on = False
     try:
         clear()

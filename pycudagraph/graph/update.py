@@ -272,7 +272,7 @@ class ExecUpdate:
         finally:
             if refused:
                 table.execs.discard(self)
-                exec_reuse.discard(parked)
+                exec_reuse.destroy(parked)
         if refused:
             return False
         box.follow(self._taken, self._nodes).reused(parked)

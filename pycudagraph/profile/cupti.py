@@ -26,6 +26,7 @@ import threading
 import time
 
 from ..errors import CudaError
+from ..graph.exec_reuse import paused
 from .records import ONE_EXEC, CuptiUnusable, Samples, samples
 
 __all__ = ["CuptiUnusable", "unavailable", "measure"]
@@ -149,7 +150,8 @@ def _instantiate_mapped(cupti, graph) -> tuple:
             from None
     try:
         cupti.enable_callback(1, sub, resource, cloned)
-        exe = graph.instantiate()
+        with paused():  # a real instantiate: its node copies are what CUPTI reports
+            exe = graph.instantiate()
     finally:
         cupti.unsubscribe(sub)
     if errors and not copied:

@@ -51,7 +51,7 @@ def world(monkeypatch, cpu_device):
     monkeypatch.setattr(er, "_node_count", lambda raw: len(w.order.get(int(raw), [])))
     monkeypatch.setattr(er, "_edge_count", lambda raw: w.edges.get(int(raw), 0))
     monkeypatch.setattr(er, "_enabled", lambda exec_h, node_h: True)
-    monkeypatch.setattr(er, "_destroy", lambda p: w.destroyed.append((p.exec_h, p.origin_h)))
+    monkeypatch.setattr(er, "destroy", lambda p: w.destroyed.append((p.exec_h, p.origin_h)))
     monkeypatch.setattr(rt, "cudaGraphDestroy", lambda raw: w.graphs_destroyed.append(int(raw)))
     monkeypatch.setattr(rt, "cudaGraphExecDestroy", lambda h: w.execs_destroyed.append(int(h)))
     monkeypatch.setattr(fast, "graph_instantiate", w.instantiate)
