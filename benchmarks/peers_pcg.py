@@ -126,13 +126,15 @@ class PcgPeer(Peer):
         return Entry(one, note="g.add_kernel(k, 1, 1, args, deps=(prev,))")
 
     def r_instantiate(self, _arg=0) -> Entry:
+        from pycudagraph.graph.exec_reuse import paused
         nodes = self.settings.nodes
 
         def one() -> float:
             g, _ = self.chain_of(3, nodes)
-            t0 = now()
-            exe = g.instantiate()
-            us = elapsed_us(t0) / nodes
+            with paused():  # a real instantiate: the last round's released exec is not reused
+                t0 = now()
+                exe = g.instantiate()
+                us = elapsed_us(t0) / nodes
             exe.close()
             g.close()
             return us
@@ -157,15 +159,17 @@ class PcgPeer(Peer):
         return Entry(one, note="exe.update(graph2)")
 
     def r_capture(self, _arg=0) -> Entry:
+        from pycudagraph.graph.exec_reuse import paused
         pcg, stream, launch, count = self.pcg, self.stream, self.k_empty.launch, self.settings.captured
 
         def one() -> float:
-            t0 = now()
-            with pcg.capture(stream) as cap:
-                for _ in range(count):
-                    launch(1, 1, (), stream)
-            exe = cap.graph.instantiate()
-            us = elapsed_us(t0)
+            with paused():  # a real instantiate, as the peers make
+                t0 = now()
+                with pcg.capture(stream) as cap:
+                    for _ in range(count):
+                        launch(1, 1, (), stream)
+                exe = cap.graph.instantiate()
+                us = elapsed_us(t0)
             exe.close()
             cap.graph.close()
             return us
