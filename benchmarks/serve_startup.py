@@ -1,0 +1,206 @@
+"""Serving start-up: a GPT-2-sized model with 20 decode buckets, from "model built" to "first
+replay of every bucket done", by capturing (``pcg.graphed``) and by loading what another
+process saved (``pcg.load_graphed``). Not part of the suite. Run from the repository root
+on a GPU::
+
+    python benchmarks/serve_startup.py [--repeat 3] [--layers 12]
+
+Every measurement runs in a fresh child process (nothing warm but the files on disk): one
+child captures the 20 buckets and saves them (``f.save``), then ``--repeat`` pairs of
+children, alternating, time each path:
+
+* **capture path**: ``f = pcg.graphed(step)``, then ``f(ids)`` for each bucket (each first
+  call warms up, captures and instantiates its graph) and one synchronize;
+* **load path**: ``f = pcg.load_graphed(folder, step)`` (index and model checks, the probe
+  captures that find the library kernels, the graph files, instantiates), then ``f(ids)``
+  for each bucket (its first replay, rebinding the input) and one synchronize.
+
+Both start after the model is built and the inputs made (the same in both). Prints the
+median of each, their ratio (the target: the load path at most 25% of the capture path),
+the load path step by step (``f.load_report``), then the memory of the 20 keys with one
+capture pool shared by every key against one pool per key (``f.memory()`` where the
+graphed callable has it, else the bytes of the distinct capture pools the keys hold), and
+the GPU and versions.
+
+The model is ``transformers.GPT2LMHeadModel`` from ``GPT2Config()`` (GPT-2 small: 12 layers,
+768 wide, 124M parameters) with random weights (no download); a decode step is
+``model(ids, use_cache=False).logits`` for ids of shape (batch, 1), the buckets are the
+batch sizes 1, 2, 4, 8, 16, ..., 136.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BUCKETS = [1, 2, 4] + list(range(8, 144, 8))  # 20 batch sizes
+
+MODEL = r'''
+import json, sys, time
+import torch, transformers
+import pycudagraph as pcg
+
+ARGS = json.loads(sys.argv[1])
+torch.manual_seed(0)
+config = transformers.GPT2Config(n_layer=ARGS["layers"])
+model = transformers.GPT2LMHeadModel(config).cuda().eval()
+
+
+def step(ids):
+    return model(ids, use_cache=False).logits
+
+
+IDS = {b: torch.randint(0, config.vocab_size, (b, 1), device="cuda") for b in ARGS["buckets"]}
+torch.cuda.synchronize()
+
+
+def pools_bytes(f):
+    """Bytes of the distinct capture pools the keys hold (each counted once)."""
+    memory = getattr(f, "memory", None)
+    if callable(memory):
+        return int(memory()["total"])
+    pools = {}
+    for e in f.graphs.values():
+        for p in (e.pools() if hasattr(e, "pools") else (e.pool,)):
+            pools[id(p)] = p
+    return sum(sum(p.reserved_bytes().values()) for p in pools.values())
+
+
+def done(**out):
+    print("RESULT " + json.dumps(out))
+'''
+
+SAVE = MODEL + r'''
+f = pcg.graphed(step)
+for ids in IDS.values():
+    f(ids)
+torch.cuda.synchronize()
+report = f.save(ARGS["folder"])
+done(keys=report.keys, skipped=len(report.skipped))
+'''
+
+CAPTURE = MODEL + r'''
+start = time.perf_counter()
+f = pcg.graphed(step)
+for ids in IDS.values():
+    f(ids)
+torch.cuda.synchronize()
+done(ms=1000 * (time.perf_counter() - start), captures=f.stats.captures)
+'''
+
+LOAD = MODEL + r'''
+start = time.perf_counter()
+f = pcg.load_graphed(ARGS["folder"], step)
+for ids in IDS.values():
+    f(ids)
+torch.cuda.synchronize()
+ms = 1000 * (time.perf_counter() - start)
+r = f.load_report
+done(ms=ms, captures=f.stats.captures, loaded=r.loaded, fallback=len(r.fallback),
+     probes=r.probes, kernel_sets=r.kernel_sets, kernels=r.kernels, module_hits=r.module_hits,
+     seconds=r.seconds)
+'''
+
+MEMORY = MODEL + r'''
+import inspect
+pool = ARGS["pool"]
+if "pool" in inspect.signature(pcg.graphed).parameters:
+    f = pcg.graphed(step, pool=pool)
+elif pool == "private":
+    f = pcg.graphed(step)  # before shared pools: one pool per key
+else:
+    done(bytes=None); sys.exit(0)
+for ids in IDS.values():
+    f(ids)
+torch.cuda.synchronize()
+done(bytes=pools_bytes(f), reserved=torch.cuda.memory_reserved())
+'''
+
+ENV = r'''
+import json, platform, torch
+import pycudagraph as pcg
+from pycudagraph._cuda import versions
+try:
+    import transformers
+    tv = transformers.__version__
+except ImportError:
+    tv = None
+p = torch.cuda.get_device_properties(0)
+print("RESULT " + json.dumps({"gpu": f"{p.name} (sm_{p.major}{p.minor})",
+      "torch": torch.__version__, "transformers": tv, "python": platform.python_version(),
+      "cuda_bindings": versions.BINDINGS_VERSION,
+      "driver": versions.format_version(versions.driver_version()),
+      "pycudagraph": pcg.__version__}))
+'''
+
+
+def child(script: str, args: dict, timeout: int = 900) -> dict:
+    """Run ``script`` in a fresh Python; its ``RESULT`` line as a dict."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-c", script, json.dumps(args)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    if proc.returncode or not lines:
+        raise SystemExit(f"serve_startup: a child failed (exit {proc.returncode}):\n"
+                         f"{(proc.stdout + proc.stderr)[-4000:]}")
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=3, help="timed pairs of children (3)")
+    parser.add_argument("--layers", type=int, default=12, help="GPT-2 layers (12)")
+    args = parser.parse_args(argv)
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as exc:
+        print(f"serve_startup: {exc}; nothing to measure")
+        return 0
+    work = Path(tempfile.mkdtemp(prefix="serve-startup-"))
+    common = {"layers": args.layers, "buckets": BUCKETS, "folder": str(work / "gpt2.graphs")}
+    try:
+        saved = child(SAVE, common)
+        print(f"saved {saved['keys']} keys ({saved['skipped']} left out) to {common['folder']}")
+        capture, load = [], []
+        for _ in range(args.repeat):
+            capture.append(child(CAPTURE, common))
+            load.append(child(LOAD, common))
+        cap_ms = statistics.median(r["ms"] for r in capture)
+        load_ms = statistics.median(r["ms"] for r in load)
+        last = load[-1]
+        print(f"\nstart to first replay of all {len(BUCKETS)} buckets, GPT-2 ({args.layers} layers),"
+              f" median of {args.repeat} fresh processes each:")
+        print(f"  capture path  {cap_ms:9.1f} ms  ({capture[-1]['captures']} captures)")
+        print(f"  load path     {load_ms:9.1f} ms  ({last['loaded']} keys loaded, "
+              f"{last['fallback']} captured instead, {last['captures']} captures, "
+              f"{last['probes']} probe capture(s) for {last['kernel_sets']} kernel sets)")
+        ratio = load_ms / cap_ms
+        print(f"  load / capture = {ratio:.1%}  (target <= 25%: "
+              f"{'met' if ratio <= 0.25 else 'NOT met'})")
+        steps = ", ".join(f"{k} {1000 * v:.1f} ms" for k, v in last["seconds"].items())
+        print(f"  load path step by step: {steps}; {last['kernels']} library kernels found, "
+              f"{last['module_hits']} of them in modules a probe had shown")
+        shared = child(MEMORY, dict(common, pool="shared"))
+        private = child(MEMORY, dict(common, pool="private"))
+        print(f"\nmemory of the {len(BUCKETS)} keys' capture pools:")
+        for name, r in (("one pool shared by every key", shared), ("one pool per key", private)):
+            text = "n/a (this pycudagraph has no pool= option)" if r["bytes"] is None else \
+                f"{r['bytes'] / 2**20:9.1f} MiB (PyTorch reserved {r['reserved'] / 2**20:.0f} MiB)"
+            print(f"  {name:30s} {text}")
+        env = child(ENV, {})
+        print("\n" + "; ".join(f"{k} {v}" for k, v in env.items()))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,287 @@
+"""Saved graphed callables on the GPU, each process a child: process A warms 20 bucket keys of
+a model and saves them (``f.save``); process B loads them (``pcg.load_graphed``) and replays
+all 20 with no capture of the model (only the probe captures it counts), every output equal
+to eager in B and to A's replay; an edit of one weight in B changes B's output (bound, not
+copied); a new layout is captured as usual. Then bad files: a truncated key file, another
+GPU architecture, a model that differs, each refused naming what differs.
+
+A GPT-2-sized transformers model (random weights from a config, no download), a small
+PyTorch model that needs no transformers, and a CuPy function that closes over its
+weights."""
+
+import shutil
+
+import pytest
+
+from tests.support.watchdog import run_ok
+
+#: Both processes build the same model the same way (same seeds: same weights).
+GPT2_MODEL = """
+import json, os, shutil, sys
+from pathlib import Path
+try:
+    import torch
+    import transformers
+except ImportError as exc:
+    print("SKIP", exc); sys.exit(0)
+import pycudagraph as pcg
+
+FOLDER = sys.argv[1]
+BUCKETS = list(range(1, 21))  # batch sizes: 20 keys
+T = 4
+torch.manual_seed(0)
+config = transformers.GPT2Config(n_layer=12, n_embd=768, n_head=12, n_positions=256)
+model = transformers.GPT2LMHeadModel(config).cuda().eval()  # GPT-2-sized, random weights
+
+
+def step(ids):
+    return model(ids, use_cache=False).logits
+
+
+gen = torch.Generator().manual_seed(1)
+IDS = {b: torch.randint(0, config.vocab_size, (b, T), generator=gen).cuda() for b in BUCKETS}
+torch.cuda.synchronize()
+TOL = dict(rtol=1e-3, atol=1e-3)  # eager may take another attention path than the capture
+
+
+def eager(ids):
+    with torch.no_grad():
+        return step(ids)
+"""
+
+#: Process A: warm every bucket, check against eager, save, keep its outputs for B.
+SAVE = """
+f = pcg.graphed(step)
+outs = {b: f(IDS[b]).clone() for b in BUCKETS}
+torch.cuda.synchronize()
+assert f.stats.captures == len(BUCKETS), f.stats
+for b in BUCKETS:
+    torch.testing.assert_close(outs[b], eager(IDS[b]), **TOL)
+report = f.save(FOLDER)
+assert report.keys == len(BUCKETS) and not report.skipped, report
+torch.save({b: o.cpu() for b, o in outs.items()}, FOLDER + ".outputs.pt")
+index = json.loads(Path(FOLDER, "index.json").read_text())
+print("SAVED", report.keys, "keys,", len(index["bindings"]), "bindings,", len(index["pools"]),
+      "pool(s),", len(index["workspaces"]), "workspace(s),",
+      len({tuple(k["kernels"]) for k in index["keys"]}), "kernel sets")
+print("OK")
+"""
+
+#: Process B: load, replay every bucket with no capture of the model, compare, edit a weight.
+LOAD = """
+with pcg.trace() as t:
+    f = pcg.load_graphed(FOLDER, step)
+    outs = {b: f(IDS[b]).clone() for b in BUCKETS}
+    torch.cuda.synchronize()
+r = f.load_report
+begins = [c for c in t.records if c.api.startswith("cudaStreamBeginCapture")]
+print("REPORT", r)
+assert r.loaded == len(BUCKETS) and not r.fallback, r
+assert f.stats.captures == 0 and f.stats.replays == len(BUCKETS), f.stats
+assert len(begins) == r.probes <= r.kernel_sets, (len(begins), r)
+saved = torch.load(FOLDER + ".outputs.pt")
+for b in BUCKETS:
+    torch.testing.assert_close(outs[b], eager(IDS[b]), **TOL)
+    torch.testing.assert_close(outs[b].cpu(), saved[b], rtol=1e-5, atol=1e-5)  # A's graphs
+
+# bound, not copied: an edit of one weight shows in the next replay
+before = f(IDS[4]).clone()
+with torch.no_grad():
+    model.transformer.h[0].mlp.c_fc.weight.mul_(1.5)
+after = f(IDS[4]).clone()
+assert not torch.allclose(before, after, rtol=1e-3, atol=1e-3), "the weight was copied"
+torch.testing.assert_close(after, eager(IDS[4]), **TOL)
+
+# a layout the file does not hold is captured as usual
+f(IDS[3][:, :2].contiguous())
+assert f.stats.captures == 1, f.stats
+
+# bad files, each refused naming what differs
+def refused(folder, words, fn=step, **kw):
+    try:
+        pcg.load_graphed(folder, fn, **kw)
+    except pcg.GraphFileError as exc:
+        assert all(w in str(exc) for w in words), (words, str(exc))
+        print("REFUSED", str(exc)[:160])
+        return
+    raise SystemExit(f"loaded {folder} although {words}")
+
+bad = FOLDER + ".bad"
+shutil.copytree(FOLDER, bad)
+key5 = Path(bad, "key-005.pcgraph")
+key5.write_bytes(key5.read_bytes()[: key5.stat().st_size // 2])
+refused(bad, ["key-005.pcgraph", "truncated"])
+shutil.rmtree(bad)
+shutil.copytree(FOLDER, bad)
+ix = json.loads(Path(bad, "index.json").read_text())
+ix["arch"] = "sm_10"
+Path(bad, "index.json").write_text(json.dumps(ix))
+refused(bad, ["saved on sm_10", "this GPU is sm_"])
+small = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=1, n_embd=64, n_head=2)).cuda()
+refused(FOLDER, ["the model differs", "transformer.h.1", "is missing"],
+        fn=lambda ids: small(ids, use_cache=False).logits)
+print("OK")
+"""
+
+
+def _folder(tmp_path):
+    return str(tmp_path / "gpt2.graphs")
+
+
+def _run(code: str, folder: str, timeout: int) -> str:
+    """The check in a child process with ``sys.argv[1]`` the folder; its output."""
+    return run_ok(f"import sys\nsys.argv[1:] = [{folder!r}]\n" + code + "\n", timeout=timeout)
+
+
+@pytest.mark.gpu
+def test_gpt2_sized_buckets_saved_in_one_process_replay_in_another(tmp_path):
+    folder = _folder(tmp_path)
+    print(_run(GPT2_MODEL + SAVE, folder, 600))
+    print(_run(GPT2_MODEL + LOAD, folder, 600))
+
+
+#: A small PyTorch model with attention, no transformers: the same checks, quickly.
+TINY_MODEL = """
+import json, shutil, sys
+from pathlib import Path
+try:
+    import torch
+except ImportError as exc:
+    print("SKIP", exc); sys.exit(0)
+import torch.nn.functional as F
+import pycudagraph as pcg
+
+FOLDER = sys.argv[1]
+BUCKETS = list(range(1, 21))
+
+
+class Tiny(torch.nn.Module):
+    def __init__(self, width=64, vocab=500):
+        super().__init__()
+        self.emb = torch.nn.Embedding(vocab, width)
+        self.qkv = torch.nn.Linear(width, 3 * width)
+        self.out = torch.nn.Linear(width, width)
+        self.norm = torch.nn.LayerNorm(width)
+        self.head = torch.nn.Linear(width, vocab, bias=False)
+        self.register_buffer("scale", torch.tensor([0.5]))
+
+    def forward(self, ids):
+        x = self.emb(ids)
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        x = x + self.out(F.scaled_dot_product_attention(q, k, v, is_causal=True))
+        return {"logits": self.head(self.norm(x)) * self.scale, "hidden": (x,)}
+
+
+torch.manual_seed(0)
+model = Tiny().cuda().eval()
+gen = torch.Generator().manual_seed(1)
+IDS = {b: torch.randint(0, 500, (b, 8), generator=gen).cuda() for b in BUCKETS}
+torch.cuda.synchronize()
+
+
+def eager(ids):
+    with torch.no_grad():
+        return model(ids)
+
+
+def close(got, want):
+    torch.testing.assert_close(got["logits"], want["logits"], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(got["hidden"][0], want["hidden"][0], rtol=1e-4, atol=1e-4)
+"""
+
+TINY_SAVE = """
+f = pcg.graphed(model)
+for b in BUCKETS:
+    close(f(IDS[b]), eager(IDS[b]))
+report = f.save(FOLDER)
+assert report.keys == len(BUCKETS) and not report.skipped, report
+names = json.loads(Path(FOLDER, "index.json").read_text())["bindings"]
+assert "param:qkv.weight" in names and "buffer:scale" in names, sorted(names)
+print("OK")
+"""
+
+TINY_LOAD = """
+with pcg.trace() as t:
+    f = pcg.load_graphed(FOLDER, model)
+    for b in BUCKETS:
+        close(f(IDS[b]), eager(IDS[b]))
+r = f.load_report
+begins = [c for c in t.records if c.api.startswith("cudaStreamBeginCapture")]
+print("REPORT", r)
+assert r.loaded == len(BUCKETS) and not r.fallback and f.stats.captures == 0, (r, f.stats)
+assert len(begins) == r.probes <= r.kernel_sets, (len(begins), r)
+with torch.no_grad():
+    model.scale.fill_(2.0)  # a buffer, bound by name
+close(f(IDS[7]), eager(IDS[7]))
+other = Tiny(width=32).cuda()
+try:
+    pcg.load_graphed(FOLDER, other)
+    raise SystemExit("a model of another width was loaded")
+except pcg.GraphFileError as exc:
+    assert "param:emb.weight is (500, 32) float32" in str(exc), str(exc)
+f2 = pcg.load_graphed(FOLDER, model, check=True)  # compares each key's first call with eager
+close(f2(IDS[2]), eager(IDS[2]))
+assert f2.stats.checks >= 1, f2.stats
+print("OK")
+"""
+
+
+@pytest.mark.gpu
+def test_small_pytorch_model_saved_and_loaded_in_another_process(tmp_path):
+    folder = _folder(tmp_path)
+    print(_run(TINY_MODEL + TINY_SAVE, folder, 300))
+    print(_run(TINY_MODEL + TINY_LOAD, folder, 300))
+
+
+#: CuPy: a function that closes over its weights; bound by name (closure:w).
+CUPY_FN = """
+import sys
+try:
+    import cupy as cp
+except ImportError as exc:
+    print("SKIP", exc); sys.exit(0)
+import pycudagraph as pcg
+
+FOLDER = sys.argv[1]
+rng = cp.random.default_rng(0)
+w = rng.standard_normal((256, 256), dtype=cp.float32)
+bias = rng.standard_normal(256, dtype=cp.float32)
+
+
+def layer(x):
+    return cp.tanh(x @ w + bias)
+
+
+XS = {n: cp.random.default_rng(n).standard_normal((n, 256), dtype=cp.float32) for n in (1, 8, 64)}
+"""
+
+CUPY_SAVE = """
+f = pcg.graphed(layer)
+for x in XS.values():
+    cp.testing.assert_allclose(f(x), layer(x), rtol=1e-5, atol=1e-5)
+report = f.save(FOLDER)
+assert report.keys == 3 and not report.skipped, report
+print("OK")
+"""
+
+CUPY_LOAD = """
+with pcg.trace() as t:
+    f = pcg.load_graphed(FOLDER, layer)
+    for x in XS.values():
+        cp.testing.assert_allclose(f(x), layer(x), rtol=1e-5, atol=1e-5)
+r = f.load_report
+print("REPORT", r)
+assert r.loaded == 3 and f.stats.captures == 0, (r, f.stats)
+assert sum(c.api.startswith("cudaStreamBeginCapture") for c in t.records) == r.probes
+w *= 2  # in place: the graphs read w itself
+cp.testing.assert_allclose(f(XS[8]), layer(XS[8]), rtol=1e-5, atol=1e-5)
+print("OK")
+"""
+
+
+@pytest.mark.gpu
+def test_cupy_function_closing_over_its_weights_saved_and_loaded(tmp_path):
+    folder = _folder(tmp_path)
+    print(_run(CUPY_FN + CUPY_SAVE, folder, 300))
+    print(_run(CUPY_FN + CUPY_LOAD, folder, 300))
+    shutil.rmtree(folder, ignore_errors=True)
