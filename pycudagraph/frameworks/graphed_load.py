@@ -310,6 +310,9 @@ def load_graphed(path, fn_or_module, *, module=None, bind=None, strict: bool = F
             raise GraphFileError(f"{folder}: {why}")
         _fall_back(f, report, {i: why for i in range(len(keys))}, keys)
         return f
+    torch = loaded.torch()
+    if ix["versions"]["torch"] is not None and torch is not None:
+        torch.cuda.init()  # PyTorch takes part in probes and pools once initialized
     loader = _Loader(f, ix, folder, named)
     t0 = time.perf_counter()
     finder = KernelFinder([set(rec["kernels"]) for rec in keys], loader.probe).run()

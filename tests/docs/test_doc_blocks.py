@@ -26,7 +26,8 @@ from tests.conftest import _REASON as NO_GPU
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 PAGES = ("quickstart.md", "without_gpu.md", "tutorial.md", "seeing_inside.md", "own_kernels.md",
-         "graph_files.md", "frameworks.md", "when_a_graph_goes_wrong.md", "sleep_and_wake.md")
+         "graph_files.md", "frameworks.md", "when_a_graph_goes_wrong.md", "sleep_and_wake.md",
+         "serving_with_graphs.md")
 #: Pages whose every block says it stands alone.
 STANDALONE = ("without_gpu.md",)
 BLOCK = re.compile(r"^(?P<marks>(?:%[^\n]*\n)*)```python\n(?P<code>.*?)^```", re.M | re.S)
