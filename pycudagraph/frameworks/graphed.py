@@ -170,6 +170,9 @@ class GraphedCallable:
         :func:`pycudagraph.load_graphed`), as the graph of ``entry.key``. No CUDA call."""
         with self._lock:
             self._graphs[entry.key] = entry
+            fast = getattr(self, "_fast", None)  # the fast path's cache, where there is one
+            if fast is not None:
+                fast.forget()
 
     def __call__(self, *args, **kwargs):
         key, infos = flatten(args, kwargs)
