@@ -14,9 +14,9 @@
  * descriptors fast.py hands over, of objects whose types it checked: a DeviceBuffer's
  * address (set_pointer_slot), a graph node's handle, removed mark and table and a table's
  * reason for being gone (set_node_slots), a Stream's handle (set_stream_slot), the fields
- * of a node table, ledger, kernel and kernel node (set_node_maker) and a kernel's plan
- * (kernel_launch_method). By name it calls only a subclass's checked method of the call
- * it hands on (ExecBase's). The only objects of pycudagraph's it makes are a new kernel
+ * of a node table, ledger, kernel and kernel node (set_node_maker).
+ * By name it calls only a subclass's checked method of a call a base type's method hands
+ * on, and a kernel class's _prepare_launch (the checked packing its route runs). The only objects of pycudagraph's it makes are a new kernel
  * node and its argument pack (add_node).
  *
  * Each call (launch_graph, launch_kernel, add_kernel, set_arg, set_args, graph_instantiate,
@@ -30,7 +30,7 @@
  * calls), _native_nodes.c (add_node: a kernel node with its pack and node objects made in
  * C; dependency lists), _native_types.c (the base types ExecBase, ExecNodeBase, ArgPackBase
  * and LayoutBase, and ExecBase's launch, set_arg and set_params), _native_method.c
- * (Kernel.launch and Graph.add_kernel as methods in C), _native_lookup.c (slot offsets,
+ * (the base types KernelBase and GraphBase: Kernel.launch and Graph.add_kernel), _native_lookup.c (slot offsets,
  * readiness, node liveness), _native_module.c (state, set-up, the module).
  */
 #ifndef PCG_NATIVE_H
@@ -178,6 +178,9 @@ Py_ssize_t member_offset(PyTypeObject *cls, PyObject *descr);
 int ready(void);
 /* Node.check_live's rule: not marked removed, its graph not destroyed (1), or 0. */
 int node_live(PyObject *node);
+/* self.<name>(*a, **kw): the subclass's checked method of a call (name interned). */
+PyObject *call_checked(PyObject *self, PyObject *name, PyObject *const *a, Py_ssize_t nargs,
+                       PyObject *kwnames);
 /* (plan, converters, ...) with at least `items` items: the plan, or NULL. */
 const plan_head *hot_plan(PyObject *hot, Py_ssize_t items);
 
@@ -194,12 +197,19 @@ int dep_handles(PyObject *deps, PyObject *nodes, void **stack, void ***out, Py_s
 PyObject *set_node_maker(PyObject *m, PyObject *args);
 PyObject *add_node(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
 
-/* _native_method.c */
-PyObject *kernel_launch_method(PyObject *m, PyObject *args);
-PyObject *graph_add_kernel_method(PyObject *m, PyObject *args);
-PyObject *call_method(PyObject *fn, PyObject *self, PyObject *const *a, Py_ssize_t nargs,
-                      PyObject *kwnames);
-int method_doc(PyMethodDef *def, const char *doc);
+/* _native_method.c: KernelBase (Kernel.launch) and GraphBase (Graph.add_kernel) */
+typedef struct {
+    PyObject_HEAD
+    PyObject *hot;           /* _hot: (kernel plan, converters, layout) or None */
+} kernel_obj;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *table;         /* table: the graph's NodeTable */
+} graph_obj;
+
+extern PyTypeObject KernelBase_Type, GraphBase_Type;
+int add_method_types(PyObject *m);
 
 /* _native_calls.c: the routes, shared with _native_method.c */
 PyObject *route(int r, PyObject *const *a, Py_ssize_t nargs);
@@ -207,6 +217,8 @@ typedef PyObject *(*native_fn)(PyObject *m, PyObject *const *a, Py_ssize_t nargs
 PyObject *call_held(native_fn fn, PyObject *const *a, Py_ssize_t nargs);
 
 /* _native_calls.c */
+int launch_core(PyObject *hot, PyObject *grid, PyObject *block, PyObject *args,
+                PyObject *stream, PyObject *shm);
 PyObject *launch_graph(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
 PyObject *launch_kernel(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
 PyObject *add_kernel(PyObject *m, PyObject *const *a, Py_ssize_t nargs);

@@ -56,31 +56,39 @@ PyObject *launch_graph(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
     return route(R_LAUNCH_GRAPH, a, nargs);
 }
 
-/* launch_kernel(hot, grid, block, args, stream, shared_mem, kernel, prepare) -> None:
- * cuLaunchKernel with the arguments packed on the C stack. While a capture is open only a
- * configuration within the function's known limits goes (a refused launch could
+/* cuLaunchKernel of hot's plan (hot: (plan, converters, ...)) with the arguments packed on
+ * the C stack: 0 launched, -1 not made here (no driver call: a value it does not convert, a
+ * trace, a new thread, several devices), 1 the driver refused it. While a capture is open
+ * only a configuration within the function's known limits goes (a refused launch could
  * invalidate the capture). */
+int launch_core(PyObject *hot, PyObject *grid, PyObject *block, PyObject *args,
+                PyObject *stream, PyObject *shm)
+{
+    const plan_head *p;
+    void *s;
+    if (!S.launch_kernel || !ready() || S.multi || (p = hot_plan(hot, 2)) == NULL ||
+        p->size > STACK_PACK || stream_of(stream, &s) || (capturing() && !fits(p, grid, block, shm)))
+        return -1;
+    _Alignas(16) char buf[STACK_PACK];
+    if (fill(p, PyTuple_GET_ITEM(hot, 1), buf, grid, block, shm, args))
+        return -1;
+    kparams *h = (kparams *)buf;
+    CUresult rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = S.launch_kernel((void *)(uintptr_t)h->func, h->grid[0], h->grid[1], h->grid[2],
+                         h->block[0], h->block[1], h->block[2], h->shared_mem, s,
+                         (void **)(buf + HEADER), NULL);
+    Py_END_ALLOW_THREADS
+    return rc ? 1 : 0;
+}
+
+/* launch_kernel(hot, grid, block, args, stream, shared_mem, kernel, prepare) -> None:
+ * cuLaunchKernel (launch_core), or the ctypes route with the same arguments. */
 PyObject *launch_kernel(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
 {
     NARGS(8);
-    const plan_head *p;
-    void *s;
-    if (S.launch_kernel && ready() && !S.multi && (p = hot_plan(a[0], 2)) != NULL &&
-        p->size <= STACK_PACK && !stream_of(a[4], &s) &&
-        (!capturing() || fits(p, a[1], a[2], a[5]))) {
-        _Alignas(16) char buf[STACK_PACK];
-        if (!fill(p, PyTuple_GET_ITEM(a[0], 1), buf, a[1], a[2], a[5], a[3])) {
-            kparams *h = (kparams *)buf;
-            CUresult rc;
-            Py_BEGIN_ALLOW_THREADS
-            rc = S.launch_kernel((void *)(uintptr_t)h->func, h->grid[0], h->grid[1],
-                                 h->grid[2], h->block[0], h->block[1], h->block[2],
-                                 h->shared_mem, s, (void **)(buf + HEADER), NULL);
-            Py_END_ALLOW_THREADS
-            if (!rc)
-                Py_RETURN_NONE;
-        }
-    }
+    if (!launch_core(a[0], a[1], a[2], a[3], a[4], a[5]))
+        Py_RETURN_NONE;
     return route(R_LAUNCH_KERNEL, a, nargs);
 }
 

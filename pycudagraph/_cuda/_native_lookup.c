@@ -1,10 +1,12 @@
 /* Where every compiled part looks things up, and nothing else: the offset of a Python
  * object's slot (what fast.py hands over as member descriptors), whether this thread is
- * ready for a compiled call, and the plan at the head of a kernel's hot tuple. It calls
+ * ready for a compiled call, the plan at the head of a kernel's hot tuple, whether a node
+ * is live, and the call of a subclass's checked method (call_checked). It calls
  * into no other file of the extension but the converters' plan_of, so the files that use
  * it never call each other through it. */
 #include "_native.h"
 
+#include <string.h>
 #include <structmember.h>   /* PyMemberDef (in descrobject.h from Python 3.12) */
 
 /* Python's member-type numbers, named in 3.12's headers only */
@@ -71,4 +73,22 @@ int node_live(PyObject *node)
            (table = SLOT(node, S.node_table_slot)) != NULL && Py_IS_TYPE(table, S.table_type) &&
            (dead = SLOT(table, S.table_dead_slot)) != NULL && PyUnicode_CheckExact(dead) &&
            PyUnicode_GET_LENGTH(dead) == 0;
+}
+
+/* self.<name>(*a, **kw): a base type's method hands a call to the subclass's checked method
+ * of the same call (name: interned), with the arguments it was given. */
+PyObject *call_checked(PyObject *self, PyObject *name, PyObject *const *a, Py_ssize_t nargs,
+                       PyObject *kwnames)
+{
+    Py_ssize_t total = nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
+    PyObject *small[8], **all = total < 8 ? small : PyMem_Malloc(sizeof(PyObject *) * (total + 1));
+    if (!all)
+        return PyErr_NoMemory();
+    all[0] = self;
+    if (total)
+        memcpy(all + 1, a, sizeof(PyObject *) * total);
+    PyObject *out = PyObject_VectorcallMethod(name, all, (size_t)(nargs + 1), kwnames);
+    if (all != small)
+        PyMem_Free(all);
+    return out;
 }

@@ -1,57 +1,29 @@
-/* Kernel.launch and Graph.add_kernel as methods of their classes in C (installed by
- * fast.method_kernel_launch and fast.method_graph_add_kernel), and what methods in C share:
- * call_method (a Python method called with a C method's arguments) and method_doc. */
+/* The base types KernelBase (Kernel extends it) and GraphBase (Graph extends it): the struct
+ * of each holds what its hot method reads (a kernel's compiled-route view, _hot; a graph's
+ * node table), and the methods are ordinary methods of the type, inherited.
+ *
+ * KernelBase.launch(grid, block, args=(), stream=None, shared_mem=0) is cuLaunchKernel with
+ * the arguments packed on the C stack (launch_core, _native_calls.c); what it does not make
+ * itself (a value it does not convert, a trace, a new thread, several devices) or the driver
+ * refuses goes to fast.py's ctypes route with the class's _prepare_launch (the checked
+ * packing), as fast.launch_kernel does; a call it does not parse, and any launch while a
+ * capture is open (the capture keeps the arguments), is the subclass's _launch_checked.
+ *
+ * GraphBase.add_kernel(kernel, grid, block, args=(), shared_mem=0, deps=()) is
+ * add_node(table, deps, kernel, grid, block, args, shared_mem) (_native_nodes.c), which
+ * hands what it does not do to KernelNode.build; a call with an attribute keyword, or one
+ * it does not parse, is the subclass's _add_kernel_checked.
+ *
+ * hot_base.py has their pure-Python twins. */
 #include "_native.h"
 
-#include <string.h>
+#include <stddef.h>
+#include <structmember.h>   /* PyMemberDef (in descrobject.h from Python 3.12) */
 
-/* fn(self, *a, **kw): a Python method called with the arguments a method in C was given. */
-PyObject *call_method(PyObject *fn, PyObject *self, PyObject *const *a, Py_ssize_t nargs,
-                             PyObject *kwnames)
-{
-    Py_ssize_t total = nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
-    PyObject *small[8], **all = total < 8 ? small : PyMem_Malloc(sizeof(PyObject *) * (total + 1));
-    if (!all)
-        return PyErr_NoMemory();
-    all[0] = self;
-    memcpy(all + 1, a, sizeof(PyObject *) * total);
-    PyObject *out = PyObject_Vectorcall(fn, all, nargs + 1, kwnames);
-    if (all != small)
-        PyMem_Free(all);
-    return out;
-}
-
-/* def->ml_doc = a copy of doc (kept as long as the process), once; -1 with an error set. */
-int method_doc(PyMethodDef *def, const char *doc)
-{
-    if (def->ml_doc)
-        return 0;
-    char *copy = PyMem_RawMalloc(strlen(doc) + 1);
-    if (!copy) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    strcpy(copy, doc);
-    def->ml_doc = copy;
-    return 0;
-}
-
-/* Kernel.launch as a method of the class in C: the eager launch without the Python frame of
- * the method. kernel_launch_method hands over the class, its _hot slot, the Python method
- * (the fallback of a call it cannot parse), the checked packing (prepare, what
- * launch_kernel's route runs), the list that is not empty while a capture keeps launched
- * arguments, and the function that hands them to it (keep(args)). A call is the Python
- * method's: launch_kernel(hot, grid, block, args, stream, shared_mem, kernel, prepare) (the
- * compiled call, which takes its ctypes route for what it does not do itself), then
- * keep(args) while a capture is open. */
-static struct {
-    PyTypeObject *type;
-    Py_ssize_t hot_slot;
-    PyObject *fallback, *prepare, *keeps, *keep, *zero, *empty;
-    PyObject *kw[5];   /* the keyword names, interned: a call site's names are these objects */
-} K;
-
+static PyObject *zero, *empty, *name_launch, *name_prepare, *name_add;
+static PyObject *K_kw[5], *G_kw[6];   /* the keyword names, interned */
 static const char *const KW[] = {"grid", "block", "args", "stream", "shared_mem"};
+static const char *const GKW[] = {"kernel", "grid", "block", "args", "shared_mem", "deps"};
 
 /* The parameter a keyword names (0 to n-1), or -1: by identity first (the interned names
  * kw a call site passes), then by value (names). */
@@ -94,98 +66,40 @@ static IN_LINE int parse(PyObject **v, int n,
     return 1;
 }
 
-/* What a method's parser fills in (0 and () as defaults, into *zero and *empty) and its n
- * keyword names interned into kw (a call site's names are these objects): made once, in
- * the method's own state, where its calls read them. -1 with the error set if not. */
-static int parser_state(PyObject **zero, PyObject **empty, PyObject **kw,
-                        const char *const *names, int n)
-{
-    if ((!*zero && !(*zero = PyLong_FromLong(0))) || (!*empty && !(*empty = PyTuple_New(0))))
-        return -1;
-    for (int w = 0; w < n; w++)
-        if (!kw[w] && !(kw[w] = PyUnicode_InternFromString(names[w])))
-            return -1;
-    return 0;
-}
-
 /* k.launch(grid, block, args=(), stream=None, shared_mem=0): cuLaunchKernel. */
-static PyObject *kernel_launch(PyObject *self, PyObject *const *a, Py_ssize_t nargs,
+static PyObject *kernel_launch(kernel_obj *self, PyObject *const *a, Py_ssize_t nargs,
                                PyObject *kwnames)
 {
-    PyObject *v[5] = {NULL, NULL, K.empty, Py_None, K.zero};
-    int ok = K.type && PyObject_TypeCheck(self, K.type) &&
-             parse(v, 5, a, nargs, kwnames, K.kw, KW);
-    if (!ok || !v[0] || !v[1])
-        return call_method(K.fallback, self, a, nargs, kwnames);
-    /* the plan is read from a slot: held for the call (a converter could replace it); the
-     * other arguments are the caller's */
-    PyObject *hot = *(PyObject **)((char *)self + K.hot_slot);
-    hot = Py_NewRef(hot ? hot : Py_None);
-    PyObject *call[] = {hot, v[0], v[1], v[2], v[3], v[4], self, K.prepare};
-    PyObject *r = launch_kernel(NULL, call, 8);
-    Py_DECREF(hot);
-    if (!r || !PyList_GET_SIZE(K.keeps) ||
-        ((PyTuple_CheckExact(v[2]) || PyList_CheckExact(v[2])) && !PySequence_Fast_GET_SIZE(v[2])))
-        return r;   /* no capture open, or nothing launched to keep */
-    Py_DECREF(r);
-    return PyObject_CallOneArg(K.keep, v[2]);   /* a capture keeps what was launched */
-}
-
-static PyMethodDef kernel_launch_def = {"launch", (PyCFunction)(void (*)(void))kernel_launch,
-                                        METH_FASTCALL | METH_KEYWORDS, NULL};
-
-/* kernel_launch_method(cls, hot_descriptor, fallback, prepare, keeps, keep, doc) -> the
- * method descriptor. */
-PyObject *kernel_launch_method(PyObject *m, PyObject *args)
-{
-    PyObject *cls, *hot_descr, *fb, *prepare, *keeps, *keep;
-    const char *doc;
-    if (!PyArg_ParseTuple(args, "O!OOOO!Os", &PyType_Type, &cls, &hot_descr, &fb, &prepare,
-                          &PyList_Type, &keeps, &keep, &doc))
-        return NULL;
-    Py_ssize_t at = slot_offset(cls, hot_descr);
-    if (at < 0)
-        return NULL;
-    if (!PyCallable_Check(fb) || !PyCallable_Check(prepare) || !PyCallable_Check(keep)) {
-        PyErr_SetString(PyExc_TypeError, "kernel_launch_method: callables were expected");
-        return NULL;
+    PyObject *v[5] = {NULL, NULL, empty, Py_None, zero};
+    if (!parse(v, 5, a, nargs, kwnames, K_kw, KW) || !v[0] || !v[1] ||
+        (S.captures && PyList_GET_SIZE(S.captures)))
+        return call_checked((PyObject *)self, name_launch, a, nargs, kwnames);
+    /* the plan is read from the struct: held for the call (a converter could replace it) */
+    PyObject *hot = Py_NewRef(self->hot ? self->hot : Py_None);
+    int st = launch_core(hot, v[0], v[1], v[2], v[3], v[4]);
+    PyObject *out = NULL;
+    if (!st) {
+        out = Py_NewRef(Py_None);
+    } else {   /* not made here, or refused: the ctypes route packs, checks and raises */
+        PyObject *prepare = PyObject_GetAttr((PyObject *)Py_TYPE(self), name_prepare);
+        if (prepare) {
+            PyObject *call[] = {hot, v[0], v[1], v[2], v[3], v[4], (PyObject *)self, prepare};
+            out = route(R_LAUNCH_KERNEL, call, 8);
+            Py_DECREF(prepare);
+        }
     }
-    if (parser_state(&K.zero, &K.empty, K.kw, KW, 5) || method_doc(&kernel_launch_def, doc))
-        return NULL;
-    Py_XSETREF(K.type, (PyTypeObject *)Py_NewRef(cls));
-    K.hot_slot = at;
-    Py_XSETREF(K.fallback, Py_NewRef(fb));
-    Py_XSETREF(K.prepare, Py_NewRef(prepare));
-    Py_XSETREF(K.keeps, Py_NewRef(keeps));
-    Py_XSETREF(K.keep, Py_NewRef(keep));
-    return PyDescr_NewMethod((PyTypeObject *)cls, &kernel_launch_def);
+    Py_DECREF(hot);
+    return out;
 }
-
-/* Graph.add_kernel as a method of the class in C: the common kernel-node add (no attribute
- * keyword) without the Python frame of the method. graph_add_kernel_method hands over the
- * class, its table slot and the Python method (the fallback of a call with an attribute
- * keyword, or one it cannot parse). A call is what the Python method does then:
- * add_node(table, deps, kernel, grid, block, args, shared_mem), which takes
- * KernelNode.build for anything it does not do itself. */
-static struct {
-    PyTypeObject *type;
-    Py_ssize_t table_slot;
-    PyObject *fallback, *zero, *empty;
-    PyObject *kw[6];   /* the keyword names, interned */
-} G;
-
-static const char *const GKW[] = {"kernel", "grid", "block", "args", "shared_mem", "deps"};
 
 /* g.add_kernel(kernel, grid, block, args=(), shared_mem=0, deps=()): cuGraphAddKernelNode. */
-static PyObject *graph_add_kernel(PyObject *self, PyObject *const *a, Py_ssize_t nargs,
+static PyObject *graph_add_kernel(graph_obj *self, PyObject *const *a, Py_ssize_t nargs,
                                   PyObject *kwnames)
 {
-    PyObject *v[6] = {NULL, NULL, NULL, G.empty, G.zero, G.empty}, *table;
-    if (!G.type || !PyObject_TypeCheck(self, G.type) || !pack_class_known() ||
-        !parse(v, 6, a, nargs, kwnames, G.kw, GKW) || !v[0] || !v[1] || !v[2])
-        return call_method(G.fallback, self, a, nargs, kwnames);
-    if (!(table = *(PyObject **)((char *)self + G.table_slot)))   /* a half-made graph */
-        return call_method(G.fallback, self, a, nargs, kwnames);
+    PyObject *v[6] = {NULL, NULL, NULL, empty, zero, empty}, *table = self->table;
+    if (!table || !pack_class_known() || !parse(v, 6, a, nargs, kwnames, G_kw, GKW) ||
+        !v[0] || !v[1] || !v[2])
+        return call_checked((PyObject *)self, name_add, a, nargs, kwnames);
     Py_INCREF(table);   /* held for the add: a converter (Python code) could replace it */
     PyObject *call[] = {table, v[5], v[0], v[1], v[2], v[3], v[4]};
     PyObject *node = add_node(NULL, call, 7);
@@ -193,29 +107,153 @@ static PyObject *graph_add_kernel(PyObject *self, PyObject *const *a, Py_ssize_t
     return node;
 }
 
-static PyMethodDef graph_add_kernel_def = {
-    "add_kernel", (PyCFunction)(void (*)(void))graph_add_kernel, METH_FASTCALL | METH_KEYWORDS,
-    NULL};
+#define FASTKW(name, fn, doc) {name, (PyCFunction)(void (*)(void))fn, METH_FASTCALL | METH_KEYWORDS, doc}
 
-/* graph_add_kernel_method(cls, table_descriptor, fallback, doc) -> the method descriptor. */
-PyObject *graph_add_kernel_method(PyObject *m, PyObject *args)
+static PyMethodDef kernel_methods[] = {
+    FASTKW("launch", kernel_launch,
+           "launch($self, grid, block, args=(), stream=None, shared_mem=0)\n--\n\n"
+           "Launch the kernel now (``cuLaunchKernel``, the driver twin of\n"
+           "``cudaLaunchKernel``).\n\n"
+           "Parameters\n----------\ngrid, block : int or tuple of up to 3 ints\n"
+           "args : sequence\n"
+           "    One value per parameter: Python/numpy scalars, device arrays\n"
+           "    (``__cuda_array_interface__`` / DLPack), :class:`DeviceBuffer`, int pointers.\n"
+           "stream : Stream or stream-like, optional\n"
+           "    Defaults to the legacy default stream.\n"
+           "shared_mem : int\n"
+           "    Dynamic shared memory in bytes. Above 48 KiB the kernel's\n"
+           "    ``cudaFuncAttributeMaxDynamicSharedMemorySize`` is raised for you, up to the\n"
+           "    device's opt-in maximum.\n\n"
+           "Raises\n------\nArgumentError\n"
+           "    Grid, block or shared memory outside the device's or the kernel's limits,\n"
+           "    or arguments that do not match the signature; nothing is launched.\n"
+           "DeviceMismatchError\n"
+           "    When a :class:`DeviceBuffer` argument lives on another device than the\n"
+           "    stream and peer access to it is not enabled.\n\n"
+           "Notes\n-----\n"
+           "The launch is made on the stream's device (for a stream made elsewhere, in a\n"
+           "process that uses several devices, ``cuStreamGetDevice`` tells which). CUDA\n"
+           "launches only on streams of the current device: a stream of another device is\n"
+           "launched on with that device made current for the call (``cudaSetDevice`` there\n"
+           "and back); inside ``with pcg.device(...)`` of the stream's device no switch is\n"
+           "made."),
+    {NULL, NULL, 0, NULL}};
+
+static PyMethodDef graph_methods[] = {
+    FASTKW("add_kernel", graph_add_kernel,
+           "add_kernel($self, kernel, grid, block, args=(), shared_mem=0, deps=(), *, "
+           "priority=None, cluster=None, cooperative=None, access_policy=None, "
+           "mem_sync_domain=None, device_updatable=None)\n--\n\n"
+           "Add a kernel launch node (``cuGraphAddKernelNode``, i.e.\n"
+           "``cudaGraphAddKernelNode``).\n\n"
+           "Parameters\n----------\nkernel : Kernel\n"
+           "grid, block : int or tuple of up to 3 ints\n"
+           "args : sequence\n"
+           "    One value per kernel parameter (packed from the kernel's signature).\n"
+           "shared_mem : int\n    Dynamic shared memory in bytes.\n"
+           "deps : sequence of Node\n"
+           "priority, cluster, cooperative, access_policy, mem_sync_domain, device_updatable\n"
+           "    Kernel-node attributes, set with ``cudaGraphKernelNodeSetAttribute`` when not\n"
+           "    ``None`` (:mod:`pycudagraph.nodes.attributes`; ``node.attributes`` reads them)."),
+    {NULL, NULL, 0, NULL}};
+
+static int kernel_traverse(kernel_obj *o, visitproc visit, void *arg)
 {
-    PyObject *cls, *table_descr, *fb;
-    const char *doc;
-    if (!PyArg_ParseTuple(args, "O!OOs", &PyType_Type, &cls, &table_descr, &fb, &doc))
-        return NULL;
-    Py_ssize_t at = slot_offset(cls, table_descr);
-    if (at < 0)
-        return NULL;
-    if (!PyCallable_Check(fb)) {
-        PyErr_SetString(PyExc_TypeError, "graph_add_kernel_method: fallback must be callable");
-        return NULL;
-    }
-    if (parser_state(&G.zero, &G.empty, G.kw, GKW, 6) ||
-        method_doc(&graph_add_kernel_def, doc))
-        return NULL;
-    Py_XSETREF(G.type, (PyTypeObject *)Py_NewRef(cls));
-    G.table_slot = at;
-    Py_XSETREF(G.fallback, Py_NewRef(fb));
-    return PyDescr_NewMethod((PyTypeObject *)cls, &graph_add_kernel_def);
+    Py_VISIT(o->hot);
+    return 0;
+}
+
+static int kernel_clear(kernel_obj *o)
+{
+    Py_CLEAR(o->hot);
+    return 0;
+}
+
+static void kernel_dealloc(kernel_obj *o)
+{
+    PyObject_GC_UnTrack(o);
+    Py_CLEAR(o->hot);
+    Py_TYPE(o)->tp_free((PyObject *)o);
+}
+
+static int graph_traverse(graph_obj *o, visitproc visit, void *arg)
+{
+    Py_VISIT(o->table);
+    return 0;
+}
+
+static int graph_clear(graph_obj *o)
+{
+    Py_CLEAR(o->table);
+    return 0;
+}
+
+static void graph_dealloc(graph_obj *o)
+{
+    PyObject_GC_UnTrack(o);
+    Py_CLEAR(o->table);
+    Py_TYPE(o)->tp_free((PyObject *)o);
+}
+
+static PyMemberDef kernel_members[] = {
+    {"_hot", T_OBJECT_EX, offsetof(kernel_obj, hot), 0,
+     "the compiled route's view: (plan, converters, layout), or None"},
+    {NULL, 0, 0, 0, NULL}};
+
+static PyMemberDef graph_members[] = {
+    {"table", T_OBJECT_EX, offsetof(graph_obj, table), 0,
+     "the graph's nodes and what they keep alive (a NodeTable)"},
+    {NULL, 0, 0, 0, NULL}};
+
+PyTypeObject KernelBase_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "pycudagraph._cuda._native.KernelBase",
+    .tp_doc = "What an eager launch reads of a kernel (its compiled-route view), and the "
+              "launch; Kernel extends it.",
+    .tp_basicsize = sizeof(kernel_obj),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_dealloc = (destructor)kernel_dealloc,
+    .tp_traverse = (traverseproc)kernel_traverse,
+    .tp_clear = (inquiry)kernel_clear,
+    .tp_methods = kernel_methods,
+    .tp_members = kernel_members,
+};
+
+PyTypeObject GraphBase_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "pycudagraph._cuda._native.GraphBase",
+    .tp_doc = "What a kernel-node add reads of a graph (its node table), and the add; Graph "
+              "extends it.",
+    .tp_basicsize = sizeof(graph_obj),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_dealloc = (destructor)graph_dealloc,
+    .tp_traverse = (traverseproc)graph_traverse,
+    .tp_clear = (inquiry)graph_clear,
+    .tp_methods = graph_methods,
+    .tp_members = graph_members,
+};
+
+/* KernelBase and GraphBase ready and added to module m, the parsers' state made; -1 with
+ * an error set. */
+int add_method_types(PyObject *m)
+{
+    if ((!zero && !(zero = PyLong_FromLong(0))) || (!empty && !(empty = PyTuple_New(0))))
+        return -1;
+    struct { PyObject **at; const char *name; } names[] = {
+        {&name_launch, "_launch_checked"}, {&name_prepare, "_prepare_launch"},
+        {&name_add, "_add_kernel_checked"}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!*names[i].at && !(*names[i].at = PyUnicode_InternFromString(names[i].name)))
+            return -1;
+    for (int w = 0; w < 5; w++)
+        if (!K_kw[w] && !(K_kw[w] = PyUnicode_InternFromString(KW[w])))
+            return -1;
+    for (int w = 0; w < 6; w++)
+        if (!G_kw[w] && !(G_kw[w] = PyUnicode_InternFromString(GKW[w])))
+            return -1;
+    if (PyModule_AddType(m, &KernelBase_Type) < 0 || PyModule_AddType(m, &GraphBase_Type) < 0)
+        return -1;
+    return 0;
 }

@@ -214,12 +214,6 @@ static PyMethodDef methods[] = {
      "set_table_slots(node_table_descriptor, table_cls, dead_descriptor): what node_live "
      "reads besides the removed mark"},
     {"set_flags", set_flags, METH_VARARGS, "set_flags(tracing: bool, multi: bool)"},
-    {"kernel_launch_method", kernel_launch_method, METH_VARARGS,
-     "kernel_launch_method(cls, hot_slot, fallback, prepare, keeps, keep, doc) -> "
-     "Kernel.launch as a method descriptor"},
-    {"graph_add_kernel_method", graph_add_kernel_method, METH_VARARGS,
-     "graph_add_kernel_method(cls, table_slot, fallback, doc) -> Graph.add_kernel as a "
-     "method descriptor"},
     {"set_pointer_slot", set_pointer_slot, METH_VARARGS,
      "set_pointer_slot(cls, descriptor): where a cls object keeps its device address"},
     {"set_stream_slot", set_stream_slot, METH_VARARGS,
@@ -251,7 +245,7 @@ PyMODINIT_FUNC PyInit__native(void)
             return NULL;
         }
     }
-    if (add_types(m) < 0 || PyModule_AddIntConstant(m, "STACK_PACK", STACK_PACK) < 0 ||
+    if (add_types(m) < 0 || add_method_types(m) < 0 || PyModule_AddIntConstant(m, "STACK_PACK", STACK_PACK) < 0 ||
         PyModule_AddIntConstant(m, "PLAN_HEAD_SIZE", sizeof(plan_head)) < 0) {
         Py_DECREF(m);
         return NULL;

@@ -65,23 +65,6 @@ GC_OF(record, record_obj)
 GC_OF(pack, pack_obj)
 GC_OF(layout, layout_obj)
 
-/* self.<name>(*a, **kw): the subclass's checked method of a call. */
-static PyObject *checked(PyObject *self, PyObject *name, PyObject *const *a, Py_ssize_t nargs,
-                         PyObject *kwnames)
-{
-    Py_ssize_t total = nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
-    PyObject *small[8], **all = total < 8 ? small : PyMem_Malloc(sizeof(PyObject *) * (total + 1));
-    if (!all)
-        return PyErr_NoMemory();
-    all[0] = self;
-    if (total)
-        memcpy(all + 1, a, sizeof(PyObject *) * total);
-    PyObject *out = PyObject_VectorcallMethod(name, all, (size_t)(nargs + 1), kwnames);
-    if (all != small)
-        PyMem_Free(all);
-    return out;
-}
-
 /* ---- ExecBase ------------------------------------------------------------------------ */
 
 /* exe.launch(stream=None): cuGraphLaunch of the exec's handle on the stream, the stream kept
@@ -103,7 +86,7 @@ static PyObject *exec_launch(exec_obj *self, PyObject *const *a, Py_ssize_t narg
     if (self->block || !h || !S.graph_launch || !thread_ready || S.tracing ||
         (S.host_errors && PyList_GET_SIZE(S.host_errors)) || as_ptr(h, &e) ||
         stream_of(stream, &s))
-        return checked((PyObject *)self, name_launch, &stream, 1, NULL);
+        return call_checked((PyObject *)self, name_launch, &stream, 1, NULL);
     CUresult rc;
     Py_INCREF(h);   /* another thread may close the exec while the GIL is released */
     Py_BEGIN_ALLOW_THREADS
@@ -121,7 +104,7 @@ static PyObject *exec_launch(exec_obj *self, PyObject *const *a, Py_ssize_t narg
     }
     Py_XSETREF(self->last_stream, Py_NewRef(stream));
     if (S.host_errors && PyList_GET_SIZE(S.host_errors))   /* a host node may have failed */
-        return checked((PyObject *)self, name_after, NULL, 0, NULL);
+        return call_checked((PyObject *)self, name_after, NULL, 0, NULL);
     Py_RETURN_NONE;
 }
 
@@ -184,7 +167,7 @@ static PyObject *exec_set_arg(exec_obj *self, PyObject *const *a, Py_ssize_t nar
     pack_obj *pack;
     record_obj *rec;
     if (kwnames || nargs != 3 || !(rec = record_of(self, a[0], &pack, &hot)))
-        return checked((PyObject *)self, name_set_arg, a, nargs, kwnames);
+        return call_checked((PyObject *)self, name_set_arg, a, nargs, kwnames);
     PyObject *call[] = {rec->exec_h, rec->node_h, hot, pack->address, pack->refs, a[1], a[2],
                         (PyObject *)pack, rec->exec_raw, a[0]};
     Py_INCREF(rec);   /* a converter could drop the exec's records meanwhile */
@@ -207,7 +190,7 @@ static PyObject *exec_set_params(exec_obj *self, PyObject *const *a, Py_ssize_t 
          PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, 0), name_args) != 0) ||
         (!PyTuple_CheckExact(args = a[1]) && !PyList_CheckExact(args)) ||
         !(rec = record_of(self, a[0], &pack, &hot)))
-        return checked((PyObject *)self, name_set_params, a, nargs, kwnames);
+        return call_checked((PyObject *)self, name_set_params, a, nargs, kwnames);
     PyObject *call[] = {rec->exec_h, rec->node_h, hot, pack->address, pack->refs, args,
                         (PyObject *)pack, rec->exec_raw, a[0]};
     Py_INCREF(rec);

@@ -26,14 +26,12 @@ compiled route reads layouts from plans (``plans.py``), what an exec's launch an
 read from the base types :data:`ExecBase`, :data:`ExecNodeBase`, :data:`ArgPackBase` and
 :data:`LayoutBase` (whose methods ``GraphExec`` inherits), and addresses and handles from
 the slots owners name here (:func:`pointer_slot`, :func:`node_slots`, :func:`table_slots`,
-:func:`stream_slot`); it also makes methods in C (:func:`method_kernel_launch`,
-:func:`method_graph_add_kernel`) and the kernel-node add (:func:`node_maker`). Two more
-ctypes calls (kernel-node set) are at the end. See ``docs/HOT_PATH.md``.
+:func:`stream_slot`); ``Kernel.launch`` and ``Graph.add_kernel`` are the methods of
+:data:`KernelBase` and :data:`GraphBase`, and the kernel-node add is :func:`node_maker`'s.
+Two more ctypes calls (kernel-node set) are at the end. See ``docs/HOT_PATH.md``.
 """
 
 from __future__ import annotations
-
-import inspect
 
 from . import check, hot_base, routes
 from .context import multi_hooks, seen
@@ -41,11 +39,11 @@ from .plans import kernel_plan, layout_plan
 from .routes import NATIVE_ENV, native_status, use_driver_library
 
 __all__ = ["launch_graph", "launch_kernel", "add_kernel", "set_arg", "set_args", "pointer_slot",
-           "node_slots", "table_slots", "stream_slot", "method_kernel_launch", "node_maker",
-           "method_graph_add_kernel", "kernel_node_set_params", "exec_kernel_node_set_params",
+           "node_slots", "table_slots", "stream_slot", "node_maker",
+           "kernel_node_set_params", "exec_kernel_node_set_params",
            "exec_update", "graph_instantiate", "native_status", "layout_plan", "kernel_plan",
            "use_driver_library", "NATIVE_ENV", "ExecBase", "ExecNodeBase", "ArgPackBase",
-           "LayoutBase"]
+           "LayoutBase", "KernelBase", "GraphBase"]
 
 _native = routes.native  # the C extension, or None (routes.native_reason says why)
 _f = routes.driver  # libcuda's entry points, as ctypes functions
@@ -54,12 +52,16 @@ _launch_graph, _launch_kernel, _add_kernel = routes.launch_graph, routes.launch_
 _set_arg, _set_args = routes.set_arg, routes.set_args
 _graph_instantiate, _exec_update = routes.graph_instantiate, routes.exec_update
 
-#: The hot path's base types: the C extension's (``_native_types.c``) where it is built and
-#: on, else their Python twins (:mod:`.hot_base`). ``GraphExec``, ``ExecNode``, ``ArgPack``
-#: and ``Layout`` extend them; their structs hold what launch, set_arg and set_params read.
+#: The hot path's base types: the C extension's (``_native_types.c``, ``_native_method.c``)
+#: where it is built and on, else their Python twins (:mod:`.hot_base`). ``GraphExec``,
+#: ``ExecNode``, ``ArgPack`` and ``Layout`` extend these four; their structs hold what launch,
+#: set_arg and set_params read.
 _bases = _native if _native is not None else hot_base
 ExecBase, ExecNodeBase = _bases.ExecBase, _bases.ExecNodeBase
 ArgPackBase, LayoutBase = _bases.ArgPackBase, _bases.LayoutBase
+#: ``Kernel`` and ``Graph`` extend these: ``KernelBase.launch`` (``_hot``) and
+#: ``GraphBase.add_kernel`` (``table``).
+KernelBase, GraphBase = _bases.KernelBase, _bases.GraphBase
 
 # ----------------------------------------------------------------------------------
 # The hot calls
@@ -129,11 +131,6 @@ def _slot(cls: type, name: str):
     raise AttributeError(f"{cls.__name__} has no slot {name!r}")
 
 
-def _doc(signature: str, method) -> str:
-    """A method in C's docstring: its signature line, then the Python method's text."""
-    return f"{signature}\n--\n\n" + inspect.cleandoc(method.__doc__ or "")
-
-
 def node_maker(table, ledger, kernel, node, pack, fallback, record):
     """``add_node(table, deps, kernel, grid, block, args, shared_mem) -> node``: the kernel
     node added (``cuGraphAddKernelNode``, i.e. ``cudaGraphAddKernelNode``) and its pack and
@@ -153,29 +150,6 @@ def node_maker(table, ledger, kernel, node, pack, fallback, record):
                            _slot(*kernel), node[0], slots(node), pack[0], slots(pack), fallback,
                            record)
     return _native.add_node
-
-
-def method_kernel_launch(cls: type, hot: str, prepare, keeps: list, keep) -> None:
-    """``cls.launch`` (``cuLaunchKernel``) as a method in C: :func:`launch_kernel` with the
-    plan in slot ``hot`` and ``prepare`` (the checked packing), then ``keep(args)`` while
-    ``keeps`` (open captures' lists) is not empty; a call it cannot parse is the Python
-    method's. No effect on the ctypes route."""
-    if _native is not None:
-        python = cls.__dict__["launch"]
-        cls.launch = _native.kernel_launch_method(
-            cls, _slot(cls, hot), python, prepare, keeps, keep,
-            _doc("launch($self, grid, block, args=(), stream=None, shared_mem=0)", python))
-
-
-def method_graph_add_kernel(cls: type) -> None:
-    """``cls.add_kernel`` as a method in C: the node maker's ``add_node(table, deps, ...)``
-    (``table``: a slot) as the Python method calls it, which takes any other call."""
-    if _native is not None:
-        python = cls.__dict__["add_kernel"]
-        cls.add_kernel = _native.graph_add_kernel_method(cls, _slot(cls, "table"), python, _doc(
-            "add_kernel($self, kernel, grid, block, args=(), shared_mem=0, deps=(), *, "
-            "priority=None, cluster=None, cooperative=None, access_policy=None, "
-            "mem_sync_domain=None, device_updatable=None)", python))
 
 
 def stream_slot(cls: type, descriptor, resolve) -> None:

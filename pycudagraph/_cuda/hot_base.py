@@ -1,22 +1,24 @@
 """The hot path's base types in Python: the twins of the C extension's ``ExecBase``,
-``ExecNodeBase``, ``ArgPackBase`` and ``LayoutBase`` (``_native_types.c``), with the same
-attribute names and methods. :mod:`pycudagraph._cuda.fast` hands out one family or the other
-(``fast.ExecBase`` ...): these with ``PYCUDAGRAPH_NO_NATIVE=1`` or where the extension is not
-built. ``GraphExec``, ``ExecNode``, ``ArgPack`` and ``Layout`` extend them.
+``ExecNodeBase``, ``ArgPackBase``, ``LayoutBase`` (``_native_types.c``), ``KernelBase`` and
+``GraphBase`` (``_native_method.c``), with the same attribute names and methods.
+:mod:`pycudagraph._cuda.fast` hands out one family or the other (``fast.ExecBase`` ...):
+these with ``PYCUDAGRAPH_NO_NATIVE=1`` or where the extension is not built. ``GraphExec``,
+``ExecNode``, ``ArgPack``, ``Layout``, ``Kernel`` and ``Graph`` extend them.
 
 Each base holds exactly what a launch and an argument update read. ``ExecBase.launch`` does
 the common case (the held launch) and hands anything else to the subclass's checked method,
 ``_launch_checked``, as the C method does; ``set_arg`` and ``set_params`` hand every call to
 ``_set_arg_checked`` and ``_set_params_checked`` (on this route the common update is Python
 code either way, through ``nodes/kernel_node.py``'s ``exec_set_arg`` / ``exec_set_args``).
-See ``docs/HOT_PATH.md``.
+So do ``KernelBase.launch`` and ``GraphBase.add_kernel``, to ``_launch_checked`` and
+``_add_kernel_checked``. See ``docs/HOT_PATH.md``.
 """
 
 from __future__ import annotations
 
 from . import routes
 
-__all__ = ["ExecBase", "ExecNodeBase", "ArgPackBase", "LayoutBase"]
+__all__ = ["ExecBase", "ExecNodeBase", "ArgPackBase", "LayoutBase", "KernelBase", "GraphBase"]
 
 _launch_graph = routes.launch_graph
 _host_errors = routes.host_errors
@@ -91,3 +93,45 @@ class ExecBase:
         ``cudaGraphExec*NodeSetParams``: the table in ``GraphExec._set_params_checked``).
         A refused change leaves the exec as it was."""
         return self._set_params_checked(node, **changes)
+
+
+class KernelBase:
+    """What an eager launch reads of a kernel (its compiled-route view), and the launch;
+    Kernel extends it."""
+
+    __slots__ = ("_hot",)
+
+    def launch(self, grid, block, args=(), stream=None, shared_mem: int = 0) -> None:
+        """Launch the kernel now (``cuLaunchKernel``, the driver twin of ``cudaLaunchKernel``):
+        see ``Kernel._launch_checked`` for the parameters, errors and devices."""
+        return self._launch_checked(grid, block, args, stream, shared_mem)
+
+
+class GraphBase:
+    """What a kernel-node add reads of a graph (its node table), and the add; Graph
+    extends it."""
+
+    __slots__ = ("table",)
+
+    def add_kernel(self, kernel, grid, block, args=(), shared_mem: int = 0, deps=(), *,
+                   priority=None, cluster=None, cooperative=None, access_policy=None,
+                   mem_sync_domain=None, device_updatable=None):
+        """Add a kernel launch node (``cuGraphAddKernelNode``, i.e. ``cudaGraphAddKernelNode``).
+
+        Parameters
+        ----------
+        kernel : Kernel
+        grid, block : int or tuple of up to 3 ints
+        args : sequence
+            One value per kernel parameter (packed from the kernel's signature).
+        shared_mem : int
+            Dynamic shared memory in bytes.
+        deps : sequence of Node
+        priority, cluster, cooperative, access_policy, mem_sync_domain, device_updatable
+            Kernel-node attributes, set with ``cudaGraphKernelNodeSetAttribute`` when not
+            ``None`` (:mod:`pycudagraph.nodes.attributes`; ``node.attributes`` reads them).
+        """
+        return self._add_kernel_checked(
+            kernel, grid, block, args, shared_mem, deps, priority=priority, cluster=cluster,
+            cooperative=cooperative, access_policy=access_policy,
+            mem_sync_domain=mem_sync_domain, device_updatable=device_updatable)

@@ -52,7 +52,7 @@ def _forget_limits(funcs: dict) -> None:
         KERNEL_LIMITS.pop(func, None)
 
 
-class Kernel(KernelChecks, KernelParamBlock):
+class Kernel(fast.KernelBase, KernelChecks, KernelParamBlock):
     """One kernel of a :class:`Module` (``cudaKernel_t``), with its parameter layout.
 
     Attributes
@@ -74,8 +74,9 @@ class Kernel(KernelChecks, KernelParamBlock):
         launch and node gets at least this much. 0 for other kernels.
     """
 
-    # ``_hot`` is a slot: the compiled node add (``fast.add_node``) reads it there.
-    __slots__ = ("_hot", "__dict__", "__weakref__")
+    # ``_hot`` is the base's (fast.KernelBase: a C type where the extension is built), with
+    # ``launch``: the compiled launch and node add (``fast.add_node``) read it there.
+    __slots__ = ("__dict__", "__weakref__")
 
     def __init__(self, module, name: str, params: tuple[Param, ...] | None,
                  symbol: str | None = None, origin=None):
@@ -289,8 +290,9 @@ class Kernel(KernelChecks, KernelParamBlock):
 
     # Launch ------------------------------------------------------------------------
 
-    def launch(self, grid, block, args=(), stream=None, shared_mem: int = 0) -> None:
-        """Launch the kernel now.
+    def _launch_checked(self, grid, block, args=(), stream=None, shared_mem: int = 0) -> None:
+        """:meth:`launch` (``cuLaunchKernel``) for what the base's method hands on: a call it
+        does not parse, a launch while a capture is open (which keeps the arguments).
 
         Parameters
         ----------
@@ -354,6 +356,7 @@ class Kernel(KernelChecks, KernelParamBlock):
         return func, g, b, smem, s, dev, pack
 
     def __call__(self, grid, block, args=(), stream=None, shared_mem: int = 0) -> None:
+        """The same as :meth:`launch` (``cuLaunchKernel``)."""
         self.launch(grid, block, args, stream, shared_mem)
 
     def __repr__(self) -> str:
@@ -369,9 +372,3 @@ def _keep_launched(args) -> None:
     """A launch made while a capture is open: the captured graph keeps its arguments."""
     if args:
         _lifetime.keep_in_captures(tuple(args))
-
-
-# launch() without its Python frame where the compiled route is built (the method above
-# stays the fallback of a call the method in C does not parse)
-fast.method_kernel_launch(Kernel, "_hot", _prepare_launch, _lifetime.capture_keeps,
-                          _keep_launched)

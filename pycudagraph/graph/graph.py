@@ -13,6 +13,7 @@ graph's table (:mod:`pycudagraph.nodes`). Topology (edges, listing, removal) is 
 from __future__ import annotations
 
 from .._cuda import call, context, fast, rt
+from .._cuda.fast import GraphBase
 from .._lifetime import Ledger
 from ..compile.args import ArgPack
 from ..compile.kernel import Kernel
@@ -46,7 +47,8 @@ add_kernel_node = fast.node_maker(
     (ArgPack, "layout", "buf", "address", "refs", "kernel"), KernelNode.build, record_built)
 
 
-class Graph(GraphTopology, GraphClone, GraphFeatures, GraphIntrospection, GraphUserObjects):
+class Graph(GraphBase, GraphTopology, GraphClone, GraphFeatures, GraphIntrospection,
+            GraphUserObjects):
     """A CUDA graph built node by node (``cudaGraphCreate``, destroyed by ``cudaGraphDestroy``).
 
     Every ``add_*`` builder takes ``deps=``, the nodes the new node waits for, and
@@ -59,8 +61,9 @@ class Graph(GraphTopology, GraphClone, GraphFeatures, GraphIntrospection, GraphU
         execs copy (:mod:`pycudagraph.nodes.table`). Not needed for ordinary use.
     """
 
-    # ``table`` is a slot: the compiled ``add_kernel`` reads it there
-    __slots__ = ("table", "__dict__", "__weakref__")
+    # ``table`` is the base's (fast.GraphBase: a C type where the extension is built), with
+    # ``add_kernel``, which hands a call with an attribute keyword to _add_kernel_checked
+    __slots__ = ("__dict__", "__weakref__")
 
     #: The exec class :meth:`instantiate` makes: a subclass of GraphExec on a graph that
     #: needs one (a capture with ``collectives=`` sets it on its graph).
@@ -135,11 +138,13 @@ class Graph(GraphTopology, GraphClone, GraphFeatures, GraphIntrospection, GraphU
 
     # Builders --------------------------------------------------------------------
 
-    def add_kernel(self, kernel, grid, block, args=(), shared_mem: int = 0, deps=(), *,
-                   priority: int | None = None, cluster=None, cooperative: bool | None = None,
-                   access_policy=None, mem_sync_domain: str | None = None,
-                   device_updatable: bool | None = None) -> KernelNode:
-        """Add a kernel launch node (``cuGraphAddKernelNode``, i.e. ``cudaGraphAddKernelNode``).
+    def _add_kernel_checked(self, kernel, grid, block, args=(), shared_mem: int = 0, deps=(),
+                            *, priority: int | None = None, cluster=None,
+                            cooperative: bool | None = None, access_policy=None,
+                            mem_sync_domain: str | None = None,
+                            device_updatable: bool | None = None) -> KernelNode:
+        """:meth:`add_kernel` (``cuGraphAddKernelNode``, i.e. ``cudaGraphAddKernelNode``) for
+        what the base's method does not take: attribute keywords, a call it does not parse.
 
         Parameters
         ----------
@@ -379,11 +384,6 @@ class Graph(GraphTopology, GraphClone, GraphFeatures, GraphIntrospection, GraphU
     def __repr__(self) -> str:
         state = " closed" if self.table.closed else (" destroyed" if self.table.dead else "")
         return f"<pycudagraph.Graph 0x{self.table.h:x}{state}>"
-
-
-# add_kernel without its Python frame where the compiled route is built (the method above
-# stays the fallback of a call with an attribute keyword)
-fast.method_graph_add_kernel(Graph)
 
 
 def _inner_graph(raw, owner) -> Graph:
