@@ -134,8 +134,8 @@ class _Loader:
         ws = self.workspaces.get(w)
         if ws is None:
             with framework_streams(self.side(dev).ptr, dev):
-                ws = self.workspaces[w] = Maker(dev, str(self.folder)).bytes(
-                    framework, self.ix["workspaces"][w], True)
+                ws = self.workspaces[w] = Maker(dev, str(self.folder)).workspace(
+                    framework, self.ix["workspaces"][w])
         return ws
 
     def entry(self, rec: dict, finder: KernelFinder, entry_class):
@@ -336,6 +336,9 @@ def load_graphed(path, fn_or_module, *, module=None, bind=None, strict: bool = F
                 f.adopt(entry)
         except (GraphFileError, ArgumentError, PyCudaGraphError) as exc:
             failed[i] = str(exc)
+            continue
+        except Exception as exc:  # noqa: BLE001 - a framework's refusal (memory ...): said
+            failed[i] = f"{type(exc).__name__}: {exc}"
             continue
         report.loaded += 1
         if entry.plan.unproven and not getattr(f, "check", False):

@@ -12,6 +12,8 @@ except for :class:`~pycudagraph.DeviceBuffer` workspaces (``cudaMalloc``, ``cuda
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from ..errors import GraphFileError
@@ -19,9 +21,21 @@ from ..runtime.memory import DeviceBuffer
 from .arrays import ALIGN_CAP
 from . import loaded
 
-__all__ = ["Maker", "ByteBase"]
+__all__ = ["Maker", "ByteBase", "loaded_workspace"]
 
 _MAX = 1 << 40  # bytes of one array the index may ask for
+#: start -> end of each workspace a load made, while it lives: a later save of the loaded
+#: keys finds them as workspaces again (not as the live arrays they are)
+_WORKSPACES: dict = {}
+
+
+def loaded_workspace(address: int):
+    """``(start, end)`` of the workspace made by a load that holds ``address``, or None.
+    No CUDA call."""
+    for start, end in list(_WORKSPACES.items()):
+        if start <= address < end:
+            return start, end
+    return None
 
 
 class ByteBase:
@@ -130,6 +144,14 @@ class Maker:
         return v
 
     # memory -----------------------------------------------------------------------------
+
+    def workspace(self, framework: str, nbytes: int) -> ByteBase:
+        """A zeroed allocation for a library workspace (:meth:`bytes`), noted for
+        :func:`loaded_workspace` while it lives."""
+        base = self.bytes(framework, nbytes, True)
+        _WORKSPACES[base.ptr] = base.ptr + nbytes
+        weakref.finalize(base.array, _WORKSPACES.pop, base.ptr, None)
+        return base
 
     def bytes(self, framework: str, nbytes: int, zero: bool) -> ByteBase:
         """``nbytes`` of device memory of ``framework`` ("torch", "cupy", or "" for a

@@ -41,6 +41,7 @@ from ..runtime.values import path_arg
 from .arrays import array_info
 from .graphed_bind import Span, bindings, describe, versions
 from .graphed_index import FORMAT, INDEX, VERSION, write_index
+from .graphed_make import loaded_workspace
 from .kernel_probe import library_kernels
 from .owners import OwnerIndex
 from . import loaded
@@ -199,8 +200,11 @@ class _Saver:
     def workspace(self, v: int, base: int, size: int) -> tuple:
         if self._owners is None:
             self._owners = OwnerIndex(())
-        owner = self._owners.find(v)
-        if owner.status == "allocator":
+        made = loaded_workspace(v)  # a workspace a load made (a live array): one again
+        owner = self._owners.find(v) if made is None else None
+        if made is not None:
+            base, end = made
+        elif owner.status == "allocator":
             base, end = self._block(v)
         elif owner.status == "unknown":
             end = base + size
@@ -351,6 +355,8 @@ def save_graphed(f, path, module=None, bind=None) -> SaveReport:
                         frameworks |= set(e.frameworks)
                     except (KeySkipped, PyCudaGraphError) as exc:
                         report.skipped[key] = str(exc)
+                    except Exception as exc:  # noqa: BLE001 - a framework's refusal: said
+                        report.skipped[key] = f"{type(exc).__name__}: {exc}"
         if not keys:
             raise ArgumentError("save: no key could be saved: " + "; ".join(report.skipped.values()))
         here = versions()

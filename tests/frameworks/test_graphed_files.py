@@ -377,6 +377,17 @@ def test_each_address_is_placed_by_what_holds_it(saver):
         saver.place(W + 0xA000, inputs, allocs)
 
 
+def test_a_workspace_a_load_made_is_a_workspace_again(saver, monkeypatch):
+    made = (W + 0xD000, W + 0xE000)
+    monkeypatch.setattr(graphed_save, "loaded_workspace",
+                        lambda v: made if made[0] <= v < made[1] else None)
+    monkeypatch.setattr(graphed_save.dr, "cuMemGetAddressRange",
+                        staticmethod(lambda v: (0, W + 0xD000, 0x1000)))
+    # no owner lookup (the fake one would not know the address): the load's record decides
+    assert saver.place(W + 0xD010, [], []) == ("workspace", 0, W + 0xD000)
+    assert saver.workspaces == [[W + 0xD000, W + 0xE000]]
+
+
 def test_outputs_a_file_cannot_make_are_named(saver):
     class ModelOutput(dict):
         pass

@@ -213,6 +213,11 @@ assert len(begins) == r.probes <= r.kernel_sets, (len(begins), r)
 with torch.no_grad():
     model.scale.fill_(2.0)  # a buffer, bound by name
 close(f(IDS[7]), eager(IDS[7]))
+again = f.save(FOLDER + ".again")  # loaded keys save again (their workspace, their pool)
+assert again.keys == len(BUCKETS) and not again.skipped, again
+f3 = pcg.load_graphed(FOLDER + ".again", model)
+close(f3(IDS[5]), eager(IDS[5]))
+assert f3.stats.captures == 0 and f3.load_report.loaded == len(BUCKETS), f3.load_report
 other = Tiny(width=32).cuda()
 try:
     pcg.load_graphed(FOLDER, other)
