@@ -111,15 +111,17 @@ class KernelFinder:
 
     def learn(self, graph) -> None:
         """Note the function of every library kernel of ``graph`` and its module
-        (``cuGraphKernelNodeGetParams``, ``cuFuncGetName``, ``cuFuncGetModule``)."""
+        (``cuGraphKernelNodeGetParams``, ``cuFuncGetName``, ``cuFuncGetModule``: a function
+        whose module the driver does not give is still noted)."""
         for node, _, _ in graph.table.walk():
             found = _library_kernel(node)
             if found is None:
                 continue
             name, func = found
             self.table.setdefault(name, func)
-            mod = call(dr.cuFuncGetModule, dr.CUfunction(func))
-            self._modules.setdefault(int(mod), mod)
+            err, mod = dr.cuFuncGetModule(dr.CUfunction(func))
+            if err == dr.CUresult.CUDA_SUCCESS and int(mod):  # (else: no module to search)
+                self._modules.setdefault(int(mod), mod)
 
     def search(self, names) -> None:
         """Look each of ``names`` up in the modules seen (``cuModuleGetFunction``; a

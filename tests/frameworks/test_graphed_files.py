@@ -434,7 +434,7 @@ def driver(monkeypatch):
 
         @staticmethod
         def cuFuncGetModule(f):
-            return f // 100
+            return (0, f // 100) if f != 301 else (201, 0)  # 301: its module is not given
 
         @staticmethod
         def cuModuleGetFunction(mod, raw):
