@@ -33,6 +33,15 @@ SECTIONS = (
 )
 
 
+def _hot_base_of(cls) -> bool:
+    """Whether ``cls`` extends one of the hot path's base types (``fast.ExecBase`` ...),
+    whose methods it inherits: the page lists inherited members for it."""
+    from pycudagraph._cuda import hot_base
+    bases = {b.__name__ for b in cls.__mro__[1:]
+             if b.__module__ in ("pycudagraph._cuda._native", hot_base.__name__)}
+    return bool(bases & set(hot_base.__all__))
+
+
 def page() -> str:
     names = list(pycudagraph.__all__)
     lines = ["API reference", "=============", "",
@@ -47,7 +56,10 @@ def page() -> str:
         for n in chosen:
             obj = getattr(pycudagraph, n)
             if inspect.isclass(obj):
-                lines += [f".. autoclass:: pycudagraph.{n}", "   :members:", ""]
+                lines += [f".. autoclass:: pycudagraph.{n}", "   :members:"]
+                if _hot_base_of(obj):  # launch, set_arg, add_kernel ... are the base's
+                    lines += ["   :inherited-members:"]
+                lines += [""]
             else:
                 lines += [f".. autofunction:: pycudagraph.{n}", ""]
     return "\n".join(lines).rstrip() + "\n"
