@@ -84,12 +84,12 @@ class ReuseBox(list):
     the instantiate call fills it), and the exec's ledger owner (its update code finds it
     there). Holds the exec's graph and records while the exec holds them, nothing after."""
     __slots__ = ("graph", "flags", "device", "stamp", "records", "origin_h", "origin", "key",
-                 "unknown")
+                 "unknown", "aliases")
 
     def __init__(self, graph, flags: int):
         super().__init__((0,))
         self.graph, self.flags, self.device = graph, flags, thread_state.device
-        self.stamp = self.records = self.origin = self.key = None
+        self.stamp = self.records = self.origin = self.key = self.aliases = None
         self.origin_h, self.unknown = 0, False  # unknown: records dropped, disabled nodes too
 
     def follow(self, taken: list, records) -> "ReuseBox":
@@ -231,7 +231,7 @@ def release_exec(box: ReuseBox) -> None:
     except Exception:
         done = False
     origin = box.origin_h
-    box.graph = box.stamp = box.records = box.origin = None
+    box.graph = box.stamp = box.records = box.origin = box.aliases = None
     if not done:
         destroy(_Parked(h, origin, ()))
 
@@ -278,8 +278,7 @@ def take(graph, flags: int) -> _Parked | None:
 
 def graph_release(graph, raw):
     """The finalizer of a graph pycudagraph owns (:func:`destroy_graph` of its raw graph)."""
-    tref = weakref.ref(graph.table)
-    _owned.add(tref)
+    _owned.add(tref := weakref.ref(graph.table))
     return release(graph, destroy_graph, (raw, tref))
 
 
@@ -311,16 +310,29 @@ def destroy_graph(handle: tuple) -> None:
     rt.cudaGraphDestroy(raw)
 
 
-def _box(extra: list) -> ReuseBox | None:
-    box = extra[2] if len(extra) > 2 else None  # an exec's ledger extra: its owner
-    return box if type(box) is ReuseBox else None
+def _box(extra: list) -> ReuseBox | None:  # an exec's ledger extra holds its owner at [2]
+    return extra[2] if len(extra) > 2 and type(extra[2]) is ReuseBox else None
 
 
 def mark_unknown(extra: list) -> None:
     """The exec of ledger ``extra`` drops its records: not parked (disabled nodes unknown)."""
     box = _box(extra)
     if box is not None:
-        box.unknown = True
+        box.unknown, box.aliases = True, None
+
+
+def set_aliases(extra: list, aliases: dict) -> None:
+    """``id(node) -> (node, record)``: the reused exec's own graph's nodes after an update."""
+    box = _box(extra)
+    if box is not None:
+        box.aliases = aliases or box.aliases
+
+
+def alias(extra: list, node):
+    """The record ``node`` of a reused exec's own graph stands for after an update, or None."""
+    box = _box(extra)
+    entry = box.aliases.get(id(node)) if box is not None and box.aliases else None
+    return entry[1] if entry is not None and entry[0] is node else None
 
 
 def origin_graph(extra: list, cls):

@@ -63,6 +63,9 @@ class ExecUpdate:
             if rec is not None and rec.stands_for(node):
                 return rec
             return self.exec_node(node)
+        rec = exec_reuse.alias(self._ledger.extra, node)  # a reused exec's own node, updated
+        if rec is not None:
+            return rec
         source = self._source(node)
         if source is None:
             raise PyCudaGraphError(f"{node!r} is not a node of the graph this exec was made "
@@ -240,7 +243,9 @@ class ExecUpdate:
         parameters) with ``graph``'s as twins, in creation order (``cudaGraphGetNodes``)."""
         otable, table = origin.table, graph.table
         pairs = zip(versions.graph_nodes(otable.raw_handle), versions.graph_nodes(table.raw_handle))
-        for old_raw, new_raw in pairs:
+        mine = [] if graph is self.graph else versions.graph_nodes(self.graph.table.raw_handle)
+        aliases = {}  # the exec's own graph's nodes, as after an update of any exec
+        for i, (old_raw, new_raw) in enumerate(pairs):
             new, h = table.node(new_raw), int(old_raw)
             old = otable.nodes.get(h)
             if old is None or type(old) is not type(new):
@@ -250,6 +255,10 @@ class ExecUpdate:
             if type(rec.args) is CapturedArgs:  # the bytes the update took
                 rec.args = CapturedArgs.of(new)
             rec.pair(new, self._nodes)
+            if mine:
+                node = self.graph.table.node(mine[i])
+                aliases[id(node)] = (node, rec)
+        exec_reuse.set_aliases(self._ledger.extra, aliases)
 
     def _from_parked(self, graph, flags: int) -> bool:
         """Make this exec from a parked one of ``graph``'s topology

@@ -318,3 +318,19 @@ def test_a_collected_exec_and_graph_are_kept(world):
     gc.collect()
     assert er.stats()["ready"] == 1 and world.destroyed == []
     assert chain(world)[0].instantiate()._h == h
+
+
+def test_after_an_update_a_reused_exec_takes_both_graphs_nodes(world, driver):  # noqa: F811
+    g1, k1 = chain(world, 1, 2)
+    released(world, g1)
+    g2, k2 = chain(world, 10, 20)
+    exe = g2.instantiate()
+    g3, k3 = chain(world, 30, 40)
+    exe.update(g3)  # as after any exec's update: its own graph's nodes and g3's both work
+    exe.set_arg(k3, "a", 31)
+    exe.set_arg(k2, "b", 41)
+    assert driver == [(int(k1), [31, 40]), (int(k1), [31, 41])]
+    assert exe.exec_node(k2) is exe.exec_node(k3)
+    h = exe._h
+    exe.close()  # no record was dropped (none was made before the update): kept again
+    assert er.stats()["ready"] == 1 and chain(world)[0].instantiate()._h == h

@@ -242,3 +242,22 @@ def test_a_large_chain_is_reused_with_the_right_arguments(mod, reuse, stream):
     y.zero()
     run(exe, stream)
     assert (y.to_numpy(np.float32) == total - 4.0 + 1000.0).all()
+
+
+def test_a_reused_exec_updated_again_takes_both_graphs_nodes(mod, reuse, stream):
+    x, y = pcg.DeviceBuffer.from_array(vec(6)), pcg.DeviceBuffer(4 * N)
+    g1 = two_step(mod, x, y, 1.0, 0.0, 0.0)[0]
+    g1.instantiate().close()
+    g1.close()
+    g2, a2, _ = two_step(mod, x, y, 2.0, 0.0, 0.0)
+    exe = g2.instantiate()
+    assert er.stats()["ready"] == 0  # reused
+    g3, a3, b3 = two_step(mod, x, y, 3.0, 1.0, 1.0)
+    exe.update(g3)
+    run(exe, stream)
+    np.testing.assert_allclose(y.to_numpy(np.float32), 3.0 * vec(6) + 2.0, rtol=1e-6)
+    exe.set_arg(a2, "a", 4.0)  # the exec's own graph's node, as after any update
+    exe.set_arg(b3, "v", 5.0)  # and the update graph's
+    run(exe, stream)
+    np.testing.assert_allclose(y.to_numpy(np.float32), 4.0 * vec(6) + 6.0, rtol=1e-6)
+    assert exe.exec_node(a2) is exe.exec_node(a3)
