@@ -22,7 +22,7 @@ from ..runtime.memory import DeviceBuffer
 from . import loaded
 
 __all__ = ["ArrayInfo", "array_info", "flatten", "substitute", "owner_range", "overlaps",
-           "ALIGN_CAP"]
+           "aliasing", "align_class", "ALIGN_CAP"]
 
 #: Alignment classes above this are one class: no kernel picks a path by more.
 ALIGN_CAP = 256
@@ -42,7 +42,9 @@ class ArrayInfo:
     device: int
 
 
-def _align(ptr: int) -> int:
+def align_class(ptr: int) -> int:
+    """The alignment class of an address in the key: its largest power-of-two divisor,
+    at most :data:`ALIGN_CAP`. No CUDA call."""
     return min(ptr & -ptr, ALIGN_CAP) if ptr else ALIGN_CAP
 
 
@@ -69,7 +71,7 @@ def _torch_info(t) -> ArrayInfo:
     shape, stride = tuple(t.shape), t.stride()
     size = t.element_size()
     lo, hi = _span(ptr, shape, [s * size for s in stride], size)
-    return ArrayInfo(t, ptr, lo, hi, ("torch", shape, stride, t.dtype, dev, _align(ptr)),
+    return ArrayInfo(t, ptr, lo, hi, ("torch", shape, stride, t.dtype, dev, align_class(ptr)),
                      "torch", dev)
 
 
@@ -77,7 +79,7 @@ def _cupy_info(a) -> ArrayInfo:
     ptr = a.data.ptr
     dev = a.data.device_id
     lo, hi = _span(ptr, a.shape, a.strides, a.itemsize)
-    return ArrayInfo(a, ptr, lo, hi, ("cupy", a.shape, a.strides, a.dtype, dev, _align(ptr)),
+    return ArrayInfo(a, ptr, lo, hi, ("cupy", a.shape, a.strides, a.dtype, dev, align_class(ptr)),
                      "cupy", dev)
 
 
@@ -97,7 +99,7 @@ def _cai_info(obj, cai: dict) -> ArrayInfo:
     else:
         dev, kind = -1, "cai"
     lo, hi = _span(ptr, shape, strides, dtype.itemsize)
-    return ArrayInfo(obj, ptr, lo, hi, (kind, shape, strides, dtype.str, dev, _align(ptr)),
+    return ArrayInfo(obj, ptr, lo, hi, (kind, shape, strides, dtype.str, dev, align_class(ptr)),
                      kind, dev)
 
 
@@ -150,18 +152,19 @@ def overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
     return a[0] < b[1] and b[0] < a[1]
 
 
-def _aliasing(infos: list[ArrayInfo]) -> tuple:
-    """Which arrays share bytes, and at what distance: part of the key, so a call whose
-    arrays alias differently gets its own graph."""
-    order = sorted(range(len(infos)), key=lambda i: infos[i].lo)
+def aliasing(spans) -> tuple:
+    """Which arrays share bytes, and at what distance, from their ``(lo, hi, ptr)`` spans:
+    part of the key, so a call whose arrays alias differently gets its own graph. No CUDA
+    call."""
+    order = sorted(range(len(spans)), key=lambda i: spans[i][0])
     out, first, reach = [], None, -1
     for i in order:
-        info = infos[i]
-        if first is not None and info.lo < reach:
-            out.append((first, i, info.ptr - infos[first].ptr))
-            reach = max(reach, info.hi)
+        lo, hi, ptr = spans[i]
+        if first is not None and lo < reach:
+            out.append((first, i, ptr - spans[first][2]))
+            reach = max(reach, hi)
         else:
-            first, reach = i, info.hi
+            first, reach = i, hi
     return tuple(out)
 
 
@@ -178,7 +181,7 @@ def flatten(args: tuple, kwargs: dict) -> tuple[tuple, list[ArrayInfo]]:
     infos: list[ArrayInfo] = []
     key = (tuple(_walk(a, f"argument {i}", infos) for i, a in enumerate(args)),
            tuple((k, _walk(kwargs[k], f"argument {k!r}", infos)) for k in sorted(kwargs)))
-    return key + (_aliasing(infos),), infos
+    return key + (aliasing([(i.lo, i.hi, i.ptr) for i in infos]),), infos
 
 
 def _walk(v, where: str, infos: list) -> tuple:
