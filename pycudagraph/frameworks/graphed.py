@@ -51,6 +51,7 @@ from ..capture.capture import capture
 from ..runtime.device import device as device_scope
 from ..runtime.stream import Event, Stream, stream_handle
 from .arrays import array_info, flatten, overlaps, substitute
+from .graphed_fast import SLOW, FastPath
 from .ops import compare, copy_of, current_stream, framework_streams, twin
 from .pools import CapturePool
 from .rebind_plan import RebindPlan
@@ -140,6 +141,7 @@ class GraphedCallable:
         self._stats = GraphedStats()
         self._sides: dict = {}  # device -> the side stream captures run on
         self._lock = threading.RLock()
+        self._fast = FastPath(self._lock, self._stats)  # repeats of a known call
         functools.update_wrapper(self, fn, updated=())  # never fn.__dict__ over ours
 
     @property
@@ -156,6 +158,7 @@ class GraphedCallable:
         """Drop every graph (its pool goes when nothing else holds it). No CUDA call."""
         with self._lock:
             self._graphs.clear()
+            self._fast.forget()
 
     def save(self, path, module=None, bind=None):
         """Save every captured key to the folder ``path`` for :func:`pycudagraph.load_graphed`
@@ -175,6 +178,9 @@ class GraphedCallable:
                 fast.forget()
 
     def __call__(self, *args, **kwargs):
+        out = self._fast.call(self, args, kwargs)  # a repeat of a known call: graphed_fast
+        if out is not SLOW:
+            return out
         key, infos = flatten(args, kwargs)
         with self._lock:
             st = self._stats
