@@ -204,9 +204,9 @@ static PyMethodDef methods[] = {
     FAST(add_node, "add_node(table, deps, kernel, grid, block, args, shared_mem) -> the new "
                    "KernelNode, registered: cuGraphAddKernelNode"),
     {"set_node_maker", set_node_maker, METH_VARARGS,
-     "set_node_maker(table_cls, table_slots, ledger_cls, ledger_slots, kernel_cls, hot, "
-     "node_cls, node_slots, pack_cls, pack_slots, fallback, record): what add_node reads and "
-     "makes"},
+     "set_node_maker(table_cls, table_slots, ledger_cls, ledger_slots, node_cls, node_slots, "
+     "pack_cls, fallback, record): what add_node reads and makes (slots: name -> member "
+     "descriptor)"},
     {"set_driver", set_driver, METH_O, "set_driver(entry_points: dict[str, int])"},
     {"set_routes", set_routes, METH_VARARGS,
      "set_routes(routes: tuple, captures: list, host_errors: list)"},

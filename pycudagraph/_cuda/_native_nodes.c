@@ -8,10 +8,10 @@
  * set), cuGraphAddKernelNode, then the node recorded in the graph's table (nodes[h] = node,
  * ledger.held[id(node)] = (node, pack)), exactly as NodeTable.register records it.
  *
- * What it reads and writes are slots, by the offsets of member descriptors fast.py hands
- * over (set_node_maker), of objects whose types it checked: the table (NodeTable), its
- * ledger (Ledger), the kernel (Kernel: its _hot), the new pack (ArgPack) and node
- * (KernelNode). Anything else (a closed or destroyed graph, a ledger whose entries an exec
+ * What it reads and writes of objects whose types it checked are the base types' members
+ * (a kernel's _hot: KernelBase; the new pack's fields: ArgPackBase) and slots, by name, of
+ * member descriptors fast.py hands over (set_node_maker): the table (NodeTable), its
+ * ledger (Ledger) and the new node (KernelNode). Anything else (a closed or destroyed graph, a ledger whose entries an exec
  * shares (the fallback copies them first: Ledger.writable), a kernel whose plan it lacks,
  * a value it does not convert, a dependency it does not judge, a trace, a new thread,
  * several devices, a refused call) is the fallback's (KernelNode.build), called with the
@@ -98,62 +98,76 @@ int dep_handles(PyObject *deps, PyObject *nodes, void **stack, void ***out, Py_s
     return 0;
 }
 
+/* The slots add_node reads and writes of a table, a ledger and a new node, by name: the
+ * names are this file's, looked up once in the {name: member descriptor} dicts fast.py
+ * hands over (no order is shared). An ArgPack's fields and a kernel's plan are the base
+ * types' struct members (ArgPackBase, KernelBase). */
+static const char *const TABLE_SLOTS[] = {"h", "nodes", "closed", "dead", "ledger"};
+static const char *const LEDGER_SLOTS[] = {"held", "shared"};
+static const char *const NODE_SLOTS[] = {"_table", "_h", "_raw", "_pack"};
 enum { T_H, T_NODES, T_CLOSED, T_DEAD, T_LEDGER, T_COUNT };
+enum { L_HELD, L_SHARED, L_COUNT };
 enum { N_TABLE, N_H, N_RAW, N_PACK, N_COUNT };
-enum { P_LAYOUT, P_BUF, P_ADDRESS, P_REFS, P_KERNEL, P_COUNT };
 
 static struct {
-    PyTypeObject *table, *ledger, *kernel, *node, *pack;
-    Py_ssize_t t[T_COUNT], held, shared, hot, n[N_COUNT], p[P_COUNT];
+    PyTypeObject *table, *ledger, *node, *pack;
+    Py_ssize_t t[T_COUNT], l[L_COUNT], n[N_COUNT];
     PyObject *fallback, *record;
 } M;
 
-/* The offsets of a tuple of n descriptors of cls into out; -1 with an error set. */
-static int offsets(PyTypeObject *cls, PyObject *descrs, Py_ssize_t n, Py_ssize_t *out)
+/* The offsets of the n slots names[] of cls, each looked up in descrs ({name: member
+ * descriptor}), into out; -1 with an error set. */
+static int offsets(PyTypeObject *cls, PyObject *descrs, const char *const *names, int n,
+                   Py_ssize_t *out)
 {
-    if (!PyTuple_Check(descrs) || PyTuple_GET_SIZE(descrs) != n) {
-        PyErr_Format(PyExc_TypeError, "set_node_maker: %zd slots of %s were expected", n,
+    if (!PyDict_Check(descrs)) {
+        PyErr_Format(PyExc_TypeError, "set_node_maker: a dict of %s's slots was expected",
                      cls->tp_name);
         return -1;
     }
-    for (Py_ssize_t i = 0; i < n; i++)
-        if ((out[i] = member_offset(cls, PyTuple_GET_ITEM(descrs, i))) < 0)
+    for (int i = 0; i < n; i++) {
+        PyObject *d = PyDict_GetItemString(descrs, names[i]);
+        if (!d) {
+            PyErr_Format(PyExc_TypeError, "set_node_maker: slot %s of %s was not given",
+                         names[i], cls->tp_name);
             return -1;
+        }
+        if ((out[i] = member_offset(cls, d)) < 0)
+            return -1;
+    }
     return 0;
 }
 
-/* set_node_maker(table_cls, (h, nodes, closed, dead, ledger), ledger_cls, (held, shared),
- *                kernel_cls, hot, node_cls, (_table, _h, _raw, _pack), pack_cls, (layout,
- *                buf, address, refs, kernel), fallback, record): the slots add_node reads
- *                and writes, its fallback, and record(table, node, pack). */
+/* set_node_maker(table_cls, table_slots, ledger_cls, ledger_slots, node_cls, node_slots,
+ *                pack_cls, fallback, record): the classes add_node reads and makes, the
+ *                slots (dicts: name -> member descriptor) it reads and writes, its fallback,
+ *                and record(table, node, pack). pack_cls extends ArgPackBase. */
 PyObject *set_node_maker(PyObject *m, PyObject *args)
 {
-    PyTypeObject *tc, *lc, *kc, *nc, *pc;
-    PyObject *td, *ld, *hot, *nd, *pd, *fb, *rec;
-    if (!PyArg_ParseTuple(args, "O!OO!OO!OO!OO!OOO", &PyType_Type, &tc, &td, &PyType_Type, &lc,
-                          &ld, &PyType_Type, &kc, &hot, &PyType_Type, &nc, &nd, &PyType_Type,
-                          &pc, &pd, &fb, &rec))
+    PyTypeObject *tc, *lc, *nc, *pc;
+    PyObject *td, *ld, *nd, *fb, *rec;
+    if (!PyArg_ParseTuple(args, "O!OO!OO!OO!OO", &PyType_Type, &tc, &td, &PyType_Type, &lc,
+                          &ld, &PyType_Type, &nc, &nd, &PyType_Type, &pc, &fb, &rec))
         return NULL;
-    Py_ssize_t t[T_COUNT], n[N_COUNT], p[P_COUNT], l[2], hot_at;
-    if (offsets(tc, td, T_COUNT, t) || offsets(nc, nd, N_COUNT, n) ||
-        offsets(pc, pd, P_COUNT, p) || offsets(lc, ld, 2, l) ||
-        (hot_at = member_offset(kc, hot)) < 0)
+    Py_ssize_t t[T_COUNT], l[L_COUNT], n[N_COUNT];
+    if (offsets(tc, td, TABLE_SLOTS, T_COUNT, t) || offsets(lc, ld, LEDGER_SLOTS, L_COUNT, l) ||
+        offsets(nc, nd, NODE_SLOTS, N_COUNT, n))
         return NULL;
+    if (!PyType_IsSubtype(pc, &ArgPackBase_Type)) {
+        PyErr_SetString(PyExc_TypeError, "set_node_maker: the pack class must extend ArgPackBase");
+        return NULL;
+    }
     if (!PyCallable_Check(fb) || !PyCallable_Check(rec)) {
         PyErr_SetString(PyExc_TypeError, "set_node_maker: fallback and record must be callable");
         return NULL;
     }
     Py_XSETREF(M.table, (PyTypeObject *)Py_NewRef(tc));
     Py_XSETREF(M.ledger, (PyTypeObject *)Py_NewRef(lc));
-    Py_XSETREF(M.kernel, (PyTypeObject *)Py_NewRef(kc));
     Py_XSETREF(M.node, (PyTypeObject *)Py_NewRef(nc));
     Py_XSETREF(M.pack, (PyTypeObject *)Py_NewRef(pc));
     memcpy(M.t, t, sizeof t);
+    memcpy(M.l, l, sizeof l);
     memcpy(M.n, n, sizeof n);
-    memcpy(M.p, p, sizeof p);
-    M.held = l[0];
-    M.shared = l[1];
-    M.hot = hot_at;
     Py_XSETREF(M.fallback, Py_NewRef(fb));
     Py_XSETREF(M.record, Py_NewRef(rec));
     Py_RETURN_NONE;
@@ -181,15 +195,15 @@ int pack_class_known(void)
 PyObject *new_pack(PyObject *layout, PyObject *kernel, PyObject *refs, PyObject *buf,
                    PyObject *addr)
 {
-    PyObject *pack = bare_object(M.pack);
+    pack_obj *pack = (pack_obj *)bare_object(M.pack);
     if (!pack)
         return NULL;
-    SLOT(pack, M.p[P_LAYOUT]) = Py_NewRef(layout);
-    SLOT(pack, M.p[P_BUF]) = Py_NewRef(buf);
-    SLOT(pack, M.p[P_ADDRESS]) = Py_NewRef(addr);
-    SLOT(pack, M.p[P_REFS]) = Py_NewRef(refs);
-    SLOT(pack, M.p[P_KERNEL]) = Py_NewRef(kernel);
-    return pack;
+    pack->layout = Py_NewRef(layout);
+    pack->buf = Py_NewRef(buf);
+    pack->address = Py_NewRef(addr);
+    pack->refs = Py_NewRef(refs);
+    pack->kernel = Py_NewRef(kernel);
+    return (PyObject *)pack;
 }
 
 /* add_core's maker: the ArgPack of the new buffer and the node holding it (its handle is
@@ -228,17 +242,17 @@ PyObject *add_node(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
 {
     PyObject *table = nargs == 7 ? a[0] : NULL, *kernel = nargs == 7 ? a[2] : NULL;
     if (!table || !M.table || !S.add_kernel || !ready() || S.multi ||
-        !Py_IS_TYPE(table, M.table) || !PyObject_TypeCheck(kernel, M.kernel))
+        !Py_IS_TYPE(table, M.table) || !PyObject_TypeCheck(kernel, &KernelBase_Type))
         return fallback(a, nargs);
     PyObject *closed = SLOT(table, M.t[T_CLOSED]), *dead = SLOT(table, M.t[T_DEAD]);
     PyObject *nodes = SLOT(table, M.t[T_NODES]), *ledger = SLOT(table, M.t[T_LEDGER]);
-    PyObject *hot = SLOT(kernel, M.hot), *h = SLOT(table, M.t[T_H]), *held;
+    PyObject *hot = ((kernel_obj *)kernel)->hot, *h = SLOT(table, M.t[T_H]), *held;
     const plan_head *p;
     void *graph_h;
     if (closed != Py_False || !dead || !PyUnicode_CheckExact(dead) ||
         PyUnicode_GET_LENGTH(dead) != 0 || !nodes || !PyDict_CheckExact(nodes) || !ledger ||
-        !Py_IS_TYPE(ledger, M.ledger) || SLOT(ledger, M.shared) != Py_False ||
-        !(held = SLOT(ledger, M.held)) ||
+        !Py_IS_TYPE(ledger, M.ledger) || SLOT(ledger, M.l[L_SHARED]) != Py_False ||
+        !(held = SLOT(ledger, M.l[L_HELD])) ||
         !PyDict_CheckExact(held) || !hot || !(p = hot_plan(hot, 3)) || !h || as_ptr(h, &graph_h))
         return fallback(a, nargs);
     /* What is read from slots is held for the add: a converter (Python code), or another
@@ -259,7 +273,7 @@ PyObject *add_node(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
         if (!bad) {
             SLOT(node, M.n[N_H]) = Py_NewRef(hh);
             if (SLOT(table, M.t[T_NODES]) == nodes && SLOT(table, M.t[T_LEDGER]) == ledger &&
-                SLOT(ledger, M.held) == held && SLOT(ledger, M.shared) == Py_False) {
+                SLOT(ledger, M.l[L_HELD]) == held && SLOT(ledger, M.l[L_SHARED]) == Py_False) {
                 bad = PyDict_SetItem(nodes, hh, node) || PyDict_SetItem(held, key, entry);
             } else {   /* the table changed meanwhile: record it through Python */
                 PyObject *r = PyObject_CallFunctionObjArgs(M.record, table, node, pack, NULL);

@@ -131,24 +131,24 @@ def _slot(cls: type, name: str):
     raise AttributeError(f"{cls.__name__} has no slot {name!r}")
 
 
-def node_maker(table, ledger, kernel, node, pack, fallback, record):
+def node_maker(table, ledger, node, pack: type, fallback, record):
     """``add_node(table, deps, kernel, grid, block, args, shared_mem) -> node``: the kernel
     node added (``cuGraphAddKernelNode``, i.e. ``cudaGraphAddKernelNode``) and its pack and
     node objects made and recorded in the table in C, as ``fallback`` (``KernelNode.build``)
     does; anything else is ``fallback``'s, with the same arguments (the whole call on the
-    ctypes route, where ``fallback`` itself is returned). Each argument but ``fallback`` is
-    ``(cls, *slot names)``: the table's ``h, nodes, closed, dead, ledger``, the ledger's
-    ``held, shared``, the kernel's ``_hot``, the node's ``_table, _h, _raw, _pack`` and the
-    pack's ``layout, buf, address, refs, kernel``; ``record(table, node, pack)`` records a
-    node whose table changed under the add (while the GIL was released)."""
+    ctypes route, where ``fallback`` itself is returned). ``table``, ``ledger`` and ``node``
+    are ``(cls, *slot names)``: the table's ``h, nodes, closed, dead, ledger``, the ledger's
+    ``held, shared`` and the node's ``_table, _h, _raw, _pack``, handed over by name (in any
+    order); ``pack`` is the class of the packs made (it extends :data:`ArgPackBase`, whose
+    fields are set); ``record(table, node, pack)`` records a node whose table changed under
+    the add (while the GIL was released). The kernel's plan is :data:`KernelBase`'s."""
     if _native is None:
         return fallback
 
     def slots(spec):
-        return tuple(_slot(spec[0], name) for name in spec[1:])
-    _native.set_node_maker(table[0], slots(table), ledger[0], slots(ledger), kernel[0],
-                           _slot(*kernel), node[0], slots(node), pack[0], slots(pack), fallback,
-                           record)
+        return {name: _slot(spec[0], name) for name in spec[1:]}
+    _native.set_node_maker(table[0], slots(table), ledger[0], slots(ledger), node[0],
+                           slots(node), pack, fallback, record)
     return _native.add_node
 
 

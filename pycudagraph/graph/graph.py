@@ -16,7 +16,6 @@ from .._cuda import call, context, fast, rt
 from .._cuda.fast import GraphBase
 from .._lifetime import Ledger
 from ..compile.args import ArgPack
-from ..compile.kernel import Kernel
 from ..errors import ArgumentError
 from ..nodes import (BatchMemOpNode, ChildGraphNode, ConditionalHandle, EmptyNode,
                      EventRecordNode, EventWaitNode, ExtSemaphoreSignalNode,
@@ -43,8 +42,7 @@ __all__ = ["Graph"]
 #: does not do itself, and the whole call on the ctypes route, is ``KernelNode.build``'s.
 add_kernel_node = fast.node_maker(
     (NodeTable, "h", "nodes", "closed", "dead", "ledger"), (Ledger, "held", "shared"),
-    (Kernel, "_hot"), (KernelNode, "_table", "_h", "_raw", "_pack"),
-    (ArgPack, "layout", "buf", "address", "refs", "kernel"), KernelNode.build, record_built)
+    (KernelNode, "_table", "_h", "_raw", "_pack"), ArgPack, KernelNode.build, record_built)
 
 
 class Graph(GraphBase, GraphTopology, GraphClone, GraphFeatures, GraphIntrospection,
