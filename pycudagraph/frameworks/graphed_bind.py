@@ -187,8 +187,11 @@ def describe(obj) -> dict:
 
 
 def versions() -> dict:
-    """``{"torch": version or None, "cupy": version or None}`` of the frameworks imported.
-    No CUDA call."""
-    torch, cupy = loaded.torch(), loaded.cupy()
-    return {"torch": getattr(torch, "__version__", None) if torch is not None else None,
-            "cupy": getattr(cupy, "__version__", None) if cupy is not None else None}
+    """``{"torch": version or None, "cupy": version or None}`` of the frameworks imported,
+    each a plain ``str`` (``torch.__version__`` is a ``TorchVersion``, a subclass whose
+    comparisons parse versions). No CUDA call."""
+    out = {}
+    for name, module in (("torch", loaded.torch()), ("cupy", loaded.cupy())):
+        text = getattr(module, "__version__", None) if module is not None else None
+        out[name] = str.__str__(text) if isinstance(text, str) and text else None
+    return out

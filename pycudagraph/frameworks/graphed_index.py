@@ -86,9 +86,21 @@ class _Check:
         return v
 
     def str_(self, v, where: str, most: int = 4096) -> str:
-        if type(v) is not str or not 0 < len(v) <= most or not v.isprintable():
-            self.fail(where, f"expected a printable string of 1 to {most} characters, "
-                             f"got {_short(v)}")
+        """A string of 1 to ``most`` printable characters (``str.isprintable``: any letter,
+        digit, punctuation or space, so ``"2.11.0+cu130"``; never a control character,
+        line break or tab). A ``str`` subclass (PyTorch's ``TorchVersion``) is read as the
+        plain string it holds."""
+        if not isinstance(v, str):
+            self.fail(where, f"expected a string of 1 to {most} printable characters, "
+                             f"got {_kind(v)}")
+        v = str.__str__(v)
+        if not 0 < len(v) <= most:
+            self.fail(where, f"expected a string of 1 to {most} printable characters, "
+                             f"got {len(v)} characters")
+        if not v.isprintable():
+            at = next(i for i, ch in enumerate(v) if not ch.isprintable())
+            self.fail(where, f"expected printable characters only, got {v[at]!r} at "
+                             f"{at} in {_short(v)}")
         return v
 
     def list_(self, v, where: str, most: int = 1 << 20) -> list:

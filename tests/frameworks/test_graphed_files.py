@@ -106,6 +106,57 @@ def test_each_wrong_field_is_named(path, value, words):
     assert words in str(err.value), str(err.value)
 
 
+class TorchVersion(str):
+    """Like ``torch.__version__``: a str subclass."""
+
+
+#: version strings as frameworks spell them (local versions, release candidates, git builds)
+REAL_VERSIONS = ["2.11.0+cu130", "14.2.0", "13.3.0rc1", "2.6.0a0+git1234abc", "2.5.1",
+                 "1.0.0.post1", "0.1.dev5+g1a2b3c4.d20240101", "14.0.0b1"]
+
+
+@pytest.mark.parametrize("text", REAL_VERSIONS)
+def test_real_version_strings_are_written_and_read_back(tmp_path, text):
+    ix = sample()
+    ix["versions"] = {"torch": TorchVersion(text), "cupy": text}
+    write_index(tmp_path, ix)  # the writer checks first: a TorchVersion is its plain text
+    back = read_index(tmp_path)
+    assert back["versions"] == {"torch": text, "cupy": text}
+    assert type(back["versions"]["torch"]) is str
+    assert version_differences(back, {"torch": text, "cupy": text}) == []
+
+
+def test_any_printable_text_within_limits_passes_and_control_characters_do_not():
+    ix = sample()
+    printable = "".join(chr(c) for c in range(0x20, 0x7F))  # every printable ASCII character
+    ix["versions"]["torch"] = printable
+    ix["gpu"] = "NVIDIA H200 (141 GB) #1 [MIG 1g.18gb] ~ 100% & <ok>"
+    ix["function"] = "Model.forward.<locals>.step"
+    check_index(ix)
+    for bad, words in [("2.11.0\n", "'\\n' at 6"), ("2.11\x00", "'\\x00' at 4"),
+                       ("a\tb", "'\\t' at 1"), ("\x7f", "'\\x7f' at 0"),
+                       ("", "got 0 characters"), ("9" * 129, "got 129 characters"),
+                       (2.11, "got a number"), (["2.11"], "got a list")]:
+        ix = sample()
+        ix["versions"]["torch"] = bad
+        with pytest.raises(GraphFileError, match="versions.torch") as err:
+            check_index(ix)
+        assert words in str(err.value), (bad, str(err.value))
+
+
+def test_framework_versions_are_plain_strings(monkeypatch):
+    import sys
+    import types
+    fake = types.SimpleNamespace(cuda=object(), __version__=TorchVersion("2.11.0+cu130"))
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=object(),
+                                                                   __version__="14.2.0"))
+    from pycudagraph.frameworks.graphed_bind import versions
+    got = versions()
+    assert got == {"torch": "2.11.0+cu130", "cupy": "14.2.0"}
+    assert type(got["torch"]) is str and type(got["cupy"]) is str
+
+
 def test_two_keys_naming_one_file_are_refused():
     ix = sample()
     ix["keys"].append(json.loads(json.dumps(ix["keys"][0])))
