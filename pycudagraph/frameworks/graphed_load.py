@@ -180,6 +180,8 @@ class _Loader:
             entry.outputs_pool = self.pool(rec["outputs_pool"], dev)[0]
         if rec["pool"] is not None and hasattr(entry, "order"):  # keys sharing scratch take turns
             entry.order = self.orders.setdefault(rec["pool"], entry.order)
+        if getattr(self.f, "check", False) and hasattr(entry, "needs_check"):
+            entry.needs_check = True  # check=: its first replay is compared with eager
         return entry
 
     def _place(self, at: dict, dev: int) -> tuple:
