@@ -14,7 +14,9 @@ is JSON (never pickle: loading runs no code from the file) and says
 - ``workspaces``: the sizes of library workspaces (cuBLAS ...), made anew, zeroed;
 - ``keys``: per key its graph ``file`` (``nbytes``, ``sha256``), ``device``, the call's
   ``args`` / ``kwargs`` and its ``outputs`` as templates, the ``slots`` its file binds and
-  the ``kernels`` (by name) the loading process must find.
+  the ``kernels`` (by name) the loading process must find, with the ``variants``
+  (``[[name, n], ...]``, optional) of the names that ran as several functions
+  (:mod:`.kernel_probe`).
 
 Slot names say what they are bound to: ``input:I`` (the key's I-th input array),
 ``pool:P:S`` (segment S of pool P), ``workspace:W``, or a binding's name.
@@ -57,6 +59,7 @@ _TOP = ("format", "version", "writer", "function", "arch", "gpu", "versions", "b
         "pools", "workspaces", "keys")
 _KEY = ("file", "nbytes", "sha256", "device", "args", "kwargs", "outputs", "slots",
         "kernels", "pool", "outputs_pool")
+_KEY_MAY = ("variants",)
 
 
 class _Check:
@@ -199,7 +202,7 @@ def _shape(c: _Check, v, where: str) -> list:
 
 
 def _check_key(c: _Check, key, w: str, ix: dict) -> None:
-    c.obj(key, w, _KEY)
+    c.obj(key, w, _KEY, _KEY_MAY)
     name = c.str_(key["file"], f"{w}.file", 64)
     if not _KEY_FILE.match(name):  # a plain name in the folder: never a path
         c.fail(f"{w}.file", f"{name!r} is not a key file name (key-NNN.pcgraph)")
@@ -233,6 +236,14 @@ def _check_key(c: _Check, key, w: str, ix: dict) -> None:
             c.fail(f"{w}.slots[{i}]", f"{s!r} names something the index does not have")
     for i, n in enumerate(c.list_(key["kernels"], f"{w}.kernels", 1 << 16)):
         c.str_(n, f"{w}.kernels[{i}]", 4096)
+    named = set()
+    for i, pair in enumerate(c.list_(key.get("variants", []), f"{w}.variants", 1 << 16)):
+        if type(pair) is not list or len(pair) != 2:
+            c.fail(f"{w}.variants[{i}]", "expected [kernel name, variant]")
+        if type(pair[0]) is not str or pair[0] not in key["kernels"] or pair[0] in named:
+            c.fail(f"{w}.variants[{i}][0]", "expected a name of the key's kernels, once")
+        named.add(pair[0])
+        c.int_(pair[1], f"{w}.variants[{i}][1]", 0, 1 << 16)
 
 
 def _template(c: _Check, t, w: str, ix: dict, inputs: list, output: bool, depth: int) -> None:

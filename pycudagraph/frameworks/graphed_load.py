@@ -170,7 +170,7 @@ class _Loader:
                 info = array_info(obj)
                 bind[name] = Span(info.lo, info.hi - info.lo, obj)
         side.synchronize()  # the zeroed workspaces and scratch inputs are ready
-        graph = load(file, bind=bind, resolve=finder.resolve)
+        graph = load(file, bind=bind, resolve=finder.resolver(_variants(rec)))
         exe = graph.instantiate()
         plan = RebindPlan(exe, graph, infos)
         outputs = maker.outputs(rec["outputs"], lambda at: self._place(at, dev))
@@ -201,6 +201,11 @@ def _bytes_of(obj, framework: str):
         return obj.reshape(-1).view(loaded.torch().uint8)
     cupy = loaded.cupy()
     return cupy.ndarray((obj.nbytes,), cupy.uint8, memptr=obj.data)
+
+
+def _variants(rec: dict) -> dict:
+    """``{kernel name: variant}`` of a key record (see :mod:`.kernel_probe`)."""
+    return dict(rec.get("variants", ()))
 
 
 def _check_files(ix: dict, folder: Path) -> None:
@@ -303,7 +308,6 @@ def load_graphed(path, fn_or_module, *, module=None, bind=None, strict: bool = F
             check_arch(ix, device_arch(dev), Device(dev).name, str(folder))
     _check_files(ix, folder)
     keys = ix["keys"]
-    report.kernel_sets = len({frozenset(rec["kernels"]) for rec in keys if rec["kernels"]})
     report.seconds["check"] = time.perf_counter() - t0
     differ = version_differences(ix, versions())
     if differ:
@@ -317,7 +321,10 @@ def load_graphed(path, fn_or_module, *, module=None, bind=None, strict: bool = F
         torch.cuda.init()  # PyTorch takes part in probes and pools once initialized
     loader = _Loader(f, ix, folder, named)
     t0 = time.perf_counter()
-    finder = KernelFinder([set(rec["kernels"]) for rec in keys], loader.probe).run()
+    finder = KernelFinder([set(rec["kernels"]) for rec in keys], loader.probe,
+                          [_variants(rec) for rec in keys])
+    report.kernel_sets = len({need for need in finder.needs if need})
+    finder.run()
     report.probes, report.kernels = finder.probes, len(finder.table)
     report.module_hits = finder.module_hits
     report.seconds["kernels"] = time.perf_counter() - t0
@@ -325,11 +332,11 @@ def load_graphed(path, fn_or_module, *, module=None, bind=None, strict: bool = F
     failed = {}
     entry_class = GraphedEntry
     for i, rec in enumerate(keys):
-        missing = finder.missing(rec["kernels"])
+        missing = finder.missing(rec["kernels"], _variants(rec))
         if missing:
             why = (f"{len(missing)} kernel(s) not found in this process: "
                    f"{', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}")
-            probe = [w for k, w in finder.failures.items() if keys[k]["kernels"] == rec["kernels"]]
+            probe = [w for k, w in finder.failures.items() if finder.needs[k] == finder.needs[i]]
             failed[i] = why + (f" (its probe capture failed: {probe[0]})" if probe else "")
             continue
         try:

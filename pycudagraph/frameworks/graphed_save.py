@@ -42,7 +42,7 @@ from .arrays import array_info
 from .graphed_bind import Span, bindings, describe, versions
 from .graphed_index import FORMAT, INDEX, VERSION, write_index
 from .graphed_make import loaded_workspace
-from .kernel_probe import library_kernels
+from .kernel_probe import library_functions, mangled, mark_variants
 from .owners import OwnerIndex
 from . import loaded
 
@@ -154,6 +154,7 @@ class _Saver:
         self._owners = None
         self._blocks = None
         self.segments = None
+        self.functions: list = []  # per key saved: {kernel name: CUfunction}
 
     def add_pools(self, entries) -> None:
         seen = {}
@@ -297,6 +298,11 @@ class _Saver:
                 a, b = self.workspaces[where[1]]
                 slots[f"workspace:{where[1]}"] = Span(a, b - a)
         outputs = self.outputs(e.outputs)
+        functions = library_functions(e.graph)
+        twice = sorted(n for n, fs in functions.items() if len(fs) > 1 and not mangled(n))
+        if twice:  # a file names a library kernel once: one function per extern "C" name
+            raise KeySkipped(f"its graph runs {len(functions[twice[0]])} different kernels "
+                             f"named {twice[0]} (a dtype or shape variant of one name)")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", GraphFileWarning)  # the loader resolves them
             try:
@@ -305,11 +311,13 @@ class _Saver:
                 raise KeySkipped(str(exc)) from None
         data = file.read_bytes()
         self.used.update(n for n in slots if not n.startswith(("input:", "pool:", "workspace:")))
-        return {"file": file.name, "nbytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+        rec = {"file": file.name, "nbytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
                 "device": int(e.device), "args": args, "kwargs": kwargs, "outputs": outputs,
-                "slots": sorted(slots), "kernels": sorted(library_kernels(e.graph)),
+                "slots": sorted(slots), "kernels": sorted(functions), "variants": [],
                 "pool": self.pool_index(e.pool),
                 "outputs_pool": self.pool_index(getattr(e, "outputs_pool", None))}
+        self.functions.append({n: next(iter(fs)) for n, fs in functions.items()})
+        return rec
 
 
 def _entry_pools(e) -> tuple:
@@ -359,6 +367,7 @@ def save_graphed(f, path, module=None, bind=None) -> SaveReport:
                         report.skipped[key] = f"{type(exc).__name__}: {exc}"
         if not keys:
             raise ArgumentError("save: no key could be saved: " + "; ".join(report.skipped.values()))
+        mark_variants(keys, saver.functions)
         here = versions()
         ix = {"format": FORMAT, "version": list(VERSION), "writer": _writer(),
               "function": _name(f.fn), "arch": arch, "gpu": gpu[:256] or "unknown",

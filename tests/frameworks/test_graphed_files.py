@@ -44,7 +44,8 @@ def sample() -> dict:
                   "outputs": {"tuple": [{"array": out}, {"value": None},
                                         {"dict": [["k", {"list": [{"value": 1.5}]}]]}]},
                   "slots": ["input:0", "param:w", "pool:0:0", "workspace:0"],
-                  "kernels": ["_Z3fooPf"], "pool": 0, "outputs_pool": None}],
+                  "kernels": ["_Z3fooPf", "cupy_tanh"], "variants": [["cupy_tanh", 1]],
+                  "pool": 0, "outputs_pool": None}],
     }))  # nothing shared with TORCH_ARRAY or an earlier sample
 
 
@@ -88,6 +89,10 @@ WRONG = [
     (("keys", 0, "slots", 0), "param:missing", "does not have"),
     (("keys", 0, "slots", 0), "/dev/null", "names no input"),
     (("keys", 0, "kernels"), "_Z3foo", "expected a list"),
+    (("keys", 0, "variants", 0), "cupy_tanh", "expected [kernel name, variant]"),
+    (("keys", 0, "variants", 0), ["cupy_sum", 0], "a name of the key's kernels"),
+    (("keys", 0, "variants", 0), ["cupy_tanh", -1], "variants[0][1]"),
+    (("keys", 0, "variants"), [["cupy_tanh", 0], ["cupy_tanh", 1]], "once"),
 ]
 
 
@@ -544,3 +549,62 @@ def test_no_library_kernel_needs_no_probe(driver):
 
 def test_names_are_printable_everywhere():
     assert all(c in string.printable for c in json.dumps(sample()))
+
+
+def test_a_name_of_several_functions_is_found_per_variant(driver):
+    """CuPy's cupy_tanh for float and double: one name, the same parameter sizes."""
+    needs = [{"cupy_tanh", "ln"}, {"cupy_tanh", "ln"}, {"cupy_tanh"}]
+    variants = [{"cupy_tanh": 0}, {"cupy_tanh": 1}, {"cupy_tanh": 0}]
+    funcs = {0: 401, 1: 402}
+    probed = []
+
+    def probe(i):
+        probed.append(i)
+        g = FakeGraph(["ln"])
+        g._nodes.insert(0, FakeKernelNode("cupy_tanh", funcs[variants[i]["cupy_tanh"]]))
+        return g
+
+    finder = kernel_probe.KernelFinder(needs, probe, variants).run()
+    assert probed == [0, 1]  # key 2 uses key 0's variant: no probe of its own
+    assert [finder.resolver(v)("cupy_tanh") for v in variants] == [401, 402, 401]
+    assert finder.resolver({})("ln") == 201 and finder.resolve("ln") == 201
+    assert finder.missing(needs[1], variants[1]) == []
+    assert not any(raw == b"cupy_tanh" for _, raw in driver)  # never by a module lookup
+    lone = kernel_probe.KernelFinder([{"cupy_tanh"}], lambda i: pytest.fail("probed"),
+                                     [{"cupy_tanh": 1}])
+    lone.learn(FakeGraph(["ln"]))  # a variant name is never learned without its variant
+    assert lone.missing({"cupy_tanh"}, {"cupy_tanh": 1}) == ["cupy_tanh"]
+
+
+def test_variants_are_marked_for_extern_c_names_that_ran_as_several_functions():
+    keys = [{}, {}, {}]
+    kernel_probe.mark_variants(keys, [{"cupy_tanh": 1, "_Z3addPf": 5, "ln": 7},
+                                      {"cupy_tanh": 2, "_Z3addPf": 6, "ln": 7},
+                                      {"cupy_tanh": 1}])
+    assert [k["variants"] for k in keys] == [[["cupy_tanh", 0]], [["cupy_tanh", 1]],
+                                             [["cupy_tanh", 0]]]
+    assert kernel_probe.mangled("_Z3addPf") and not kernel_probe.mangled("cupy_tanh")
+
+
+def test_a_graph_running_two_functions_of_one_extern_c_name_is_not_saved(saver, monkeypatch,
+                                                                       tmp_path):
+    class Plan:
+        captured = []
+
+    class E:
+        plan, outputs, device, pool = Plan(), None, 0, None
+
+        class graph:
+            class table:
+                walk = staticmethod(lambda: [])
+
+            save = staticmethod(lambda *a, **k: pytest.fail("saved"))
+
+    monkeypatch.setattr(graphed_save, "library_functions",
+                        lambda g: {"cupy_tanh": {401, 402}, "_Z3addPf": {5}})
+    with pytest.raises(KeySkipped, match="2 different kernels named cupy_tanh"):
+        saver.key(((), (), ()), E(), tmp_path / "key-000.pcgraph")
+    monkeypatch.setattr(graphed_save, "library_functions",
+                        lambda g: {"_Z3addPf": {5, 6}})  # a mangled name: its code is named
+    with pytest.raises(pytest.fail.Exception, match="saved"):
+        saver.key(((), (), ()), E(), tmp_path / "key-000.pcgraph")
