@@ -39,7 +39,7 @@ from .frameworks.graphed import GraphedCallable, graphed
 from .frameworks.graphed_load import load_graphed
 from .frameworks.pools import CapturePool
 from .frameworks.regions import SleepableRegion, sleepable
-from .debug import find_fault, find_race
+from .debug import doctor, find_fault, find_race
 from .inspect import ranges as _ranges  # noqa: F401 - registers its capture-end notes
 
 __version__ = "0.1.0"
@@ -55,7 +55,7 @@ __all__ = [
     "CaptureInfo", "capture_info", "capture_mode", "recapture", "update_capture_dependencies",
     "trace", "BucketedGraphs", "BucketStats", "load", "register_host_fn", "diff",
     "graphed", "GraphedCallable", "load_graphed", "CapturePool", "sleepable", "SleepableRegion",
-    "find_fault", "find_race",
+    "find_fault", "find_race", "doctor",
     "Node", "NodeType", "KernelNode", "CapturedKernelNode", "MemcpyNode", "MemsetNode", "HostNode",
     "ChildGraphNode", "EmptyNode", "EventRecordNode", "EventWaitNode", "MemAllocNode",
     "MemFreeNode", "ConditionalNode", "IfNode", "IfElseNode", "WhileNode", "SwitchNode",

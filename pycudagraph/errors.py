@@ -138,16 +138,21 @@ class CaptureError(PyCudaGraphError):
     Attributes
     ----------
     failed_call : str or None
-        The first raw call made through pycudagraph that failed inside the capture,
-        when there was one.
+        The first raw call made through pycudagraph that failed inside the capture, or
+        the raw call CuPy's frames show failed, when there was one.
+    failed_at : str or None
+        ``file:line`` of the user's code where the block broke (the innermost line of the
+        traceback outside PyTorch, CuPy and pycudagraph), when the block raised.
     """
 
-    def __init__(self, message: str, failed_call: str | None = None):
+    def __init__(self, message: str, failed_call: str | None = None,
+                 failed_at: str | None = None):
         self.failed_call = failed_call
+        self.failed_at = failed_at
         super().__init__(message)
 
     def __reduce__(self):
-        return (type(self), (str(self), self.failed_call))
+        return (type(self), (str(self), self.failed_call, self.failed_at))
 
 
 class GraphExecUpdateError(CudaError):

@@ -3,7 +3,9 @@
 Work issued on the stream inside the block (our kernels, CuPy, PyTorch: anything
 that launches on that stream handle) becomes nodes of ``cap.graph``. Whatever goes
 wrong, the capture is ended, its partial graph destroyed, and :class:`CaptureError`
-raised naming the first failing raw call made through pycudagraph, when there was one.
+raised naming the first failing raw call made through pycudagraph, when there was one, and
+the line of the block where it broke (the innermost line of the traceback outside PyTorch,
+CuPy and pycudagraph, with what that call does and how to avoid it: :mod:`.breakers`).
 ``KeyboardInterrupt``, ``SystemExit`` and other exceptions that are not ``Exception``
 end the capture the same way and propagate unchanged. A capture still open at process
 exit is ended quietly.
@@ -28,6 +30,7 @@ from ..graph.graph import Graph
 from ..runtime.stream import Stream
 from ..runtime.values import choice_arg, seq_arg
 from .hooks import open_pools, run_end_hooks
+from .breakers import describe_failure
 from .collectives import COLLECTIVE_MODES, communicator_key, mark_collectives
 
 __all__ = ["capture", "capture_status", "CAPTURE_MODES", "recapture"]
@@ -40,6 +43,8 @@ _CAUSES = (
     "torch.cuda.synchronize, .item()/.get()); an allocation that is not stream-ordered; "
     "work on the legacy default stream; another thread calling CUDA while a "
     "mode='global' capture is active (use mode='thread_local' or 'relaxed' there).")
+_DOCTOR = ("pcg.doctor(fn, *args) lists every call in fn that would break a capture, each "
+           "with its file and line.")
 
 #: Captures begun and not yet ended (any thread), ended quietly at process exit.
 _open: set = set()
@@ -230,9 +235,15 @@ class capture(CaptureFlow):
         first = self._failures[0] if self._failures else None
         if first is None and isinstance(exc, CudaError):
             first = f"{exc.api} ({exc.name})"
+        raw = first.split(" ")[0] if first else None
+        broke = describe_failure(exc, tb, raw or "") if exc is not None else None
         parts = ["stream capture failed"]
+        if broke is not None:
+            parts.append(broke.located())
         if first:
             parts.append(f"; the first failing call through pycudagraph was {first}")
+        elif broke is not None and broke.raw_call:
+            parts.append(f"; the failing call was {broke.raw_call}")
         if exc is not None:
             parts.append(f"; the block raised {type(exc).__name__}: {exc}")
         elif self._pool_error is not None:
@@ -243,8 +254,11 @@ class capture(CaptureFlow):
             parts.append("; the capture had been invalidated")
         if unjoined:
             parts.append("; " + unjoined)
-        message = "".join(parts) + ". " + _CAUSES
-        raise CaptureError(message, failed_call=first.split(" ")[0] if first else None) from exc
+        advice = broke.advice() if broke is not None else ""
+        message = "".join(parts) + ". " + advice + _CAUSES + " " + _DOCTOR
+        place = broke.place if broke is not None else None
+        raise CaptureError(message, failed_call=raw or (broke.raw_call if broke else None) or None,
+                           failed_at=str(place) if place is not None else None) from exc
 
 
 class recapture(capture):
