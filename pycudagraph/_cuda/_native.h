@@ -144,10 +144,21 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
-    PyObject *hot;           /* (plan, converters, name -> index) */
+    PyObject *hot;           /* a Plan with names */
 } layout_obj;
 
-extern PyTypeObject ExecBase_Type, ExecNodeBase_Type, ArgPackBase_Type, LayoutBase_Type;
+/* Plan: the compiled route's view of a layout or a kernel, made once with named members
+ * (keyword-only, read-only): plan (bytes: plan_head + plan_slot per parameter), converters
+ * (a tuple, one per parameter), names (a layout's name -> index dict, or None) and layout
+ * (a kernel's Layout, or None). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *plan, *converters, *names, *layout;
+} plan_obj;
+#define PLAN(o) ((plan_obj *)(o))
+
+extern PyTypeObject ExecBase_Type, ExecNodeBase_Type, ArgPackBase_Type, LayoutBase_Type,
+    Plan_Type;
 int add_types(PyObject *m);
 
 extern native_state S;
@@ -181,8 +192,12 @@ int node_live(PyObject *node);
 /* self.<name>(*a, **kw): the subclass's checked method of a call (name interned). */
 PyObject *call_checked(PyObject *self, PyObject *name, PyObject *const *a, Py_ssize_t nargs,
                        PyObject *kwnames);
-/* (plan, converters, ...) with at least `items` items: the plan, or NULL. */
-const plan_head *hot_plan(PyObject *hot, Py_ssize_t items);
+
+/* _native_plan.c: the Plan type. The plan of hot if it is a Plan: its head, or NULL. */
+const plan_head *hot_plan(PyObject *hot);
+/* The Layout a kernel's Plan (hot_plan accepted it) names, or NULL. */
+PyObject *plan_layout(PyObject *hot);
+int add_plan_type(PyObject *m);
 
 /* _native_nodes.c (add_core: the add shared with _native_calls.c's add_kernel) */
 typedef PyObject *(*maker_fn)(void *ctx, PyObject *refs, PyObject *buf, PyObject *addr);

@@ -56,7 +56,7 @@ PyObject *launch_graph(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
     return route(R_LAUNCH_GRAPH, a, nargs);
 }
 
-/* cuLaunchKernel of hot's plan (hot: (plan, converters, ...)) with the arguments packed on
+/* cuLaunchKernel of hot's plan (hot: a Plan) with the arguments packed on
  * the C stack: 0 launched, -1 not made here (no driver call: a value it does not convert, a
  * trace, a new thread, several devices), 1 the driver refused it. While a capture is open
  * only a configuration within the function's known limits goes (a refused launch could
@@ -66,11 +66,11 @@ int launch_core(PyObject *hot, PyObject *grid, PyObject *block, PyObject *args,
 {
     const plan_head *p;
     void *s;
-    if (!S.launch_kernel || !ready() || S.multi || (p = hot_plan(hot, 2)) == NULL ||
+    if (!S.launch_kernel || !ready() || S.multi || (p = hot_plan(hot)) == NULL ||
         p->size > STACK_PACK || stream_of(stream, &s) || (capturing() && !fits(p, grid, block, shm)))
         return -1;
     _Alignas(16) char buf[STACK_PACK];
-    if (fill(p, PyTuple_GET_ITEM(hot, 1), buf, grid, block, shm, args))
+    if (fill(p, PLAN(hot)->converters, buf, grid, block, shm, args))
         return -1;
     kparams *h = (kparams *)buf;
     CUresult rc;
@@ -92,18 +92,18 @@ PyObject *launch_kernel(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
     return route(R_LAUNCH_KERNEL, a, nargs);
 }
 
-/* add_kernel's maker: the pack (new_pack, _native_nodes.c) of the kernel a[8] and hot's
- * layout. */
+/* add_kernel's maker: the pack (new_pack, _native_nodes.c) of the kernel a[8] and its
+ * plan's layout. */
 static PyObject *pack_maker(void *ctx, PyObject *refs, PyObject *buf, PyObject *addr)
 {
     PyObject *const *a = ctx;
-    return new_pack(PyTuple_GET_ITEM(a[0], 2), a[8], refs, buf, addr);
+    return new_pack(PLAN(a[0])->layout, a[8], refs, buf, addr);
 }
 
 /* add_kernel(hot, grid, block, args, shared_mem, graph_h, deps, nodes, kernel, graph,
  *            prepare) -> (node_h, pack): cuGraphAddKernelNode with the launch packed into a
  * new buffer, made the node's pack (new_pack) before the node is added. hot: the kernel's
- * (plan, converters, layout). deps: the dependencies (node objects, a tuple or list),
+ * Plan (with its layout). deps: the dependencies (node objects, a tuple or list),
  * judged against nodes, the graph's handle -> node dict (dep_handles). */
 PyObject *add_kernel(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
 {
@@ -112,7 +112,8 @@ PyObject *add_kernel(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
     const plan_head *p;
     PyObject *pack;
     if (S.add_kernel && ready() && !S.multi && pack_class_known() &&
-        (p = hot_plan(a[0], 3)) != NULL && !as_ptr(a[5], &graph_h)) {
+        (p = hot_plan(a[0])) != NULL &&
+        plan_layout(a[0]) && !as_ptr(a[5], &graph_h)) {
         int st = add_core(p, a[0], a[1], a[2], a[3], a[4], graph_h, a[6], a[7], pack_maker,
                           (void *)a, &pack, &node_h);
         if (st == ADD_ERROR)
@@ -161,18 +162,18 @@ static Py_ssize_t key_index(PyObject *key, PyObject *names)
 /* set_arg(exec_h, node_h, hot, address, refs, key, value, pack, exe, node) -> the replaced
  * object or None: one argument (key: its index, or its parameter's name) of a kernel node
  * of an exec, written into the exec's pack at address, then cuGraphExecKernelNodeSetParams.
- * hot: the layout's (plan, converters, names). A failed call leaves the slot unchanged. */
+ * hot: the layout's Plan (with its names). A failed call leaves the slot unchanged. */
 PyObject *set_arg(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
 {
     NARGS(10);
     const plan_head *p;
     void *e, *node, *base;
     PyObject *refs = a[4], *value = a[6];
-    if (!S.exec_set || !ready() || (p = hot_plan(a[2], 3)) == NULL || as_ptr(a[0], &e) ||
+    if (!S.exec_set || !ready() || (p = hot_plan(a[2])) == NULL || as_ptr(a[0], &e) ||
         as_ptr(a[1], &node) || as_ptr(a[3], &base) || !base || !PyList_CheckExact(refs))
         return route(R_SET_ARG, a, nargs);
-    Py_ssize_t i = key_index(a[5], PyTuple_GET_ITEM(a[2], 2)), n = p->n;
-    PyObject *conv = PyTuple_GET_ITEM(a[2], 1);
+    Py_ssize_t i = key_index(a[5], PLAN(a[2])->names), n = p->n;
+    PyObject *conv = PLAN(a[2])->converters;
     if (i < 0 || i >= n || !PyTuple_CheckExact(conv) || PyTuple_GET_SIZE(conv) != n ||
         PyList_GET_SIZE(refs) != n)
         return route(R_SET_ARG, a, nargs);
@@ -213,13 +214,13 @@ PyObject *set_args(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
     void *e, *node;
     char *base;
     PyObject *refs = a[4], *args = a[5];
-    if (!S.exec_set || !ready() || (p = hot_plan(a[2], 2)) == NULL || !p->simple ||
+    if (!S.exec_set || !ready() || (p = hot_plan(a[2])) == NULL || !p->simple ||
         p->size > STACK_PACK || as_ptr(a[0], &e) || as_ptr(a[1], &node) ||
         as_ptr(a[3], (void **)&base) || !base || !PyList_CheckExact(refs) ||
         (!PyTuple_CheckExact(args) && !PyList_CheckExact(args)))
         return route(R_SET_ARGS, a, nargs);
     Py_ssize_t n = p->n;
-    PyObject *conv = PyTuple_GET_ITEM(a[2], 1);
+    PyObject *conv = PLAN(a[2])->converters;
     if (!PyTuple_CheckExact(conv) || PyTuple_GET_SIZE(conv) != n ||
         PyList_GET_SIZE(refs) != n || PySequence_Fast_GET_SIZE(args) != n)
         return route(R_SET_ARGS, a, nargs);

@@ -1,9 +1,9 @@
 /* Where every compiled part looks things up, and nothing else: the offset of a Python
  * object's slot (what fast.py hands over as member descriptors), whether this thread is
- * ready for a compiled call, the plan at the head of a kernel's hot tuple, whether a node
+ * ready for a compiled call, whether a node
  * is live, and the call of a subclass's checked method (call_checked). It calls
- * into no other file of the extension but the converters' plan_of, so the files that use
- * it never call each other through it. */
+ * into no other file of the extension, so the files that use it never call each other
+ * through it. */
 #include "_native.h"
 
 #include <string.h>
@@ -50,14 +50,6 @@ Py_ssize_t member_offset(PyTypeObject *cls, PyObject *descr)
 int ready(void)
 {
     return thread_ready && !S.tracing;
-}
-
-/* (plan, converters, ...) with at least `items` items: the plan, or NULL. */
-const plan_head *hot_plan(PyObject *hot, Py_ssize_t items)
-{
-    if (!PyTuple_CheckExact(hot) || PyTuple_GET_SIZE(hot) < items)
-        return NULL;
-    return plan_of(PyTuple_GET_ITEM(hot, 0));
 }
 
 #define SLOT(o, at) (*(PyObject **)((char *)(o) + (at)))

@@ -245,7 +245,8 @@ PyMODINIT_FUNC PyInit__native(void)
             return NULL;
         }
     }
-    if (add_types(m) < 0 || add_method_types(m) < 0 || PyModule_AddIntConstant(m, "STACK_PACK", STACK_PACK) < 0 ||
+    if (add_types(m) < 0 || add_method_types(m) < 0 || add_plan_type(m) < 0 ||
+        PyModule_AddIntConstant(m, "STACK_PACK", STACK_PACK) < 0 ||
         PyModule_AddIntConstant(m, "PLAN_HEAD_SIZE", sizeof(plan_head)) < 0) {
         Py_DECREF(m);
         return NULL;

@@ -253,14 +253,15 @@ PyObject *add_node(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
         PyUnicode_GET_LENGTH(dead) != 0 || !nodes || !PyDict_CheckExact(nodes) || !ledger ||
         !Py_IS_TYPE(ledger, M.ledger) || SLOT(ledger, M.l[L_SHARED]) != Py_False ||
         !(held = SLOT(ledger, M.l[L_HELD])) ||
-        !PyDict_CheckExact(held) || !hot || !(p = hot_plan(hot, 3)) || !h || as_ptr(h, &graph_h))
+        !PyDict_CheckExact(held) || !hot || !(p = hot_plan(hot)) ||
+        !plan_layout(hot) || !h || as_ptr(h, &graph_h))
         return fallback(a, nargs);
     /* What is read from slots is held for the add: a converter (Python code), or another
      * thread while the GIL is released, could replace it. */
     PyObject *held_refs[] = {hot, nodes, ledger, held};
     for (int i = 0; i < 4; i++)
         Py_INCREF(held_refs[i]);
-    make_ctx c = {table, kernel, PyTuple_GET_ITEM(hot, 2), NULL};
+    make_ctx c = {table, kernel, PLAN(hot)->layout, NULL};
     PyObject *pack, *node = NULL;
     void *node_h;
     int st = add_core(p, hot, a[3], a[4], a[5], a[6], graph_h, a[1], nodes, make_pack_and_node,
@@ -302,7 +303,7 @@ PyObject *add_node(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
  * the arguments) to make what the caller returns, then cuGraphAddKernelNode. What make
  * returned is in *made and the node's handle in *node_h on ADD_DONE; on ADD_DECLINED
  * nothing was added and no error is set (the route runs); on ADD_ERROR an error is set.
- * p: hot's plan (hot_plan), hot: (plan, converters, ...); grid, block, args, shared_mem as
+ * p: hot's plan (hot_plan), hot: a Plan; grid, block, args, shared_mem as
  * the calls name them. */
 int add_core(const plan_head *p, PyObject *hot, PyObject *grid, PyObject *block,
              PyObject *args, PyObject *shm, void *graph_h, PyObject *deps_seq, PyObject *nodes,
@@ -324,7 +325,7 @@ int add_core(const plan_head *p, PyObject *hot, PyObject *grid, PyObject *block,
     }
     char *mem = PyByteArray_AS_STRING(buf);
     memset(mem, 0, p->size);
-    if (fill(p, PyTuple_GET_ITEM(hot, 1), mem, grid, block, shm, args))
+    if (fill(p, PLAN(hot)->converters, mem, grid, block, shm, args))
         goto done;
     /* What the caller returns is made before the node exists: nothing but the handle can
      * fail after. The refs are a new list of the arguments. */

@@ -43,7 +43,7 @@ __all__ = ["launch_graph", "launch_kernel", "add_kernel", "set_arg", "set_args",
            "kernel_node_set_params", "exec_kernel_node_set_params",
            "exec_update", "graph_instantiate", "native_status", "layout_plan", "kernel_plan",
            "use_driver_library", "NATIVE_ENV", "ExecBase", "ExecNodeBase", "ArgPackBase",
-           "LayoutBase", "KernelBase", "GraphBase"]
+           "LayoutBase", "KernelBase", "GraphBase", "Plan"]
 
 _native = routes.native  # the C extension, or None (routes.native_reason says why)
 _f = routes.driver  # libcuda's entry points, as ctypes functions
@@ -62,6 +62,10 @@ ArgPackBase, LayoutBase = _bases.ArgPackBase, _bases.LayoutBase
 #: ``Kernel`` and ``Graph`` extend these: ``KernelBase.launch`` (``_hot``) and
 #: ``GraphBase.add_kernel`` (``table``).
 KernelBase, GraphBase = _bases.KernelBase, _bases.GraphBase
+#: ``Plan(*, plan, converters, names=None, layout=None)``: the compiled route's view of a
+#: layout (``Layout.hot``, with ``names``) or a kernel (``Kernel._hot``, with ``layout``),
+#: read by member name in C (``_native_plan.c``); read-only, made by keyword.
+Plan = _bases.Plan
 
 # ----------------------------------------------------------------------------------
 # The hot calls
@@ -84,13 +88,13 @@ if _native is not None:
 launch_graph = _native.launch_graph if _native is not None else _launch_graph
 #: ``launch_kernel(hot, grid, block, args, stream, shared_mem, kernel, prepare)``:
 #: ``cuLaunchKernel`` (``cudaLaunchKernel``). ``hot`` is the kernel's
-#: ``(kernel_plan, converters)`` or None; ``prepare(kernel, grid, block, args, stream,
+#: :data:`Plan` or None; ``prepare(kernel, grid, block, args, stream,
 #: shared_mem)`` is the checked packing, run by the ctypes route: it returns ``(func, grid3,
 #: block3, shared_mem, stream_h, device, pack)``.
 launch_kernel = _native.launch_kernel if _native is not None else _launch_kernel
 #: ``add_kernel(hot, grid, block, args, shared_mem, graph_h, deps, nodes, kernel, graph,
 #: prepare) -> (node_h, pack)``: ``cuGraphAddKernelNode`` (``cudaGraphAddKernelNode``).
-#: ``hot`` is ``(kernel_plan, converters, layout)`` or None (the compiled route makes the
+#: ``hot`` is the kernel's :data:`Plan` (with ``layout``) or None (the compiled route makes the
 #: pack of the buffer it packed, of the class :func:`node_maker` names); ``deps`` the
 #: dependencies (node objects, a tuple or list), ``nodes`` the graph's handle -> node dict
 #: they are judged by (each the graph's own object for its handle, not removed, none twice:

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from . import routes
 
-__all__ = ["ExecBase", "ExecNodeBase", "ArgPackBase", "LayoutBase", "KernelBase", "GraphBase"]
+__all__ = ["ExecBase", "ExecNodeBase", "ArgPackBase", "LayoutBase", "KernelBase", "GraphBase",
+           "Plan"]
 
 _launch_graph = routes.launch_graph
 _host_errors = routes.host_errors
@@ -31,8 +32,32 @@ class ArgPackBase:
     __slots__ = ("layout", "buf", "address", "refs", "kernel")
 
 
+class Plan:
+    """``Plan(*, plan, converters, names=None, layout=None)``: the compiled route's view of a
+    layout (``names``: parameter name -> index) or of a kernel (``layout``), with named,
+    read-only members; the twin of the extension's ``Plan`` (``_native_plan.c``)."""
+
+    __slots__ = ("plan", "converters", "names", "layout")
+
+    def __init__(self, *, plan: bytes, converters: tuple, names=None, layout=None) -> None:
+        if type(plan) is not bytes or type(converters) is not tuple:
+            raise TypeError("Plan: plan= (bytes) and converters= (a tuple) are required")
+        if hasattr(self, "plan"):
+            raise TypeError("Plan: a plan is made once (its members are read-only)")
+        for name, value in (("plan", plan), ("converters", converters), ("names", names),
+                            ("layout", layout)):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"Plan.{name} is read-only")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"Plan.{name} is read-only")
+
+
 class LayoutBase:
-    """What an argument update reads of a kernel's argument layout; Layout extends it."""
+    """What an argument update reads of a kernel's argument layout (``hot``, its
+    :class:`Plan`); Layout extends it."""
 
     __slots__ = ("hot",)
 
@@ -96,7 +121,7 @@ class ExecBase:
 
 
 class KernelBase:
-    """What an eager launch reads of a kernel (its compiled-route view), and the launch;
+    """What an eager launch reads of a kernel (``_hot``, its :class:`Plan`), and the launch;
     Kernel extends it."""
 
     __slots__ = ("_hot",)

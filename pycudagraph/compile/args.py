@@ -107,19 +107,20 @@ class Layout(fast.LayoutBase):
         self.fixup = struct.Struct(f"<{n_ptr}Q")
         self.buffer_type = ctypes.c_char * self.size
         self.index = {p.name: p.index for p in params}
-        #: the compiled route's view: (its plan of these slots, the converters, name ->
-        #: index). Its C packing knows one kernel parameter per argument and the usual
-        #: conversions only.
-        self.hot = (fast.layout_plan(params, offsets, self.size, len(self.hidden)),
-                    self.fast_converters, self.index)
+        #: the compiled route's view (a ``fast.Plan``): its plan of these slots, the
+        #: converters, name -> index. Its C packing knows one kernel parameter per argument
+        #: and the usual conversions only.
+        self.hot = fast.Plan(plan=fast.layout_plan(params, offsets, self.size, len(self.hidden)),
+                             converters=self.fast_converters, names=self.index)
 
-    def kernel_hot(self, func: int, limits=None) -> tuple:
+    def kernel_hot(self, func: int, limits=None):
         """What the compiled route of ``fast.launch_kernel`` / ``fast.add_kernel`` /
-        ``fast.add_node`` takes for a kernel with this layout: (its plan naming ``func`` and
-        its :class:`~pycudagraph.compile.limits.KernelLimits`, the converters, this layout,
-        which the :class:`ArgPack` a node add makes in C names)."""
+        ``fast.add_node`` takes for a kernel with this layout: a ``fast.Plan`` of its plan
+        naming ``func`` and its :class:`~pycudagraph.compile.limits.KernelLimits`, the
+        converters, and this layout (which the :class:`ArgPack` a node add makes in C names)."""
         lims = (limits.block1, limits.grid1, limits.smem) if limits is not None else ()
-        return fast.kernel_plan(self.hot[0], func, *lims), self.fast_converters, self
+        return fast.Plan(plan=fast.kernel_plan(self.hot.plan, func, *lims),
+                         converters=self.fast_converters, layout=self)
 
     def sequence(self, args) -> tuple | list:
         """``args`` as a tuple or list (an iterator is read once); a str, bytes, dict or

@@ -120,7 +120,7 @@ def test_triton_alignment_assumption_is_checked(triton_like):
 def test_triton_hidden_parameters_are_zero_and_pointed_at(triton_like):
     k = pcg.Kernel.from_function(_triton(triton_like))
     layout = Layout(k.name, k.params, k.origin.hidden)
-    simple = plans.PLAN_HEAD.unpack_from(layout.hot[0])[6]
+    simple = plans.PLAN_HEAD.unpack_from(layout.hot.plan)[6]
     assert not simple and len(layout.pointer_offsets) == 6  # packed in Python only
     assert layout.param_sizes == (8, 8, 4, 4, 8, 8)
     pack = ArgPack(layout, k, (0x1000, 0x2000, 7, 1.5), 1, 128)

@@ -15,6 +15,7 @@ import pytest
 import pycudagraph as pcg
 from pycudagraph._cuda import fast, hot_base
 from pycudagraph.compile.args import ArgPack, Layout
+from pycudagraph.compile.signature import parse_params
 from pycudagraph.nodes.exec_node import ExecNode
 
 from tests.support.native_driver import ROOT
@@ -56,7 +57,8 @@ _SHAPE = """
 import json
 from pycudagraph._cuda import fast
 out = {}
-for name in ("ExecBase", "ExecNodeBase", "ArgPackBase", "LayoutBase", "KernelBase", "GraphBase"):
+for name in ("ExecBase", "ExecNodeBase", "ArgPackBase", "LayoutBase", "KernelBase", "GraphBase",
+             "Plan"):
     base = getattr(fast, name)
     slots = getattr(base, "__slots__", None)
     if slots is None:  # the C type: its members and getsets are its fields
@@ -94,10 +96,11 @@ def test_both_routes_have_the_same_fields_and_methods():
     assert python["ArgPackBase"][1] == ["address", "buf", "kernel", "layout", "refs"]
     assert python["ExecNodeBase"][1] == ["args", "exec_h", "exec_raw", "node", "node_h",
                                          "retire"]
+    assert python["Plan"][1] == ["converters", "layout", "names", "plan"]
 
 
 def test_the_python_twins_are_what_no_native_hands_out():
-    assert set(hot_base.__all__) == {name for _, name, _ in FAMILY}
+    assert set(hot_base.__all__) == {name for _, name, _ in FAMILY} | {"Plan"}
     for _, name, methods in FAMILY:
         twin = getattr(hot_base, name)
         assert twin.__slots__ and all(callable(twin.__dict__[m]) for m in methods)
@@ -116,3 +119,32 @@ def test_block_is_none_until_set_and_kept_as_given():
         assert exe._block == "asleep"
         exe._block = None
         assert exe._block is None
+
+
+def test_plans_have_named_read_only_members_on_both_routes():
+    """A layout's and a kernel's compiled-route view is a Plan read by member name (no
+    order of items shared with C), made once by keyword, its members read-only."""
+    layout = Layout("k", parse_params("float* x, int n, float a"))
+    hot = layout.hot
+    assert type(hot) is fast.Plan
+    assert hot.names == {"x": 0, "n": 1, "a": 2} and hot.layout is None
+    assert hot.converters is layout.fast_converters and type(hot.plan) is bytes
+    kh = layout.kernel_hot(0x1234)
+    assert kh.layout is layout and kh.names is None and kh.converters is hot.converters
+    assert kh.plan[:8] == (0x1234).to_bytes(8, "little") and kh.plan[20:] == hot.plan[20:]
+    for plan_cls in {fast.Plan, hot_base.Plan}:
+        p = plan_cls(plan=b"xyz", converters=(None,), names={"a": 0})
+        assert (p.plan, p.converters, p.names, p.layout) == (b"xyz", (None,), {"a": 0}, None)
+        for name in ("plan", "converters", "names", "layout"):
+            with pytest.raises(AttributeError):
+                setattr(p, name, None)
+        with pytest.raises(TypeError):
+            p.__init__(plan=b"", converters=())  # made once
+        with pytest.raises(TypeError):
+            plan_cls(b"xyz", (None,))  # by keyword only
+        with pytest.raises(TypeError):
+            plan_cls(plan="xyz", converters=(None,))  # bytes
+        with pytest.raises(TypeError):
+            plan_cls(plan=b"xyz", converters=[None])  # a tuple
+        with pytest.raises(TypeError):
+            plan_cls(plan=b"xyz")

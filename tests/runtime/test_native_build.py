@@ -104,7 +104,7 @@ def _plan_head(plan: bytes) -> tuple:
 def test_plans():
     """A layout's plan: its slots and kinds; a kernel's names its function and limits."""
     layout = Layout("k", parse_params("float* y, double a, bool b, short s"))
-    plan = layout.hot[0]
+    plan = layout.hot.plan
     func, block1, grid1, smem, n, size, simple = _plan_head(plan)
     assert (func, block1, n, size, simple) == (0, 0, 4, layout.size, 1)
     slots = [plans.PLAN_SLOT.unpack_from(plan, plans.PLAN_HEAD.size + 8 * i) for i in range(4)]
@@ -113,7 +113,7 @@ def test_plans():
     assert _plan_head(kplan) == (0x77, 1024, 2**31 - 1, 49152, 4, layout.size, 1)
     assert kplan[plans.PLAN_HEAD.size:] == plan[plans.PLAN_HEAD.size:]
     for sig in ("half h", "__nv_bfloat16 b", "float4 v", "cudaGraphConditionalHandle c"):
-        assert _plan_head(Layout("k", parse_params(sig)).hot[0])[6] == 0, sig
+        assert _plan_head(Layout("k", parse_params(sig)).hot.plan)[6] == 0, sig
 
 
 @needs_native
@@ -184,9 +184,9 @@ VALUES = {
 @pytest.mark.parametrize("ctype", list(VALUES))
 def test_slot_writer_and_its_c_twin_agree(ctype):
     layout = Layout("k", parse_params(f"{ctype} v"))
-    kind = plans.PLAN_SLOT.unpack_from(layout.hot[0], plans.PLAN_HEAD.size)[1]
+    kind = plans.PLAN_SLOT.unpack_from(layout.hot.plan, plans.PLAN_HEAD.size)[1]
     pack = ArgPack(layout, None, (VALUES[ctype][0],), 1, 1)
-    conv = layout.hot[1][0]  # what the compiled route calls: None for plain ints and floats
+    conv = layout.hot.converters[0]  # what the compiled route calls: None for plain ints and floats
     assert native.convert(kind, VALUES[ctype][0], conv) is not None
     for value in VALUES[ctype]:
         got = native.convert(kind, value, conv)
