@@ -42,7 +42,7 @@ class DoctorUnavailable(PyCudaGraphError):
 
 _sides: dict = {}
 _sides_lock = threading.Lock()
-_run_lock = threading.Lock()
+_run_lock = threading.RLock()  # a doctor inside fn is refused by CUPTI, not deadlocked
 
 
 def load_cupti():
@@ -123,7 +123,15 @@ def _subscribe(cupti, callback) -> int:
 def _enable(cupti, sub: int) -> None:
     """``cuptiEnableDomain`` for the runtime API; ``cuptiEnableCallback`` for each driver
     call of :data:`~.doctor_watch.DRIVER_CALLS` (the whole driver domain where the binding
-    lists no callback ids)."""
+    lists no callback ids). :class:`DoctorUnavailable` when CUPTI refuses."""
+    try:
+        _enable_calls(cupti, sub)
+    except Exception as exc:  # noqa: BLE001 - cuptiError
+        raise DoctorUnavailable(f"pcg.doctor: CUPTI refused to enable its API callbacks "
+                                f"({type(exc).__name__}: {exc})") from None
+
+
+def _enable_calls(cupti, sub: int) -> None:
     domains = cupti.CallbackDomain
     cupti.enable_domain(1, sub, domains.RUNTIME_API)
     ids = getattr(cupti, "driver_api_trace_cbid", None)
@@ -205,7 +213,10 @@ def doctor(fn, *args, warmup: int = 1, **kwargs) -> DoctorReport:
                 fn(*args, **kwargs)
                 seconds = time.perf_counter() - start
             finally:
-                cupti.unsubscribe(sub)
+                try:
+                    cupti.unsubscribe(sub)
+                except Exception as exc:  # noqa: BLE001 - fn's own error must not be lost
+                    watch.errors.append(exc)
     side.synchronize()
     return report(watch, warmup, seconds, _is_pinned)
 
@@ -227,6 +238,7 @@ def report(watch: Watch, warmup: int, seconds: float, is_pinned) -> DoctorReport
         notes.append(f"launches not checked for the legacy default stream (their parameters "
                      f"are not read here): {names}")
     if watch.errors:
-        notes.append(f"{len(watch.errors)} callback(s) failed to read a call; the first: "
+        notes.append(f"{len(watch.errors)} error(s) while observing (a call the callback "
+                     f"could not read, or CUPTI's unsubscribe); the first: "
                      f"{type(watch.errors[0]).__name__}: {watch.errors[0]}")
     return DoctorReport(group_events(kept), watch.calls, warmup, seconds, notes)

@@ -166,6 +166,8 @@ class Watch:
             st = self.threads[tid] = _Thread()
         if domain == self.runtime:
             if not enter:
+                if st.depth == 0:  # a call that began before the subscription
+                    return
                 st.depth -= 1
                 if st.depth == 0:
                     self._exit(self._spec(domain, cbid, cbdata), cbdata)
@@ -187,7 +189,7 @@ class Watch:
         return spec
 
     def _params(self, cbdata) -> int:
-        return _u64(int(cbdata.ptr) + self.params_at)
+        return _u64(int(getattr(cbdata, "ptr", None) or int(cbdata)) + self.params_at)
 
     def _enter(self, spec: Spec, cbdata, st: _Thread, tid: int) -> None:
         self.calls += 1
