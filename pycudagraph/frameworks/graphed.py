@@ -21,6 +21,19 @@ Rules:
   after work a thread queues later on its own stream); read them before another thread
   may call (your own lock around the call and the use, waiting for the use, e.g.
   ``y.cpu()``) or pass ``copy_outputs=True``.
+- **Keys captured off the hot path** (``capture="background"``): a new key's calls run
+  ``fn`` eagerly on the caller's stream while the callable's capture thread captures it
+  (:mod:`.graphed_background`); later calls replay. No call waits for a capture.
+- **Failures** (``fallback="eager"``): a key whose capture fails runs eagerly from then on,
+  with one warning that carries the capture's error. ``memory_budget=``: a key whose graph
+  would take the pools beyond it runs eagerly, or (``over_budget="evict"``) the least
+  recently used keys are dropped (:mod:`.graphed_keys`).
+- **Pools** (``pool="shared"``, the default): every key captures into one pool, so keys
+  share scratch memory and are replayed one at a time (the lock, and a launch from another
+  stream waits for the last launch); each graph ends by copying its outputs into arrays of
+  their own, so a key's static outputs stay valid while other keys replay. A stream you
+  launched on must stay alive until a call comes from another stream (the wait is
+  recorded on it then). ``pool="private"``: one pool per key, no output copy.
 - **Inputs** are not kept beyond the next call: the graph holds the arrays of the latest
   call of each key (it points at them) until the next call of that key or :meth:`clear`.
 - ``fn`` must be capturable: no host synchronization, no random numbers from a framework
@@ -43,74 +56,29 @@ from __future__ import annotations
 import functools
 import threading
 import warnings
-from dataclasses import dataclass
 
-from .._cuda import ensure_device
 from ..errors import ArgumentError, PyCudaGraphError
-from ..capture.capture import capture
 from ..runtime.device import device as device_scope
 from ..runtime.stream import Event, Stream, stream_handle
-from .arrays import array_info, flatten, overlaps, substitute
+from ..runtime.values import bool_arg, choice_arg, int_arg
+from .arrays import flatten, overlaps, substitute
+from .graphed_background import BackgroundCaptures
+from .graphed_capture import Capturer
 from .graphed_fast import SLOW, FastPath
+from .graphed_keys import GraphedEntry, GraphedStats, KeyTable
+from .graphed_new_keys import NewKeys, _name
 from .ops import compare, copy_of, current_stream, framework_streams, twin
-from .pools import CapturePool
-from .rebind_plan import RebindPlan
-from ..runtime.values import bool_arg, int_arg
 
 __all__ = ["graphed", "GraphedCallable", "GraphedEntry", "GraphedStats"]
 
 _CHECKS = (False, True, "raise", "eager")
 _COPIERS = frozenset(("torch", "cupy"))  # frameworks that copy on their own current stream
 _PER_THREAD = 2  # cudaStreamPerThread
+_MODES = {"capture": ("inline", "background"), "fallback": ("raise", "eager"),
+          "pool": ("shared", "private"), "over_budget": ("eager", "evict")}
 
 
-@dataclass
-class GraphedStats:
-    """Counters of a graphed callable: calls, captures, replays (graph launches),
-    ``set_params`` calls made to rebind, inputs rebound, inputs copied (they overlapped
-    an output), checks run against eager, calls run eagerly (refused keys)."""
-
-    calls: int = 0
-    captures: int = 0
-    replays: int = 0
-    set_params: int = 0
-    rebound_inputs: int = 0
-    copied_inputs: int = 0
-    checks: int = 0
-    eager_calls: int = 0
-
-
-class GraphedEntry:
-    """One captured graph of a graphed callable: ``graph``, ``exec``, its ``pool``, the
-    static ``outputs``, the rebinding ``plan`` (``plan.slots``: addresses of each input
-    in the graph), ``calls``, and ``refused`` (why the key runs eagerly or raises, or "")."""
-
-    def __init__(self, key, graph, exe, pool, outputs, plan, frameworks, device):
-        self.key = key
-        self.graph = graph
-        self.exec = exe
-        self.pool = pool
-        self.outputs = outputs
-        self.plan = plan
-        self.frameworks = frameworks
-        self.device = device
-        self.calls = 0
-        self.refused = ""
-        self.rebind_checked = False
-        self.warned = False
-        self.bound = ()  # the arguments the exec points at now (kept alive)
-        self.handoff = None  # Event after the last output copy (copy_outputs) ...
-        self.handoff_on = None  # ... recorded on this stream handle
-        outs = []
-        substitute(outputs, lambda a: outs.append(array_info(a)) or a)
-        self.output_ranges = [(o.lo, o.hi) for o in outs]
-
-    def __repr__(self) -> str:
-        return (f"<GraphedEntry {len(self.graph.nodes)} nodes, {self.calls} calls, "
-                f"input slots {self.plan.slots}{', refused' if self.refused else ''}>")
-
-
-class GraphedCallable:
+class GraphedCallable(NewKeys):
     """``fn`` captured once per input key and replayed with its inputs rebound (see the
     module docstring for the rules). Made by :func:`graphed`.
 
@@ -119,11 +87,13 @@ class GraphedCallable:
     node that holds a moved input (``cudaGraphExecMemcpyNodeSetParams1D``,
     ``cudaGraphExecMemsetNodeSetParams`` for copies and memsets) and ``cudaGraphLaunch``
     on every call; with ``copy_outputs=True`` ``cudaEventRecord`` after the copies, and
-    ``cudaStreamWaitEvent`` before a launch on another stream than the last copy's.
+    ``cudaStreamWaitEvent`` before a launch on another stream than the last copy's (or,
+    in a shared pool, than the last launch's).
     """
 
     def __init__(self, fn, copy_outputs: bool = False, check=False, warmup: int = 1,
-                 stream=None):
+                 stream=None, capture: str = "inline", fallback: str = "raise",
+                 memory_budget=None, pool: str = "shared", over_budget: str = "eager"):
         if not callable(fn):
             raise ArgumentError(f"graphed needs a callable, got {type(fn).__name__}")
         if not isinstance(check, (bool, str)) or check not in _CHECKS:
@@ -132,16 +102,29 @@ class GraphedCallable:
         if warmup < 1:
             raise ArgumentError(f"graphed: warmup must be >= 1 (CuPy compiles and PyTorch "
                                 f"sets up cuBLAS on first use), got {warmup}")
+        for name, value in (("capture", capture), ("fallback", fallback), ("pool", pool),
+                            ("over_budget", over_budget)):
+            choice_arg(value, _MODES[name], f"graphed: {name}")
+        if memory_budget is not None:
+            memory_budget = int_arg(memory_budget, "graphed: memory_budget (bytes)", lo=0)
+        if over_budget == "evict" and pool == "shared":
+            raise ArgumentError("graphed: over_budget='evict' needs pool='private' (the keys "
+                                "of a shared pool share its memory: dropping one frees none)")
         self.fn = fn
         self.copy_outputs = bool_arg(copy_outputs, "graphed: copy_outputs")
         self.check = "raise" if check is True else check
         self.warmup = warmup
         self.stream = Stream.wrap(stream) if stream is not None else None
-        self._graphs: dict = {}
+        self.capture, self.fallback, self.pool = capture, fallback, pool
+        self.memory_budget = memory_budget
         self._stats = GraphedStats()
-        self._sides: dict = {}  # device -> the side stream captures run on
         self._lock = threading.RLock()
         self._fast = FastPath(self._lock, self._stats)  # repeats of a known call
+        self._keys = KeyTable(pool, self.copy_outputs, memory_budget, over_budget)
+        self._keys.on_change = self._fast.forget
+        self._graphs = self._keys.graphs
+        self._capturer = Capturer(fn, warmup, self._keys)
+        self._background = BackgroundCaptures(self._capture_job, self._finish_job)
         functools.update_wrapper(self, fn, updated=())  # never fn.__dict__ over ours
 
     @property
@@ -154,11 +137,37 @@ class GraphedCallable:
         """The :class:`GraphedStats` counters. No CUDA call."""
         return self._stats
 
-    def clear(self) -> None:
-        """Drop every graph (its pool goes when nothing else holds it). No CUDA call."""
+    @property
+    def pending(self) -> tuple:
+        """The keys a background capture is working on now. No CUDA call."""
         with self._lock:
-            self._graphs.clear()
-            self._fast.forget()
+            return tuple(self._keys.pending)
+
+    @property
+    def eager_keys(self) -> dict:
+        """Key -> why it runs eagerly (its capture failed, or its graph went beyond the
+        memory budget). No CUDA call."""
+        with self._lock:
+            return {k: why for k, (why, _) in self._keys.eager.items()}
+
+    def memory(self) -> dict:
+        """What the keys' pools hold: ``{"total": bytes, "shared": bytes, "pools": n,
+        "keys": {key: bytes}}`` (see :meth:`.graphed_keys.KeyTable.memory`). No CUDA call:
+        PyTorch's ``memory_snapshot``, CuPy's ``MemoryPool.total_bytes``."""
+        with self._lock:
+            return self._keys.memory()
+
+    def wait_captures(self, timeout: float | None = None) -> bool:
+        """Wait until no background capture is queued or running; False on timeout. No
+        CUDA call of its own."""
+        return self._background.wait(timeout)
+
+    def clear(self) -> None:
+        """Drop every graph (its pool goes when nothing else holds it) and every eager
+        key; a background capture running now is thrown away when it ends. No CUDA call."""
+        with self._lock:
+            self._background.cancel()
+            self._keys.clear()
 
     def save(self, path, module=None, bind=None):
         """Save every captured key to the folder ``path`` for :func:`pycudagraph.load_graphed`
@@ -170,12 +179,12 @@ class GraphedCallable:
 
     def adopt(self, entry) -> None:
         """Add ``entry``, a :class:`GraphedEntry` made elsewhere (a key loaded by
-        :func:`pycudagraph.load_graphed`), as the graph of ``entry.key``. No CUDA call."""
+        :func:`pycudagraph.load_graphed`), as the graph of ``entry.key``, as a capture is
+        added (the memory budget, a shared pool's launch order). No CUDA call."""
         with self._lock:
-            self._graphs[entry.key] = entry
-            fast = getattr(self, "_fast", None)  # the fast path's cache, where there is one
-            if fast is not None:
-                fast.forget()
+            self._keys.eager.pop(entry.key, None)
+            self._keys.admit(entry, self._stats)
+            self._fast.forget()
 
     def __call__(self, *args, **kwargs):
         out = self._fast.call(self, args, kwargs)  # a repeat of a known call: graphed_fast
@@ -188,98 +197,47 @@ class GraphedCallable:
             entry = self._graphs.get(key)
             reference = None  # eager outputs to compare with (check=)
             if entry is None:
-                entry, reference = self._capture(key, args, kwargs, infos)
+                entry, reference = self._new_key(key, args, kwargs, infos)
             elif entry.refused:
                 return self._refused(entry, args, kwargs)
-            entry.calls += 1
-            launch_on = self._launch_stream(entry)
-            ptrs = [info.ptr for info in infos]
-            changed = [i for i, (p, b) in enumerate(zip(ptrs, entry.plan.bound)) if p != b]
-            if changed:
-                args, kwargs, ptrs = self._unalias(entry, args, kwargs, infos, ptrs, changed)
-                if self.check and not entry.rebind_checked:
-                    reference = self._eager_reference(entry, args, kwargs)
-                    entry.rebind_checked = True
-                st.set_params += entry.plan.apply(ptrs, changed)
-                st.rebound_inputs += len(changed)
-            entry.bound = (args, kwargs)
-            if entry.handoff is not None:
-                _after_copy(entry, launch_on)
-            entry.exec.launch(launch_on)
-            st.replays += 1
-            if reference is not None:
-                self._judge(entry, reference)
-                if entry.refused:
-                    return self._refused(entry, args, kwargs)
-            if self.copy_outputs:  # under the lock: no other replay can come first
-                return self._copies(entry, launch_on)
-            return entry.outputs
+            if entry is not None:
+                return self._replay(entry, reference, args, kwargs, infos)
+            st.eager_calls += 1
+        return self._eager(args, kwargs, infos)  # outside the lock: other calls go on
 
-    # Capture ------------------------------------------------------------------------
-
-    def _side(self, device: int) -> Stream:
-        side = self._sides.get(device)
-        if side is None:
-            with device_scope(device):
-                side = self._sides[device] = Stream(non_blocking=True)
-        return side
-
-    def _capture(self, key, args, kwargs, infos):
-        """Warm up on copies, capture on the side stream into a new pool, instantiate and
-        plan. Returns the entry and the eager reference outputs (for ``check``) or None."""
-        frameworks = frozenset(info.framework for info in infos)
-        devices = {info.device for info in infos if info.device >= 0}
-        if len(devices) > 1:
-            raise ArgumentError(f"graphed: the arrays of one call live on devices "
-                                f"{sorted(devices)}; one graph runs on one device")
-        device = devices.pop() if devices else None
-        with device_scope(device) if device is not None else _nothing():
-            device = ensure_device() if device is None else device
-            side = self._side(device)
-            now = self.stream.ptr if self.stream is not None else current_stream(frameworks, device)
-            ready = Event(timing=False)
-            ready.record(now)
-            side.wait(ready)  # the inputs are made on the caller's stream
-            with framework_streams(side.ptr, device):
-                warm_args, warm_kwargs = substitute((args, kwargs), twin)
-                for _ in range(self.warmup):
-                    reference = self.fn(*warm_args, **warm_kwargs)
-            side.synchronize()
-            del warm_args, warm_kwargs
-            pool = CapturePool()
-            with framework_streams(side.ptr, device):
-                with capture(side, mode="thread_local", pool=pool) as cap:
-                    outputs = self.fn(*args, **kwargs)
-            self._check_outputs(outputs, args, kwargs, infos)
-            exe = cap.graph.instantiate()
-            plan = RebindPlan(exe, cap.graph, infos)
-        entry = GraphedEntry(key, cap.graph, exe, pool, outputs, plan, frameworks, device)
-        self._graphs[key] = entry
-        self._stats.captures += 1
-        if plan.unproven and not self.check:
-            warnings.warn(f"graphed({_name(self.fn)}): rebinding cannot be proven right for "
-                          f"this input key: {plan.unproven[0]}; pass check=True to compare "
-                          "with eager execution", RuntimeWarning, stacklevel=3)
-        return entry, (reference if self.check else None)
-
-    @staticmethod
-    def _check_outputs(outputs, args, kwargs, infos) -> None:
-        """An output that is an input object is fine only as that very object; one that
-        shares an input's bytes otherwise cannot follow the input: refused."""
-        ids = {id(info.obj) for info in infos}
-        outs = []
-        substitute(outputs, lambda a: outs.append(a) or a)
-        for n, out in enumerate(outs):
-            if id(out) in ids:
-                raise ArgumentError(f"graphed: output {n} is one of the inputs; a graph's "
-                                    "outputs are its own static arrays (return a new array, "
-                                    "e.g. x.clone(), or nothing for an in-place function)")
-            o = array_info(out)
-            for i, info in enumerate(infos):
-                if overlaps((o.lo, o.hi), (info.lo, info.hi)):
-                    raise ArgumentError(f"graphed: output {n} shares memory with input {i} "
-                                        "(a view of it); it could not follow a new input: "
-                                        "return a copy (x[...].clone()) instead")
+    def _replay(self, entry, reference, args, kwargs, infos):
+        st = self._stats
+        entry.calls += 1
+        entry.last_used = st.calls
+        launch_on = self._launch_stream(entry)
+        ptrs = [info.ptr for info in infos]
+        changed = [i for i, (p, b) in enumerate(zip(ptrs, entry.plan.bound)) if p != b]
+        if changed:
+            args, kwargs, ptrs = self._unalias(entry, args, kwargs, infos, ptrs, changed)
+            if self.check and not entry.rebind_checked:
+                reference = self._eager_reference(entry, args, kwargs)
+                entry.rebind_checked, entry.needs_check = True, False
+            st.set_params += entry.plan.apply(ptrs, changed)
+            st.rebound_inputs += len(changed)
+        if self.check and entry.needs_check:  # a background capture's first replay
+            reference = self._eager_reference(entry, args, kwargs)
+        entry.needs_check = False
+        entry.bound = (args, kwargs)
+        order, h = entry.order, stream_handle(launch_on)
+        if order.event is not None:
+            _after_copy(order, h)
+        elif order.shared:
+            order.follow(h)
+        entry.exec.launch(launch_on)
+        st.replays += 1
+        if reference is not None:
+            self._judge(entry, reference)
+            if entry.refused:
+                return self._refused(entry, args, kwargs)
+        if self.copy_outputs:  # under the lock: no other replay can come first
+            return self._copies(entry, launch_on)
+        order.after(h)
+        return entry.outputs
 
     # Calls ----------------------------------------------------------------------------
 
@@ -297,12 +255,12 @@ class GraphedCallable:
         else:  # the framework's current stream is the launch stream
             out = substitute(entry.outputs, copy_of)
         if self.stream is None:  # one fixed stream orders every launch and copy itself
-            ev = entry.handoff
-            if ev is None:
+            order = entry.order
+            if order.event is None:
                 with device_scope(entry.device):
-                    ev = entry.handoff = Event(timing=False)
-            ev.record(launch_on)
-            entry.handoff_on = stream_handle(launch_on)
+                    order.event = Event(timing=False)
+            order.event.record(launch_on)
+            order.on = stream_handle(launch_on)
         return out
 
     def _unalias(self, entry, args, kwargs, infos, ptrs, changed):
@@ -351,7 +309,8 @@ class GraphedCallable:
 
 
 def graphed(fn=None, *, copy_outputs: bool = False, check=False, warmup: int = 1,
-            stream=None):
+            stream=None, capture: str = "inline", fallback: str = "raise",
+            memory_budget=None, pool: str = "shared", over_budget: str = "eager"):
     """A :class:`GraphedCallable` of ``fn``; also a decorator (``@pcg.graphed`` or
     ``@pcg.graphed(check=True)``).
 
@@ -372,6 +331,21 @@ def graphed(fn=None, *, copy_outputs: bool = False, check=False, warmup: int = 1
         Eager runs (on copies of the inputs) before each capture.
     stream : Stream, optional
         Launch here instead of the framework's current stream.
+    capture : {"inline", "background"}
+        Capture a new key in the call that meets it, or in the callable's capture thread
+        while the key's calls run ``fn`` eagerly (no call waits for a capture).
+    fallback : {"raise", "eager"}
+        A key whose capture fails raises the capture's error, or runs eagerly from then on
+        with one warning that carries it.
+    memory_budget : int, optional
+        Bytes the keys' pools may hold (:meth:`GraphedCallable.memory`); a key whose graph
+        would go beyond runs eagerly (with one warning).
+    pool : {"shared", "private"}
+        One pool for every key (scratch shared, keys replayed one at a time, outputs copied
+        into arrays of their own at the end of each graph), or one pool per key.
+    over_budget : {"eager", "evict"}
+        Beyond ``memory_budget``: run the new key eagerly, or drop the least recently used
+        keys until it fits (``pool="private"`` only).
 
     Notes
     -----
@@ -379,28 +353,17 @@ def graphed(fn=None, *, copy_outputs: bool = False, check=False, warmup: int = 1
     ``cudaGraphInstantiate``; each call: ``cuGraphExecKernelNodeSetParams`` for the kernel
     nodes of moved inputs, ``cudaGraphLaunch``. See :mod:`pycudagraph.frameworks.graphed`.
     """
-    options = dict(copy_outputs=copy_outputs, check=check, warmup=warmup, stream=stream)
+    options = dict(copy_outputs=copy_outputs, check=check, warmup=warmup, stream=stream,
+                   capture=capture, fallback=fallback, memory_budget=memory_budget,
+                   pool=pool, over_budget=over_budget)
     if fn is None:
         return lambda f: GraphedCallable(f, **options)
     return GraphedCallable(fn, **options)
 
 
-def _after_copy(entry, launch_on) -> None:
-    """Make a launch on another stream than the last output copy's wait for that copy
-    (``cudaStreamWaitEvent``); ``cudaStreamPerThread`` names a different stream in each
-    thread, so it always waits."""
-    h = stream_handle(launch_on)
-    if h != entry.handoff_on or h == _PER_THREAD:
-        Stream.wrap(h).wait(entry.handoff)
-
-
-class _nothing:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc) -> bool:
-        return False
-
-
-def _name(fn) -> str:
-    return getattr(fn, "__qualname__", None) or type(fn).__name__
+def _after_copy(order, h: int) -> None:
+    """Make a launch on stream ``h``, another than the last output copy's, wait for that
+    copy (``cudaStreamWaitEvent``); ``cudaStreamPerThread`` names a different stream in
+    each thread, so it always waits."""
+    if h != order.on or h == _PER_THREAD:
+        Stream.wrap(h).wait(order.event)

@@ -31,6 +31,7 @@ changes other than by a new key (clear, eviction, a key refused or replaced).
 from __future__ import annotations
 
 from .arrays import ALIGN_CAP, aliasing, flatten
+from ..runtime.stream import stream_handle
 from .ops import current_stream
 from . import loaded
 
@@ -216,7 +217,14 @@ class FastPath:
                 get = known.raw_stream
                 stream = (get(known.device) if get is not None
                           else current_stream(entry.frameworks, known.device))
-            entry.exec.launch(stream)
+            order = entry.order  # a shared pool's keys: ordered across streams (graphed_keys)
+            if order.shared:
+                h = stream if type(stream) is int else stream_handle(stream)
+                order.follow(h)
+                entry.exec.launch(stream)
+                order.after(h)
+            else:
+                entry.exec.launch(stream)
             st.replays += 1
             return entry.outputs
 
