@@ -71,11 +71,15 @@ class NewKeys:
             return None, None
         return entry, (reference if self.check else None)
 
-    def _added(self, entry) -> bool:
-        """Admit a captured entry (memory budget); False when it runs eagerly instead."""
+    def _added(self, entry, warn: bool = True) -> bool:
+        """Admit a captured entry (memory budget); False when it runs eagerly instead (its
+        warning now, or, from the capture thread, at the key's next call)."""
         self._stats.captures += 1
-        if self._keys.admit(entry, self._stats):
-            self._warn_eager(entry.key)
+        why = self._keys.admit(entry, self._stats)
+        if why:
+            self._keys.eager[entry.key][0] = f"graphed({_name(self.fn)}): a key's graph: {why}"
+            if warn:
+                self._warn_eager(entry.key)
             return False
         if entry.plan.unproven and not self.check:
             warnings.warn(f"graphed({_name(self.fn)}): rebinding cannot be proven right for "
@@ -119,7 +123,7 @@ class NewKeys:
                 return
             entry.bound = (job.args, job.kwargs)
             entry.needs_check = bool(self.check)
-            self._added(entry)
+            self._added(entry, warn=False)
 
     def _failure(self, infos, exc) -> str:
         shapes = ", ".join(str(tuple(getattr(i.obj, "shape", ()))) for i in infos[:4])
@@ -140,7 +144,6 @@ class NewKeys:
             return self.fn(*args, **kwargs)
         with framework_streams(None, device):
             return self.fn(*args, **kwargs)
-
 
 
 class _nothing:
