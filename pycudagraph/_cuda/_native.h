@@ -193,6 +193,9 @@ int node_live(PyObject *node);
 PyObject *call_checked(PyObject *self, PyObject *name, PyObject *const *a, Py_ssize_t nargs,
                        PyObject *kwnames);
 
+/* _native_deps.c: a dependency list's handles, judged (-1: not judged here). */
+int dep_handles(PyObject *deps, PyObject *nodes, void **stack, void ***out, Py_ssize_t *n);
+
 /* _native_plan.c: the Plan type. The plan of hot if it is a Plan: its head, or NULL. */
 const plan_head *hot_plan(PyObject *hot);
 /* The Layout a kernel's Plan (hot_plan accepted it) names, or NULL. */
@@ -208,9 +211,9 @@ int add_core(const plan_head *p, PyObject *hot, PyObject *grid, PyObject *block,
 int pack_class_known(void);
 PyObject *new_pack(PyObject *layout, PyObject *kernel, PyObject *refs, PyObject *buf,
                    PyObject *addr);
-int dep_handles(PyObject *deps, PyObject *nodes, void **stack, void ***out, Py_ssize_t *n);
 PyObject *set_node_maker(PyObject *m, PyObject *args);
 PyObject *add_node(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
+PyObject *register_node(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
 
 /* _native_method.c: KernelBase (Kernel.launch) and GraphBase (Graph.add_kernel) */
 typedef struct {

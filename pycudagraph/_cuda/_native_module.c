@@ -136,6 +136,12 @@ static PyObject *set_table_slots(PyObject *m, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* node_live(node) -> bool: node_live (_native_lookup.c), the one definition of Node.live. */
+static PyObject *node_live_py(PyObject *m, PyObject *node)
+{
+    return PyBool_FromLong(node_live(node));
+}
+
 /* set_flags(tracing, multi): a trace records; several devices are in use. */
 static PyObject *set_flags(PyObject *m, PyObject *args)
 {
@@ -203,9 +209,13 @@ static PyMethodDef methods[] = {
                    " -> list of replaced objects or None: cuGraphExecKernelNodeSetParams"),
     FAST(add_node, "add_node(table, deps, kernel, grid, block, args, shared_mem) -> the new "
                    "KernelNode, registered: cuGraphAddKernelNode"),
+    FAST(register_node, "register_node(table, node, *keep) -> node: NodeTable.register "
+                        "(nodes[int(node)] = node, the ledger holds (node, *keep))"),
+    {"node_live", node_live_py, METH_O, "node_live(node) -> bool: Node.live's rule, not "
+                                        "removed and its graph not destroyed"},
     {"set_node_maker", set_node_maker, METH_VARARGS,
      "set_node_maker(table_cls, table_slots, ledger_cls, ledger_slots, node_cls, node_slots, "
-     "pack_cls, fallback, record): what add_node reads and makes (slots: name -> member "
+     "pack_cls, fallback, hold): what add_node reads and makes (slots: name -> member "
      "descriptor)"},
     {"set_driver", set_driver, METH_O, "set_driver(entry_points: dict[str, int])"},
     {"set_routes", set_routes, METH_VARARGS,

@@ -1,102 +1,28 @@
 /* add_node: a kernel node added, its pack and node objects made and registered in C; and
- * dep_handles, the judging of a node add's dependency list.
+ * record, NodeTable.register's bookkeeping (register_node).
  *
  * Graph.add_kernel's common case is one call, add_node(table, deps, kernel, grid, block,
  * args, shared_mem), that does what KernelNode.build does without its Python frames: the
  * launch packed through the kernel's plan into a new bytearray, the ArgPack of that buffer
  * and the KernelNode made (object.__new__ and their slots set, what their Python makers
- * set), cuGraphAddKernelNode, then the node recorded in the graph's table (nodes[h] = node,
- * ledger.held[id(node)] = (node, pack)), exactly as NodeTable.register records it.
+ * set), cuGraphAddKernelNode, then the node recorded in the graph's table by record, the
+ * one implementation of NodeTable.register's bookkeeping (register_node is that method on
+ * the compiled route).
  *
  * What it reads and writes of objects whose types it checked are the base types' members
  * (a kernel's _hot: KernelBase; the new pack's fields: ArgPackBase) and slots, by name, of
  * member descriptors fast.py hands over (set_node_maker): the table (NodeTable), its
- * ledger (Ledger) and the new node (KernelNode). Anything else (a closed or destroyed graph, a ledger whose entries an exec
- * shares (the fallback copies them first: Ledger.writable), a kernel whose plan it lacks,
+ * ledger (Ledger) and the new node (KernelNode). Anything else (a closed or destroyed graph,
+ * a kernel whose plan it lacks,
  * a value it does not convert, a dependency it does not judge, a trace, a new thread,
  * several devices, a refused call) is the fallback's (KernelNode.build), called with the
  * same arguments: it converts, checks, raises the clear error, or adds the node itself.
  */
 #include "_native.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 #define SLOT(o, at) (*(PyObject **)((char *)(o) + (at)))
-
-/* Dependency lists, judged for both node adds (add_node here, add_kernel in
- * _native_calls.c). */
-
-static int cmp_handle(const void *x, const void *y)
-{
-    uintptr_t a = (uintptr_t)*(void *const *)x, b = (uintptr_t)*(void *const *)y;
-    return (a > b) - (a < b);
-}
-
-/* No handle twice among n (pairwise for a few, sorted in scratch for many). */
-static int distinct(void **h, Py_ssize_t n)
-{
-    if (n <= 8) {
-        for (Py_ssize_t i = 1; i < n; i++)
-            for (Py_ssize_t j = 0; j < i; j++)
-                if (h[i] == h[j])
-                    return 0;
-        return 1;
-    }
-    void **tmp = PyMem_Malloc(sizeof(void *) * n);
-    if (!tmp)
-        return fail() + 1;   /* not judged here: the route judges */
-    memcpy(tmp, h, sizeof(void *) * n);
-    qsort(tmp, (size_t)n, sizeof(void *), cmp_handle);
-    int ok = 1;
-    for (Py_ssize_t i = 1; i < n && ok; i++)
-        ok = tmp[i] != tmp[i - 1];
-    PyMem_Free(tmp);
-    return ok;
-}
-
-/* The handles of a dependency list (a tuple or list of node objects), judged as every
- * builder's deps= is: each the graph's own node object for its handle (`nodes`, the
- * graph's handle -> node dict: a node of another graph, a removed node or a node of a
- * destroyed graph is not there), not marked removed, none twice. Handles are read from
- * the nodes' slot (set_node_slots), only of objects of the node type. Up to STACK_DEPS go
- * in stack; more in memory the caller frees when *out != stack. -1: not judged here (the
- * route raises the error naming the node). */
-int dep_handles(PyObject *deps, PyObject *nodes, void **stack, void ***out, Py_ssize_t *n)
-{
-    if ((!PyTuple_CheckExact(deps) && !PyList_CheckExact(deps)) || !PyDict_CheckExact(nodes) ||
-        !S.node_type)
-        return -1;
-    *n = PySequence_Fast_GET_SIZE(deps);
-    *out = *n > STACK_DEPS ? PyMem_Malloc(sizeof(void *) * *n) : stack;
-    if (!*out)
-        return fail();
-    PyObject **items = PySequence_Fast_ITEMS(deps);
-    int ok = 1;
-    for (Py_ssize_t i = 0; i < *n && ok; i++) {
-        PyObject *d = items[i];
-        if (!PyObject_TypeCheck(d, S.node_type)) {
-            ok = 0;
-            break;
-        }
-        PyObject *h = *(PyObject **)((char *)d + S.node_h_slot);
-        PyObject *raw = *(PyObject **)((char *)d + S.node_raw_slot);
-        /* an int key: looking it up runs no Python code */
-        ok = h && PyLong_CheckExact(h) && raw != S.removed &&
-             PyDict_GetItemWithError(nodes, h) == d && !as_ptr(h, &(*out)[i]);
-    }
-    if (ok)
-        ok = distinct(*out, *n);
-    if (!ok) {
-        PyErr_Clear();
-        if (*out != stack)
-            PyMem_Free(*out);
-        return -1;
-    }
-    if (!*n)
-        *out = NULL;
-    return 0;
-}
 
 /* The slots add_node reads and writes of a table, a ledger and a new node, by name: the
  * names are this file's, looked up once in the {name: member descriptor} dicts fast.py
@@ -112,7 +38,7 @@ enum { N_TABLE, N_H, N_RAW, N_PACK, N_COUNT };
 static struct {
     PyTypeObject *table, *ledger, *node, *pack;
     Py_ssize_t t[T_COUNT], l[L_COUNT], n[N_COUNT];
-    PyObject *fallback, *record;
+    PyObject *fallback, *hold;
 } M;
 
 /* The offsets of the n slots names[] of cls, each looked up in descrs ({name: member
@@ -139,9 +65,10 @@ static int offsets(PyTypeObject *cls, PyObject *descrs, const char *const *names
 }
 
 /* set_node_maker(table_cls, table_slots, ledger_cls, ledger_slots, node_cls, node_slots,
- *                pack_cls, fallback, record): the classes add_node reads and makes, the
+ *                pack_cls, fallback, hold): the classes add_node reads and makes, the
  *                slots (dicts: name -> member descriptor) it reads and writes, its fallback,
- *                and record(table, node, pack). pack_cls extends ArgPackBase. */
+ *                and hold(ledger, key, *objs) (Ledger.hold: what record hands a replaced
+ *                entry or a shared ledger to). pack_cls extends ArgPackBase. */
 PyObject *set_node_maker(PyObject *m, PyObject *args)
 {
     PyTypeObject *tc, *lc, *nc, *pc;
@@ -158,7 +85,7 @@ PyObject *set_node_maker(PyObject *m, PyObject *args)
         return NULL;
     }
     if (!PyCallable_Check(fb) || !PyCallable_Check(rec)) {
-        PyErr_SetString(PyExc_TypeError, "set_node_maker: fallback and record must be callable");
+        PyErr_SetString(PyExc_TypeError, "set_node_maker: fallback and hold must be callable");
         return NULL;
     }
     Py_XSETREF(M.table, (PyTypeObject *)Py_NewRef(tc));
@@ -169,7 +96,7 @@ PyObject *set_node_maker(PyObject *m, PyObject *args)
     memcpy(M.l, l, sizeof l);
     memcpy(M.n, n, sizeof n);
     Py_XSETREF(M.fallback, Py_NewRef(fb));
-    Py_XSETREF(M.record, Py_NewRef(rec));
+    Py_XSETREF(M.hold, Py_NewRef(rec));
     Py_RETURN_NONE;
 }
 
@@ -235,6 +162,80 @@ static PyObject *fallback(PyObject *const *a, Py_ssize_t nargs)
     return PyObject_Vectorcall(M.fallback, a, nargs, NULL);
 }
 
+/* NodeTable.register's bookkeeping, defined here once: for the node add below and, as
+ * register_node, for every builder and NodeTable.register on this route. nodes[h] = node
+ * and the ledger's held[id(node)] = entry; a ledger an exec shares, or an entry replaced
+ * (a node's parameters set again), goes through the ledger's own hold (Ledger.hold: it
+ * copies a shared dict and lets waiting frees retry). 0, or -1 with an error set. */
+static int record(PyObject *table, PyObject *node, PyObject *h, PyObject *entry)
+{
+    PyObject *nodes = SLOT(table, M.t[T_NODES]), *ledger = SLOT(table, M.t[T_LEDGER]), *held;
+    if (!nodes || !PyDict_CheckExact(nodes) || !ledger || !Py_IS_TYPE(ledger, M.ledger)) {
+        PyErr_SetString(PyExc_TypeError, "NodeTable.register: the table's nodes or ledger "
+                        "is not the kind its graph made");
+        return -1;
+    }
+    PyObject *key = PyLong_FromVoidPtr(node);
+    if (!key)
+        return -1;
+    Py_INCREF(nodes);
+    Py_INCREF(ledger);
+    int rc = PyDict_SetItem(nodes, h, node), fresh = 0;
+    if (!rc && SLOT(ledger, M.l[L_SHARED]) == Py_False && (held = SLOT(ledger, M.l[L_HELD])) &&
+        PyDict_CheckExact(held)) {
+        fresh = !PyDict_GetItemWithError(held, key);   /* an int key: no Python code runs */
+        rc = PyErr_Occurred() ? -1 : fresh ? PyDict_SetItem(held, key, entry) : 0;
+    }
+    if (!rc && !fresh) {   /* shared, or replacing an entry: the ledger's hold */
+        Py_ssize_t n = PyTuple_GET_SIZE(entry);   /* hold(ledger, key, *entry) */
+        PyObject *small[8], **all = n + 2 <= 8 ? small : PyMem_Malloc(sizeof(PyObject *) * (n + 2));
+        PyObject *r = NULL;
+        if (all) {
+            all[0] = ledger;
+            all[1] = key;
+            memcpy(all + 2, &PyTuple_GET_ITEM(entry, 0), sizeof(PyObject *) * n);
+            r = PyObject_Vectorcall(M.hold, all, (size_t)(n + 2), NULL);
+            if (all != small)
+                PyMem_Free(all);
+        } else {
+            PyErr_NoMemory();
+        }
+        rc = r ? 0 : -1;
+        Py_XDECREF(r);
+    }
+    Py_DECREF(key);
+    Py_DECREF(nodes);
+    Py_DECREF(ledger);
+    return rc;
+}
+
+/* register_node(table, node, *keep) -> node: NodeTable.register on the compiled route
+ * (record, with entry (node, *keep)); node's handle is int(node). */
+PyObject *register_node(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
+{
+    if (nargs < 2) {
+        PyErr_SetString(PyExc_TypeError, "register_node(table, node, *keep)");
+        return NULL;
+    }
+    if (!M.table || !PyObject_TypeCheck(a[0], M.table)) {
+        PyErr_SetString(PyExc_TypeError, "register_node: a NodeTable (set_node_maker ran) "
+                        "was expected");
+        return NULL;
+    }
+    PyObject *entry = PyTuple_New(nargs - 1), *h = PyNumber_Long(a[1]);
+    if (!entry || !h) {
+        Py_XDECREF(entry);
+        Py_XDECREF(h);
+        return NULL;
+    }
+    for (Py_ssize_t i = 1; i < nargs; i++)
+        PyTuple_SET_ITEM(entry, i - 1, Py_NewRef(a[i]));
+    int rc = record(a[0], a[1], h, entry);
+    Py_DECREF(entry);
+    Py_DECREF(h);
+    return rc ? NULL : Py_NewRef(a[1]);
+}
+
 /* add_node(table, deps, kernel, grid, block, args, shared_mem) -> the new KernelNode:
  * cuGraphAddKernelNode, as KernelNode.build(table, deps, kernel, grid, block, args,
  * shared_mem) does it. */
@@ -245,21 +246,19 @@ PyObject *add_node(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
         !Py_IS_TYPE(table, M.table) || !PyObject_TypeCheck(kernel, &KernelBase_Type))
         return fallback(a, nargs);
     PyObject *closed = SLOT(table, M.t[T_CLOSED]), *dead = SLOT(table, M.t[T_DEAD]);
-    PyObject *nodes = SLOT(table, M.t[T_NODES]), *ledger = SLOT(table, M.t[T_LEDGER]);
-    PyObject *hot = ((kernel_obj *)kernel)->hot, *h = SLOT(table, M.t[T_H]), *held;
+    PyObject *nodes = SLOT(table, M.t[T_NODES]), *hot = ((kernel_obj *)kernel)->hot;
+    PyObject *h = SLOT(table, M.t[T_H]);
     const plan_head *p;
     void *graph_h;
     if (closed != Py_False || !dead || !PyUnicode_CheckExact(dead) ||
-        PyUnicode_GET_LENGTH(dead) != 0 || !nodes || !PyDict_CheckExact(nodes) || !ledger ||
-        !Py_IS_TYPE(ledger, M.ledger) || SLOT(ledger, M.l[L_SHARED]) != Py_False ||
-        !(held = SLOT(ledger, M.l[L_HELD])) ||
-        !PyDict_CheckExact(held) || !hot || !(p = hot_plan(hot)) ||
-        !plan_layout(hot) || !h || as_ptr(h, &graph_h))
+        PyUnicode_GET_LENGTH(dead) != 0 || !nodes || !PyDict_CheckExact(nodes) || !hot ||
+        !(p = hot_plan(hot)) || !plan_layout(hot) || !h || as_ptr(h, &graph_h))
         return fallback(a, nargs);
     /* What is read from slots is held for the add: a converter (Python code), or another
-     * thread while the GIL is released, could replace it. */
-    PyObject *held_refs[] = {hot, nodes, ledger, held};
-    for (int i = 0; i < 4; i++)
+     * thread while the GIL is released, could replace it. The node is recorded (record)
+     * in what the table holds once it exists. */
+    PyObject *held_refs[] = {hot, nodes};
+    for (int i = 0; i < 2; i++)
         Py_INCREF(held_refs[i]);
     make_ctx c = {table, kernel, PLAN(hot)->layout, NULL};
     PyObject *pack, *node = NULL;
@@ -268,30 +267,19 @@ PyObject *add_node(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
                       &c, &pack, &node_h);
     if (st == ADD_DONE) {   /* the node exists: record it as NodeTable.register does */
         node = c.node;
-        PyObject *key = PyLong_FromVoidPtr(node), *entry = PyTuple_Pack(2, node, pack);
         PyObject *hh = PyLong_FromVoidPtr(node_h);
-        int bad = !key || !entry || !hh;
-        if (!bad) {
+        PyObject *entry = hh ? PyTuple_Pack(2, node, pack) : NULL;
+        if (hh)
             SLOT(node, M.n[N_H]) = Py_NewRef(hh);
-            if (SLOT(table, M.t[T_NODES]) == nodes && SLOT(table, M.t[T_LEDGER]) == ledger &&
-                SLOT(ledger, M.l[L_HELD]) == held && SLOT(ledger, M.l[L_SHARED]) == Py_False) {
-                bad = PyDict_SetItem(nodes, hh, node) || PyDict_SetItem(held, key, entry);
-            } else {   /* the table changed meanwhile: record it through Python */
-                PyObject *r = PyObject_CallFunctionObjArgs(M.record, table, node, pack, NULL);
-                bad = !r;
-                Py_XDECREF(r);
-            }
-        }
+        if (!entry || record(table, node, hh, entry))
+            Py_CLEAR(node);
         Py_XDECREF(hh);
-        Py_XDECREF(key);
         Py_XDECREF(entry);
         Py_DECREF(pack);
-        if (bad)
-            Py_CLEAR(node);
     } else {
         Py_XDECREF(c.node);
     }
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 2; i++)
         Py_DECREF(held_refs[i]);
     if (st == ADD_DECLINED)
         return fallback(a, nargs);

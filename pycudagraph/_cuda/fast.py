@@ -43,7 +43,7 @@ __all__ = ["launch_graph", "launch_kernel", "add_kernel", "set_arg", "set_args",
            "kernel_node_set_params", "exec_kernel_node_set_params",
            "exec_update", "graph_instantiate", "native_status", "layout_plan", "kernel_plan",
            "use_driver_library", "NATIVE_ENV", "ExecBase", "ExecNodeBase", "ArgPackBase",
-           "LayoutBase", "KernelBase", "GraphBase", "Plan"]
+           "LayoutBase", "KernelBase", "GraphBase", "Plan", "register_node", "node_live"]
 
 _native = routes.native  # the C extension, or None (routes.native_reason says why)
 _f = routes.driver  # libcuda's entry points, as ctypes functions
@@ -66,6 +66,12 @@ KernelBase, GraphBase = _bases.KernelBase, _bases.GraphBase
 #: layout (``Layout.hot``, with ``names``) or a kernel (``Kernel._hot``, with ``layout``),
 #: read by member name in C (``_native_plan.c``); read-only, made by keyword.
 Plan = _bases.Plan
+#: ``register_node(table, node, *keep) -> node``: ``NodeTable.register``'s bookkeeping, the
+#: one implementation the C node add records with too (``_native_nodes.c``'s ``record``).
+register_node = _bases.register_node
+#: ``node_live(node) -> bool``: ``Node.live``'s rule, the one the compiled argument updates
+#: judge a node by (``_native_lookup.c``); ``Node.live`` and ``Node.check_live`` use it.
+node_live = _bases.node_live
 
 # ----------------------------------------------------------------------------------
 # The hot calls
@@ -105,7 +111,7 @@ add_kernel = _native.add_kernel if _native is not None else _add_kernel
 #: ``set_arg(exec_h, node_h, hot, address, refs, key, value, pack, exe, node)``:
 #: ``cuGraphExecKernelNodeSetParams`` (``cudaGraphExecKernelNodeSetParams``) after argument
 #: ``key`` (its index or its parameter's name) of the exec's pack (at ``address``; ``hot`` is
-#: its layout's ``(plan, converters, names)``) is rewritten; the pack's ``refs`` take
+#: its layout's :data:`Plan`, with ``names``) is rewritten; the pack's ``refs`` take
 #: ``value``. Returns the object replaced (for the exec to retire) or None for a plain int /
 #: float / bool. A refused key, value or call leaves the pack unchanged.
 set_arg = _native.set_arg if _native is not None else _set_arg
@@ -135,7 +141,7 @@ def _slot(cls: type, name: str):
     raise AttributeError(f"{cls.__name__} has no slot {name!r}")
 
 
-def node_maker(table, ledger, node, pack: type, fallback, record):
+def node_maker(table, ledger, node, pack: type, fallback):
     """``add_node(table, deps, kernel, grid, block, args, shared_mem) -> node``: the kernel
     node added (``cuGraphAddKernelNode``, i.e. ``cudaGraphAddKernelNode``) and its pack and
     node objects made and recorded in the table in C, as ``fallback`` (``KernelNode.build``)
@@ -144,15 +150,16 @@ def node_maker(table, ledger, node, pack: type, fallback, record):
     are ``(cls, *slot names)``: the table's ``h, nodes, closed, dead, ledger``, the ledger's
     ``held, shared`` and the node's ``_table, _h, _raw, _pack``, handed over by name (in any
     order); ``pack`` is the class of the packs made (it extends :data:`ArgPackBase`, whose
-    fields are set); ``record(table, node, pack)`` records a node whose table changed under
-    the add (while the GIL was released). The kernel's plan is :data:`KernelBase`'s."""
+    fields are set). The new node is recorded by :data:`register_node`'s C implementation,
+    which hands a shared ledger or a replaced entry to the ledger class's ``hold``. The
+    kernel's plan is :data:`KernelBase`'s."""
     if _native is None:
         return fallback
 
     def slots(spec):
         return {name: _slot(spec[0], name) for name in spec[1:]}
     _native.set_node_maker(table[0], slots(table), ledger[0], slots(ledger), node[0],
-                           slots(node), pack, fallback, record)
+                           slots(node), pack, fallback, ledger[0].hold)
     return _native.add_node
 
 
@@ -170,7 +177,8 @@ def node_slots(cls: type, handle, raw, removed) -> None:
     """Objects of type ``cls`` (graph nodes) keep their handle (an int) in the slot ``handle``
     and ``removed`` in the slot ``raw`` once removed from their graph: the compiled
     :func:`add_kernel` reads a dependency's handle there (from objects of that type only)
-    and judges it against the graph's node dict. No effect on the ctypes route."""
+    and judges it against the graph's node dict; :data:`node_live` reads the mark."""
+    hot_base.live_rule(raw=raw, removed=removed)
     if _native is not None:
         _native.set_node_slots(cls, handle, raw, removed)
 
@@ -179,7 +187,8 @@ def table_slots(table, cls: type, dead) -> None:
     """Nodes (of the class :func:`node_slots` named) keep their table in the slot ``table``
     (a member descriptor); a table, of exactly type ``cls``, keeps why its graph is gone
     (``""`` while valid) in the slot ``dead``: with the removed mark, what the compiled
-    updates judge a node live by, as ``Node.check_live`` does. No effect on the ctypes route."""
+    updates judge a node live by, :data:`node_live` (which ``Node.check_live`` uses)."""
+    hot_base.live_rule(table=table, table_cls=cls, dead=dead)
     if _native is not None:
         _native.set_table_slots(table, cls, dead)
 

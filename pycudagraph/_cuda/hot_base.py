@@ -19,7 +19,7 @@ from __future__ import annotations
 from . import routes
 
 __all__ = ["ExecBase", "ExecNodeBase", "ArgPackBase", "LayoutBase", "KernelBase", "GraphBase",
-           "Plan"]
+           "Plan", "register_node", "node_live", "live_rule"]
 
 _launch_graph = routes.launch_graph
 _host_errors = routes.host_errors
@@ -30,6 +30,46 @@ class ArgPackBase:
     extends it."""
 
     __slots__ = ("layout", "buf", "address", "refs", "kernel")
+
+
+def register_node(table, node, *keep):
+    """``NodeTable.register``'s bookkeeping (the twin of ``_native_nodes.c``'s ``record``):
+    ``table.nodes[int(node)] = node`` and the ledger holds ``(node, *keep)`` under
+    ``id(node)`` (``Ledger.hold`` copies a shared dict and lets waiting frees retry);
+    returns ``node``."""
+    table.nodes[int(node)] = node
+    table.ledger.hold(id(node), node, *keep)
+    return node
+
+
+# What node_live reads (the twin of the slots ``_native_lookup.c``'s ``node_live`` reads):
+# the removed-mark and table descriptors' getters, the mark, the table class and its
+# ``dead`` getter; set by ``fast.node_slots`` / ``fast.table_slots`` (live_rule).
+_get_raw = _get_table = _get_dead = _removed = _table_cls = None
+
+
+def live_rule(*, raw=None, removed=None, table=None, table_cls=None, dead=None) -> None:
+    """Hand over what :func:`node_live` reads: the node class's ``raw`` slot (member
+    descriptor) and ``removed`` mark, or its ``table`` slot, the table class and its
+    ``dead`` slot."""
+    global _get_raw, _removed, _get_table, _table_cls, _get_dead
+    if raw is not None:
+        _get_raw, _removed = raw.__get__, removed
+    if table is not None:
+        _get_table, _table_cls, _get_dead = table.__get__, table_cls, dead.__get__
+
+
+def node_live(node) -> bool:
+    """``Node.live``'s rule (the twin of ``node_live`` in ``_native_lookup.c``): a node not
+    marked removed whose table's reason for being gone is ``""``; False for anything else
+    (a descriptor's getter refuses an object of another type)."""
+    try:
+        if _get_raw(node) is _removed:
+            return False
+        table = _get_table(node)
+        return type(table) is _table_cls and _get_dead(table) == ""
+    except (TypeError, AttributeError):
+        return False
 
 
 class Plan:

@@ -23,7 +23,6 @@ from ..nodes import (BatchMemOpNode, ChildGraphNode, ConditionalHandle, EmptyNod
                      MemAllocNode, MemcpyNode, MemFreeNode, MemsetNode, Node, NodeTable,
                      SwitchNode, WhileNode)
 from ..nodes.generic import add_node
-from ..nodes.kernel_node import record_built
 from ..runtime.user_objects import GraphUserObjects
 from ..runtime.values import raw_int
 from .clone import GraphClone
@@ -42,7 +41,7 @@ __all__ = ["Graph"]
 #: does not do itself, and the whole call on the ctypes route, is ``KernelNode.build``'s.
 add_kernel_node = fast.node_maker(
     (NodeTable, "h", "nodes", "closed", "dead", "ledger"), (Ledger, "held", "shared"),
-    (KernelNode, "_table", "_h", "_raw", "_pack"), ArgPack, KernelNode.build, record_built)
+    (KernelNode, "_table", "_h", "_raw", "_pack"), ArgPack, KernelNode.build)
 
 
 class Graph(GraphBase, GraphTopology, GraphClone, GraphFeatures, GraphIntrospection,

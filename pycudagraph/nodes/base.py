@@ -24,6 +24,8 @@ from .exec_node import ExecNode
 from .facets import site_pairs
 from .generic import set_node_params as _set_node_params
 
+_node_live = fast.node_live
+
 __all__ = ["NodeType", "Node", "RAW_TYPES", "REMOVED", "operand_dict"]
 
 
@@ -130,8 +132,9 @@ class Node:
 
     @property
     def live(self) -> bool:
-        """Neither removed from its graph nor in a destroyed graph. No CUDA call."""
-        return self._raw is not REMOVED and not self._table.dead
+        """Neither removed from its graph nor in a destroyed graph (``fast.node_live``, the
+        rule the compiled argument updates judge by). No CUDA call."""
+        return _node_live(self)
 
     @property
     def removed(self) -> bool:
@@ -139,7 +142,10 @@ class Node:
         return self._raw is REMOVED
 
     def check_live(self) -> None:
-        """Raise :class:`ClosedError` if the node was removed or its graph destroyed. No CUDA call."""
+        """Raise :class:`ClosedError` if the node was removed or its graph destroyed
+        (:attr:`live` is false). No CUDA call."""
+        if _node_live(self):
+            return
         if self._raw is REMOVED:
             raise ClosedError(f"{type(self).__name__} 0x{self._h:x}", "was removed from its graph")
         table = self._table

@@ -24,6 +24,7 @@ _PLAIN = (int, float, bool)
 _add_kernel = fast.add_kernel
 _set_arg = fast.set_arg
 _set_args = fast.set_args
+_register_node = fast.register_node
 _new = object.__new__
 
 
@@ -53,13 +54,6 @@ def _node_pack(kernel, args, grid, block, shared_mem, graph, deps) -> tuple:
     ``fast.add_kernel``): ``(pack, dependency handles)``."""
     deps_h = _dep_handles(graph.table, deps) if deps else ()
     return require_kernel(kernel, "add_kernel").pack(args, grid, block, shared_mem), deps_h
-
-
-def record_built(table, node, pack) -> None:
-    """Record a kernel node just added with its pack, as ``NodeTable.register`` does (the node
-    add made in C calls it when the table changed under it while the GIL was released)."""
-    table.nodes[int(node)] = node
-    table.ledger.writable()[id(node)] = (node, pack)
 
 
 def short_kernel_name(name: str) -> str:
@@ -139,7 +133,7 @@ class KernelNode(KernelSites, Node, KernelFile):
                               kernel, table.graph, _node_pack)
         node = _new(cls)  # cls(...) less the type call; table.register without its calls
         node.__init__(table, h, pack)
-        record_built(table, node, pack)
+        _register_node(table, node, pack)  # NodeTable.register's bookkeeping
         if todo:
             try:
                 for attr, value in todo:

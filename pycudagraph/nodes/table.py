@@ -24,6 +24,8 @@ from ..errors import ArgumentError, ClosedError, PyCudaGraphError
 from ..runtime.values import seq_arg, short_repr
 from .base import Node
 
+_register_node = fast.register_node
+
 __all__ = ["NodeTable", "node_arg", "dep_nodes", "node_list"]
 
 
@@ -112,10 +114,9 @@ class NodeTable:
 
     def register(self, node, *keep):
         """Record ``node`` (made by an add call) and the objects it keeps alive, replacing
-        what it kept before; returns ``node``."""
-        self.nodes[int(node)] = node
-        self.ledger.hold(id(node), node, *keep)
-        return node
+        what it kept before; returns ``node``. The bookkeeping is ``fast.register_node``'s,
+        the one implementation the compiled kernel-node add records with too."""
+        return _register_node(self, node, *keep)
 
     def keep_also(self, node, *objs) -> None:
         """``node`` keeps ``objs`` alive too (an attribute's window, generic parameters)."""
