@@ -6,8 +6,9 @@
  * addresses it read from libcuda, so one build serves
  * CUDA 12.x and 13.x drivers and both cuda-bindings majors.
  *
- * The code takes ints, bytes and sequences only: a plan (bytes fast.py builds: where each
- * argument goes and what C type it has), the converters tuple, argument values, handles.
+ * The code takes ints, bytes and sequences only, and Plans: a plan (bytes fast.py builds:
+ * where each argument goes and what C type it has) with the converters tuple, in a Plan
+ * whose members it reads by name (_native_plan.c), argument values, handles.
  * What an exec's launch and updates read is the struct of the base types it owns
  * (_native_types.c: ExecBase, ExecNodeBase, ArgPackBase, LayoutBase), which GraphExec,
  * ExecNode, ArgPack and Layout extend. Of other objects it reads slots whose member
@@ -28,10 +29,12 @@
  *
  * Files: _native_convert.c (values -> bytes, grid/block, plans), _native_calls.c (the hot
  * calls), _native_nodes.c (add_node: a kernel node with its pack and node objects made in
- * C; dependency lists), _native_types.c (the base types ExecBase, ExecNodeBase, ArgPackBase
- * and LayoutBase, and ExecBase's launch, set_arg and set_params), _native_method.c
- * (the base types KernelBase and GraphBase: Kernel.launch and Graph.add_kernel), _native_lookup.c (slot offsets,
- * readiness, node liveness), _native_module.c (state, set-up, the module).
+ * C; record, NodeTable.register's bookkeeping), _native_deps.c (dependency lists),
+ * _native_types.c (the base types ExecBase, ExecNodeBase, ArgPackBase and LayoutBase, and
+ * ExecBase's launch, set_arg and set_params), _native_method.c (the base types KernelBase
+ * and GraphBase: Kernel.launch and Graph.add_kernel), _native_plan.c (Plan: a layout's or
+ * kernel's plan, converters, names, layout), _native_lookup.c (slot offsets, readiness,
+ * node liveness), _native_module.c (state, set-up, the module).
  */
 #ifndef PCG_NATIVE_H
 #define PCG_NATIVE_H

@@ -197,7 +197,7 @@ static void graph_dealloc(graph_obj *o)
 
 static PyMemberDef kernel_members[] = {
     {"_hot", T_OBJECT_EX, offsetof(kernel_obj, hot), 0,
-     "the compiled route's view: (plan, converters, layout), or None"},
+     "the compiled route's view: a Plan (plan, converters, layout), or None"},
     {NULL, 0, 0, 0, NULL}};
 
 static PyMemberDef graph_members[] = {

@@ -109,7 +109,7 @@ static PyObject *exec_launch(exec_obj *self, PyObject *const *a, Py_ssize_t narg
 }
 
 /* The exec's record of node (borrowed) when the compiled update may use it, its pack in
- * *pack and the pack's layout plan in *hot; NULL (no error set) otherwise. */
+ * *pack and the pack's layout's Plan in *hot; NULL (no error set) otherwise. */
 static record_obj *record_of(exec_obj *self, PyObject *node, pack_obj **pack, PyObject **hot)
 {
     PyObject *nodes = self->nodes;
@@ -340,7 +340,7 @@ PyTypeObject ArgPackBase_Type = {
 
 static PyMemberDef layout_members[] = {
     {"hot", T_OBJECT_EX, offsetof(layout_obj, hot), 0,
-     "the compiled route's view: (plan, converters, name -> index)"},
+     "the compiled route's view: a Plan (plan, converters, names)"},
     {NULL, 0, 0, 0, NULL}};
 
 PyTypeObject LayoutBase_Type = {
