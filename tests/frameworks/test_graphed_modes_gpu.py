@@ -72,11 +72,14 @@ print("first call", first, "slowest call while capturing", slowest, "calls", dur
 assert took >= NAP and during >= 5, (took, during)
 assert slowest < NAP / 4, ("a call waited for the capture", slowest)
 assert f.wait_captures(60) and len(f.graphs) == 1 and not f.eager_keys
-assert f.stats.captures == 1 and f.stats.eager_calls == during + 1
+# a call made just as the capture ended may have replayed already
+assert f.stats.captures == 1 and f.stats.eager_calls + f.stats.replays == during + 1, f.stats
+assert f.stats.eager_calls >= 5, f.stats
+replays = f.stats.replays
 for n in range(20):  # now replays, rebinding new inputs
     x = torch.randn(64, D, device="cuda")
     same(f(x), eager(x))
-assert f.stats.replays == 20, f.stats
+assert f.stats.replays == replays + 20, f.stats
 
 # a second key while the first replays: its calls run eagerly, the first key's replay
 x2 = torch.randn(32, D, device="cuda")
