@@ -45,7 +45,8 @@ class _Loader:
         self.kernels: list = []
         self.readers: list = []  # per kernel: (unpack, kind) per parameter, or None
         self.args = gf.kernel_args  # node id -> argument bytes, decoded by the check
-        self.pointers: dict = {}  # (slot, offset) -> the Address a pointer argument takes
+        self.pointers: dict = {}  # (slot, offset) -> the address a pointer argument takes
+        self.kept: dict = {}  # id -> bound object a plain-int pointer of the graph now built uses
         self.handles: dict = {}
         self.allocs: dict = {}
         self.needs: dict = {}  # "host" / "kernel" -> [(node id, name)]
@@ -179,7 +180,7 @@ class _Loader:
                 deps_of.setdefault(b, []).append(a)
             else:
                 ported.append((a, b, port))
-        classes = self.classes
+        classes, outer, self.kept = self.classes, self.kept, {}
         for j, nd in enumerate(gd["nodes"]):
             deps = [nodes[i] for i in deps_of.get(j, ())]
             try:
@@ -188,6 +189,9 @@ class _Loader:
                 raise
             except (PyCudaGraphError, ValueError, TypeError) as exc:
                 self.fail(f"node {nd['id']} ({nd['type']}): {exc}")
+        kept, self.kept = self.kept, outer
+        if kept and g.table is not None:  # (None: a recording stand-in of the tests)
+            g.table.ledger.keep_also(*kept.values())  # the graph, and its execs, keep them
         for a, b, port in ported:
             try:
                 g.add_dependency(nodes[a], nodes[b], port)
@@ -244,18 +248,22 @@ class _Loader:
         return bytes(data), keep
 
     def pointer(self, relocs: list):
-        """The value of a pointer argument relocated to one place: an :class:`Address`
-        keeping its buffer alive (one per place, shared by the nodes), or an int."""
+        """The value of a pointer argument relocated to one place: a plain int (the
+        compiled add packs it with no Python call), its bound buffer kept by the graph
+        being built as a whole (:meth:`fill`); an :class:`Address` keeping its object
+        alive for a place that is not a slot (a conditional handle's), else an int."""
         ref = relocs[0][1]
         if "slot" not in ref:
             value, obj = self.target(ref)
             return Address(value, [obj]) if obj is not None else value
         key = (ref["slot"], ref["offset"])
-        addr = self.pointers.get(key)
-        if addr is None:
+        got = self.pointers.get(key)
+        if got is None:
             b = self.bound[key[0]]
-            addr = self.pointers[key] = Address(b.addr + key[1], [b.obj])
-        return addr
+            got = self.pointers[key] = (b.addr + key[1], b.obj)
+        if got[1] is not None:
+            self.kept[id(got[1])] = got[1]
+        return got[0]
 
 
 def load(path, bind: dict | None = None, resolve=None) -> Graph:
