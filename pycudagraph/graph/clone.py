@@ -11,6 +11,7 @@ from .._cuda import call, rt
 from ..errors import ArgumentError, CudaError, PyCudaGraphError
 from ..nodes import Node
 from ..nodes.table import node_arg
+from ..runtime.user_objects import holding as _holding_user_objects
 
 __all__ = ["GraphClone"]
 
@@ -41,6 +42,8 @@ class GraphClone:
         new = type(self)._wrap(raw, owned=True)
         new._origin = self
         new.table.ledger.keep_also(self.keepalive())
+        if self.table in _holding_user_objects:  # a clone holds the same user objects
+            _holding_user_objects.add(new.table)
         for node in list(self.table.nodes.values()):  # so clone.nodes carries what we know
             new.find(node)
         return new

@@ -416,5 +416,8 @@ class GraphExec(ExecBase, ExecUpdate, ExecIntrospection):
         self._pending = None
 
     def __repr__(self) -> str:
-        state = " closed" if self._h is None else ""
-        return f"<pycudagraph.GraphExec 0x{self._addr:x}{state}>"
+        addr = getattr(self, "_addr", None)  # never raises, even half made
+        if addr is None:
+            return "<pycudagraph.GraphExec (not made)>"
+        state = " closed" if getattr(self, "_h", None) is None else ""
+        return f"<pycudagraph.GraphExec 0x{addr:x}{state}>"

@@ -38,6 +38,7 @@ from .._cuda.context import thread_state
 from .._lifetime import release
 from ..errors import ArgumentError
 from ..nodes.base import NodeType
+from ..runtime.user_objects import holding as _holding_user_objects
 
 __all__ = ["exec_reuse", "paused", "signature", "stats", "clear", "ReuseBox", "ENV"]
 
@@ -173,9 +174,11 @@ def clear() -> None:
 def signature(graph, flags: int, device=None) -> tuple | None:
     """The reuse key of ``graph`` instantiated with ``flags``: ``(device, flags, nodes,
     edges, node classes in order)``, or None where it is not reused (a node kind excluded,
-    an empty graph, or nodes pycudagraph has not read yet). From the graph's node table and
+    an empty graph, a graph holding user objects, or nodes pycudagraph has not read yet). From the graph's node table and
     two counts (``cudaGraphGetNodes``, ``cudaGraphGetEdges`` asked for their counts only)."""
     table = graph.table
+    if table in _holding_user_objects:  # kept, its raw graph would hold them on
+        return None
     kinds = tuple(map(type, table.nodes.values()))
     for cls in frozenset(kinds):
         ok = _kind_ok.get(cls)

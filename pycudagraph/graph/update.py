@@ -276,6 +276,7 @@ class ExecUpdate:
         self._raw = None
         table.execs.add(self)  # the raw graph stays should another thread close it
         refused = -1
+        self._h = self._addr = parked.exec_h  # what a trace of the update names it by
         try:
             refused = fast.exec_update(parked.exec_h, table.h, self, graph)
         finally:
@@ -286,7 +287,6 @@ class ExecUpdate:
             return False
         box.follow(self._taken, self._nodes).reused(parked)
         self._fin = Release(self, exec_reuse.release_exec, box)
-        self._h = self._addr = parked.exec_h
         self._pending = graph  # its nodes are paired with the origin's at the first per-node call
         return True
 

@@ -25,7 +25,11 @@ import weakref
 from .._cuda import call, ensure_device, rt
 from ..errors import ArgumentError, NotSupportedError
 
-__all__ = ["UserObject", "GraphUserObjects", "collect", "pending"]
+__all__ = ["UserObject", "GraphUserObjects", "collect", "pending", "holding"]
+
+#: The node tables of graphs that retained a user object (and their clones): their
+#: execs are never kept for reuse, whose raw graph would hold the object on.
+holding: "weakref.WeakSet" = weakref.WeakSet()
 
 _SEM_BYTES = 64  # sem_t is 32 bytes on glibc x86-64/aarch64; room to spare
 _POLL_S = 0.02
@@ -243,6 +247,7 @@ class GraphUserObjects:
         """
         uo = _user_object(obj)
         call(rt.cudaGraphRetainUserObject, self.handle, uo.handle, _count(count), 0)
+        holding.add(self.table)
         return uo
 
     def release_user_object(self, uo: UserObject, count: int = 1) -> None:
