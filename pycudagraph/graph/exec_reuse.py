@@ -18,9 +18,11 @@ graph's nodes through the origin's, in creation order.
 Parked are raw handles, the signature and (until the origin is taken) its node handles
 and a weak reference to its table: no Python object (user objects its graph retained stay
 with the exec). Nothing parked is launched, so what its nodes pointed at may be freed: the
-update rewrites every node's parameters before any launch. Never parked: graphs with
-memory alloc/free, conditional or child-graph nodes, ``device_launch=True`` or an upload
-stream, a disabled node, a graph changed after instantiate, adopted execs. Bounded
+update rewrites every node's parameters before any launch. Parked are execs of graphs of
+kernel and empty nodes only (:mod:`~pycudagraph.graph.reuse_signature` says why); never
+parked: ``device_launch=True`` or an upload stream, a disabled node, a graph changed after
+instantiate or holding user objects, adopted execs. Reads made while parking (a
+finalizer's) are not traced; the update of a reused exec is. Bounded
 (:func:`exec_reuse`), least recently parked first out, keyed by device, thread-safe,
 emptied at exit.
 """
@@ -33,20 +35,19 @@ import os
 import threading
 import weakref
 
-from .._cuda import call, check, rt, versions
-from .._cuda.context import thread_state
+from .._cuda import check, rt
 from .._lifetime import release
 from ..errors import ArgumentError
 from ..nodes.base import NodeType
-from ..runtime.user_objects import holding as _holding_user_objects
+from . import reuse_signature as sig
+from .reuse_box import ReuseBox
+from .reuse_signature import signature
 
 __all__ = ["exec_reuse", "paused", "signature", "stats", "clear", "ReuseBox", "ENV"]
 
 #: Set to 0 to start with exec reuse off (``pcg.exec_reuse(True)`` turns it on).
 ENV = "PYCUDAGRAPH_EXEC_REUSE"
 
-_EXCLUDED = frozenset({NodeType.MEM_ALLOC, NodeType.MEM_FREE, NodeType.CONDITIONAL,
-                       NodeType.CHILD_GRAPH})
 _ENABLE_KINDS = frozenset({NodeType.KERNEL, NodeType.MEMCPY, NodeType.MEMSET})
 _DEVICE_LAUNCH = int(rt.cudaGraphInstantiateFlags.cudaGraphInstantiateFlagDeviceLaunch)
 
@@ -66,43 +67,18 @@ _lru: dict = {}  # id(parked) -> _Parked, least recently parked first
 _by_key: dict = {}  # signature -> [_Parked ready for reuse], oldest first
 _waiting: dict = {}  # origin raw graph handle -> _Parked whose origin is not taken yet
 _owned: set = set()  # weak references to the tables of graphs pycudagraph destroys
-_kind_ok: dict = {}  # node class -> whether its kind may be reused
 _nodes_total, ready = 0, 0  # ready: read by GraphExec.instantiate (0: nothing more to do)
 
 
 class _Parked:
-    """A parked exec: raw handles and the signature only."""
-    __slots__ = ("exec_h", "origin_h", "key", "raw", "tref", "handles")
+    """A parked exec: raw handles, the signature, and the kernels its nodes and its origin's
+    launch (``(origin's, exec's)``: their code stays loaded while a node names it)."""
+    __slots__ = ("exec_h", "origin_h", "key", "raw", "tref", "handles", "kernels")
 
     def __init__(self, exec_h: int, origin_h: int, key: tuple, raw: int = 0, tref=None,
-                 handles: tuple = ()):
+                 handles: tuple = (), kernels: tuple = ((), ())):
         self.exec_h, self.origin_h, self.key = exec_h, origin_h, key
-        self.raw, self.tref, self.handles = raw, tref, handles
-
-
-class ReuseBox(list):
-    """The finalizer's box of an exec that may be parked (``box[0]``: its handle, 0 until
-    the instantiate call fills it), and the exec's ledger owner (its update code finds it
-    there). Holds the exec's graph and records while the exec holds them, nothing after."""
-    __slots__ = ("graph", "flags", "device", "stamp", "records", "origin_h", "origin", "key",
-                 "unknown", "aliases")
-
-    def __init__(self, graph, flags: int):
-        super().__init__((0,))
-        self.graph, self.flags, self.device = graph, flags, thread_state.device
-        self.stamp = self.records = self.origin = self.key = self.aliases = None
-        self.origin_h, self.unknown = 0, False  # unknown: records dropped, disabled nodes too
-
-    def follow(self, taken: list, records) -> "ReuseBox":
-        """The exec's graph dicts as taken (``taken[0]`` stays the graph's ledger dict while
-        the graph is unchanged) and its records (of nodes it may have disabled)."""
-        self.stamp, self.records = (taken[0] if taken else None), records
-        return self
-
-    def reused(self, parked: _Parked) -> "ReuseBox":
-        """This exec is ``parked``'s handle, which addresses nodes through its origin."""
-        self[0], self.origin_h, self.key = parked.exec_h, parked.origin_h, parked.key
-        return self
+        self.raw, self.tref, self.handles, self.kernels = raw, tref, handles, kernels
 
 
 def exec_reuse(on: bool | None = None, *, per_signature: int | None = None,
@@ -171,49 +147,6 @@ def clear() -> None:
         destroy(p)
 
 
-def signature(graph, flags: int, device=None) -> tuple | None:
-    """The reuse key of ``graph`` instantiated with ``flags``: ``(device, flags, nodes,
-    edges, node classes in order)``, or None where it is not reused (a node kind excluded,
-    an empty graph, a graph holding user objects, or nodes pycudagraph has not read yet). From the graph's node table and
-    two counts (``cudaGraphGetNodes``, ``cudaGraphGetEdges`` asked for their counts only)."""
-    table = graph.table
-    if table in _holding_user_objects:  # kept, its raw graph would hold them on
-        return None
-    kinds = tuple(map(type, table.nodes.values()))
-    for cls in frozenset(kinds):
-        ok = _kind_ok.get(cls)
-        if ok is None:
-            ok = _kind_ok[cls] = getattr(cls, "type", NodeType.OTHER) not in _EXCLUDED
-        if not ok:
-            return None
-    n = len(kinds)
-    raw = table.raw_handle
-    if not n or _node_count(raw) != n:  # nodes not read yet (captured): not known here
-        return None
-    return (thread_state.device if device is None else device, flags, n, _edge_count(raw),
-            kinds)
-
-
-def _node_count(raw) -> int:  # cudaGraphGetNodes asked for the count only
-    return int(call(rt.cudaGraphGetNodes, raw, 0)[-1])
-
-
-def _edge_count(raw) -> int:
-    fn = rt.cudaGraphGetEdges
-    if versions.BINDINGS_MAJOR < 13:  # the plain 12.x form refuses edges with data
-        fn = getattr(rt, "cudaGraphGetEdges_v2", fn)
-    return int(call(fn, raw, 0)[-1])
-
-
-def _node_handles(raw) -> tuple:  # cudaGraphGetNodes
-    return tuple(int(h) for h in versions.graph_nodes(raw))
-
-
-def _enabled(exec_h: int, node_h: int) -> bool:  # cudaGraphNodeGetEnabled
-    return bool(call(rt.cudaGraphNodeGetEnabled, rt.cudaGraphExec_t(exec_h),
-                     rt.cudaGraphNode_t(node_h)))
-
-
 def new_box(graph, flags: int) -> ReuseBox | None:
     """The finalizer box of an exec of ``graph`` about to be instantiated with ``flags``, if
     it may be parked when released; None where reuse is off or ``device_launch`` is set."""
@@ -237,30 +170,43 @@ def release_exec(box: ReuseBox) -> None:
     box.graph = box.stamp = box.records = box.origin = box.aliases = None
     if not done:
         destroy(_Parked(h, origin, ()))
+    box.kernels = ()  # the origin's code may go once its graph is destroyed
 
 
 def _park(box: ReuseBox, h: int) -> bool:
-    if box.unknown:
-        return False
-    if box.origin_h:  # a reused exec: its origin is ours, and its topology the key's
-        return _all_enabled(box, h) and _insert(_Parked(h, box.origin_h, box.key))
     graph = box.graph
     table = graph.table
+    if box.unknown or table.dead or box.stamp is not table.ledger.held:
+        return False  # updated, or its graph changed since the exec took it
+    if box.origin_h:  # a reused exec: its origin is ours, and its topology the key's
+        return _all_enabled(box, h) and _insert(
+            _Parked(h, box.origin_h, box.key, kernels=(box.kernels, _kernels(table))))
     tref = weakref.ref(table)
-    if table.dead or tref not in _owned or box.stamp is not table.ledger.held:
-        return False  # not ours to take, or changed since the exec took it
-    key = signature(graph, box.flags, box.device)
+    if tref not in _owned:
+        return False  # not ours to take
+    key = signature(graph, box.flags, box.device, sig.quiet)  # a finalizer: not traced
     if key is None or table.h in _waiting:
         return False
-    handles = _node_handles(table.raw_handle)
+    handles = sig.node_handles(table.raw_handle, sig.quiet)
     if len(handles) != key[2] or not _all_enabled(box, h):
         return False
-    return _insert(_Parked(h, 0, key, table.h, tref, handles))
+    mine = _kernels(table)
+    return _insert(_Parked(h, 0, key, table.h, tref, handles, (mine, mine)))
+
+
+def _kernels(table) -> tuple:
+    """The kernels ``table``'s nodes launch (a captured node's code is its maker's to keep)."""
+    found = {}
+    for node in table.nodes.values():
+        k = getattr(node, "kernel", None)
+        if k is not None:
+            found[id(k)] = k
+    return tuple(found.values())
 
 
 def _all_enabled(box: ReuseBox, h: int) -> bool:
     """No node the exec has a record of is disabled (``cudaGraphNodeGetEnabled``)."""
-    return all(_enabled(h, rec.node_h) for rec in set((box.records or {}).values())
+    return all(sig.enabled(h, rec.node_h, sig.quiet) for rec in set((box.records or {}).values())
                if rec.node.type in _ENABLE_KINDS)
 
 
@@ -302,7 +248,7 @@ def destroy_graph(handle: tuple) -> None:
                 p = None
     if p is not None:
         try:  # no node of the origin removed since: the exec's nodes still line up
-            ok = settings.on and _node_handles(raw)[:len(p.handles)] == p.handles
+            ok = settings.on and sig.node_handles(raw, sig.quiet)[:len(p.handles)] == p.handles
         except Exception:
             ok = False
         if ok:  # kept, or destroyed with its new origin by the bounds
@@ -311,42 +257,6 @@ def destroy_graph(handle: tuple) -> None:
             return
         destroy(_Parked(p.exec_h, 0, ()))
     rt.cudaGraphDestroy(raw)
-
-
-def _box(extra: list) -> ReuseBox | None:  # an exec's ledger extra holds its owner at [2]
-    return extra[2] if len(extra) > 2 and type(extra[2]) is ReuseBox else None
-
-
-def mark_unknown(extra: list) -> None:
-    """The exec of ledger ``extra`` drops its records: not parked (disabled nodes unknown)."""
-    box = _box(extra)
-    if box is not None:
-        box.unknown, box.aliases = True, None
-
-
-def set_aliases(extra: list, aliases: dict) -> None:
-    """``id(node) -> (node, record)``: the reused exec's own graph's nodes after an update."""
-    box = _box(extra)
-    if box is not None:
-        box.aliases = aliases or box.aliases
-
-
-def alias(extra: list, node):
-    """The record ``node`` of a reused exec's own graph stands for after an update, or None."""
-    box = _box(extra)
-    entry = box.aliases.get(id(node)) if box is not None and box.aliases else None
-    return entry[1] if entry is not None and entry[0] is node else None
-
-
-def origin_graph(extra: list, cls):
-    """The origin graph (a ``cls`` wrapping it, made once) through which the exec of ledger
-    ``extra`` addresses its nodes; None for one that addresses them through its own graph."""
-    box = _box(extra)
-    if box is None or not box.origin_h:
-        return None
-    if box.origin is None:
-        box.origin = cls.wrap(box.origin_h)
-    return box.origin
 
 
 def _insert(p: _Parked) -> bool:

@@ -15,7 +15,7 @@ from .._lifetime import Release, release
 from ..errors import ArgumentError, GraphExecUpdateError, PyCudaGraphError
 from ..nodes.table import node_arg
 from ..nodes.captured_args import CapturedArgs
-from . import exec_reuse
+from . import exec_reuse, reuse_box
 
 __all__ = ["ExecUpdate", "UPDATE_REASONS"]
 
@@ -63,7 +63,7 @@ class ExecUpdate:
             if rec is not None and rec.stands_for(node):
                 return rec
             return self.exec_node(node)
-        rec = exec_reuse.alias(self._ledger.extra, node)  # a reused exec's own node, updated
+        rec = reuse_box.alias(self._ledger.extra, node)  # a reused exec's own node, updated
         if rec is not None:
             return rec
         source = self._source(node)
@@ -116,6 +116,7 @@ class ExecUpdate:
         # Set up before the driver call, as GraphExec.instantiate does: Python work right
         # after a large update runs with cold CPU caches (each frame costs 1-2 us there).
         ready = self._adoption(graph)
+        reuse_box.mark_updated(ready[1])  # what its nodes launch changes: never parked
         table.execs.add(self)  # its raw graph stays while its nodes address ours
         refused = -1
         try:
@@ -165,7 +166,7 @@ class ExecUpdate:
         caller also added the exec to ``graph``'s execs then.
         """
         if self._nodes:
-            exec_reuse.mark_unknown(self._ledger.extra)  # disabled nodes: no longer known
+            reuse_box.mark_unknown(self._ledger.extra)  # disabled nodes: no longer known
             for rec in set(self._nodes.values()):  # the exec's copies now come from ``graph``
                 self._retire((rec.args, rec.keep))
             self._nodes.clear()
@@ -175,6 +176,7 @@ class ExecUpdate:
         extra = self._ledger.extra
         self._retire(tuple(extra[:2]))  # the graph copies; an adopted exec's owner stays
         if ready is None:
+            reuse_box.mark_updated(extra)  # what its nodes launch changed: never parked
             graph.table.execs.add(self)  # its raw graph stays while its nodes address ours
             ready = self._adoption(graph)
         if raw is None:
@@ -199,7 +201,7 @@ class ExecUpdate:
         graph, self._pending = self._pending, None
         if graph is None:
             return None
-        origin = exec_reuse.origin_graph(self._ledger.extra, type(graph))
+        origin = reuse_box.origin_graph(self._ledger.extra, type(graph))
         if origin is None:
             self._pair(self.graph, graph, self._taken)
         else:  # a reused exec: its nodes are its origin graph's
@@ -258,7 +260,7 @@ class ExecUpdate:
             if mine:
                 node = self.graph.table.node(mine[i])
                 aliases[id(node)] = (node, rec)
-        exec_reuse.set_aliases(self._ledger.extra, aliases)
+        reuse_box.set_aliases(self._ledger.extra, aliases)
 
     def _from_parked(self, graph, flags: int) -> bool:
         """Make this exec from a parked one of ``graph``'s topology
@@ -271,7 +273,7 @@ class ExecUpdate:
         parked = exec_reuse.take(graph, flags)
         if parked is None:
             return False
-        box = exec_reuse.ReuseBox(graph, flags)
+        box = reuse_box.ReuseBox(graph, flags)
         self._keep(graph, box)
         self._raw = None
         table.execs.add(self)  # the raw graph stays should another thread close it

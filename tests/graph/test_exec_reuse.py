@@ -13,6 +13,7 @@ from cuda.bindings import runtime as rt
 
 import pycudagraph as pcg
 import pycudagraph.graph.exec_reuse as er
+import pycudagraph.graph.reuse_signature as sig
 from pycudagraph._cuda import fast
 from pycudagraph._cuda import versions as versions_mod
 from tests.support.fake_bodies import driver, kernel_node  # noqa: F401 - fixture
@@ -48,9 +49,11 @@ def world(monkeypatch, cpu_device):
     w = World(monkeypatch)
     monkeypatch.setattr(versions_mod, "graph_nodes",
                         lambda raw: [rt.cudaGraphNode_t(h) for h in w.order.get(int(raw), [])])
-    monkeypatch.setattr(er, "_node_count", lambda raw: len(w.order.get(int(raw), [])))
-    monkeypatch.setattr(er, "_edge_count", lambda raw: w.edges.get(int(raw), 0))
-    monkeypatch.setattr(er, "_enabled", lambda exec_h, node_h: True)
+    monkeypatch.setattr(sig, "node_count", lambda raw, run=None: len(w.order.get(int(raw), [])))
+    monkeypatch.setattr(sig, "edge_count", lambda raw, run=None: w.edges.get(int(raw), 0))
+    monkeypatch.setattr(sig, "enabled", lambda exec_h, node_h, run=None: True)
+    monkeypatch.setattr(sig, "node_handles",
+                        lambda raw, run=None: tuple(w.order.get(int(raw), [])))
     monkeypatch.setattr(er, "destroy", lambda p: w.destroyed.append((p.exec_h, p.origin_h)))
     monkeypatch.setattr(rt, "cudaGraphDestroy", lambda raw: w.graphs_destroyed.append(int(raw)))
     monkeypatch.setattr(rt, "cudaGraphExecDestroy", lambda h: w.execs_destroyed.append(int(h)))
@@ -104,11 +107,12 @@ def test_node_kinds_order_count_and_edges_change_the_signature(world):
     g4, _ = chain(world)  # an edge more
     world.edges[g4.table.h] = 1
     assert er.signature(g4, 0) != base
-    g5, _ = chain(world)  # an event node where the empty node was
+    g5, _ = chain(world)  # a kernel node where the empty node was
     g5b = owned_graph()
     kernel_node(g5b, 1, 2)
-    fake_node(g5b, pcg.EventRecordNode)
+    kernel_node(g5b, 1, 2)
     world.note(g5b)
+    assert er.signature(g5b, 0) is not None
     assert er.signature(g5, 0) == base and er.signature(g5b, 0) != base
 
 
@@ -119,12 +123,19 @@ def test_flags_and_device_are_part_of_the_signature(world):
     assert er.signature(g, 0, device=0) != er.signature(g, 0, device=1)
 
 
-@pytest.mark.parametrize("kind", [pcg.MemAllocNode, pcg.MemFreeNode, pcg.ChildGraphNode])
-def test_memory_and_child_graph_nodes_are_never_reused(world, kind):
+@pytest.mark.parametrize("kind", [pcg.MemAllocNode, pcg.MemFreeNode, pcg.ChildGraphNode,
+                                  pcg.MemsetNode, pcg.MemcpyNode, pcg.HostNode,
+                                  pcg.EventRecordNode, pcg.EventWaitNode])
+def test_only_kernel_and_empty_nodes_are_reused(world, kind):
     g, _ = chain(world)
+    assert er.signature(g, 0) is not None
     fake_read_node(g, kind)
     world.note(g)
     assert er.signature(g, 0) is None
+    exe = g.instantiate()  # released: destroyed, not kept
+    h = exe._h
+    exe.close()
+    assert world.destroyed == [(h, 0)] and er.stats()["waiting"] == 0
 
 
 def test_conditional_nodes_are_never_reused(world):
@@ -270,7 +281,7 @@ def test_an_exec_with_a_disabled_node_is_not_parked(world, driver):  # noqa: F81
     g, k = chain(world)
     exe = g.instantiate()
     exe.exec_node(k)  # a record: set_enabled makes one
-    world.mp.setattr(er, "_enabled", lambda exec_h, node_h: node_h != int(k))
+    world.mp.setattr(sig, "enabled", lambda exec_h, node_h, run=None: node_h != int(k))
     h = exe._h
     exe.close()
     assert world.destroyed == [(h, 0)] and er.stats()["waiting"] == 0
@@ -332,5 +343,72 @@ def test_after_an_update_a_reused_exec_takes_both_graphs_nodes(world, driver):  
     assert driver == [(int(k1), [31, 40]), (int(k1), [31, 41])]
     assert exe.exec_node(k2) is exe.exec_node(k3)
     h = exe._h
-    exe.close()  # no record was dropped (none was made before the update): kept again
-    assert er.stats()["ready"] == 1 and chain(world)[0].instantiate()._h == h
+    exe.close()  # updated: what its nodes launch is g3's, not known here: destroyed
+    assert er.stats()["ready"] == 0 and world.destroyed[-1][0] == h
+
+
+def test_reads_made_while_parking_are_not_traced(world):
+    runs = []
+    world.mp.setattr(sig, "node_handles",
+                     lambda raw, run=None: runs.append(run) or tuple(world.order.get(int(raw), [])))
+    g, _ = chain(world)
+    exe = g.instantiate()
+    exe.close()  # parked by its finalizer: quiet reads (a trace may be on, at any moment)
+    g.close()  # the origin taken: quiet again
+    assert er.stats()["ready"] == 1 and runs == [sig.quiet, sig.quiet]
+
+
+def test_quiet_checks_the_code_and_records_nothing(cpu_device):
+    def ok(*args):
+        return (rt.cudaError_t.cudaSuccess, 7, 8)
+
+    def refused(*args):
+        return (rt.cudaError_t.cudaErrorInvalidValue,)
+
+    ok.__name__, refused.__name__ = "cudaGraphGetNodes", "cudaGraphNodeGetEnabled"
+    with pcg.trace() as t:
+        assert sig.quiet(ok, 1, 0) == (7, 8)
+        with pytest.raises(pcg.CudaError, match="cudaGraphNodeGetEnabled"):
+            sig.quiet(refused, 1)
+    assert t.records == []
+
+
+def test_a_graph_changed_after_a_reuse_is_not_parked_again(world):
+    released(world, chain(world)[0])
+    g2, k2 = chain(world)
+    exe = g2.instantiate()
+    h = exe._h
+    fake_node(g2)  # the graph changed after the exec took it
+    world.note(g2)
+    exe.close()
+    assert er.stats()["ready"] == 0 and world.destroyed[-1][0] == h
+
+
+def test_a_parked_exec_keeps_the_kernels_its_nodes_launch(world):
+    g1, k1 = chain(world)
+    exe = g1.instantiate()
+    exe.close()
+    g1.close()
+    (p,) = er._by_key[er.signature(chain(world)[0], 0)]
+    assert p.kernels == ((k1.kernel,), (k1.kernel,))  # the origin's, the exec's
+    g2, k2 = chain(world)
+    exe2 = g2.instantiate()
+    assert exe2._h == p.exec_h
+    exe2.close()  # the origin's kernels and its own graph's
+    (p2,) = er._by_key[er.signature(g2, 0)]
+    assert p2.kernels == ((k1.kernel,), (k2.kernel,))
+
+
+def test_a_reused_exec_of_a_graph_closed_while_it_lives(world, driver):  # noqa: F811
+    g1, k1 = chain(world, 1, 2)
+    released(world, g1)
+    g2, k2 = chain(world, 10, 20)
+    exe = g2.instantiate()
+    g2.close()  # kept while the exec lives
+    assert not g2.table.dead
+    exe.set_arg(k2, "a", 11)
+    assert driver[-1] == (int(k1), [11, 20])
+    exe.close()  # parked again; the closed graph is destroyed now
+    assert er.stats()["ready"] == 1 and g2.table.h in world.graphs_destroyed
+    with pytest.raises(pcg.ClosedError, match="belongs to Graph .* which was closed"):
+        k2.check_live()

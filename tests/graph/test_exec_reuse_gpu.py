@@ -261,3 +261,55 @@ def test_a_reused_exec_updated_again_takes_both_graphs_nodes(mod, reuse, stream)
     run(exe, stream)
     np.testing.assert_allclose(y.to_numpy(np.float32), 4.0 * vec(6) + 6.0, rtol=1e-6)
     assert exe.exec_node(a2) is exe.exec_node(a3)
+
+
+def test_graphs_with_a_memset_node_are_not_reused_and_keep_their_own_sizes(mod, reuse, stream):
+    """A memset node's per-node update reads its other parameters from the graph the exec's
+    node belongs to: never reused, so a released exec of another size cannot leak it."""
+    y = pcg.DeviceBuffer(4 * N)
+
+    def build(nbytes):
+        g = pcg.Graph()
+        k = g.add_kernel(mod["axpb"], BLOCKS, 256, (y, y, 0.0, 4.0, N))
+        return g, g.add_memset(y, 0, nbytes, deps=[k])
+
+    g1, _ = build(4 * N)
+    g1.instantiate().close()
+    g1.close()
+    assert er.stats() == {"ready": 0, "waiting": 0, "nodes": 0}
+    g2, m2 = build(4)
+    with pcg.trace() as t:
+        exe = g2.instantiate()
+    assert "cuGraphExecUpdate" not in apis(t) and "cuGraphInstantiateWithFlags" in apis(t)
+    exe.set_params(m2, value=0)  # 4 bytes, as g2 says
+    run(exe, stream)
+    out = y.to_numpy(np.float32)
+    assert out[0] == 0.0 and (out[1:] == 4.0).all()
+
+
+def test_a_reused_exec_of_a_graph_closed_before_its_per_node_updates(mod, reuse, stream):
+    x, y = pcg.DeviceBuffer.from_array(vec(7)), pcg.DeviceBuffer(4 * N)
+    g1 = two_step(mod, x, y, 1.0, 0.0, 0.0)[0]
+    g1.instantiate().close()
+    g1.close()
+    g2, n1, n2 = two_step(mod, x, y, 2.0, 0.0, 1.0)
+    exe = g2.instantiate()
+    assert er.stats()["ready"] == 0  # reused
+    g2.close()  # kept while the exec lives: its nodes still name the exec's
+    exe.set_arg(n2, "v", 3.0)
+    run(exe, stream)
+    np.testing.assert_allclose(y.to_numpy(np.float32), 2.0 * vec(7) + 3.0, rtol=1e-6)
+    exe.close()  # kept again; the closed graph is destroyed now
+    assert er.stats()["ready"] == 1
+    with pytest.raises(pcg.ClosedError, match="belongs to Graph .* which was closed"):
+        n2.dependencies
+
+
+def test_reads_made_while_parking_stay_out_of_a_trace(mod, reuse, stream):
+    x, y = pcg.DeviceBuffer.from_array(vec(8)), pcg.DeviceBuffer(4 * N)
+    g = two_step(mod, x, y, 1.0, 0.0, 0.0)[0]
+    exe = g.instantiate()
+    with pcg.trace() as t:
+        exe.close()  # parked: node and edge counts, node handles, enabled flags read
+        g.close()  # the origin taken: node handles read
+    assert er.stats()["ready"] == 1 and apis(t) == []
