@@ -70,7 +70,7 @@ def test_a_reused_exec_runs_the_new_graph_and_its_per_node_updates(mod, reuse, s
     g1, _, _ = two_step(mod, x1, y1, 2.0, 1.0, 0.5)
     exe1 = g1.instantiate()
     run(exe1, stream)
-    np.testing.assert_allclose(y1.to_numpy(np.float32), 2.0 * vec(1) + 1.5, rtol=1e-6)
+    np.testing.assert_allclose(y1.to_numpy(np.float32), 2.0 * vec(1) + 1.5, rtol=1e-6, atol=1e-6)
     h1 = int(exe1.handle)
     exe1.close()
     g1.close()
@@ -85,22 +85,22 @@ def test_a_reused_exec_runs_the_new_graph_and_its_per_node_updates(mod, reuse, s
     assert "cuGraphExecUpdate" in apis(t) and "cuGraphInstantiateWithFlags" not in apis(t)
     assert int(exe2.handle) == h1 and exe2.graph is g2 and er.stats()["ready"] == 0
     run(exe2, stream)
-    np.testing.assert_allclose(y2.to_numpy(np.float32), 3.0 * vec(2) + 1.0, rtol=1e-6)
+    np.testing.assert_allclose(y2.to_numpy(np.float32), 3.0 * vec(2) + 1.0, rtol=1e-6, atol=1e-6)
 
     exe2.set_arg(n1, "a", 5.0)  # addressed through the node of the graph h1 came from
     exe2.set_params(n2, args={"v": 10.0})
     run(exe2, stream)
-    np.testing.assert_allclose(y2.to_numpy(np.float32), 5.0 * vec(2) + 9.0, rtol=1e-6)
+    np.testing.assert_allclose(y2.to_numpy(np.float32), 5.0 * vec(2) + 9.0, rtol=1e-6, atol=1e-6)
     y3 = pcg.DeviceBuffer(4 * N)
     exe2.set_params(n1, args={"y": y3})
     exe2.set_params(n2, args={"y": y3})
     y2.zero()
     run(exe2, stream)
-    np.testing.assert_allclose(y3.to_numpy(np.float32), 5.0 * vec(2) + 9.0, rtol=1e-6)
+    np.testing.assert_allclose(y3.to_numpy(np.float32), 5.0 * vec(2) + 9.0, rtol=1e-6, atol=1e-6)
     assert not y2.to_numpy(np.float32).any()
     exe2.set_enabled(n2, False)
     run(exe2, stream)
-    np.testing.assert_allclose(y3.to_numpy(np.float32), 5.0 * vec(2) - 1.0, rtol=1e-6)
+    np.testing.assert_allclose(y3.to_numpy(np.float32), 5.0 * vec(2) - 1.0, rtol=1e-6, atol=1e-6)
     assert not exe2.is_enabled(n2)
     exe2.close()  # a node disabled: destroyed, not kept
     assert er.stats() == {"ready": 0, "waiting": 0, "nodes": 0}
@@ -122,7 +122,7 @@ def test_collected_execs_and_graphs_are_reused(mod, reuse, stream):
         exe2 = g2.instantiate()
     assert "cuGraphExecUpdate" in apis(t) and "cuGraphInstantiateWithFlags" not in apis(t)
     run(exe2, stream)
-    np.testing.assert_allclose(y.to_numpy(np.float32), 4.0 - vec(3), rtol=1e-6)
+    np.testing.assert_allclose(y.to_numpy(np.float32), 4.0 - vec(3), rtol=1e-6, atol=1e-6)
 
 
 def three(mod, y0, y1, rewired: bool):
@@ -213,7 +213,7 @@ def test_reuse_off_instantiates(mod, reuse, stream):
         exe = g2.instantiate()
     assert "cuGraphExecUpdate" not in apis(t)
     run(exe, stream)
-    np.testing.assert_allclose(y.to_numpy(np.float32), 2.0 * vec(5), rtol=1e-6)
+    np.testing.assert_allclose(y.to_numpy(np.float32), 2.0 * vec(5), rtol=1e-6, atol=1e-6)
 
 
 def test_a_large_chain_is_reused_with_the_right_arguments(mod, reuse, stream):
@@ -255,11 +255,11 @@ def test_a_reused_exec_updated_again_takes_both_graphs_nodes(mod, reuse, stream)
     g3, a3, b3 = two_step(mod, x, y, 3.0, 1.0, 1.0)
     exe.update(g3)
     run(exe, stream)
-    np.testing.assert_allclose(y.to_numpy(np.float32), 3.0 * vec(6) + 2.0, rtol=1e-6)
+    np.testing.assert_allclose(y.to_numpy(np.float32), 3.0 * vec(6) + 2.0, rtol=1e-6, atol=1e-6)
     exe.set_arg(a2, "a", 4.0)  # the exec's own graph's node, as after any update
     exe.set_arg(b3, "v", 5.0)  # and the update graph's
     run(exe, stream)
-    np.testing.assert_allclose(y.to_numpy(np.float32), 4.0 * vec(6) + 6.0, rtol=1e-6)
+    np.testing.assert_allclose(y.to_numpy(np.float32), 4.0 * vec(6) + 6.0, rtol=1e-6, atol=1e-6)
     assert exe.exec_node(a2) is exe.exec_node(a3)
 
 
@@ -298,7 +298,7 @@ def test_a_reused_exec_of_a_graph_closed_before_its_per_node_updates(mod, reuse,
     g2.close()  # kept while the exec lives: its nodes still name the exec's
     exe.set_arg(n2, "v", 3.0)
     run(exe, stream)
-    np.testing.assert_allclose(y.to_numpy(np.float32), 2.0 * vec(7) + 3.0, rtol=1e-6)
+    np.testing.assert_allclose(y.to_numpy(np.float32), 2.0 * vec(7) + 3.0, rtol=1e-6, atol=1e-6)
     exe.close()  # kept again; the closed graph is destroyed now
     assert er.stats()["ready"] == 1
     with pytest.raises(pcg.ClosedError, match="belongs to Graph .* which was closed"):
