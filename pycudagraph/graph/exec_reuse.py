@@ -68,6 +68,7 @@ _by_key: dict = {}  # signature -> [_Parked ready for reuse], oldest first
 _waiting: dict = {}  # origin raw graph handle -> _Parked whose origin is not taken yet
 _owned: set = set()  # weak references to the tables of graphs pycudagraph destroys
 _nodes_total, ready = 0, 0  # ready: read by GraphExec.instantiate (0: nothing more to do)
+_sizes: dict = {}  # node count -> how many ready execs have it (take's first, free test)
 
 
 class _Parked:
@@ -214,6 +215,8 @@ def take(graph, flags: int) -> _Parked | None:
     """A parked exec whose signature is ``graph``'s (removed from the cache), or None."""
     if not ready or not settings.on or getattr(_local, "paused", 0) or check.capture_watchers:
         return None  # (no update, nor destroy of a refused exec, inside a capture)
+    if len(graph.table.nodes) not in _sizes:  # none of its size: no driver call, no walk
+        return None
     key = signature(graph, flags)
     if key is None:
         return None
@@ -267,6 +270,7 @@ def _insert(p: _Parked) -> bool:
         if p.origin_h:
             _by_key.setdefault(p.key, []).append(p)
             ready += 1
+            _sizes[p.key[2]] = _sizes.get(p.key[2], 0) + 1
         else:
             _waiting[p.raw] = p
         _nodes_total += p.key[2]
@@ -286,6 +290,11 @@ def _remove(p: _Parked) -> None:
             if not same:
                 del _by_key[p.key]
         ready -= 1
+        n = p.key[2]
+        if _sizes[n] > 1:
+            _sizes[n] -= 1
+        else:
+            del _sizes[n]
     elif _waiting.get(p.raw) is p:
         del _waiting[p.raw]
 

@@ -116,7 +116,9 @@ class ExecUpdate:
         # Set up before the driver call, as GraphExec.instantiate does: Python work right
         # after a large update runs with cold CPU caches (each frame costs 1-2 us there).
         ready = self._adoption(graph)
-        reuse_box.mark_updated(ready[1])  # what its nodes launch changes: never parked
+        owner = ready[1][2] if len(ready[1]) > 2 else None  # inline: no frame before the call
+        if type(owner) is reuse_box.ReuseBox:
+            owner.unknown = True  # what its nodes launch changes: never parked
         table.execs.add(self)  # its raw graph stays while its nodes address ours
         refused = -1
         try:

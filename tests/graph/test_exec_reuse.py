@@ -7,6 +7,7 @@ call of the module is replaced: no fake handle reaches CUDA.
 
 import gc
 import itertools
+from types import SimpleNamespace
 
 import pytest
 from cuda.bindings import runtime as rt
@@ -188,9 +189,10 @@ def test_take_gives_the_most_recent_of_a_signature_and_removes_it(world, monkeyp
     er._insert(a)
     er._insert(b)
     monkeypatch.setattr(er, "signature", lambda graph, flags: a.key)
-    assert er.take(object(), 0) is b
-    assert er.take(object(), 0) is a
-    assert er.take(object(), 0) is None and er.ready == 0 and world.destroyed == []
+    graph = SimpleNamespace(table=SimpleNamespace(nodes=dict.fromkeys(range(a.key[2]))))
+    assert er.take(graph, 0) is b
+    assert er.take(graph, 0) is a
+    assert er.take(graph, 0) is None and er.ready == 0 and world.destroyed == []
 
 
 def test_turning_reuse_off_destroys_what_is_kept_and_keeps_nothing(world):
@@ -412,3 +414,19 @@ def test_a_reused_exec_of_a_graph_closed_while_it_lives(world, driver):  # noqa:
     assert er.stats()["ready"] == 1 and g2.table.h in world.graphs_destroyed
     with pytest.raises(pcg.ClosedError, match="belongs to Graph .* which was closed"):
         k2.check_live()
+
+
+def test_a_graph_of_a_size_none_kept_has_makes_no_driver_read(world):
+    released(world, chain(world)[0])  # a 2-node exec ready
+    counted = []
+    world.mp.setattr(sig, "node_count",
+                     lambda raw, run=None: counted.append(raw) or len(world.order[int(raw)]))
+    g, _ = chain(world)
+    fake_node(g)  # 3 nodes: no exec of that size is kept
+    world.note(g)
+    kept = g.instantiate()
+    assert counted == [] and er.stats()["ready"] == 1 and kept._h == world.made[-1]
+    assert er._sizes == {2: 1}
+    exe = chain(world)[0].instantiate()  # 2 nodes: read, matched, taken
+    assert len(counted) == 1 and er.stats()["ready"] == 0 and er._sizes == {}
+    exe.close()
