@@ -134,7 +134,7 @@ print(err)
 line = cases.marked(cases.torch_three)["item"]
 assert err.failed_at is not None and err.failed_at.endswith(f"doctor_cases.py:{line}"), \\
     err.failed_at
-assert "`v = y.sum().item()`" in str(err) and "pcg.doctor" in str(err)
+assert "`v = y.sum().item()  # breaks: item`" in str(err) and "pcg.doctor" in str(err)
 assert pcg.capture_status(s) == "none"
 y = (x * 3).sum().item()  # PyTorch works afterwards
 assert abs(y - 3 * x.sum().item()) <= 1e-3 * max(1.0, abs(y))
@@ -182,8 +182,8 @@ where = {f"doctor_cases.py:{marks[tag]}": tag for tag in ("asnumpy", "synchroniz
 assert err.failed_at is not None and err.failed_at.rsplit("/", 1)[-1] in where, err.failed_at
 tag = where[err.failed_at.rsplit("/", 1)[-1]]
 print("broke at", tag)
-assert {"asnumpy": "`h = cupy.asnumpy(y)`",
-        "synchronize": "`cupy.cuda.Device().synchronize()`"}[tag] in str(err)
+assert {"asnumpy": "`h = cupy.asnumpy(y)  # breaks: asnumpy`",
+        "synchronize": "`cupy.cuda.Device().synchronize()  # breaks: synchronize`"}[tag] in str(err)
 assert pcg.capture_status(s) == "none"
 assert float((x * 2).sum()) == float(x.sum()) * 2  # CuPy works afterwards
 print("OK")
