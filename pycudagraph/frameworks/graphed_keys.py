@@ -195,11 +195,18 @@ class KeyTable:
     # Pools ---------------------------------------------------------------------------
 
     def pools_for_capture(self) -> tuple:
-        """(pool to capture into, pool for the copied-out outputs or None)."""
+        """(pool to capture into, pool for the copied-out outputs or None).
+
+        The first capture into a new shared pool copies nothing out: no other graph's
+        scratch is in that pool, and later captures cannot place theirs over its outputs
+        (the key holds them, so the framework's allocator never hands their bytes out
+        again). Every later capture into the pool may put its outputs where an earlier
+        key's scratch is, so it copies them into the outputs pool."""
         if not self.shared:
             return CapturePool(), None
         if self._pool is None:
             self._pool = CapturePool()
+            return self._pool, None
         if self.copy_outputs:
             return self._pool, None
         if self._outputs_pool is None:

@@ -248,7 +248,9 @@ def test_shared_pool_counted_once(monkeypatch, torch):
     mem = shared.f.memory()
     entries = list(shared.f.graphs.values())
     assert len({id(e.pool) for e in entries}) == 1
-    assert len({id(e.outputs_pool) for e in entries}) == 1 and entries[0].outputs_pool
+    # the pool's first key copies nothing out (no earlier scratch in the pool); the others do
+    assert entries[0].outputs_pool is None
+    assert len({id(e.outputs_pool) for e in entries[1:]}) == 1 and entries[1].outputs_pool
     assert len({id(e.order) for e in entries}) == 1 and entries[0].order.shared
     assert mem["total"] == SIZE and mem["shared"] == SIZE and mem["pools"] == 2
     assert sorted(mem["keys"].values()) == [0, 0, 0, SIZE]  # what each capture added
@@ -257,8 +259,17 @@ def test_shared_pool_counted_once(monkeypatch, torch):
         private.call(rows)
     assert private.f.memory()["total"] == 4 * SIZE
     assert all(e.outputs_pool is None for e in private.f.graphs.values())
-    pool, outputs_pool = KeyTable("shared", True, None, "eager").pools_for_capture()
-    assert pool is not None and outputs_pool is None  # outputs copied anyway: none needed
+    table = KeyTable("shared", True, None, "eager")
+    for _ in range(2):
+        pool, outputs_pool = table.pools_for_capture()
+        assert pool is not None and outputs_pool is None  # outputs copied anyway: none needed
+    table = KeyTable("shared", False, None, "eager")
+    first, second, third = (table.pools_for_capture() for _ in range(3))
+    assert first[1] is None and second[1] is not None and third[1] is second[1]
+    assert first[0] is second[0] is third[0]
+    table.clear()  # a new pool: its first capture copies nothing again
+    again = table.pools_for_capture()
+    assert again[1] is None and again[0] is not first[0]
 
 
 def test_clear_during_a_background_capture_throws_it_away(monkeypatch, torch):
