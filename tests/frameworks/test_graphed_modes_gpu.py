@@ -228,6 +228,8 @@ print("shared", ms["total"], ms["pools"], "private", mp["total"], mp["pools"])
 assert ms["pools"] == 2 and mp["pools"] == len(rows), (ms, mp)
 assert ms["total"] < mp["total"], (ms, mp)
 assert set(ms["keys"]) == set(shared.graphs) and ms["shared"] == ms["total"], ms
+entries = list(shared.graphs.values())  # the pool's first key copies nothing out, the rest do
+assert entries[0].outputs_pool is None and all(e.outputs_pool for e in entries[1:])
 
 # keys replayed alternately on two streams, no sync between: ordered by the handoff
 s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
