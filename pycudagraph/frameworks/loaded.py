@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-__all__ = ["torch", "cupy", "torch_cuda_ready", "torch_private"]
+__all__ = ["torch", "cupy", "torch_cuda_ready", "torch_private", "drop_torch_workspaces"]
 
 
 def torch():
@@ -44,3 +44,21 @@ def torch_private(*names: str):
         if fn is not None:
             return fn
     return None
+
+
+def drop_torch_workspaces() -> None:
+    """Have PyTorch forget its cuBLAS and cuBLASLt workspaces (``torch._C.
+    _cuda_clearCublasWorkspaces``; the next matrix product on a stream allocates one anew),
+    as ``torch.compile``'s CUDA graphs do around each recording. A capture calls it before
+    it begins, so the workspace its matrix products use is allocated inside the capture,
+    from the capture's pool, and after it ends, so that no eager work goes on using that
+    workspace. A graph that used a workspace from before its capture breaks when anyone
+    clears them (``torch.compile`` does) and the memory goes back to the driver. Nothing
+    when PyTorch is not imported, its CUDA state not initialized, or the entry point
+    missing. No CUDA call of pycudagraph's own."""
+    mod = torch()
+    if mod is None or not torch_cuda_ready(mod):
+        return
+    clear = torch_private("_cuda_clearCublasWorkspaces")
+    if clear is not None:
+        clear()

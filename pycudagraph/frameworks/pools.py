@@ -236,6 +236,7 @@ class PoolActivation:
     """
 
     region = False  # a sleepable region's (pcg.sleepable()), set by the region: no capture
+    workspaces = False  # a capture's own: PyTorch's workspaces dropped again at close
 
     def __init__(self, pool: CapturePool, state: _PoolState, device: int, stream_ptr: int):
         self.pool = pool
@@ -354,6 +355,9 @@ class PoolActivation:
         except Exception as exc:  # noqa: BLE001
             first = first or exc
         self._end_tag()
+        if self.workspaces:  # what the capture's products used stays the graph's alone
+            self.workspaces = False
+            loaded.drop_torch_workspaces()
         if first is not None:
             raise first
 
@@ -367,14 +371,20 @@ def framework_pools(pool, stream) -> PoolActivation | None:
     """The activation ``pcg.capture`` makes around its capture, or None when no framework
     is imported and no ``pool=`` was given (then nothing changes). A capture opened while
     another is open in this thread (into a conditional body, say) shares the outer pool
-    unless given one. No CUDA call when None; else ``cuStreamGetDevice`` for a wrapped
-    stream's device."""
+    unless given one. PyTorch's cuBLAS workspaces are dropped before an outermost capture
+    and again when it ends (:func:`.loaded.drop_torch_workspaces`). No CUDA call when None;
+    else ``cuStreamGetDevice`` for a wrapped stream's device."""
     if pool is None and loaded.torch() is None and loaded.cupy() is None:
         return None
     outer = [a for a in _open_here() if not a.region]  # a sleepable region is no capture
     if pool is None and outer:  # a capture inside a capture: the outer one's pool
         pool = outer[-1].pool
-    return CapturePool.coerce(pool).activate(int(stream.device), stream.ptr)
+    pool = CapturePool.coerce(pool)
+    if not outer:  # the graph's matrix products get a workspace of their own, in its pool
+        loaded.drop_torch_workspaces()
+    act = pool.activate(int(stream.device), stream.ptr)
+    act.workspaces = not outer
+    return act
 
 
 def pool_of(graph) -> CapturePool | None:
