@@ -117,14 +117,27 @@ class RebindPlan:
                     return i, v - ptr
             return None
 
-        for node, settable in exec_walk(graph):
-            self._plan_node(node, not settable, which)
+        def inside(values) -> bool:
+            return any(lo <= v < hi for v in values for lo, hi, _ in ranges)
 
-    def _plan_node(self, node, inside_child: bool, which) -> None:
-        """The node's sites holding an input address, planned (see the module docstring)."""
+        for node, settable in exec_walk(graph):
+            self._plan_node(node, not settable, which, inside)
+
+    def _plan_node(self, node, inside_child: bool, which, inside) -> None:
+        """The node's sites holding an input address, planned (see the module docstring).
+        A kernel node none of whose addresses lies in an input is passed at a look at its
+        slot values (:meth:`~pycudagraph.nodes.kernel_sites.KernelSites.addresses`): its
+        sites are made only when one does."""
         if node.hidden_addresses:
             self.unproven.append(f"{_label(node)} {node.hidden_addresses}; rebinding does "
                                  "not reach inside it")
+        quick = getattr(node, "addresses", None)
+        if quick is not None:
+            try:
+                if not inside(quick()):
+                    return
+            except PyCudaGraphError:
+                pass  # said below, as the sites' reader says it
         try:
             sites = [s for s in node.sites() if s.role == "use"]
         except PyCudaGraphError as exc:  # arguments in 'extra', bodies the driver hides

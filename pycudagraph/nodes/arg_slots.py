@@ -13,24 +13,40 @@ kernel node read back from the driver. No CUDA call in this module.
 from __future__ import annotations
 
 import struct
+import sys
 
 from ..errors import ArgumentError
 from .facets import Site
 
-__all__ = ["LOWEST", "pointer_slots", "arg_sites", "pack_spans", "patch_slot", "patch_slots"]
+__all__ = ["LOWEST", "pointer_slots", "arg_sites", "arg_addresses", "pack_spans", "patch_slot",
+           "patch_slots"]
 
 _U64 = struct.Struct("<Q")
+_LITTLE = sys.byteorder == "little"  # a memoryview cast reads native order
 #: Values below this are never taken for addresses (small numbers, flags).
 LOWEST = 1 << 16
 #: Kinds of parameters packed here whose bytes are never an address (a double's bits).
 _NOT_ADDRESSES = frozenset({"float"})
 
 
+def _slot_values(data: bytes, offset: int) -> tuple[int, list]:
+    """(byte offset of the first slot, the values of every slot) of :func:`pointer_slots`,
+    read in one pass (a little-endian cast of the bytes)."""
+    start = (-offset) % 8
+    n = (len(data) - start) // 8
+    if n <= 0:
+        return start, []
+    if _LITTLE:
+        return start, memoryview(data)[start:start + 8 * n].cast("Q").tolist()
+    return start, [v for (v,) in _U64.iter_unpack(bytes(data[start:start + 8 * n]))]
+
+
 def pointer_slots(data: bytes, offset: int):
     """``(byte offset in data, value)`` of each 8-byte slot of an argument whose address in
     the parameter buffer (``offset`` + its position) is 8-byte aligned."""
-    for k in range((-offset) % 8, len(data) - 7, 8):
-        yield k, _U64.unpack_from(data, k)[0]
+    start, values = _slot_values(data, offset)
+    for j, v in enumerate(values):
+        yield start + 8 * j, v
 
 
 def arg_sites(spans) -> list:
@@ -40,9 +56,20 @@ def arg_sites(spans) -> list:
     out = []
     for i, offset, data in spans:
         whole = len(data) <= 8
-        for k, v in pointer_slots(data, offset):
+        start, values = _slot_values(data, offset)
+        for j, v in enumerate(values):
             if v >= LOWEST:
+                k = start + 8 * j
                 out.append(Site(f"arg {i}" if whole else f"arg {i} +{k}", k, v, arg=i))
+    return out
+
+
+def arg_addresses(spans) -> list:
+    """The values :func:`arg_sites` makes sites of (every slot holding at least
+    :data:`LOWEST`), with no :class:`Site` made: a quick look for an address range."""
+    out = []
+    for _, offset, data in spans:
+        out.extend(v for v in _slot_values(data, offset)[1] if v >= LOWEST)
     return out
 
 

@@ -10,11 +10,13 @@ import struct
 
 import pytest
 from cuda.bindings import driver as dr
+from hypothesis import given, settings, strategies as st
 
 import pycudagraph as pcg
 from pycudagraph._cuda import fast
 from pycudagraph.nodes import captured_args
-from pycudagraph.nodes.arg_slots import arg_sites, patch_slot, patch_slots, pointer_slots
+from pycudagraph.nodes.arg_slots import LOWEST, arg_addresses, arg_sites, patch_slot, patch_slots
+from pycudagraph.nodes.arg_slots import pointer_slots
 from pycudagraph.nodes.captured_args import CapturedArgs
 from pycudagraph.nodes.facets import Site
 from tests.support.fakes import fake_exec, fake_graph, fake_kernel, fake_kernel_node, fake_node
@@ -147,3 +149,16 @@ def test_an_allocation_site_is_the_memory_it_hands_out(monkeypatch):
     assert node.sites() == [Site("alloc", 0, X, 4096, role="alloc")]
     with pytest.raises(pcg.ArgumentError, match="no address an exec can change"):
         node.write_site(None, node.sites()[0], Y)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=80), st.integers(0, 63), st.integers(0, 5))
+def test_slot_scanner_reads_every_aligned_slot(data, offset, index):
+    """The one-pass scanner reads the same slots as an 8-byte unpack at each aligned place,
+    and arg_addresses gives exactly the addresses of arg_sites."""
+    want = [(k, struct.unpack_from("<Q", data, k)[0])
+            for k in range((-offset) % 8, len(data) - 7, 8)]
+    assert list(pointer_slots(data, offset)) == want
+    spans = [(index, offset, data), (index + 1, offset + 8, bytes(reversed(data)))]
+    assert arg_addresses(spans) == [s.address for s in arg_sites(spans)]
+    assert all(v >= LOWEST for v in arg_addresses(spans))
