@@ -126,3 +126,29 @@ def test_whole_graph_update(helpers, stream):
     exe.launch(stream)
     stream.synchronize()
     assert (dev.to_numpy(np.float32) == 1.0).all()
+
+
+def test_per_node_updates_after_a_whole_graph_update_start_from_the_new_graph(stream):
+    """After exe.update(g2), a per-node update keeps the fields it is not given as g2 set
+    them (its size, its count), not as the graph the exec was made from."""
+    src1, src2 = pcg.DeviceBuffer.from_array(arr(1)), pcg.DeviceBuffer.from_array(arr(2))
+    src3 = pcg.DeviceBuffer.from_array(arr(3))
+    dst = pcg.DeviceBuffer.from_array(np.full(N, 7.0, np.float32))
+    out = pcg.DeviceBuffer.from_array(np.full(N, 5.0, np.float32))
+    g1, g2 = pcg.Graph(), pcg.Graph()
+    m1 = g1.add_memset(dst, 0, N, element_size=4)
+    c1 = g1.add_memcpy(out, src1, deps=[m1])
+    m2 = g2.add_memset(dst, 0, N // 2, element_size=4)
+    g2.add_memcpy(out, src2, 2 * N, deps=[m2])  # half the bytes
+    exe = g1.instantiate()
+    exe.update(g2)
+    exe.set_params(m1, value=3.0)  # count stays g2's: N // 2
+    exe.set_params(c1, src=src3)  # size stays g2's: 2 * N bytes
+    exe.launch(stream)
+    stream.synchronize()
+    want = np.full(N, 7.0, np.float32)
+    want[:N // 2] = 3.0
+    np.testing.assert_array_equal(dst.to_numpy(np.float32), want)
+    want = np.full(N, 5.0, np.float32)
+    want[:N // 2] = arr(3)[:N // 2]
+    np.testing.assert_array_equal(out.to_numpy(np.float32), want)
