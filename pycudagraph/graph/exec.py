@@ -155,7 +155,7 @@ class GraphExec(ExecBase, ExecUpdate, ExecIntrospection):
             # after a large instantiate run with cold CPU caches, so it makes the fewest
             # (benchmarks/profile_instantiate.py: the type call and __init__ cost ~1%).
             exe = cls.__new__(cls)
-            if reuse.ready and exe._from_parked(graph, flags):  # cuGraphExecUpdate of a
+            if reuse.ready and cls._from_parked(exe, graph, flags):  # cuGraphExecUpdate of a
                 return exe  # released exec of the same topology (graph/exec_reuse.py)
             cls._instantiate(exe, graph, None, flags)
             return exe

@@ -126,7 +126,7 @@ class CapturedArgs:
     @classmethod
     def of(cls, node) -> "CapturedArgs":
         """The argument bytes ``node`` (a kernel node) holds in its graph, copied."""
-        p = node._driver_params()
+        p = node.driver_params()
         return cls(p, param_info(p))
 
     def get(self, i: int) -> bytes:

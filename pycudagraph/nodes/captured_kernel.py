@@ -49,7 +49,7 @@ class CapturedKernelNode(KernelNode):
     @property
     def mangled_name(self) -> str:
         """The name in the kernel image (``cuFuncGetName`` / ``cuKernelGetName``)."""
-        p = self._driver_params()
+        p = self.driver_params()
         if int(p.func):
             name = call(dr.cuFuncGetName, p.func)
         else:
@@ -65,7 +65,7 @@ class CapturedKernelNode(KernelNode):
     def function(self) -> int:
         """The ``CUfunction`` the node launches, as an int (``cuGraphKernelNodeGetParams``;
         ``cuKernelGetFunction`` in the current context when the node names a ``CUkernel``)."""
-        p = self._driver_params()
+        p = self.driver_params()
         if int(p.func):
             return int(p.func)
         return int(call(dr.cuKernelGetFunction, p.kern))
@@ -80,7 +80,7 @@ class CapturedKernelNode(KernelNode):
     @property
     def params(self) -> KernelParams:
         """Kernel name, grid, block and dynamic shared memory (``cuGraphKernelNodeGetParams``)."""
-        p = self._driver_params()
+        p = self.driver_params()
         return KernelParams(self.kernel_name, (p.gridDimX, p.gridDimY, p.gridDimZ),
                             (p.blockDimX, p.blockDimY, p.blockDimZ), p.sharedMemBytes)
 

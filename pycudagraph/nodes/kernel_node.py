@@ -146,7 +146,9 @@ class KernelNode(KernelSites, Node, KernelFile):
                 table.keep_also(node, window.base)
         return node
 
-    def _driver_params(self):
+    def driver_params(self):
+        """The node's ``CUDA_KERNEL_NODE_PARAMS`` as the driver holds them, a fresh read
+        (``cuGraphKernelNodeGetParams``)."""
         self.check_live()
         context.ensure_device()  # a driver call: this thread needs a current context
         return call(dr.cuGraphKernelNodeGetParams, dr.CUgraphNode(self._h))

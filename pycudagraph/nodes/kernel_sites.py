@@ -53,7 +53,8 @@ class KernelSites:
 
     def addresses(self) -> list:
         """The addresses of :meth:`sites`, with no site made (a quick look for a range): the
-        same reads, the same errors."""
+        same reads (``cuGraphKernelNodeGetParams``, ``cuFuncGetParamInfo`` once for a node
+        read back; no CUDA call for a node built here), the same errors."""
         pack = self._pack
         return arg_addresses(spans_of(pack if pack is not None else CapturedArgs.of(self)))
 

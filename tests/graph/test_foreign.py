@@ -161,7 +161,7 @@ def scene(monkeypatch, cpu_device):
         b._h: dict(func=0x71, values=[struct.pack("<Q", 0x1234_5678), struct.pack("<i", 6),
                                       struct.pack("<QQQ", 2, 3, 4)]),
     }
-    monkeypatch.setattr(pcg.KernelNode, "_driver_params", lambda self: _params(**params[self._h]))
+    monkeypatch.setattr(pcg.KernelNode, "driver_params", lambda self: _params(**params[self._h]))
     monkeypatch.setattr(pcg.Graph, "nodes", property(lambda self: list(self.table.nodes.values())))
     calls = []
 

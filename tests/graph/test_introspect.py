@@ -46,7 +46,7 @@ def listing(monkeypatch, cpu_device):
         p.blockDimX, p.blockDimY, p.blockDimZ = 128, 1, 1
         p.sharedMemBytes = 0 if self is k1 else 1024
         return p
-    monkeypatch.setattr(pcg.KernelNode, "_driver_params", params)
+    monkeypatch.setattr(pcg.KernelNode, "driver_params", params)
     names = {k1._h: "_ZN2at6native29vectorized_elementwise_kernelILi4EEEviT_", k2._h: "gemm"}
     monkeypatch.setattr(pcg.CapturedKernelNode, "mangled_name", property(lambda self: names[self._h]))
     return g, k1, k2, e
