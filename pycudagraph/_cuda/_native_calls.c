@@ -313,3 +313,21 @@ PyObject *exec_update(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
     }
     return route(R_EXEC_UPDATE, a, nargs);
 }
+
+/* exec_node_set_raw(exec_h, node_h, params_address) -> the CUresult of
+ * cuGraphExecKernelNodeSetParams(exec, node, params), or -1 where it is not made here (no
+ * entry point, a thread with no context marked yet, a trace open, a value that is not a
+ * plain int): the caller makes the call itself then, and reports a refusal. */
+PyObject *exec_node_set_raw(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
+{
+    NARGS(3);
+    void *e, *node, *params;
+    if (!S.exec_set || !ready() || as_ptr(a[0], &e) || as_ptr(a[1], &node) ||
+        as_ptr(a[2], &params) || !params)
+        return PyLong_FromLong(-1);
+    CUresult rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = S.exec_set(e, node, params);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong((long)rc);
+}

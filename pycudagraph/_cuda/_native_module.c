@@ -207,6 +207,8 @@ static PyMethodDef methods[] = {
                   " -> replaced object or None: cuGraphExecKernelNodeSetParams"),
     FAST(set_args, "set_args(exec_h, node_h, hot, address, refs, args, pack, exe, node)"
                    " -> list of replaced objects or None: cuGraphExecKernelNodeSetParams"),
+    FAST(exec_node_set_raw, "exec_node_set_raw(exec_h, node_h, params_address) -> CUresult, or -1"
+                          " if not made here: cuGraphExecKernelNodeSetParams"),
     FAST(add_node, "add_node(table, deps, kernel, grid, block, args, shared_mem) -> the new "
                    "KernelNode, registered: cuGraphAddKernelNode"),
     FAST(register_node, "register_node(table, node, *keep) -> node: NodeTable.register "

@@ -213,11 +213,17 @@ def kernel_node_set_params(node, pack) -> None:
         check.report("cuGraphKernelNodeSetParams", rc, (node, pack), "cudaGraphKernelNodeSetParams")
 
 
+_exec_set = getattr(_native, "exec_node_set_raw", None)
+
+
 def exec_kernel_node_set_params(exe, node_h: int, pack, node) -> None:
     """``cuGraphExecKernelNodeSetParams(exec, node, params)`` (``cudaGraphExecKernelNodeSetParams``);
-    ``exe`` is the raw exec handle (an int or a ``cudaGraphExec_t``)."""
-    _ensure()
-    rc = _f.exec_set(int(exe), node_h, pack.address)
+    ``exe`` is the raw exec handle (an int or a ``cudaGraphExec_t``). The compiled route makes
+    the call with no Python frame between (``_native.exec_node_set_raw``) where it can."""
+    rc = -1 if _exec_set is None else _exec_set(int(exe), node_h, pack.address)
+    if rc < 0:  # not made there (a trace open, a thread with no context marked yet ...)
+        _ensure()
+        rc = _f.exec_set(int(exe), node_h, pack.address)
     if rc or check.tracer is not None:
         check.report("cuGraphExecKernelNodeSetParams", rc, (exe, node, pack),
                      "cudaGraphExecKernelNodeSetParams")

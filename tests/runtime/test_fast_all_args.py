@@ -23,10 +23,11 @@ def test_set_params_args_takes_the_compiled_route(native):
         assert node.params.args == {"y": y.ptr, "a": 1.0, "n": 4}  # the graph is unchanged
         assert route(lambda: exe.set_params(node, args=[y2.ptr, np.float64(3.5), np.int32(5)])) == C
         assert stub.values(k.params) == (y2.ptr, 3.5, 5)
-        # a dict changes some arguments: the general path, the same call
-        assert route(lambda: exe.set_params(node, args={"n": 6})) == "ctypes"
+        # a dict changes some arguments: the general path packs in Python, the same call
+        # (made by the compiled entry of that one call where the extension is built)
+        assert route(lambda: exe.set_params(node, args={"n": 6})) == C
         assert stub.values(k.params) == (y2.ptr, 3.5, 6)
-        assert route(lambda: exe.set_params(node, args=iter((y, 1.5, 7)))) == "ctypes"
+        assert route(lambda: exe.set_params(node, args=iter((y, 1.5, 7)))) == C
         assert stub.values(k.params) == (y.ptr, 1.5, 7)
         with pcg.trace() as t:
             assert route(lambda: exe.set_params(node, args=(y, 1.5, 8))) == "ctypes"
@@ -82,7 +83,7 @@ def test_what_the_compiled_route_does_not_pack(native):
         node = g.add_kernel(k, 1, 32, (y, 1.0, 4))
         exe = g.instantiate()
         seen.multi = True  # several devices: the general path checks the values' devices
-        assert route(lambda: exe.set_params(node, args=(y, 2.5, 1))) == "ctypes"
+        assert route(lambda: exe.set_params(node, args=(y, 2.5, 1))) == C
         seen.multi = False
         assert route(lambda: exe.set_params(node, args=(y, 2.5, 2))) == C
         node_b = g.add_kernel(k, 1, 32, (y, 1.0, 4))  # added after the exec was made
@@ -90,4 +91,34 @@ def test_what_the_compiled_route_does_not_pack(native):
                 "not a node of the graph")
         exe.close()
         refused(lambda: exe.set_params(node, args=(y, 1.0, 1)), pcg.ClosedError, "closed")
+    ''', native)
+
+
+@both
+def test_one_exec_set_params_call_is_compiled_and_checked(native):
+    """``fast.exec_kernel_node_set_params`` (graphed's rebind of a moved input) makes its one
+    driver call through the extension where it is built, through ctypes while a trace is
+    open; a refusal is raised once, naming the call, after one driver call."""
+    run('''
+        from pycudagraph._cuda import fast as fast_mod
+        g, y = fake_graph(), buffer()
+        node = g.add_kernel(k, 1, 32, (y, 1.0, 4))
+        exe = g.instantiate()
+        pack = exe.exec_node(node).args
+        call = lambda: fast_mod.exec_kernel_node_set_params(exe.handle, int(node), pack, node)
+        assert route(call) == C
+        assert stub.last() == "cuGraphExecKernelNodeSetParams"
+        assert stub.ints(2) == (int(exe.handle), int(node))
+        with pcg.trace() as t:
+            assert route(call) == "ctypes"
+        assert [r.api for r in t.records] == ["cuGraphExecKernelNodeSetParams"]
+        stub.set_rc("cuGraphExecKernelNodeSetParams", 400)
+        made = stub.total()
+        try:
+            call()
+        except pcg.CudaError as exc:
+            assert str(exc).startswith("cuGraphExecKernelNodeSetParams"), exc
+        else:
+            raise AssertionError("a refused call was not raised")
+        assert stub.total() == made + 1
     ''', native)
