@@ -56,13 +56,6 @@ def check_records(kernels, recs, argbytes, deps) -> tuple:
     r = np.frombuffer(raw, RECORD)
     d = np.frombuffer(dep, "<u4")
     n = len(r)
-    sizes = []
-    for j, k in enumerate(kernels):
-        try:
-            sizes.append(arg_length(k))
-        except AttributeError:
-            raise ArgumentError(f"{_WHAT}: kernels[{j}] is a {type(k).__name__}, not a "
-                                "pycudagraph Kernel") from None
     if not n:
         return r, d
 
@@ -74,16 +67,23 @@ def check_records(kernels, recs, argbytes, deps) -> tuple:
     k = r["kernel"].astype(np.int64)
     first(k >= len(kernels), lambda i: f"kernel index {k[i]} is out of range "
                                        f"({len(kernels)} kernels)")
+    sizes = np.zeros(len(kernels), np.int64)
+    for j in np.unique(k).tolist():  # the kernels the records use
+        try:
+            sizes[j] = arg_length(kernels[j])
+        except AttributeError:
+            raise ArgumentError(f"{_WHAT}: kernels[{j}] is a {type(kernels[j]).__name__}, "
+                                "not a pycudagraph Kernel") from None
     off, length = r["arg_offset"].astype(np.int64), r["arg_length"].astype(np.int64)
     first(off + length > len(args), lambda i: f"arguments at bytes {off[i]}..{off[i] + length[i]}"
                                               f" run past the {len(args)} argument bytes")
-    want = np.asarray(sizes, np.int64)[k]
+    want = sizes[k]
     first(length != want, lambda i: f"{length[i]} argument bytes for kernel "
                                     f"{kernels[k[i]].name!r}, whose arguments take {want[i]}")
     grid, block = r["grid"].astype(np.int64), r["block"].astype(np.int64)
-    first((grid < 1).any(axis=1), lambda i: f"grid {tuple(grid[i])} has a dimension of 0")
-    first((block < 1).any(axis=1), lambda i: f"block {tuple(block[i])} has a dimension of 0")
-    first(block.prod(axis=1) > 1024, lambda i: f"block {tuple(block[i])} is more than 1024 "
+    first((grid < 1).any(axis=1), lambda i: f"grid {tuple(grid[i].tolist())} has a dimension of 0")
+    first((block < 1).any(axis=1), lambda i: f"block {tuple(block[i].tolist())} has a dimension of 0")
+    first(block.prod(axis=1) > 1024, lambda i: f"block {tuple(block[i].tolist())} is more than 1024 "
                                                "threads")
     df, dc = r["dep_first"].astype(np.int64), r["dep_count"].astype(np.int64)
     first(df + dc > len(d), lambda i: f"dependencies {df[i]}..{df[i] + dc[i]} run past the "
