@@ -1,7 +1,8 @@
 """The binary part of a graph file (format 2): kernel nodes as fixed records.
 
-A kernel node of a kernel pycudagraph compiled, with no attributes set and no conditional
-handle among its arguments, is not a JSON record: a run of such nodes, one after another
+A kernel node of a kernel pycudagraph compiled (its signature in the file: the loaded
+kernel packs its arguments alike), with no attributes set and no conditional handle among
+its arguments, is not a JSON record: a run of such nodes, one after another
 in a graph's node list, is one entry ``{"id": first id, "type": "kernel_run", "count": n,
 "first": its first record}`` standing for n nodes (ids ``id`` ... ``id + n - 1``), and each
 node is a record in four sections the manifest's ``"bulk"`` names (``{"records", "args",
@@ -47,7 +48,7 @@ def _eligible(n: dict, kernels: dict, entries: list) -> bool:
     if n.get("type") != "kernel" or "attributes" in n:
         return False
     ki = n["kernel"]
-    if entries[ki]["module"] is None or ki not in kernels:
+    if entries[ki]["module"] is None or entries[ki]["signature"] is None or ki not in kernels:
         return False
     return all("slot" in ref or "alloc" in ref for a in n["args"] for _, ref in a["relocs"])
 

@@ -107,6 +107,16 @@ def test_a_file_of_records_and_json_nodes_keeps_edges_across_them():
     files.decode(files.encode(m, sections))
 
 
+def test_kernels_of_no_signature_and_nodes_with_attributes_stay_json_records():
+    m = chain_manifest(4)
+    m["kernels"][1]["signature"] = None  # the loaded kernel's layout would come from the image
+    m["root"]["nodes"][2]["attributes"] = {"priority": 1}
+    m, sections = bulk_format.pack(m, CUBIN, dict(enumerate(kernels())))
+    assert [n["type"] for n in m["root"]["nodes"]] == ["kernel_run", "kernel", "kernel", "kernel"]
+    assert "block" not in m["kernels"][1]
+    files.decode(files.encode(m, sections))
+
+
 def _set(key, field, index, value):
     def edit(a):
         arr = a[key]
