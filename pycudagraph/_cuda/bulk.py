@@ -12,7 +12,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 
-__all__ = ["RECORD", "RECORD_WORDS", "check_records", "add_rest", "arg_length"]
+__all__ = ["RECORD", "RECORD_WORDS", "check_records", "ready", "add_rest", "arg_length"]
 
 #: One record: kernel index, grid[3], block[3], shared memory, argument offset and length
 #: into the argument bytes, first and count of its dependencies: 12 little-endian u32.
@@ -98,6 +98,20 @@ def check_records(kernels, recs, argbytes, deps) -> tuple:
             raise ArgumentError(f"{_WHAT}: record {owner[j]}: dependency {d[at[j]]} is not a "
                                 "node made earlier in the call")
     return r, d
+
+
+def ready(kernels, r) -> None:
+    """Each kernel the records use loaded and its launch limits read (``cuFuncGetAttribute``
+    once per kernel: ``Kernel.check_config``), checked against its first record: the
+    compiled add then takes every node, and a launch over the limits is refused
+    (:class:`ArgumentError`) before any node is added."""
+    if not len(r):
+        return
+    ks, first = np.unique(r["kernel"], return_index=True)
+    for j, i in zip(ks.tolist(), first.tolist()):
+        g, b = r["grid"][i].tolist(), r["block"][i].tolist()
+        kernels[j].check_config(g[0] if g[1:] == [1, 1] else tuple(g),
+                                b[0] if b[1:] == [1, 1] else tuple(b), int(r["shared_mem"][i]))
 
 
 def _values(kernel, data) -> list:

@@ -150,12 +150,15 @@ def add_kernel_nodes(graph, kernels: tuple, recs, argbytes, deps) -> list:
     nodes (``set_arg`` by name works; their refs are plain ints, floats and bools).
 
     Every record is checked before any node is added (an :class:`ArgumentError` naming the
-    record and field); a refusal after that (a launch over the function's limits, a
+    record and field), and each kernel used is loaded and its launch limits read
+    (``cuFuncGetAttribute``, ``Kernel.check_config``) against its first record; a refusal
+    after that (a launch over the function's limits, a
     driver error) removes the nodes the call made before raising: a failed call leaves the
     graph as it was. The compiled route adds the nodes in C with no Python call per node;
     what it does not do, and the whole call on the ctypes route, is one ``graph.add_kernel``
     per node (:func:`.bulk.add_rest`), with the same results and errors."""
     r, d = bulk.check_records(kernels, recs, argbytes, deps)
+    bulk.ready(kernels, r)
     made: list = []
     try:
         if _bulk_add is not None and len(r):
