@@ -55,6 +55,16 @@ class KeySkipped(Exception):
     """A key that cannot be saved; the message says why."""
 
 
+def _holder(node, place: str) -> str:
+    """``"arg 3 +48 of kernel name"``: where in the graph a value sits, for a message (a
+    kernel node's name: ``cuFuncGetName`` for one captured)."""
+    try:
+        name = getattr(node, "kernel_name", None)
+    except Exception:  # noqa: BLE001 - a message never fails for the name
+        name = None
+    return f"{place} of {name or type(node).__name__}"
+
+
 @dataclass
 class SaveReport:
     """What :func:`save_graphed` wrote: the folder, the keys saved, and each key left out
@@ -272,16 +282,19 @@ class _Saver:
         """Save one key's graph to ``file``; its index record."""
         args, kwargs = key_templates(key)
         inputs = list(e.plan.captured)
-        allocs, addresses = [], set()
+        allocs, addresses = [], {}
         for node, _, _ in e.graph.table.walk():
             for s in node.sites():
                 if s.role == "alloc":
                     allocs.append((s.address, s.address + max(s.size_hint, 1)))
                 elif s.address:
-                    addresses.add(s.address)
+                    addresses.setdefault(s.address, (node, s.place))
         slots = {}
         for v in sorted(addresses):
-            where = self.place(v, inputs, allocs)
+            try:
+                where = self.place(v, inputs, allocs)
+            except KeySkipped as exc:
+                raise KeySkipped(f"{exc}; the value sits in {_holder(*addresses[v])}") from None
             if not where:
                 continue
             kind = where[0]

@@ -608,3 +608,28 @@ def test_a_graph_running_two_functions_of_one_extern_c_name_is_not_saved(saver, 
                         lambda g: {"_Z3addPf": {5, 6}})  # a mangled name: its code is named
     with pytest.raises(pytest.fail.Exception, match="saved"):
         saver.key(((), (), ()), E(), tmp_path / "key-000.pcgraph")
+
+
+def test_a_key_left_out_says_which_node_holds_the_address(saver, tmp_path):
+    """A key whose graph holds an address of another live array is left out, and the
+    reason names the node and the argument slot that holds it."""
+    from pycudagraph.nodes.facets import Site
+
+    class Node:
+        kernel_name = "gemm_kernel"
+
+        def sites(self):
+            return [Site("arg 2 +48", 48, W + 0xA000, arg=2)]
+
+    class Plan:
+        captured = []
+
+    class E:
+        plan, outputs, device, pool = Plan(), None, 0, None
+
+        class graph:
+            class table:
+                walk = staticmethod(lambda: [(Node(), 0, None)])
+
+    with pytest.raises(KeySkipped, match=r"\(live\).*sits in arg 2 \+48 of gemm_kernel"):
+        saver.key(((), (), ()), E(), tmp_path / "key-000.pcgraph")
