@@ -7,14 +7,16 @@
 
 from __future__ import annotations
 
+import sys
+
 from cuda.bindings import driver as dr
 from cuda.bindings import nvrtc
 from cuda.bindings import runtime as rt
 
-from ..errors import CudaError
+from ..errors import CudaError, CudaNotAvailableError
 from .no_gpu import unavailable
 
-__all__ = ["call", "error_for", "report", "capture_watchers", "set_tracer", "tracer", "tracer_hooks",
+__all__ = ["call", "open_driver", "DRIVER_LIBRARY", "error_for", "report", "capture_watchers", "set_tracer", "tracer", "tracer_hooks",
            "runtime_name_text", "decode"]
 
 #: One list per active ``capture`` block; every failed raw call is appended to each.
@@ -76,6 +78,22 @@ def _driver_name_text(code: int) -> tuple[str, str]:
 def _nvrtc_name_text(err) -> tuple[str, str]:
     text = decode(nvrtc.nvrtcGetErrorString(err)[1])
     return text, text
+
+
+#: The driver library's name: what :func:`open_driver` opens unless told another.
+DRIVER_LIBRARY = "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"
+
+
+def open_driver(name: str, hint: str):
+    """``ctypes.CDLL`` of the library ``name`` (:data:`DRIVER_LIBRARY`, or a stand-in such as
+    the tests' driver stub); :class:`~pycudagraph.errors.CudaNotAvailableError` with ``hint``
+    when it cannot be opened (``dlopen``)."""
+    import ctypes
+    try:
+        return ctypes.CDLL(name)
+    except OSError as exc:
+        raise CudaNotAvailableError("dlopen", 0, "CUDA_ERROR_NO_DEVICE",
+                                    f"cannot load {name}: {exc}", hint) from exc
 
 
 def error_for(api: str, err, hint: str = "", cls: type | None = None) -> CudaError:

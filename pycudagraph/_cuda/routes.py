@@ -11,9 +11,7 @@ import ctypes
 import importlib
 import os
 import struct
-import sys
 
-from ..errors import CudaNotAvailableError
 from . import check
 from .context import current_device, ensure_device, on_first_use, seen, switch_device, thread_state
 from .structs import KERNEL_NODE_PARAMS_SIZE, ExecUpdateResultInfo
@@ -69,14 +67,9 @@ driver = _Table()
 
 def load(name: str | None = None) -> None:
     """Open libcuda (or ``name``) and hand its entry points to both routes."""
-    if name is None:
-        name = "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"
-    try:
-        lib = ctypes.CDLL(name)
-    except OSError as exc:
-        raise CudaNotAvailableError(
-            "dlopen", 0, "CUDA_ERROR_NO_DEVICE", f"cannot load {name}: {exc}",
-            "pycudagraph needs an NVIDIA GPU and driver; none is usable on this machine") from exc
+    lib = check.open_driver(
+        check.DRIVER_LIBRARY if name is None else name,
+        "pycudagraph needs an NVIDIA GPU and driver; none is usable on this machine")
     table = {}
     for sym, (attr, argtypes) in _SYMBOLS.items():
         fn = getattr(lib, sym)

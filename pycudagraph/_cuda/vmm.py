@@ -25,10 +25,9 @@ from __future__ import annotations
 
 import ctypes
 import importlib
-import sys
 import threading
 
-from ..errors import CudaNotAvailableError, NotSupportedError
+from ..errors import NotSupportedError
 from . import check
 
 __all__ = ["available", "why_not", "require", "library_path", "use_driver_library", "set_tag",
@@ -80,12 +79,7 @@ def _module():
 
 def _hand_over(name: str) -> None:
     mod = _module()
-    try:
-        lib = ctypes.CDLL(name)
-    except OSError as exc:
-        raise CudaNotAvailableError(
-            "dlopen", 0, "CUDA_ERROR_NO_DEVICE", f"cannot load {name}: {exc}",
-            "sleepable memory needs an NVIDIA GPU and driver") from exc
+    lib = check.open_driver(name, "sleepable memory needs an NVIDIA GPU and driver")
     table = {}
     for sym in mod.ENTRY_POINTS:
         fn = getattr(lib, sym, None)
@@ -103,7 +97,7 @@ def _ready():
     if not _driver:
         with _lock:
             if not _driver:
-                _hand_over("nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1")
+                _hand_over(check.DRIVER_LIBRARY)
     return mod
 
 
