@@ -59,6 +59,13 @@ class ExecNode(ExecNodeBase):
         """Whether ``node`` is this record's node or its live update twin."""
         return self.node is node or (self.twin is not None and self.twin() is node)
 
+    def taken(self, node):
+        """The node whose parameters the exec holds for this record while nothing was set
+        since: after ``exe.update(g2)`` (or for a reused exec) the update's twin in ``g2``,
+        else ``node``. No CUDA call."""
+        twin = self.twin() if self.twin is not None else None
+        return twin if twin is not None else node
+
     def pair(self, twin, table: dict) -> None:
         """``twin`` (a node of an update's graph) stands for this node from now on; its key
         in ``table`` (the exec's dict) goes when the twin object goes."""

@@ -106,7 +106,7 @@ class MemcpyNode(Node, MemcpyFile):
         """``cudaGraphExecMemcpyNodeSetParams1D``; sizes checked as when adding."""
         cur = rec.held("memcpy")
         if cur is None:
-            p = _as_taken(self, rec).params
+            p = rec.taken(self).params
             kept = rec.source or (p.dst, p.src)
             cur = (kept[0], kept[1], p.nbytes)
         new_dst = cur[0] if dst is None else dst
@@ -233,7 +233,7 @@ class MemsetNode(Node, MemsetFile):
         extent is checked against the destination (the new one, or the one kept)."""
         cur = rec.held("memset")
         if cur is None:
-            cur = (_as_taken(self, rec).params, (rec.source or (None,))[0])
+            cur = (rec.taken(self).params, (rec.source or (None,))[0])
         p = memset_params(cur[0], dst, value, count, element_size, height, pitch,
                           kept_dst=cur[1])
         call(rt.cudaGraphExecMemsetNodeSetParams, rec.exec_raw, rec.node.handle, p)
@@ -373,11 +373,3 @@ class MemFreeNode(Node, MemFreeFile):
         """``ptr``: the graph allocation freed (``cudaGraphMemFreeNodeGetParams``). Not a
         site: it names memory a :class:`MemAllocNode` hands out, not memory it uses."""
         return dict(self.params)
-
-
-def _as_taken(node, rec):
-    """The node whose parameters the exec of ``rec`` holds while nothing was set since:
-    after ``exe.update(g2)`` (or a reused exec), the update's twin in ``g2``; else
-    ``node`` itself."""
-    twin = rec.twin() if rec.twin is not None else None
-    return twin if twin is not None else node
