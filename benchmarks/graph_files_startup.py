@@ -30,9 +30,10 @@ makes (1: its files share one module); then the file sizes and save times.
 
 ``--cpu`` needs no GPU: it times the Python work of a load for a 1,000- and a 10,000-node
 chain manifest written by ``files.encode`` (the manifest ``Graph.save`` writes for the
-chain): the container (header, checksum, table), the JSON parse, the schema check, and the
-loader's rebuild of the nodes with ``add_kernel`` replaced by a stub (what the loader adds
-on top of ``add_kernel`` itself).
+chain), in format 1 (a JSON record per kernel node) and format 2 (binary records): the
+container (header, checksum, table), the JSON parse, the schema check, and the loader's
+rebuild of the nodes, added through the driver stub (``tests/support/driver_stub.c``, built
+with the C compiler, as libcuda: the driver's own work is not in it).
 """
 from __future__ import annotations
 
@@ -165,16 +166,23 @@ def cpu_manifest(nodes: int) -> dict:
 
 
 def cpu_main(repeat: int) -> int:
-    """Time decode (container, JSON, schema check) and the loader's node rebuild on a CPU."""
+    """Time decode (container, JSON, schema check) and the loader's node rebuild on a CPU,
+    the nodes added through the driver stub (``tests/support/driver_stub.c`` as libcuda):
+    format 1 (a JSON record per kernel node) and format 2 (binary records) of the chain."""
+    import copy
+    from pycudagraph._cuda import fast
+    from pycudagraph._cuda.context import thread_state
     from pycudagraph.files import archive as files
+    from pycudagraph.files import bulk_format
     from pycudagraph.files.schema import check_manifest
-    from tests.support.fakes import fake_buffer, fake_kernel
+    from tests.support import driver_stub
+    from tests.support.fakes import fake_buffer, fake_graph, fake_kernel
 
-    class StubGraph:  # the loader's add_kernel calls land here: no CUDA
-        table = None  # no ledger: what the graph keeps is not timed
-
-        def add_kernel(self, *args, **attrs):
-            return None
+    stub = driver_stub.Stub(driver_stub.build(tempfile.mkdtemp(prefix="pcg-stub-")))
+    stub.quiet()  # count calls only
+    fast.use_driver_library(stub.path)
+    thread_state.device, thread_state.visited = 0, {0}
+    fast._ensure()
 
     def best(fn) -> float:
         return min(timed_once(fn) for _ in range(repeat + 1))
@@ -191,29 +199,41 @@ def cpu_main(repeat: int) -> int:
     kernels = [fake_kernel(sig, name) for name, sig, _ in CHAIN]
     bufs = {s: fake_buffer(4 * NMAX) for s in "xyz"}
     print(f"Python work of a load, CPU ms (best of {repeat + 1}); Python {sys.version.split()[0]}, "
-          f"pycudagraph {pcg.__version__}")
-    cols = ("file KiB", "container", "JSON", "check", "us/node", "decode", "us/node", "rebuild*",
+          f"pycudagraph {pcg.__version__}, hot path {fast.native_status()}")
+    cols = ("file KiB", "container", "JSON", "check", "decode", "rebuild", "us/node", "total",
             "us/node")
-    print("nodes".rjust(7) + "".join(c.rjust(11) for c in cols))
+    print("nodes".rjust(7) + "format".rjust(8) + "".join(c.rjust(11) for c in cols))
+    cubin = [("CUBN", b"\x7fELF" + bytes(16 << 10))]
     for nodes in (1000, 10000):
-        data = files.encode(cpu_manifest(nodes), [("CUBN", b"\x7fELF" + bytes(16 << 10))])
-        gf = files.decode(data)
-        raw = gf.sections[0][1]
-        tags = [t for t, _ in gf.sections]
-        t_all = best(lambda: files.decode(data))
-        t_json = best(lambda: files._parse_manifest(raw, keys_checked=False))  # as decode does
-        t_check = best(lambda: check_manifest(gf.manifest, tags))
+        v1 = cpu_manifest(nodes)
+        v2, v2_sections = bulk_format.pack(copy.deepcopy(v1), cubin, dict(enumerate(kernels)))
+        for version, m, sections in (((1, 0), v1, cubin), ((2, 0), v2, v2_sections)):
+            data = files.encode(m, sections, version=version)
+            gf = files.decode(data)
+            raw = gf.sections[0][1]
+            tags = [t for t, _ in gf.sections]
+            t_all = best(lambda: files.decode(data))
+            t_json = best(lambda: files._parse_manifest(raw, keys_checked=False))  # as decode does
+            t_check = best(lambda: check_manifest(gf.manifest, tags, False, gf.sections))
+            made = []
 
-        def rebuild():
-            loader = file_load._Loader(gf, bufs, None, "benchmark")
-            loader.use(kernels)
-            loader.fill(StubGraph(), gf.manifest["root"])
-        t_build = best(rebuild)
-        cells = (len(data) / 1024, t_all - t_json - t_check, t_json, t_check,
-                 t_check / nodes * 1e3, t_all, t_all / nodes * 1e3, t_build, t_build / nodes * 1e3)
-        print(f"{nodes:7d}" + "".join(f"{c:11.2f}" for c in cells))
+            def rebuild():
+                loader = file_load._Loader(gf, bufs, None, "benchmark")
+                loader.use(kernels)
+                g = fake_graph()
+                loader.fill(g, gf.manifest["root"])
+                made.append(g)
+            before = stub.calls("cuGraphAddKernelNode")
+            t_build = best(rebuild)
+            assert stub.calls("cuGraphAddKernelNode") - before == nodes * (repeat + 1)
+            assert len(made[-1].table.nodes) == nodes
+            made.clear()
+            cells = (len(data) / 1024, t_all - t_json - t_check, t_json, t_check, t_all,
+                     t_build, t_build / nodes * 1e3, t_all + t_build, (t_all + t_build) / nodes * 1e3)
+            print(f"{nodes:7d}{version[0]:8d}" + "".join(f"{c:11.2f}" for c in cells))
     print("container: decode less JSON and check (header, checksum, section table, key count);")
-    print("rebuild*: the loader's node rebuild with add_kernel replaced by a stub (its own work)")
+    print("rebuild: the loader's node rebuild, the kernel nodes added through the driver stub "
+          "(cuGraphAddKernelNode counts calls only); total: decode + rebuild")
     return 0
 
 
@@ -347,6 +367,8 @@ def main() -> int:
     base = rows[0][1]
     for label, cells in rows[1:]:
         print(f"{label} / load:".ljust(width) + "".join(f"{c / b:21.1f}x" for c, b in zip(cells, base)))
+    print("load / capture, compile cache warm:".ljust(width)
+          + "".join(f"{b / c:21.2f}x" for b, c in zip(base, rows[3][1])))
     splits = [load_split(title) for title in titles]
     width = 42
     print(f"\nload + instantiate, step by step, ms (median of {opts.repeat})")

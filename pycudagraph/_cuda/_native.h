@@ -217,6 +217,13 @@ PyObject *new_pack(PyObject *layout, PyObject *kernel, PyObject *refs, PyObject 
 PyObject *set_node_maker(PyObject *m, PyObject *args);
 PyObject *add_node(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
 PyObject *register_node(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
+int table_open(PyObject *table, void **graph_h, PyObject **nodes);
+PyObject *pack_and_node(PyObject *table, PyObject *kernel, PyObject *layout, PyObject *refs,
+                        PyObject *buf, PyObject *addr, PyObject **pack);
+int node_added(PyObject *table, PyObject *node, PyObject *pack, void *node_h);
+
+/* _native_bulk.c: kernel nodes added from fixed records (a loaded graph file) */
+PyObject *add_kernel_nodes(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
 
 /* _native_method.c: KernelBase (Kernel.launch) and GraphBase (Graph.add_kernel) */
 typedef struct {

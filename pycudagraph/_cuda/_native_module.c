@@ -211,6 +211,8 @@ static PyMethodDef methods[] = {
                           " if not made here: cuGraphExecKernelNodeSetParams"),
     FAST(add_node, "add_node(table, deps, kernel, grid, block, args, shared_mem) -> the new "
                    "KernelNode, registered: cuGraphAddKernelNode"),
+    FAST(add_kernel_nodes, "add_kernel_nodes(table, kernels, recs, argbytes, deps, made) -> "
+                           "how many nodes were added (appended to made): cuGraphAddKernelNode"),
     FAST(register_node, "register_node(table, node, *keep) -> node: NodeTable.register "
                         "(nodes[int(node)] = node, the ledger holds (node, *keep))"),
     {"node_live", node_live_py, METH_O, "node_live(node) -> bool: Node.live's rule, not "

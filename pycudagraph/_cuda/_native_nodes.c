@@ -236,6 +236,49 @@ PyObject *register_node(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
     return rc ? NULL : Py_NewRef(a[1]);
 }
 
+/* For the bulk add (_native_bulk.c), which calls these three and nothing else here.
+ * table_open: whether a table is one add_node adds to now (its graph's handle and node
+ * dict into *graph_h, *nodes; borrowed), 0, or -1 (no error set): the route declines. */
+int table_open(PyObject *table, void **graph_h, PyObject **nodes)
+{
+    if (!M.table || !S.add_kernel || !ready() || S.multi || !Py_IS_TYPE(table, M.table))
+        return -1;
+    PyObject *closed = SLOT(table, M.t[T_CLOSED]), *dead = SLOT(table, M.t[T_DEAD]);
+    PyObject *n = SLOT(table, M.t[T_NODES]), *h = SLOT(table, M.t[T_H]);
+    if (closed != Py_False || !dead || !PyUnicode_CheckExact(dead) ||
+        PyUnicode_GET_LENGTH(dead) != 0 || !n || !PyDict_CheckExact(n) || !h ||
+        as_ptr(h, graph_h) || !*graph_h)
+        return -1;
+    *nodes = n;
+    return 0;
+}
+
+/* A new pack of buf (refs, addr as new_pack takes them) and the node holding it, as
+ * add_node makes them: the node (new), its pack in *pack (new); NULL with an error set. */
+PyObject *pack_and_node(PyObject *table, PyObject *kernel, PyObject *layout, PyObject *refs,
+                        PyObject *buf, PyObject *addr, PyObject **pack)
+{
+    make_ctx c = {table, kernel, layout, NULL};
+    *pack = make_pack_and_node(&c, refs, buf, addr);
+    return *pack ? c.node : NULL;
+}
+
+/* The node added as node_h: its handle set and recorded as add_node records it. 0, or -1
+ * with an error set. */
+int node_added(PyObject *table, PyObject *node, PyObject *pack, void *node_h)
+{
+    PyObject *hh = PyLong_FromVoidPtr(node_h);
+    PyObject *entry = hh ? PyTuple_Pack(2, node, pack) : NULL;
+    int rc = -1;
+    if (entry) {
+        SLOT(node, M.n[N_H]) = Py_NewRef(hh);
+        rc = record(table, node, hh, entry);
+    }
+    Py_XDECREF(hh);
+    Py_XDECREF(entry);
+    return rc;
+}
+
 /* add_node(table, deps, kernel, grid, block, args, shared_mem) -> the new KernelNode:
  * cuGraphAddKernelNode, as KernelNode.build(table, deps, kernel, grid, block, args,
  * shared_mem) does it. */

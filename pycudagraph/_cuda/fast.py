@@ -33,7 +33,7 @@ Two more ctypes calls (kernel-node set) are at the end. See ``docs/HOT_PATH.md``
 
 from __future__ import annotations
 
-from . import check, hot_base, routes
+from . import bulk, check, hot_base, routes
 from .context import multi_hooks, seen
 from .plans import kernel_plan, layout_plan
 from .routes import NATIVE_ENV, native_status, use_driver_library
@@ -43,7 +43,8 @@ __all__ = ["launch_graph", "launch_kernel", "add_kernel", "set_arg", "set_args",
            "kernel_node_set_params", "exec_kernel_node_set_params",
            "exec_update", "graph_instantiate", "native_status", "layout_plan", "kernel_plan",
            "use_driver_library", "NATIVE_ENV", "ExecBase", "ExecNodeBase", "ArgPackBase",
-           "LayoutBase", "KernelBase", "GraphBase", "Plan", "register_node", "node_live"]
+           "LayoutBase", "KernelBase", "GraphBase", "Plan", "register_node", "node_live",
+           "add_kernel_nodes"]
 
 _native = routes.native  # the C extension, or None (routes.native_reason says why)
 _f = routes.driver  # libcuda's entry points, as ctypes functions
@@ -131,6 +132,47 @@ graph_instantiate = _native.graph_instantiate if _native is not None else _graph
 #: the C stack; a refusal returns the code and the info's ``result`` and ``errorNode``, no
 #: raise: the caller builds the error (why, and which node), which only it can describe.
 exec_update = _native.exec_update if _native is not None else _exec_update
+
+
+_bulk_add = getattr(_native, "add_kernel_nodes", None)
+
+
+def add_kernel_nodes(graph, kernels: tuple, recs, argbytes, deps) -> list:
+    """Kernel nodes added from fixed records (``cuGraphAddKernelNode`` each, i.e.
+    ``cudaGraphAddKernelNode``): what a loaded graph file's kernel nodes take.
+
+    ``kernels``: a tuple of Kernels; ``recs``: ``n`` records of :data:`.bulk.RECORD` (12
+    little-endian u32: kernel index, grid[3], block[3], shared memory, argument offset and
+    length into ``argbytes``, first and count of its dependencies in ``deps``);
+    ``argbytes``: per node its arguments as its kernel's Layout packs them (the argument
+    slots, :func:`.bulk.arg_length` bytes); ``deps``: u32 indices of nodes made earlier in
+    the same call. Returns the n :class:`~pycudagraph.nodes.KernelNode` objects, ordinary
+    nodes (``set_arg`` by name works; their refs are plain ints, floats and bools).
+
+    Every record is checked before any node is added (an :class:`ArgumentError` naming the
+    record and field), and each kernel used is loaded and its launch limits read
+    (``cuFuncGetAttribute``, ``Kernel.check_config``) against its first record; a refusal
+    after that (a launch over the function's limits, a
+    driver error) removes the nodes the call made before raising: a failed call leaves the
+    graph as it was. The compiled route adds the nodes in C with no Python call per node;
+    what it does not do, and the whole call on the ctypes route, is one ``graph.add_kernel``
+    per node (:func:`.bulk.add_rest`), with the same results and errors."""
+    r, d = bulk.check_records(kernels, recs, argbytes, deps)
+    bulk.ready(kernels, r)
+    made: list = []
+    try:
+        if _bulk_add is not None and len(r):
+            _bulk_add(graph.table, kernels, r, argbytes, d, made)
+        if len(made) < len(r):
+            bulk.add_rest(graph, kernels, r, argbytes, d, made)
+    except BaseException:
+        for node in reversed(made):  # nothing half-built stays behind
+            try:
+                graph.remove_node(node)
+            except Exception:  # noqa: BLE001 - the first error is the one raised
+                pass
+        raise
+    return made
 
 
 def _slot(cls: type, name: str):

@@ -5,7 +5,7 @@ Layout (integers little-endian)::
 
     offset  size     field
     0       8        magic b"\\x89PCGRAF\\n"
-    8       2        major format version (1)
+    8       2        major format version (2; 1 is read too)
     10      2        minor format version (0)
     12      4        number of sections N (1 ... 65536)
     16      8        length of the whole file in bytes
@@ -14,7 +14,9 @@ Layout (integers little-endian)::
     ...              section bodies at their offsets: 8-byte aligned, in table order, zero padded
 
 Section 0 is the manifest (tag ``MANI``, UTF-8 JSON, checked by :mod:`.file_schema`);
-``CUBN`` sections hold loadable images (CUBIN or fatbin), ``PTX_`` sections PTX text.
+``CUBN`` sections hold loadable images (CUBIN or fatbin), ``PTX_`` sections PTX text;
+``KREC``, ``KARG``, ``KDEP`` and ``KREL`` the kernel nodes as fixed records (format 2,
+:mod:`.bulk_format`). A format-1 file (the same container, no records) is read.
 
 :func:`encode` writes a file from a manifest model (a dict) and sections with no GPU and
 no CUDA call; :func:`decode` checks every byte before it trusts any: size bounds before
@@ -38,12 +40,13 @@ from pathlib import Path
 from ..errors import GraphFileError
 
 __all__ = ["MAGIC", "VERSION", "TAGS", "MAX_FILE_BYTES", "GraphFile", "encode", "decode",
-           "read_file", "write_file", "reseal", "HEADER_SIZE", "ENTRY_SIZE", "gc_paused"]
+           "read_file", "write_file", "reseal", "HEADER_SIZE", "ENTRY_SIZE", "gc_paused", "READS"]
 
 MAGIC = b"\x89PCGRAF\n"
 #: (major, minor) this pycudagraph writes. A newer minor is read (new optional fields are
-#: ignored); another major is refused.
-VERSION = (1, 0)
+#: ignored); format 1 (no binary kernel records) is read; another major is refused.
+VERSION = (2, 0)
+READS = (1, 2)
 HEADER_SIZE = 56
 ENTRY_SIZE = 24
 MAX_SECTIONS = 1 << 16
@@ -51,7 +54,8 @@ MAX_FILE_BYTES = 1 << 34  # 16 GiB: refused before the file is read
 MAX_MANIFEST_BYTES = 1 << 28
 #: section tag -> what it holds
 TAGS = {b"MANI": "manifest (JSON)", b"CUBN": "kernel image (CUBIN or fatbin)",
-        b"PTX_": "PTX text"}
+        b"PTX_": "PTX text", b"KREC": "kernel node records", b"KARG": "kernel arguments",
+        b"KDEP": "kernel node dependencies", b"KREL": "kernel argument addresses"}
 
 _HEAD = struct.Struct("<8sHHIQ32s")
 _ENTRY = struct.Struct("<4sIQQ")
@@ -67,6 +71,8 @@ class GraphFile:
     manifest: dict
     sections: tuple  # (tag str, bytes) per section; section 0 is the manifest
     kernel_args: dict = field(default_factory=dict, compare=False, repr=False)
+    #: the binary kernel records (format 2; :mod:`.bulk_format`) as arrays, or None
+    bulk: tuple | None = field(default=None, compare=False, repr=False)
 
     def section(self, index: int, tag: str) -> bytes:
         """The bytes of section ``index``, which must carry ``tag``. No CUDA call."""
@@ -123,7 +129,8 @@ def encode(manifest: dict, sections=(), version: tuple = VERSION) -> bytes:
     for tag, data in sections:
         raw = tag.encode("ascii") if isinstance(tag, str) else bytes(tag)
         if raw not in TAGS or raw == b"MANI":
-            raise GraphFileError(f"unknown section tag {tag!r}; known: CUBN, PTX_")
+            raise GraphFileError(f"unknown section tag {tag!r}; known: "
+                                 f"{', '.join(t.decode() for t in TAGS if t != b'MANI')}")
         parts.append((raw, bytes(data)))
     if len(parts) > MAX_SECTIONS:
         raise GraphFileError(f"{len(parts)} sections: at most {MAX_SECTIONS}")
@@ -218,7 +225,7 @@ def _parse_manifest(raw: bytes, keys_checked: bool = True) -> dict:
     return value
 
 
-def _read_manifest(raw: bytes, tags: list, lenient: bool):
+def _read_manifest(raw: bytes, tags: list, lenient: bool, sections=None):
     """``(manifest, Checked)``: the manifest parsed and checked, every error as the key-
     checking parse and the check name it. The parse runs without a Python call per object;
     a repeated key then makes the members the check counts fall short of the ``:`` in the
@@ -227,10 +234,10 @@ def _read_manifest(raw: bytes, tags: list, lenient: bool):
     from .schema import check_manifest
     if lenient:  # fields the check does not know are not counted: check keys while parsing
         manifest = _parse_manifest(raw)
-        return manifest, check_manifest(manifest, tags, True)
+        return manifest, check_manifest(manifest, tags, True, sections)
     try:
         manifest = _parse_manifest(raw, keys_checked=False)
-        checked = check_manifest(manifest, tags)
+        checked = check_manifest(manifest, tags, False, sections)
     except GraphFileError:
         _parse_manifest(raw)  # a repeated key is named before anything else
         raise
@@ -261,10 +268,11 @@ def decode(data, source: str = "graph file") -> GraphFile:
             raise GraphFileError(f"truncated: {len(mv)} bytes, shorter than the "
                                  f"{HEADER_SIZE}-byte header")
         _, major, minor, count, length, digest = _HEAD.unpack_from(mv, 0)
-        if major != VERSION[0]:
+        if major not in READS:
             newer = "a newer" if major > VERSION[0] else "an unknown"
             raise GraphFileError(f"format version {major}.{minor} is {newer} version; this "
-                                 f"pycudagraph reads format {VERSION[0]}.x")
+                                 f"pycudagraph reads formats "
+                                 f"{' and '.join(f'{v}.x' for v in READS)}")
         if length != len(mv):
             what = "truncated" if length > len(mv) else "has trailing bytes"
             raise GraphFileError(f"{what}: the header says {length} bytes, the file has {len(mv)}")
@@ -275,9 +283,13 @@ def decode(data, source: str = "graph file") -> GraphFile:
         entries = _table(mv, count)
         sections = tuple((name, bytes(mv[off:off + n])) for name, off, n in entries)
         with gc_paused():
+            lenient = minor > (VERSION[1] if major == VERSION[0] else 0)
             manifest, checked = _read_manifest(sections[0][1], [name for name, _ in sections],
-                                               minor > VERSION[1])
-        return GraphFile((major, minor), manifest, sections, checked.kernel_args)
+                                               lenient, sections)
+            if major < 2 and checked.bulk is not None:
+                raise GraphFileError(f"format {major}.{minor} has no binary kernel records, "
+                                     "but the manifest names some")
+        return GraphFile((major, minor), manifest, sections, checked.kernel_args, checked.bulk)
     except GraphFileError as exc:
         raise GraphFileError(f"{source}: {exc}") from None
 

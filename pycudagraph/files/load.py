@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import struct
 
-from .._cuda import call, check, context, dr
+from .._cuda import call, check, context, dr, fast
+from .._cuda.bulk import arg_length
 from ..compile.kernel import Kernel
 from ..compile.program import Module, device_arch
 from ..errors import GraphFileError, PyCudaGraphError
@@ -24,6 +25,7 @@ from .modules import image_plan, load_module, parse_arch
 from .schema import record_classes
 from .slots import Address, DeviceView, HeldBytes, bind_slots
 from .archive import gc_paused, read_file
+from .bulk_format import RUN, Runs
 from ..graph.graph import Graph
 from .host_registry import host_fn
 from ..runtime.values import path_arg
@@ -55,6 +57,7 @@ class _Loader:
         self.host_fn = host_fn
         self.address_value = Address
         self.held_bytes = HeldBytes
+        self.runs = Runs(gf.bulk, sorted(self.m["slots"])) if gf.bulk is not None else None
 
     def fail(self, what: str):
         raise GraphFileError(f"{self.source}: {what}")
@@ -73,6 +76,8 @@ class _Loader:
 
     def find_needs(self, gd) -> None:
         for n in gd["nodes"]:
+            if n["type"] == RUN:  # kernels pycudagraph compiled: nothing needed
+                continue
             cls = self.classes[n["type"]]
             cls.record_needs(n, self)
             for inner in cls.record_graphs(n):
@@ -107,6 +112,7 @@ class _Loader:
         """Build with ``kernels``: per kernel of the manifest, a :class:`Kernel` or the
         ``CUfunction`` of one pycudagraph did not compile (an int). No CUDA call."""
         self.kernels = kernels
+        self.kernel_tuple = tuple(kernels)
         self.readers = [[reader(p) for p in k.layout.params] if isinstance(k, Kernel) else None
                         for k in kernels]
 
@@ -139,6 +145,9 @@ class _Loader:
         if sizes != e["sizes"]:
             self.fail(f"kernel {e['name']!r}: its parameters are {sizes} bytes in the image, "
                       f"{e['sizes']} in the manifest")
+        if "block" in e and arg_length(k) != e["block"]:
+            self.fail(f"kernel {e['name']!r}: its arguments take {arg_length(k)} bytes here, "
+                      f"{e['block']} in the file")
         return k
 
     def function(self, name: str, sizes: list) -> int:
@@ -181,7 +190,11 @@ class _Loader:
             else:
                 ported.append((a, b, port))
         classes, outer, self.kept = self.classes, self.kept, {}
-        for j, nd in enumerate(gd["nodes"]):
+        for nd in gd["nodes"]:
+            j = len(nodes)
+            if nd["type"] == RUN:
+                self.run(g, nd, nodes, deps_of)
+                continue
             deps = [nodes[i] for i in deps_of.get(j, ())]
             try:
                 nodes.append(classes[nd["type"]].from_record(g, deps, nd, self))
@@ -197,6 +210,21 @@ class _Loader:
                 g.add_dependency(nodes[a], nodes[b], port)
             except PyCudaGraphError as exc:
                 self.fail(f"the {port} edge {gd['nodes'][a]['id']} -> {gd['nodes'][b]['id']}: {exc}")
+
+    def run(self, g, nd: dict, nodes: list, deps_of: dict) -> None:
+        """A run of kernel nodes from the binary records (``fast.add_kernel_nodes``: one
+        ``cuGraphAddKernelNode`` each), then the edges into it from nodes before the run."""
+        first, count, j = nd["first"], nd["count"], len(nodes)
+        recs, args, deps = self.runs.run(first, count, self.bound, self.allocs, self.kept)
+        try:
+            nodes.extend(fast.add_kernel_nodes(g, self.kernel_tuple, recs, args, deps))
+            for b in range(j, j + count):
+                for a in deps_of.get(b, ()):
+                    g.add_dependency(nodes[a], nodes[b])
+        except GraphFileError:
+            raise
+        except (PyCudaGraphError, ValueError, TypeError) as exc:
+            self.fail(f"kernel nodes {nd['id']}..{nd['id'] + count - 1}: {exc}")
 
     # what records refer to -----------------------------------------------------------
 

@@ -26,6 +26,7 @@ from ..compile.signature import parse_params
 from ..errors import GraphFileError, GraphFileWarning
 from .schema import FORMAT
 from .archive import encode, write_file
+from .bulk_format import pack
 from .slots import Slots, is_device_address, json_value
 from .host_registry import host_fn_name
 from ..graph.introspect import topological_order
@@ -65,6 +66,7 @@ class _Saver:
         self.kernels: list = []
         self._module_ids: dict = {}
         self._kernel_ids: dict = {}
+        self.kernel_objs: dict = {}  # kernel index -> the Kernel (those pycudagraph compiled)
         self.next_id = 0
         self.alloc_ids: dict = {}  # allocating node -> id, once saved
         self.allocs: list = []  # (start, end, node) of every allocation of the graph
@@ -227,6 +229,7 @@ class _Saver:
             self.kernels.append({"name": kern.symbol, "module": self.module_entry(kern.module),
                                  "signature": sig if same else None, "sizes": sizes})
             ki = self._kernel_ids[id(kern)] = len(self.kernels) - 1
+            self.kernel_objs[ki] = kern
         return ki
 
     def foreign_entry(self, name: str, sizes: list, nid: int) -> int:
@@ -243,8 +246,8 @@ class _Saver:
 def save_graph(graph, path, slots=None) -> None:
     """Write ``graph`` to ``path`` (see :meth:`pycudagraph.Graph.save`)."""
     saver = _Saver(slots)
-    manifest = saver.run(graph)
-    write_file(path, encode(manifest, saver.sections))
+    manifest, sections = pack(saver.run(graph), saver.sections, saver.kernel_objs)
+    write_file(path, encode(manifest, sections))
     if saver.foreign:
         names = sorted({name for _, name in saver.foreign})
         ids = ", ".join(str(i) for i, _ in saver.foreign)

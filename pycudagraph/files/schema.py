@@ -2,7 +2,7 @@
 reference (slots, kernels, modules, sections, allocation nodes, conditional handles) before
 a loader trusts any of it. No CUDA call: the whole format is testable on a CPU.
 
-The manifest (format 1.0; docs/graph_files.md shows an example)::
+The manifest (format 2.0; docs/graph_files.md shows an example)::
 
     {"format": "pycudagraph.graph", "writer": str, "arch": "sm_90",
      "slots":   {name: {"kind": "device" | "host" | "event", "nbytes": int}},
@@ -18,7 +18,10 @@ owns the type (:func:`record_classes`) checks it (its ``check_record``,
 :mod:`pycudagraph.nodes.file_records`). An address is
 ``{"slot": name, "offset": n}`` or ``{"alloc": id, "offset": n}``; a kernel argument is
 ``{"hex": its bytes, "relocs": [[byte, reference], ...]}``, where a reference may also be
-``{"handle": id}``.
+``{"handle": id}``. Format 2 adds ``"bulk"`` (the binary kernel records' sections), a
+kernel entry's ``"block"`` and ``{"id", "type": "kernel_run", "count", "first"}`` entries in
+a node list, each standing for ``count`` kernel nodes (:mod:`.bulk_format`); a format-1
+file is a format-2 file without them, and is read.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..nodes.registry import REGISTRY
+from .bulk_format import RUN, check_run, check_sections
 from .checks import MAX_NODES, U32, U48, FieldChecks
 
 __all__ = ["FORMAT", "PORTS", "SLOT_KINDS", "Checked", "check_manifest", "record_classes"]
@@ -52,6 +56,8 @@ class Checked:
 
     members: int
     kernel_args: dict = field(repr=False)
+    #: the binary kernel records' arrays (:mod:`.bulk_format`), or None
+    bulk: tuple | None = field(default=None, repr=False)
 
 
 class _Checker(FieldChecks):
@@ -59,8 +65,11 @@ class _Checker(FieldChecks):
     order, ids counted) and edges. A node or edge list of the usual shape is taken with a
     few tests in place; anything else goes through the checks that name what is wrong."""
 
-    def __init__(self, tags: list, lenient: bool):
+    def __init__(self, tags: list, lenient: bool, sections=None):
         super().__init__(tags, lenient)
+        self.sections = sections  # (tag, bytes) per section: the bulk sections are read
+        self.bulk = None  # the bulk sections' arrays and the next record a run takes
+        self.manifest_kernels: list = []
         self.classes = record_classes()
         self.next_id = 0
         self.handle_ids: set = set()
@@ -70,7 +79,8 @@ class _Checker(FieldChecks):
     # top level ----------------------------------------------------------------------
 
     def manifest(self, m) -> None:
-        self.obj(m, "manifest", ("format", "writer", "arch", "slots", "modules", "kernels", "root"))
+        self.obj(m, "manifest", ("format", "writer", "arch", "slots", "modules", "kernels", "root"),
+                 ("bulk",))
         if m["format"] != FORMAT:
             self.fail("format", f"{m['format']!r} is not {FORMAT!r}")
         self.str_(m["writer"], "writer", 256, empty=True)
@@ -98,7 +108,9 @@ class _Checker(FieldChecks):
                 self.fail(where, "has neither a CUBIN nor PTX")
         for i, k in enumerate(self.list_(m["kernels"], "kernels", 1 << 16)):
             where = ("kernels[", i, "]")
-            self.obj(k, where, ("name", "module", "signature", "sizes"))
+            self.obj(k, where, ("name", "module", "signature", "sizes"), ("block",))
+            if "block" in k:
+                self.int_(k["block"], (where, ".block"), 0, _PARAM_SPACE)
             self.str_(k["name"], (where, ".name"))
             if k["module"] is not None:
                 self.int_(k["module"], (where, ".module"), 0, len(modules) - 1)
@@ -113,7 +125,14 @@ class _Checker(FieldChecks):
                 self.fail((where, ".sizes"),
                           f"{sum(sizes)} bytes of parameters (at most {_PARAM_SPACE})")
             self.kernel_sizes.append(sizes)
+        self.manifest_kernels = m["kernels"]
+        if "bulk" in m:
+            if self.sections is None:
+                self.fail("bulk", "the file's sections were not given to the check")
+            self.bulk = _Bulk(check_sections(self, m["bulk"], self.sections))
         self.graph(m["root"], "root", frozenset(), 0)
+        if self.bulk is not None and self.bulk.next != len(self.bulk.arrays[0]):
+            self.fail("bulk.records", f"records {self.bulk.next}.. belong to no kernel run")
 
     def graph(self, g, where, handles, depth: int) -> None:
         """Check a graph; ``handles``: the handle ids declared by the graphs around it."""
@@ -133,11 +152,18 @@ class _Checker(FieldChecks):
             own.add(hid)
         visible = handles | own if own else handles
         nodes = self.list_(g["nodes"], (where, ".nodes"), MAX_NODES)
-        classes = self.classes
+        classes, count = self.classes, len(nodes)
         for i, n in enumerate(nodes):
             nid = self.next_id
             try:  # a node of a known type with the next id: its fields are checked next
                 t = n["type"]
+                if t == RUN and type(t) is str and n["id"] == nid and type(nid) is int:
+                    stands = check_run(self, n, (where, ".nodes[", i, "] (", t, ")"), nid,
+                                       self.bulk)
+                    self.next_id, count = nid + stands, count + stands - 1
+                    if self.next_id > MAX_NODES:
+                        self.fail((where, ".nodes[", i, "]"), f"more than {MAX_NODES} nodes")
+                    continue
                 cls = classes.get(t) if type(t) is str else None
                 usual = cls is not None and n["id"] == nid < MAX_NODES and type(n["id"]) is int
             except (LookupError, TypeError):
@@ -148,7 +174,7 @@ class _Checker(FieldChecks):
                                  nid)
             else:
                 self.node(n, (where, ".nodes[", i, "]"), visible, depth)
-        self.edges(self.list_(g["edges"], (where, ".edges"), 1 << 24), where, len(nodes))
+        self.edges(self.list_(g["edges"], (where, ".edges"), 1 << 24), where, count)
 
     def edges(self, edges: list, where, count: int) -> None:
         try:  # as written: in increasing order, so none is listed twice
@@ -189,7 +215,15 @@ class _Checker(FieldChecks):
         cls.check_record(self, n, (where, " (", t, ")"), handles, depth, nid)
 
 
-def check_manifest(manifest, tags, lenient: bool = False) -> Checked:
+class _Bulk:
+    """The bulk sections' arrays (records, argument bytes, deps, relocations) and the next
+    record a kernel run takes."""
+
+    def __init__(self, arrays):
+        self.arrays, self.next = arrays, 0
+
+
+def check_manifest(manifest, tags, lenient: bool = False, sections=None) -> Checked:
     """Check a decoded manifest against the format; :class:`GraphFileError` naming the field
     (``manifest: root.nodes[3] (kernel).args[1].hex: ...``) otherwise. No CUDA call.
 
@@ -200,12 +234,16 @@ def check_manifest(manifest, tags, lenient: bool = False) -> Checked:
         The tag of each section of the file (section 0 is the manifest).
     lenient : bool
         Allow unknown fields (the file was written by a newer minor version).
+    sections : sequence of (tag, bytes), optional
+        The file's sections: the binary kernel records (format 2) are checked with the
+        manifest (:mod:`.bulk_format`).
 
     Returns
     -------
     Checked
         The members counted and the kernel arguments' bytes.
     """
-    checker = _Checker(list(tags), lenient)
+    checker = _Checker(list(tags), lenient, sections)
     checker.manifest(manifest)
-    return Checked(checker.members, checker.args)
+    return Checked(checker.members, checker.args,
+                   checker.bulk.arrays if checker.bulk is not None else None)

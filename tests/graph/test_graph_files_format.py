@@ -104,7 +104,7 @@ def test_model_round_trips():
 def test_the_layout_is_as_documented():
     data = good()
     assert data[:8] == files.MAGIC
-    assert int.from_bytes(data[8:10], "little") == 1 and int.from_bytes(data[16:24], "little") == len(data)
+    assert int.from_bytes(data[8:10], "little") == 2 and int.from_bytes(data[16:24], "little") == len(data)
     count = int.from_bytes(data[12:16], "little")
     assert count == 3
     for i in range(count):
@@ -237,11 +237,17 @@ def test_dropping_any_field_is_refused():
             files.decode(files.encode(trimmed, SECTIONS))
 
 
-@pytest.mark.parametrize("version, match", [((2, 0), r"format version 2\.0 is a newer version"),
+@pytest.mark.parametrize("version, match", [((3, 0), r"format version 3\.0 is a newer version"
+                                                    r"; this pycudagraph reads formats 1\.x and 2\.x"),
                                             ((0, 9), r"format version 0\.9 is an unknown version"),
                                             ((65535, 0), "newer version")])
 def test_another_major_version_is_refused(version, match):
     refused(files.encode(model(), SECTIONS, version=version), match)
+
+
+def test_a_format_1_file_is_read():
+    gf = files.decode(files.encode(model(), SECTIONS, version=(1, 0)))
+    assert gf.version == (1, 0) and gf.bulk is None
 
 
 def test_a_newer_minor_version_is_read_and_its_new_fields_ignored():

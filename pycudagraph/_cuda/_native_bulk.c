@@ -1,0 +1,176 @@
+/* add_kernel_nodes: kernel nodes added from fixed records, with no Python call per node
+ * (what a loaded graph file's kernel nodes take).
+ *
+ * add_kernel_nodes(table, kernels, recs, argbytes, deps, made) -> how many were added.
+ * recs: n records of 12 little-endian u32 (kernel index, grid[3], block[3], shared memory,
+ * argument offset and length into argbytes, first and count of its dependencies in deps);
+ * argbytes: per node its argument slots as its kernel's Layout packs them (from the end of
+ * the pointer array to the end of the pack); deps: u32 indices of nodes made earlier in the
+ * same call. fast.add_kernel_nodes has checked all of it before (and raises naming what is
+ * wrong); this file checks again what it reads and, at the first node it does not add
+ * itself (a kernel whose plan it lacks or whose limits the launch passes, a graph closed, a
+ * trace, several devices, a refused driver call), stops: the nodes it made are in made,
+ * recorded, and the Python twin adds the rest (and raises the error a refusal makes).
+ * Per node: a new bytearray pack (header, pointer array, the slots copied), its ArgPack and
+ * KernelNode made as add_node makes them (refs: the arguments as plain ints, floats and
+ * bools), cuGraphAddKernelNode, and the node recorded (node_added, _native_nodes.c).
+ */
+#include "_native.h"
+
+#include <string.h>
+
+enum { R_KERNEL, R_GRID, R_BLOCK = 4, R_SHM = 7, R_ARG_OFF, R_ARG_LEN, R_DEP_FIRST, R_DEP_COUNT,
+       R_WORDS };
+
+/* The value of a slot of kind k at p, as a new Python object (NULL with an error set). */
+static PyObject *slot_value(int k, const char *p)
+{
+    union { int8_t i8; uint8_t u8; int16_t i16; uint16_t u16; int32_t i32; uint32_t u32;
+            int64_t i64; uint64_t u64; float f32; double f64; } v;
+    memcpy(&v, p, KIND_SIZE[k]);
+    switch (k) {
+    case K_I8: return PyLong_FromLong(v.i8);
+    case K_U8: return PyLong_FromLong(v.u8);
+    case K_I16: return PyLong_FromLong(v.i16);
+    case K_U16: return PyLong_FromLong(v.u16);
+    case K_I32: return PyLong_FromLong(v.i32);
+    case K_U32: return PyLong_FromUnsignedLong(v.u32);
+    case K_I64: return PyLong_FromLongLong(v.i64);
+    case K_F32: return PyFloat_FromDouble(v.f32);
+    case K_F64: return PyFloat_FromDouble(v.f64);
+    case K_BOOL: return PyBool_FromLong(v.u8 != 0);
+    default: return PyLong_FromUnsignedLongLong(v.u64);   /* K_U64, K_PTR */
+    }
+}
+
+/* One node: 1 added (appended to made), 0 not added here (no error set), -1 error set. */
+static int one(PyObject *table, PyObject *kernel, const uint32_t *r, const char *args,
+               const uint32_t *dep_ix, void **handles, Py_ssize_t i, PyObject *made)
+{
+    PyObject *hot = ((kernel_obj *)kernel)->hot;
+    const plan_head *p = hot ? hot_plan(hot) : NULL;
+    void *graph_h;
+    PyObject *nodes, *layout = p ? plan_layout(hot) : NULL;
+    if (!layout || !p->simple || !p->func || !p->block1 || table_open(table, &graph_h, &nodes) ||
+        r[R_GRID + 1] != 1 || r[R_GRID + 2] != 1 || r[R_BLOCK + 1] != 1 ||
+        r[R_BLOCK + 2] != 1 || !r[R_GRID] || !r[R_BLOCK] || r[R_GRID] > p->grid1 ||
+        r[R_BLOCK] > p->block1 || r[R_SHM] > p->smem ||
+        r[R_ARG_LEN] != p->size - (HEADER + 8 * p->n) || r[R_DEP_COUNT] > STACK_DEPS)
+        return 0;
+    void *deps[STACK_DEPS];
+    for (uint32_t d = 0; d < r[R_DEP_COUNT]; d++) {
+        uint32_t j = dep_ix[d];
+        if ((Py_ssize_t)j >= i)
+            return 0;
+        deps[d] = handles[j];
+    }
+    Py_INCREF(hot);   /* held for the node: record may run Python code (a shared ledger) */
+    int status = -1;
+    PyObject *pack = NULL, *node = NULL, *refs = NULL, *addr = NULL;
+    PyObject *buf = PyByteArray_FromStringAndSize(NULL, p->size);
+    if (!buf)
+        goto done;
+    char *mem = PyByteArray_AS_STRING(buf);
+    kparams *h = (kparams *)mem;
+    const plan_slot *slots = (const plan_slot *)(p + 1);
+    uint32_t start = HEADER + 8 * p->n;
+    memset(mem, 0, start);
+    memcpy(mem + start, args, r[R_ARG_LEN]);
+    h->func = p->func;
+    memcpy(h->grid, r + R_GRID, 3 * sizeof(uint32_t));
+    memcpy(h->block, r + R_BLOCK, 3 * sizeof(uint32_t));
+    h->shared_mem = r[R_SHM];
+    h->kernel_params = (uint64_t)(uintptr_t)(mem + HEADER);
+    uint64_t *ptrs = (uint64_t *)(mem + HEADER);
+    if (!(refs = PyList_New(p->n)))
+        goto done;
+    for (uint32_t k = 0; k < p->n; k++) {
+        const plan_slot *s = &slots[k];
+        if (s->kind >= K_OTHER || s->offset < start || s->offset + KIND_SIZE[s->kind] > p->size) {
+            status = 0;   /* a plan this file does not read: the twin adds it */
+            goto done;
+        }
+        ptrs[k] = (uint64_t)(uintptr_t)(mem + s->offset);
+        PyObject *v = slot_value(s->kind, mem + s->offset);
+        if (!v)
+            goto done;
+        PyList_SET_ITEM(refs, k, v);
+    }
+    if (!(addr = PyLong_FromVoidPtr(mem)) ||
+        !(node = pack_and_node(table, kernel, layout, refs, buf, addr, &pack)))
+        goto done;
+    void *node_h = NULL;
+    if (S.add_kernel(&node_h, graph_h, r[R_DEP_COUNT] ? deps : NULL, r[R_DEP_COUNT], mem)) {
+        status = 0;   /* the twin repeats it through the route, which raises naming it */
+        goto done;
+    }
+    if (node_added(table, node, pack, node_h) || PyList_Append(made, node))
+        goto done;
+    handles[i] = node_h;
+    status = 1;
+done:
+    Py_XDECREF(node);
+    Py_XDECREF(pack);
+    Py_XDECREF(addr);
+    Py_XDECREF(refs);
+    Py_XDECREF(buf);
+    Py_DECREF(hot);
+    return status;
+}
+
+/* A read-only C-contiguous buffer of a (bytes, bytearray, memoryview, numpy array). */
+static int view(PyObject *o, Py_buffer *b)
+{
+    return PyObject_GetBuffer(o, b, PyBUF_C_CONTIGUOUS);
+}
+
+PyObject *add_kernel_nodes(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
+{
+    if (nargs != 6 || !PyTuple_CheckExact(a[1]) || !PyList_CheckExact(a[5])) {
+        PyErr_SetString(PyExc_TypeError, "add_kernel_nodes(table, kernels: tuple, recs, "
+                        "argbytes, deps, made: list)");
+        return NULL;
+    }
+    PyObject *table = a[0], *kernels = a[1], *made = a[5];
+    Py_buffer rb, ab, db;
+    if (view(a[2], &rb))
+        return NULL;
+    if (view(a[3], &ab)) {
+        PyBuffer_Release(&rb);
+        return NULL;
+    }
+    if (view(a[4], &db)) {
+        PyBuffer_Release(&rb);
+        PyBuffer_Release(&ab);
+        return NULL;
+    }
+    Py_ssize_t n = rb.len / (R_WORDS * 4), nk = PyTuple_GET_SIZE(kernels), done = 0;
+    Py_ssize_t ndeps = db.len / 4;
+    void **handles = n ? PyMem_Malloc(sizeof(void *) * n) : NULL;
+    int st = 1;
+    if (n && !handles) {
+        PyErr_NoMemory();
+        st = -1;
+    }
+    /* the records are copied word by word (memcpy): the buffers need no alignment */
+    for (Py_ssize_t i = 0; i < n && st == 1 && PyList_GET_SIZE(made) == i; i++) {
+        uint32_t r[R_WORDS];
+        memcpy(r, (const char *)rb.buf + i * sizeof r, sizeof r);
+        if (r[R_KERNEL] >= (uint64_t)nk || (uint64_t)r[R_ARG_OFF] + r[R_ARG_LEN] > (uint64_t)ab.len ||
+            (uint64_t)r[R_DEP_FIRST] + r[R_DEP_COUNT] > (uint64_t)ndeps)
+            break;
+        PyObject *kernel = PyTuple_GET_ITEM(kernels, r[R_KERNEL]);
+        if (!PyObject_TypeCheck(kernel, &KernelBase_Type))
+            break;
+        uint32_t dep_ix[STACK_DEPS];
+        uint32_t nd = r[R_DEP_COUNT] <= STACK_DEPS ? r[R_DEP_COUNT] : 0;
+        memcpy(dep_ix, (const char *)db.buf + 4 * (size_t)r[R_DEP_FIRST], 4 * (size_t)nd);
+        st = one(table, kernel, r, (const char *)ab.buf + r[R_ARG_OFF], dep_ix, handles, i, made);
+        done += st == 1;
+    }
+    PyMem_Free(handles);
+    PyBuffer_Release(&rb);
+    PyBuffer_Release(&ab);
+    PyBuffer_Release(&db);
+    return st < 0 ? NULL : PyLong_FromSsize_t(done);
+}

@@ -1,0 +1,287 @@
+"""The binary part of a graph file (format 2): kernel nodes as fixed records.
+
+A kernel node of a kernel pycudagraph compiled (its signature in the file: the loaded
+kernel packs its arguments alike), with no attributes set and no conditional handle among
+its arguments, is not a JSON record: a run of such nodes, one after another
+in a graph's node list, is one entry ``{"id": first id, "type": "kernel_run", "count": n,
+"first": its first record}`` standing for n nodes (ids ``id`` ... ``id + n - 1``), and each
+node is a record in four sections the manifest's ``"bulk"`` names (``{"records", "args",
+"deps", "relocs"}``: section indices; integers little-endian):
+
+``KREC``  48 bytes per node: u32 kernel index, grid[3], block[3], shared memory, argument
+          offset and length in ``KARG``, first and count of its dependencies in ``KDEP``.
+``KARG``  each node's arguments as its kernel's layout packs them (the argument slots of
+          the launch buffer; the kernel entry's ``"block"`` is their length).
+``KDEP``  u32: a node's dependencies inside its run, as positions in the run (each before
+          the node). Edges from or to nodes outside the run stay in the graph's edge list.
+``KREL``  24 bytes per address: u32 record, u32 byte in its argument block, u32 kind (0: a
+          slot, 1: an allocation node), u32 the slot (its index among the slot names in
+          sorted order) or the allocation node's id, u64 offset in it; sorted by record
+          and byte, none overlapping.
+
+:func:`pack` turns a format-1 manifest (what the saver writes) into this; :func:`check`
+checks the sections (in the manifest check, before anything is trusted); :class:`Runs`
+gives a loader each run's records with its addresses written in (one numpy pass).
+No CUDA call in this module.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._cuda.bulk import RECORD
+from ..nodes.registry import REGISTRY
+
+__all__ = ["RUN", "RECORD", "RELOC", "TAGS", "pack", "check_sections", "check_run", "Runs"]
+
+RUN = "kernel_run"
+RELOC = np.dtype([("record", "<u4"), ("at", "<u4"), ("kind", "<u4"), ("target", "<u4"),
+                  ("offset", "<u8")])
+#: the sections, by the manifest's "bulk" key
+TAGS = {"records": "KREC", "args": "KARG", "deps": "KDEP", "relocs": "KREL"}
+_GRID, _SHARED = (1 << 31) - 1, 1 << 24
+
+
+# save ----------------------------------------------------------------------------------
+
+def _eligible(n: dict, kernels: dict, entries: list) -> bool:
+    if n.get("type") != "kernel" or "attributes" in n:
+        return False
+    ki = n["kernel"]
+    if entries[ki]["module"] is None or entries[ki]["signature"] is None or ki not in kernels:
+        return False
+    return all("slot" in ref or "alloc" in ref for a in n["args"] for _, ref in a["relocs"])
+
+
+class _Packer:
+    def __init__(self, manifest: dict, kernels: dict):
+        self.m, self.kernels = manifest, kernels
+        self.slot_index = {name: i for i, name in enumerate(sorted(manifest["slots"]))}
+        self.recs: list = []
+        self.args = bytearray()
+        self.deps: list = []
+        self.relocs: list = []
+        self.blocks: dict = {}  # kernel index -> (block length, [argument positions])
+        self.classes = {t: cls for cls in REGISTRY.values()
+                        for t in getattr(cls, "file_types", ())}  # (schema.record_classes)
+
+    def block(self, ki: int) -> tuple:
+        got = self.blocks.get(ki)
+        if got is None:
+            lay = self.kernels[ki].layout
+            got = self.blocks[ki] = (lay.size - lay.values_offset,
+                                     [o - lay.values_offset for o in lay.offsets])
+            self.m["kernels"][ki]["block"] = got[0]
+        return got
+
+    def graph(self, gd: dict) -> None:
+        nodes, out, runs = gd["nodes"], [], {}  # runs: node position -> (run start, record)
+        entries = self.m["kernels"]
+        start = None
+        for j, n in enumerate(nodes):
+            for inner in self.classes[n["type"]].record_graphs(n):
+                self.graph(inner)
+            if _eligible(n, self.kernels, entries):
+                if start is None:
+                    start = j
+                    out.append({"id": n["id"], "type": RUN, "count": 0, "first": len(self.recs)})
+                out[-1]["count"] += 1
+                runs[j] = (start, len(self.recs))
+                self.record(n)
+            else:
+                start = None
+                out.append(n)
+        if not runs:
+            return
+        inside: dict = {}
+        edges = []
+        for a, b, port in gd["edges"]:
+            if port == "default" and b in runs and a in runs and runs[a][0] == runs[b][0]:
+                inside.setdefault(b, []).append(a - runs[b][0])
+            else:
+                edges.append([a, b, port])
+        for j, (s, r) in runs.items():
+            got = sorted(inside.get(j, ()))
+            self.recs[r][10:12] = [len(self.deps), len(got)]
+            self.deps.extend(got)
+        gd["nodes"], gd["edges"] = out, edges
+
+    def record(self, n: dict) -> None:
+        ki = n["kernel"]
+        length, where = self.block(ki)
+        base, r = len(self.args), len(self.recs)
+        block = bytearray(length)
+        for pos, a in zip(where, n["args"]):
+            data = bytes.fromhex(a["hex"])
+            block[pos:pos + len(data)] = data
+            for at, ref in a["relocs"]:
+                if "slot" in ref:
+                    self.relocs.append((r, pos + at, 0, self.slot_index[ref["slot"]], ref["offset"]))
+                else:
+                    self.relocs.append((r, pos + at, 1, ref["alloc"], ref["offset"]))
+        self.args += block
+        self.recs.append([ki, *n["grid"], *n["block"], n["shared_mem"], base, length, 0, 0])
+
+
+def pack(manifest: dict, sections: list, kernels: dict) -> tuple:
+    """``(manifest, sections)`` with the kernel nodes that can be records moved into the
+    binary sections (see the module); ``kernels``: the Kernel of each kernel index
+    pycudagraph compiled. Manifests with none are returned as they are."""
+    p = _Packer(manifest, kernels)
+    p.graph(manifest["root"])
+    if not p.recs:
+        return manifest, sections
+    recs = np.array([tuple([r[0], r[1:4], r[4:7], *r[7:]]) for r in p.recs], RECORD)
+    relocs = np.array(p.relocs, RELOC) if p.relocs else np.zeros(0, RELOC)
+    sections = list(sections)
+    bulk = {}
+    for key, data in (("records", recs.tobytes()), ("args", bytes(p.args)),
+                      ("deps", np.asarray(p.deps, "<u4").tobytes()),
+                      ("relocs", relocs.tobytes())):
+        sections.append((TAGS[key], data))
+        bulk[key] = len(sections)
+    manifest["bulk"] = bulk
+    return manifest, sections
+
+
+# check ---------------------------------------------------------------------------------
+
+def _array(c, data: bytes, dtype, what: str) -> np.ndarray:
+    if len(data) % dtype.itemsize:
+        c.fail(("bulk.", what), f"the section is {len(data)} bytes, not a whole number of "
+                                f"{dtype.itemsize}-byte entries: truncated or corrupt")
+    return np.frombuffer(data, dtype)
+
+
+def check_sections(c, bulk, sections) -> tuple:
+    """Check the binary sections the manifest's ``bulk`` names; ``(records, args, deps,
+    relocs)`` as arrays. ``c``: the manifest's checker (its kernels and slots checked)."""
+    c.obj(bulk, "bulk", tuple(TAGS))
+    data = {key: sections[c.section(bulk[key], ("bulk.", key), tag)][1]
+            for key, tag in TAGS.items()}
+    r = _array(c, data["records"], RECORD, "records")
+    d = _array(c, data["deps"], np.dtype("<u4"), "deps")
+    rel = _array(c, data["relocs"], RELOC, "relocs")
+    args = np.frombuffer(data["args"], np.uint8)
+    blocks = np.array([k.get("block", -1) if k["module"] is not None else -1
+                       for k in c.manifest_kernels] or [0], np.int64)
+
+    def first(bad, what) -> None:
+        if len(bad) and bad.any():
+            i = int(np.argmax(bad))
+            c.fail(("bulk.records[", i, "]"), what(i))
+
+    k = r["kernel"].astype(np.int64)
+    first(k >= len(c.manifest_kernels), lambda i: f"kernel {k[i]} is not in the file's "
+                                                  f"{len(c.manifest_kernels)} kernels")
+    first(blocks[np.minimum(k, len(blocks) - 1)] < 0,
+          lambda i: f"kernel {k[i]} has no module or no argument block length")
+    off, length = r["arg_offset"].astype(np.int64), r["arg_length"].astype(np.int64)
+    first(off + length > len(args), lambda i: f"its arguments (bytes {off[i]}..{off[i] + length[i]}"
+                                              f") run past the {len(args)} argument bytes")
+    want = blocks[np.minimum(k, len(blocks) - 1)]
+    first(length != want, lambda i: f"{length[i]} argument bytes; its kernel's take {want[i]}")
+    g, b = r["grid"].astype(np.int64), r["block"].astype(np.int64)
+    first(((g < 1) | (g > _GRID)).any(axis=1), lambda i: f"grid {g[i].tolist()} is outside [1, {_GRID}]")
+    first((b < 1).any(axis=1) | (b.prod(axis=1) > 1024),
+          lambda i: f"block {b[i].tolist()} is not 1 to 1024 threads")
+    first(r["shared_mem"] > _SHARED, lambda i: f"shared memory {r['shared_mem'][i]} is over {_SHARED}")
+    df, dc = r["dep_first"].astype(np.int64), r["dep_count"].astype(np.int64)
+    first(df + dc > len(d), lambda i: f"dependencies {df[i]}..{df[i] + dc[i]} run past the "
+                                      f"{len(d)} in the deps section")
+    if len(rel):
+        ri = rel["record"].astype(np.int64)
+        at = rel["at"].astype(np.int64)
+
+        def bad_rel(bad, what) -> None:
+            if bad.any():
+                i = int(np.argmax(bad))
+                c.fail(("bulk.relocs[", i, "]"), what(i))
+        bad_rel(ri >= len(r), lambda i: f"record {ri[i]} is not one of the {len(r)} records")
+        order = np.zeros(len(rel), bool)
+        order[1:] = (ri[1:] < ri[:-1]) | ((ri[1:] == ri[:-1]) & (at[1:] < at[:-1] + 8))
+        bad_rel(order, lambda i: "out of order or overlapping the one before")
+        bad_rel(at + 8 > length[ri], lambda i: f"byte {at[i]} is not inside the record's "
+                                               f"{length[ri[i]]} argument bytes")
+        kind = rel["kind"]
+        bad_rel(kind > 1, lambda i: f"kind {kind[i]} is not 0 (slot) or 1 (allocation)")
+        names = sorted(c.slots)
+        sizes = np.array([c.memory.get(n, -1) for n in names] or [0], np.int64)
+        tgt = rel["target"].astype(np.int64)
+        slot = kind == 0
+        bad_rel(slot & (tgt >= len(names)), lambda i: f"slot {tgt[i]} is not one of the "
+                                                      f"{len(names)} slots")
+        size = sizes[np.where(slot, np.minimum(tgt, len(sizes) - 1), 0)]
+        bad_rel(slot & (size < 0), lambda i: f"slot {names[tgt[i]]!r} is an event, not memory")
+        bad_rel(slot & (rel["offset"] > np.maximum(size, 0).astype(np.uint64)),
+                lambda i: f"offset {rel['offset'][i]} is past the end of slot {names[tgt[i]]!r}")
+    c.members += len(bulk)
+    return r, args, d, rel
+
+
+def check_run(c, n, where, nid: int, state) -> int:
+    """Check a run entry ``n`` (its first node's id ``nid``) against the records: in order,
+    its dependencies inside the run, its allocation addresses to allocations made before.
+    Returns how many nodes it stands for."""
+    c.obj(n, where, ("id", "type", "count", "first"))
+    if state is None:
+        c.fail(where, "a kernel run, but the manifest has no bulk sections")
+    r, _, d, rel = state.arrays
+    count = c.int_(n["count"], (where, ".count"), 1, c.MAX_NODES)
+    first = c.int_(n["first"], (where, ".first"), state.next, state.next)
+    if first + count > len(r):
+        c.fail(where, f"records {first}..{first + count} run past the {len(r)} records")
+    state.next = first + count
+    recs = r[first:first + count]
+    dc = recs["dep_count"].astype(np.int64)
+    total = int(dc.sum())
+    if total:
+        owner = np.repeat(np.arange(count), dc)
+        at = np.repeat(recs["dep_first"].astype(np.int64) - (np.cumsum(dc) - dc), dc) + np.arange(total)
+        late = d[at] >= owner
+        if late.any():
+            j = int(np.argmax(late))
+            c.fail(where, f"node {nid + owner[j]} depends on position {d[at[j]]} of its run, "
+                          "which is not before it")
+    if len(rel):
+        lo, hi = np.searchsorted(rel["record"], [first, first + count])
+        part = rel[lo:hi]
+        for e in part[part["kind"] == 1]:
+            a, off = int(e["target"]), int(e["offset"])
+            if a not in c.allocs or off > c.allocs[a]:
+                c.fail(where, f"record {int(e['record'])} points into allocation {a} at offset "
+                              f"{off}, which no earlier mem_alloc node makes")
+    return count
+
+
+class Runs:
+    """A loader's view of the records: :meth:`run` gives a run's records and the argument
+    bytes with its addresses written in."""
+
+    def __init__(self, arrays, slot_names: list):
+        self.r, args, self.d, self.rel = arrays
+        self.args = np.array(args)  # a writable copy, written run by run
+        self.names = slot_names
+
+    def run(self, first: int, count: int, bound: dict, allocs: dict, kept: dict) -> tuple:
+        """``(records, argument bytes, deps)`` of records ``first`` ... ``first + count - 1``;
+        the bound buffers their slot addresses point into are added to ``kept``."""
+        rel = self.rel
+        if len(rel):
+            lo, hi = np.searchsorted(rel["record"], [first, first + count])
+            part = rel[lo:hi]
+            if len(part):
+                base = np.zeros(len(part), np.uint64)
+                slot = part["kind"] == 0
+                for t in np.unique(part["target"][slot]).tolist():
+                    b = bound[self.names[t]]
+                    base[slot & (part["target"] == t)] = b.addr
+                    if b.obj is not None:
+                        kept[id(b.obj)] = b.obj
+                for t in np.unique(part["target"][~slot]).tolist():
+                    base[~slot & (part["target"] == t)] = allocs[t][0]
+                values = (base + part["offset"]).astype("<u8")
+                pos = (self.r["arg_offset"][part["record"]].astype(np.int64)
+                       + part["at"].astype(np.int64))
+                self.args[pos[:, None] + np.arange(8)] = values.view(np.uint8).reshape(-1, 8)
+        return self.r[first:first + count], self.args, self.d

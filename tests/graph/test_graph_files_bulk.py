@@ -1,0 +1,264 @@
+"""Graph files of format 2 on the CPU: kernel nodes as binary records (files/bulk_format.py).
+A chain's manifest packed and read back; every kind of damage to the binary sections and
+to the run entries refused with an error naming it; the records fuzzed (never a crash,
+never a record that the bulk add would refuse after the file check accepted it); the
+1,000-node chain loaded on the driver stub on both routes, node for node what the JSON
+records of format 1 load to."""
+
+import copy
+import struct
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import pycudagraph as pcg
+from pycudagraph._cuda.bulk import check_records
+from pycudagraph.files import archive as files
+from pycudagraph.files import bulk_format
+from tests.support.fakes import fake_kernel
+from tests.support.native_driver import both, run
+
+CHAIN = [("axpy", "float* y, const float* x, float a, int n", "yx"),
+         ("scale", "float* y, float a, int n", "y")]
+CUBIN = [("CUBN", b"\x7fELF" + bytes(64))]
+
+
+def chain_manifest(nodes: int, slot_offset: int = 0) -> dict:
+    """A format-1 manifest of a chain of the two kernels in turn (what Graph.save writes)."""
+    def args(i):
+        name, _, slots = CHAIN[i % 2]
+        out = [{"hex": bytes(8).hex(), "relocs": [[0, {"slot": s, "offset": slot_offset + 4 * i}]]}
+               for s in slots]
+        out.append({"hex": struct.pack("<f", 0.5 * i).hex(), "relocs": []})
+        return out + [{"hex": struct.pack("<i", i).hex(), "relocs": []}]
+    kernels = [{"name": name, "module": 0, "signature": sig,
+                "sizes": [8] * len(ptrs) + [4, 4]} for name, sig, ptrs in CHAIN]
+    nl = [{"id": i, "type": "kernel", "kernel": i % 2, "grid": [4, 1, 1], "block": [128, 1, 1],
+           "shared_mem": 0, "args": args(i)} for i in range(nodes)]
+    return {"format": "pycudagraph.graph", "writer": "test", "arch": "sm_90",
+            "slots": {s: {"kind": "device", "nbytes": 1 << 16} for s in "xy"},
+            "modules": [{"name": "m.cu", "arch": "sm_90", "cubin": 1, "ptx": None}],
+            "kernels": kernels,
+            "root": {"handles": [], "nodes": nl,
+                     "edges": [[i, i + 1, "default"] for i in range(nodes - 1)]}}
+
+
+def kernels():
+    return [fake_kernel(sig, name) for name, sig, _ in CHAIN]
+
+
+def packed(nodes: int = 6):
+    m, sections = bulk_format.pack(chain_manifest(nodes), CUBIN, dict(enumerate(kernels())))
+    return m, sections
+
+
+def arrays(m, sections) -> dict:
+    return {key: np.frombuffer(sections[m["bulk"][key] - 1][1],
+                               {"records": bulk_format.RECORD, "relocs": bulk_format.RELOC,
+                                "deps": np.dtype("<u4"), "args": np.uint8}[key]).copy()
+            for key in bulk_format.TAGS}
+
+
+def encode(m, sections, a=None, version=files.VERSION) -> bytes:
+    sections = list(sections)
+    for key, arr in (a or {}).items():
+        i = m["bulk"][key] - 1
+        sections[i] = (sections[i][0], arr if isinstance(arr, bytes) else arr.tobytes())
+    return files.encode(m, sections, version=version)
+
+
+def refused(data, words):
+    with pytest.raises(pcg.GraphFileError) as info:
+        files.decode(data)
+    assert words in str(info.value), str(info.value)
+
+
+def test_a_chain_is_packed_into_one_run_of_records():
+    m, sections = packed(1000)
+    root = m["root"]
+    assert root["nodes"] == [{"id": 0, "type": "kernel_run", "count": 1000, "first": 0}]
+    assert root["edges"] == []  # every edge is a dependency inside the run
+    assert [k["block"] for k in m["kernels"]] == [24, 16]  # y, x, a, n / y, a, n
+    gf = files.decode(files.encode(m, sections))
+    r, args, d, rel = gf.bulk
+    assert gf.version == (2, 0) and len(r) == 1000 and len(rel) == 1500
+    assert r["dep_count"].tolist() == [0] + [1] * 999
+    assert d.tolist() == list(range(999))  # node i waits for position i - 1 of its run
+    assert r["arg_length"].tolist() == [24, 16] * 500
+    first = args[:24].tobytes()
+    assert struct.unpack("<QQfi", first) == (0, 0, 0.0, 0)
+    assert rel[:3].tolist() == [(0, 0, 0, 1, 0), (0, 8, 0, 0, 0), (1, 0, 0, 1, 4)]
+    # a format-1 manifest is still written where no node can be a record, and read
+    plain = chain_manifest(3)
+    plain["kernels"][0]["module"] = plain["kernels"][1]["module"] = 0
+    assert bulk_format.pack(copy.deepcopy(plain), CUBIN, {})[0] == plain
+
+
+def test_a_file_of_records_and_json_nodes_keeps_edges_across_them():
+    m = chain_manifest(5)
+    nl = m["root"]["nodes"]
+    nl[2] = {"id": 2, "type": "empty"}
+    m["root"]["edges"].append([0, 4, "default"])
+    m["root"]["edges"].sort()
+    m, sections = bulk_format.pack(m, CUBIN, dict(enumerate(kernels())))
+    assert [n["type"] for n in m["root"]["nodes"]] == ["kernel_run", "empty", "kernel_run"]
+    assert m["root"]["edges"] == [[0, 4, "default"], [1, 2, "default"], [2, 3, "default"]]
+    files.decode(files.encode(m, sections))
+
+
+def test_kernels_of_no_signature_and_nodes_with_attributes_stay_json_records():
+    m = chain_manifest(4)
+    m["kernels"][1]["signature"] = None  # the loaded kernel's layout would come from the image
+    m["root"]["nodes"][2]["attributes"] = {"priority": 1}
+    m, sections = bulk_format.pack(m, CUBIN, dict(enumerate(kernels())))
+    assert [n["type"] for n in m["root"]["nodes"]] == ["kernel_run", "kernel", "kernel", "kernel"]
+    assert "block" not in m["kernels"][1]
+    files.decode(files.encode(m, sections))
+
+
+def _set(key, field, index, value):
+    def edit(a):
+        arr = a[key]
+        if field is None:
+            arr[index] = value
+        else:
+            arr[field][index] = value
+    return edit
+
+
+DAMAGE = [
+    (_set("records", "kernel", 2, 7), "bulk.records[2]: kernel 7 is not in the file's 2 kernels"),
+    (_set("records", "arg_length", 1, 20), "bulk.records[1]: 20 argument bytes; its kernel's take 16"),
+    (_set("records", "arg_offset", 5, 1 << 20), "bulk.records[5]: its arguments (bytes"),
+    (_set("records", "grid", 3, (0, 1, 1)), "bulk.records[3]: grid [0, 1, 1] is outside"),
+    (_set("records", "block", 0, (64, 32, 1)), "bulk.records[0]: block [64, 32, 1] is not 1 to 1024"),
+    (_set("records", "shared_mem", 4, 1 << 30), "bulk.records[4]: shared memory"),
+    (_set("records", "dep_first", 4, 99), "bulk.records[4]: dependencies 99..100 run past"),
+    (_set("deps", None, 2, 3), "node 3 depends on position 3 of its run, which is not before it"),
+    (_set("relocs", "record", 0, 6), "bulk.relocs[0]: record 6 is not one of the 6 records"),
+    (_set("relocs", "record", 1, 2), "bulk.relocs[2]: out of order or overlapping"),
+    (_set("relocs", "at", 1, 4), "bulk.relocs[1]: out of order or overlapping"),
+    (_set("relocs", "at", 2, 12), "bulk.relocs[2]: byte 12 is not inside the record's 16"),
+    (_set("relocs", "kind", 0, 2), "bulk.relocs[0]: kind 2 is not 0 (slot) or 1 (allocation)"),
+    (_set("relocs", "target", 0, 5), "bulk.relocs[0]: slot 5 is not one of the 2 slots"),
+    (_set("relocs", "offset", 0, (1 << 16) + 1), "offset 65537 is past the end of slot 'y'"),
+    (_set("relocs", "kind", 0, 1), "points into allocation 1 at offset 0, which no earlier"),
+]
+
+
+@pytest.mark.parametrize("edit, words", DAMAGE, ids=[w[:40] for _, w in DAMAGE])
+def test_damaged_records_are_refused_naming_what_is_wrong(edit, words):
+    m, sections = packed()
+    a = arrays(m, sections)
+    edit(a)
+    refused(encode(m, sections, a), words)
+
+
+@pytest.mark.parametrize("key", list(bulk_format.TAGS))
+def test_a_truncated_section_is_refused(key):
+    m, sections = packed()
+    a = arrays(m, sections)
+    if key == "args":
+        a[key] = a[key][:-8]
+        refused(encode(m, sections, a), "run past the")
+    else:
+        a[key] = a[key].tobytes()[:-3]
+        refused(encode(m, sections, a), f"bulk.{key}: the section is")
+
+
+def test_damaged_run_entries_and_bulk_names_are_refused():
+    m, sections = packed()
+    cases = [(lambda m: m["root"]["nodes"][0].update(first=1), "root.nodes[0] (kernel_run).first"),
+             (lambda m: m["root"]["nodes"][0].update(count=7), "records 0..7 run past the 6"),
+             (lambda m: m["root"]["nodes"][0].update(count=5), "records 5.. belong to no kernel run"),
+             (lambda m: m["root"]["nodes"][0].update(count=0), ".count: 0 is outside"),
+             (lambda m: m["root"]["nodes"][0].update(extra=1), "unknown field(s) extra"),
+             (lambda m: m["bulk"].update(deps=1), "bulk.deps: section 1 is 'CUBN', not 'KDEP'"),
+             (lambda m: m["bulk"].pop("relocs"), "bulk: missing relocs"),
+             (lambda m: m["kernels"][1].update(block=12), "its kernel's take 12"),
+             (lambda m: m["kernels"][1].update(block=-1), "kernels[1].block: -1 is outside"),
+             (lambda m: m["kernels"][1].update(module=None, signature=None),
+              "kernel 1 has no module or no argument block length"),
+             (lambda m: m.pop("bulk"), "a kernel run, but the manifest has no bulk sections")]
+    for edit, words in cases:
+        m2 = copy.deepcopy(m)
+        edit(m2)
+        refused(files.encode(m2, sections), words)
+    refused(encode(m, sections, version=(1, 0)), "format 1.0 has no binary kernel records")
+
+
+def test_records_the_file_check_accepts_the_bulk_add_accepts():
+    """The two checks agree on what they both check (the add checks again what it takes)."""
+    m, sections = packed(8)
+    gf = files.decode(files.encode(m, sections))
+    r, args, d, _ = gf.bulk
+    check_records(tuple(kernels()), r, args, d)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["records", "deps", "relocs", "args"]),
+                          st.integers(0, 1 << 12), st.integers(0, 255)), min_size=1, max_size=6))
+def test_fuzzed_records_are_refused_or_valid_never_a_crash(flips):
+    m, sections = packed(6)
+    a = arrays(m, sections)
+    for key, at, byte in flips:
+        raw = bytearray(a[key].tobytes())
+        if raw:
+            raw[at % len(raw)] = byte
+        a[key] = np.frombuffer(bytes(raw), a[key].dtype).copy()
+    try:
+        gf = files.decode(encode(m, sections, a))
+    except pcg.GraphFileError:
+        return
+    r, args, d, _ = gf.bulk
+    for run in gf.manifest["root"]["nodes"]:
+        part = r[run["first"]:run["first"] + run["count"]].copy()
+        check_records(tuple(kernels()), part, args, d)  # no ArgumentError: the file check held
+
+
+@both
+def test_a_1000_node_chain_loads_on_the_stub_as_its_json_records_do(native):
+    run('''
+        import copy
+        from pycudagraph.files import archive as files, bulk_format, load as file_load
+        from tests.graph.test_graph_files_bulk import chain_manifest, CHAIN, CUBIN
+        from pycudagraph.nodes.kernel_node import KernelNode
+        ks = [fake_kernel(sig, name) for name, sig, _ in CHAIN]
+        bufs = {s: buffer() for s in "xy"}
+        for b in bufs.values():
+            b.nbytes = 1 << 16
+        v1 = chain_manifest(1000, slot_offset=8)
+        v2, sections = bulk_format.pack(copy.deepcopy(v1), CUBIN, dict(enumerate(ks)))
+        graphs = []
+        for m, secs, version in ((v1, CUBIN, (1, 0)), (v2, sections, (2, 0))):
+            gf = files.decode(files.encode(m, secs, version=version))
+            loader = file_load._Loader(gf, bufs, None, "test")
+            loader.use(ks)
+            g = fake_graph()
+            made = stub.calls("cuGraphAddKernelNode")
+            loader.fill(g, gf.manifest["root"])
+            assert stub.calls("cuGraphAddKernelNode") - made == 1000, stub.calls("cuGraphAddKernelNode") - made
+            assert stub.deps(1) == [list(g.table.nodes)[-2]], (stub.deps(1), list(g.table.nodes)[-3:])
+            graphs.append(g)
+        a, b = ([n for n in g.table.nodes.values()] for g in graphs)
+        assert len(a) == len(b) == 1000
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert type(y) is KernelNode and y._pack.kernel is ks[i % 2]
+            assert x._pack.raw()[8:36] == y._pack.raw()[8:36]
+            assert x._pack.values() == y._pack.values(), (i, x._pack.values(), y._pack.values())
+        assert b[2]._pack.values() == (bufs["y"].ptr + 16, bufs["x"].ptr + 16, 1.0, 2)
+        assert b[1]._pack.values() == (bufs["y"].ptr + 12, 0.5, 1)
+        # the graph keeps the bound buffers, as a JSON load does
+        assert _lifetime.holders_of(bufs["y"])
+        # a kernel whose arguments take another length than the file says: named
+        gf = files.decode(files.encode(v2, sections))
+        loader = file_load._Loader(gf, bufs, None, "test")
+        try:
+            loader.use([ks[0], fake_kernel("float* y, float a, int n, int m", "scale")])
+            loader.fill(fake_graph(), gf.manifest["root"])
+        except pcg.GraphFileError as exc:
+            assert "kernel nodes 0..999" in str(exc) and "argument bytes" in str(exc), exc
+        else:
+            raise AssertionError("no GraphFileError")
+    ''', native)
