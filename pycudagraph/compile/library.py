@@ -17,7 +17,12 @@ from .._lifetime import release
 from ..errors import CudaError
 from .nvrtc_compile import device_arch
 
-__all__ = ["Library"]
+__all__ = ["Library", "unloads"]
+
+#: How many libraries this process has unloaded (``cudaLibraryUnload``). A cache keyed by a
+#: function or kernel handle is stale once this changed: the driver may give a function
+#: loaded later the address an unloaded one had.
+unloads = 0
 
 _NO_IMAGE = ("cudaErrorNoKernelImageForDevice", "cudaErrorInvalidSource",
              "cudaErrorInvalidKernelImage", "cudaErrorInvalidPtx", "cudaErrorUnsupportedPtxVersion")
@@ -59,7 +64,7 @@ class Library:
                         lib = call(rt.cudaLibraryLoadData, self.image, None, None, 0, None, None, 0)
                     except CudaError as exc:
                         raise self.with_arch_hint(exc)
-                    self._fin = release(self, rt.cudaLibraryUnload, lib)
+                    self._fin = release(self, _unload, lib)
                     self._handle = lib
         return self._handle
 
@@ -77,3 +82,10 @@ class Library:
                         f"device is {device_arch()}: {self.advice}")
             exc.args = (exc._text(),)
         return exc
+
+
+def _unload(lib) -> None:
+    """``cudaLibraryUnload(lib)``, counted in :data:`unloads` first."""
+    global unloads
+    unloads += 1
+    rt.cudaLibraryUnload(lib)

@@ -20,6 +20,7 @@ import struct
 import numpy as np
 
 from .._cuda import call, context, dr
+from ..compile import library
 from ..compile.dims import dims3, shared_mem_arg
 from ..errors import ArgumentError, PyCudaGraphError
 from ..runtime.pointers import device_pointer
@@ -30,6 +31,7 @@ __all__ = ["param_info", "encode", "CapturedArgs", "function_params"]
 _VP = ctypes.c_void_p
 _U64 = struct.Struct("<Q")
 _INFO: dict[int, list[tuple[int, int]]] = {}  # function/kernel handle -> (offset, size) list
+_INFO_UNLOADS = [0]  # library.unloads when _INFO was last emptied
 
 
 def param_info(p) -> list[tuple[int, int]]:
@@ -38,9 +40,14 @@ def param_info(p) -> list[tuple[int, int]]:
     ``p`` is the node's ``CUDA_KERNEL_NODE_PARAMS`` (``cuGraphKernelNodeGetParams``).
     Asks ``cuFuncGetParamInfo`` (or ``cuKernelGetParamInfo`` when the node names a
     ``CUkernel``) for index 0, 1, ... until the driver answers ``CUDA_ERROR_INVALID_VALUE``.
+    The answers are kept by handle until a library of this package is unloaded (a handle
+    may then name another function).
     """
     func, kern = int(p.func), int(p.kern)
     key = func or kern
+    if _INFO_UNLOADS[0] != library.unloads:
+        _INFO.clear()
+        _INFO_UNLOADS[0] = library.unloads
     info = _INFO.get(key)
     if info is not None:
         return info

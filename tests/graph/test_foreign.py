@@ -94,7 +94,7 @@ def _params(func=0, kern=0, values=()):
 _KEEP: list = []
 
 
-def _fake_info(monkeypatch, sizes, name="cuFuncGetParamInfo", err_at=None):
+def _fake_info(monkeypatch, sizes, name="cuFuncGetParamInfo", err_at=None, clear=True):
     offsets, at = [], 0
     for size in sizes:  # the device layout: each argument aligned to min(size, 8)
         align = min(size, 8)
@@ -112,7 +112,8 @@ def _fake_info(monkeypatch, sizes, name="cuFuncGetParamInfo", err_at=None):
         return dr.CUresult.CUDA_SUCCESS, int(offsets[i]), sizes[i]
     fake.__name__ = name
     monkeypatch.setattr(dr, name, fake)
-    captured._INFO.clear()
+    if clear:
+        captured._INFO.clear()
     return seen
 
 
@@ -122,6 +123,20 @@ def test_param_info_reads_until_invalid_value(monkeypatch):
     assert seen == [0x51] * 4
     captured.param_info(_params(func=0x51))
     assert len(seen) == 4  # cached per function
+
+
+def test_param_info_is_read_again_after_a_library_unload(monkeypatch):
+    """A handle of an unloaded library may name a function loaded later, with other sizes:
+    the answers kept by handle go with any unload (the read past a parameter that
+    crashed a capture made after a load/unload loop)."""
+    from pycudagraph.compile import library
+    _fake_info(monkeypatch, [8, 4, 32])
+    assert captured.param_info(_params(func=0x53)) == [(0, 8), (8, 4), (16, 32)]
+    monkeypatch.setattr(library, "unloads", library.unloads)
+    monkeypatch.setattr(library.rt, "cudaLibraryUnload", lambda lib: (0,))
+    library._unload(object())
+    _fake_info(monkeypatch, [8, 8], clear=False)
+    assert captured.param_info(_params(func=0x53)) == [(0, 8), (8, 8)]
 
 
 def test_param_info_uses_cuKernelGetParamInfo_for_a_CUkernel(monkeypatch):
