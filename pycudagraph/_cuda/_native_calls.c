@@ -331,3 +331,49 @@ PyObject *exec_node_set_raw(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
     Py_END_ALLOW_THREADS
     return PyLong_FromLong((long)rc);
 }
+
+/* exec_node_set_slots(exec_h, node_h, params_address, slots, ptrs) -> the CUresult of
+ * cuGraphExecKernelNodeSetParams(exec, node, params) after writing each slot, or -1 where
+ * it is not made here (as exec_node_set_raw says; then nothing was written). `slots` is a
+ * flat tuple (address, input, delta, ...): the 8 bytes at `address` (inside the argument
+ * buffers the params name, which the caller keeps) become ptrs[input] + delta. Every value
+ * is read before any byte is written. */
+PyObject *exec_node_set_slots(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
+{
+    NARGS(5);
+    void *e, *node, *params;
+    PyObject *slots = a[3], *ptrs = a[4];
+    if (!S.exec_set || !ready() || as_ptr(a[0], &e) || as_ptr(a[1], &node) ||
+        as_ptr(a[2], &params) || !params || !PyTuple_CheckExact(slots) ||
+        !PyList_CheckExact(ptrs) || PyTuple_GET_SIZE(slots) % 3 || PyTuple_GET_SIZE(slots) > 3 * 64)
+        return PyLong_FromLong(-1);
+    Py_ssize_t n = PyTuple_GET_SIZE(slots) / 3, np = PyList_GET_SIZE(ptrs);
+    uint64_t *where[64], value[64];
+    for (Py_ssize_t k = 0; k < n; k++) {
+        void *at;
+        uint64_t ptr;
+        PyObject *io = PyTuple_GET_ITEM(slots, 3 * k + 1), *d = PyTuple_GET_ITEM(slots, 3 * k + 2);
+        if (as_ptr(PyTuple_GET_ITEM(slots, 3 * k), &at) || !at || !PyLong_CheckExact(io) ||
+            !PyLong_CheckExact(d))
+            return PyLong_FromLong(-1);
+        Py_ssize_t i = PyLong_AsSsize_t(io);
+        long long delta = PyLong_AsLongLong(d);
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            return PyLong_FromLong(-1);
+        }
+        if (i < 0 || i >= np || as_u64(PyList_GET_ITEM(ptrs, i), &ptr)) {
+            PyErr_Clear();
+            return PyLong_FromLong(-1);
+        }
+        where[k] = (uint64_t *)at;
+        value[k] = ptr + (uint64_t)delta;
+    }
+    for (Py_ssize_t k = 0; k < n; k++)
+        memcpy(where[k], &value[k], 8);  /* the buffers need not be 8-byte aligned */
+    CUresult rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = S.exec_set(e, node, params);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong((long)rc);
+}

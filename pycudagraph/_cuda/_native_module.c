@@ -209,6 +209,10 @@ static PyMethodDef methods[] = {
                    " -> list of replaced objects or None: cuGraphExecKernelNodeSetParams"),
     FAST(exec_node_set_raw, "exec_node_set_raw(exec_h, node_h, params_address) -> CUresult, or -1"
                           " if not made here: cuGraphExecKernelNodeSetParams"),
+    FAST(exec_node_set_slots, "exec_node_set_slots(exec_h, node_h, params_address, slots, ptrs)"
+                              " -> CUresult, or -1 if not made here (nothing written): the "
+                              "slots (address, input, delta, ...) set to ptrs[input] + delta,"
+                              " then cuGraphExecKernelNodeSetParams"),
     FAST(add_node, "add_node(table, deps, kernel, grid, block, args, shared_mem) -> the new "
                    "KernelNode, registered: cuGraphAddKernelNode"),
     FAST(add_kernel_nodes, "add_kernel_nodes(table, kernels, recs, argbytes, deps, made) -> "

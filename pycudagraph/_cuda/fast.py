@@ -256,6 +256,27 @@ def kernel_node_set_params(node, pack) -> None:
 
 
 _exec_set = getattr(_native, "exec_node_set_raw", None)
+_exec_set_slots = getattr(_native, "exec_node_set_slots", None)
+
+
+def exec_kernel_node_set_slots(exe: int, node_h: int, pack, node, slots: tuple,
+                               ptrs: list) -> bool:
+    """Write pointer slots into ``pack``'s argument buffers and make
+    ``cuGraphExecKernelNodeSetParams(exec, node, params)`` in one compiled call
+    (``_native.exec_node_set_slots``): ``slots`` is a flat tuple ``(address, input, delta,
+    ...)``, each 8 bytes at ``address`` becoming ``ptrs[input] + delta``. False where it is
+    not made there (the ctypes route, a trace open, a value it cannot read): then nothing
+    was written, and the caller writes the bytes and calls
+    :func:`exec_kernel_node_set_params`."""
+    if _exec_set_slots is None:
+        return False
+    rc = _exec_set_slots(exe, node_h, pack.address, slots, ptrs)
+    if rc < 0:
+        return False
+    if rc:
+        check.report("cuGraphExecKernelNodeSetParams", rc, (exe, node, pack),
+                     "cudaGraphExecKernelNodeSetParams")
+    return True
 
 
 def exec_kernel_node_set_params(exe, node_h: int, pack, node) -> None:

@@ -59,7 +59,7 @@ import warnings
 
 from ..errors import ArgumentError, PyCudaGraphError
 from ..runtime.device import device as device_scope
-from ..runtime.stream import Event, Stream, stream_handle
+from ..runtime.stream import PER_THREAD, Event, Stream, stream_handle
 from ..runtime.values import bool_arg, choice_arg, int_arg
 from .arrays import flatten, overlaps, substitute
 from .graphed_background import BackgroundCaptures
@@ -73,7 +73,6 @@ __all__ = ["graphed", "GraphedCallable", "GraphedEntry", "GraphedStats"]
 
 _CHECKS = (False, True, "raise", "eager")
 _COPIERS = frozenset(("torch", "cupy"))  # frameworks that copy on their own current stream
-_PER_THREAD = 2  # cudaStreamPerThread
 _MODES = {"capture": ("inline", "background"), "fallback": ("raise", "eager"),
           "pool": ("shared", "private"), "over_budget": ("eager", "evict")}
 
@@ -365,5 +364,5 @@ def _after_copy(order, h: int) -> None:
     """Make a launch on stream ``h``, another than the last output copy's, wait for that
     copy (``cudaStreamWaitEvent``); ``cudaStreamPerThread`` names a different stream in
     each thread, so it always waits."""
-    if h != order.on or h == _PER_THREAD:
+    if h != order.on or h == PER_THREAD:
         Stream.wrap(h).wait(order.event)

@@ -25,14 +25,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..runtime.device import device as device_scope
-from ..runtime.stream import Event, Stream
+from ..runtime.stream import PER_THREAD, Event, Stream
 from .arrays import array_info, substitute
 from .pools import CapturePool
 from . import loaded
 
 __all__ = ["GraphedStats", "GraphedEntry", "Handoff", "KeyTable", "pools_bytes"]
-
-_PER_THREAD = 2  # cudaStreamPerThread: another stream in each thread
 
 
 @dataclass
@@ -84,13 +82,13 @@ class Handoff:
         ``cudaStreamWaitEvent`` here, only when the stream differs). Nothing for a private
         pool or the same stream."""
         last = self.last
-        if not self.shared or last is None or (last == handle and handle != _PER_THREAD):
+        if not self.shared or last is None or (last == handle and handle != PER_THREAD):
             self.last = handle
             return
         if self.tail is None:
             with device_scope(self.device):
                 self.tail = Event(timing=False)
-        if last != _PER_THREAD:  # a per-thread launch recorded the tail right after itself
+        if last != PER_THREAD:  # a per-thread launch recorded the tail right after itself
             self.tail.record(last)
         Stream.wrap(handle).wait(self.tail)
         self.last = handle
@@ -98,7 +96,7 @@ class Handoff:
     def after(self, handle: int) -> None:
         """After a shared pool's launch on ``cudaStreamPerThread``: record the tail there
         (``cudaEventRecord``). Nothing otherwise."""
-        if self.shared and handle == _PER_THREAD:
+        if self.shared and handle == PER_THREAD:
             if self.tail is None:
                 with device_scope(self.device):
                     self.tail = Event(timing=False)

@@ -21,6 +21,7 @@ read, or that may use addresses its sites do not show, such as a host node):
 
 from __future__ import annotations
 
+import ctypes
 import struct
 
 from .._cuda import fast
@@ -42,9 +43,11 @@ def _label(node) -> str:
 
 
 class _KernelSite:
-    """One kernel node's slots to rewrite: (argument buffer, byte offset, input, delta)."""
+    """One kernel node's slots to rewrite: (argument buffer, byte offset, input, delta),
+    and the same as one flat tuple (slot address, input, delta, ...) for the compiled
+    entry that writes them and sets the params in one call."""
 
-    __slots__ = ("node", "node_h", "address", "struct", "slots")
+    __slots__ = ("node", "node_h", "address", "struct", "slots", "flat")
 
     def __init__(self, node, rec):
         self.node = node
@@ -52,11 +55,21 @@ class _KernelSite:
         self.struct = rec.args.struct_with()  # CUDA_KERNEL_NODE_PARAMS over the record's bytes
         self.address = int(self.struct.getPtr())
         self.slots: list = []
+        self.flat: tuple = ()
+
+    def set_slots(self, slots: list) -> None:
+        """``slots``: [(argument buffer, byte offset, input, delta)]."""
+        self.slots = slots
+        self.flat = tuple(x for buf, k, i, delta in slots
+                          for x in (ctypes.addressof(buf) + k, i, delta))
 
     def __repr__(self) -> str:  # how a trace shows the parameters passed
         return "&CUDA_KERNEL_NODE_PARAMS{...}"
 
     def write(self, exec_raw, ptrs) -> None:
+        if fast.exec_kernel_node_set_slots(exec_raw, self.node_h, self, self.node, self.flat,
+                                           ptrs):
+            return
         for buf, k, i, delta in self.slots:
             _U64.pack_into(buf, k, ptrs[i] + delta)
         fast.exec_kernel_node_set_params(exec_raw, self.node_h, self, self.node)
@@ -103,7 +116,7 @@ class RebindPlan:
 
     def __init__(self, exe, graph, inputs):
         self.exe = exe
-        self._raw = exe.handle
+        self._raw = int(exe.handle)
         self.bound = [info.ptr for info in inputs]
         self.captured = [(info.ptr, info.lo, info.hi) for info in inputs]
         self.slots = [0] * len(inputs)
@@ -182,7 +195,7 @@ class RebindPlan:
             raise PyCudaGraphError(f"graphed: {_label(node)} was built, not captured; its "
                                     "arguments are rebound with exe.set_arg instead")
         site = _KernelSite(node, rec)
-        site.slots = [(rec.args.bufs[s.arg], s.offset, i, delta) for s, i, delta in hits]
+        site.set_slots([(rec.args.bufs[s.arg], s.offset, i, delta) for s, i, delta in hits])
         self._add(site, [i for _, i, _ in hits])
 
     def sites(self, changed) -> list:
@@ -202,14 +215,15 @@ class RebindPlan:
         the number of set-params calls (``cuGraphExecKernelNodeSetParams``,
         ``cudaGraphExecMemcpyNodeSetParams1D``, ``cudaGraphExecMemsetNodeSetParams``). On
         a failure the sites already changed are set back and the error is raised."""
-        done = []
         raw = self._raw
+        sites = self._by_input[changed[0]] if len(changed) == 1 else self.sites(changed)
+        done = 0
         try:
-            for site in self.sites(changed):
+            for site in sites:
                 site.write(raw, ptrs)
-                done.append(site)
+                done += 1
         except BaseException:
-            for site in done:
+            for site in sites[:done]:
                 try:
                     site.write(raw, self.bound)
                 except Exception:  # noqa: BLE001 - the first error is the one to raise
@@ -220,4 +234,4 @@ class RebindPlan:
                         _U64.pack_into(buf, k, self.bound[i] + delta)
             raise
         self.bound = list(ptrs)
-        return len(done)
+        return done

@@ -19,11 +19,11 @@ from .device import Device, check_same_device
 from ..errors import ArgumentError, ClosedError
 from .values import ADDRESS_MAX, address_arg, bool_arg, int_arg, require_event, short_repr
 
-__all__ = ["Stream", "Event", "stream_handle"]
+__all__ = ["Stream", "Event", "stream_handle", "PER_THREAD"]
 
 # The raw values CUDA reserves for the default streams.
 _LEGACY = 1  # cudaStreamLegacy
-_PER_THREAD = 2  # cudaStreamPerThread
+PER_THREAD = 2  #: cudaStreamPerThread: another stream in each thread
 # Stream._dev for streams whose device is not a fixed ordinal.
 _FOLLOWS_CURRENT = -1  # a default stream: it belongs to whichever device is current
 _NOT_ASKED = -2  # wrapped: asked of the driver on first use
@@ -64,7 +64,7 @@ class Stream:
         self._raw = raw
         self._owner = owner
         self._fin = None
-        self._dev = _FOLLOWS_CURRENT if h in (0, _LEGACY, _PER_THREAD) else dev
+        self._dev = _FOLLOWS_CURRENT if h in (0, _LEGACY, PER_THREAD) else dev
 
     @classmethod
     def wrap(cls, obj) -> "Stream":

@@ -352,3 +352,39 @@ def test_a_failed_rebind_changes_nothing_more(rig):
     with pytest.raises(RuntimeError, match="set params"):
         f(FakeTensor(P + 0x1000, (64,)))
     assert entry.bound[0][0] is x and f.stats.replays == 2
+
+
+def test_a_shared_pool_orders_each_change_of_stream(rig, torch, monkeypatch):
+    """Keys of a shared pool: a launch from another stream than the last one follows it
+    (``Handoff.follow``: event on the old stream, wait on the new), a launch on
+    ``cudaStreamPerThread`` always (``Handoff.after`` records there), a repeat on the same
+    stream makes no ordering call."""
+    from pycudagraph.frameworks.graphed_keys import Handoff
+    current = [0x5151]
+    torch._C._cuda_getCurrentRawStream = lambda device: current[0]
+    f, x = rig.f, FakeTensor(P, (64,))
+    f(x)
+    rig.entries[0].order = Handoff(shared=True)
+    seen = []
+    follow, after = Handoff.follow, Handoff.after
+    monkeypatch.setattr(Handoff, "follow", lambda self, h: (seen.append(("follow", h)),
+                                                            follow(self, h)))
+    monkeypatch.setattr(Handoff, "after", lambda self, h: (seen.append(("after", h)),
+                                                           after(self, h)))
+    waits = []
+    monkeypatch.setattr(graphed_mod.Stream, "wrap",
+                        staticmethod(lambda h: type("S", (), {"wait": lambda s, e: waits.append(h)})()))
+
+    class Tail:
+        def record(self, h):
+            seen.append(("record", h))
+    rig.entries[0].order.tail = Tail()
+    for stream in (0x5151, 0x5151, 0x6161, 0x6161, 2, 2, 0x5151):
+        current[0] = stream
+        f(x)
+    assert seen == [("follow", 0x5151), ("after", 0x5151),          # the first: no last yet
+                    ("follow", 0x6161), ("record", 0x5151), ("after", 0x6161),
+                    ("follow", 2), ("record", 0x6161), ("after", 2), ("record", 2),
+                    ("follow", 2), ("after", 2), ("record", 2),      # per thread: always
+                    ("follow", 0x5151), ("after", 0x5151)]
+    assert waits == [0x6161, 2, 2, 0x5151] and f.stats.replays == 8

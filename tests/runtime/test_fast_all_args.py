@@ -122,3 +122,52 @@ def test_one_exec_set_params_call_is_compiled_and_checked(native):
             raise AssertionError("a refused call was not raised")
         assert stub.total() == made + 1
     ''', native)
+
+
+@both
+def test_slots_written_and_set_in_one_compiled_call(native):
+    """``fast.exec_kernel_node_set_slots`` (a graphed call's rebind): on the compiled route
+    the slots become ``ptrs[input] + delta`` and the one set-params call follows; where it
+    is not made there (the ctypes route, a trace open, a value it cannot read) it answers
+    False having written nothing; a refusal is raised naming the call."""
+    run('''
+        import ctypes, struct
+        from pycudagraph._cuda import fast as fast_mod
+        g, y = fake_graph(), buffer()
+        node = g.add_kernel(k, 1, 32, (y, 1.0, 4))
+        exe = g.instantiate()
+        pack = exe.exec_node(node).args
+        native = COMPILED
+        buf = ctypes.create_string_buffer(b"\\x11" * 24, 24)
+        at = ctypes.addressof(buf)
+        slots = (at + 1, 1, 16, at + 12, 0, -8)   # an unaligned slot; a negative delta
+        ptrs = [0x7000_0000_0000, 0x7100_0000_0000]
+        call = lambda s=slots: fast_mod.exec_kernel_node_set_slots(
+            int(exe.handle), int(node), pack, node, s, ptrs)
+        made = stub.total()
+        if native:
+            assert call() is True
+            assert stub.last() == "cuGraphExecKernelNodeSetParams"
+            assert stub.ints(2) == (int(exe.handle), int(node))
+            assert stub.total() == made + 1
+            assert struct.unpack_from("<Q", buf, 1)[0] == ptrs[1] + 16
+            assert struct.unpack_from("<Q", buf, 12)[0] == ptrs[0] - 8
+            assert buf.raw[0:1] == b"\\x11" and buf.raw[20:] == b"\\x11" * 4
+            ctypes.memset(buf, 0x11, 24)
+        else:
+            assert call() is False
+        for bad in ((at, 2, 0), (at, 0), (at, -1, 0), (at, 0, 1 << 70), (0, 0, 0), (at, 0.5, 0)):
+            assert call(bad) is False, bad
+        with pcg.trace():
+            assert call() is False
+        assert buf.raw == b"\\x11" * 24   # nothing written where the call was not made
+        assert stub.total() == made + (1 if native else 0)
+        if native:
+            stub.set_rc("cuGraphExecKernelNodeSetParams", 400)
+            try:
+                call()
+            except pcg.CudaError as exc:
+                assert str(exc).startswith("cuGraphExecKernelNodeSetParams"), exc
+            else:
+                raise AssertionError("a refused call was not raised")
+    ''', native)
