@@ -12,7 +12,8 @@ import numpy as np
 
 from ..errors import ArgumentError
 
-__all__ = ["RECORD", "RECORD_WORDS", "check_records", "ready", "add_rest", "arg_length"]
+__all__ = ["RECORD", "RECORD_WORDS", "check_records", "checked_records", "ready", "add_rest",
+           "arg_length"]
 
 #: One record: kernel index, grid[3], block[3], shared memory, argument offset and length
 #: into the argument bytes, first and count of its dependencies: 12 little-endian u32.
@@ -97,6 +98,34 @@ def check_records(kernels, recs, argbytes, deps) -> tuple:
             j = int(np.argmax(late))
             raise ArgumentError(f"{_WHAT}: record {owner[j]}: dependency {d[at[j]]} is not a "
                                 "node made earlier in the call")
+    return r, d
+
+
+def checked_records(kernels, r, d) -> tuple:
+    """``(r, d)``: records a graph file's check accepted (``files/bulk_format``: kernel
+    indices, argument blocks inside the bytes and of the manifest's length for their
+    kernel, grid and block, dependencies inside ``deps`` and earlier in their run), with the
+    one thing that check could not see: that each kernel the records use takes the
+    argument length they give (:func:`arg_length`). Raises :class:`ArgumentError` as
+    :func:`check_records` does. No CUDA call."""
+    if type(kernels) is not tuple:
+        raise ArgumentError(f"{_WHAT}: kernels must be a tuple, got {type(kernels).__name__}")
+    if not len(r):
+        return r, d
+    ks, first = np.unique(r["kernel"], return_index=True)
+    for j, i in zip(ks.tolist(), first.tolist()):
+        if j >= len(kernels):
+            raise ArgumentError(f"{_WHAT}: record {i}: kernel index {j} is out of range "
+                                f"({len(kernels)} kernels)")
+        try:
+            want = arg_length(kernels[j])
+        except AttributeError:
+            raise ArgumentError(f"{_WHAT}: kernels[{j}] is a {type(kernels[j]).__name__}, "
+                                "not a pycudagraph Kernel") from None
+        if int(r["arg_length"][i]) != want:
+            raise ArgumentError(f"{_WHAT}: record {i}: {int(r['arg_length'][i])} argument "
+                                f"bytes for kernel {kernels[j].name!r}, whose arguments take "
+                                f"{want}")
     return r, d
 
 

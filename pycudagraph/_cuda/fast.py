@@ -137,7 +137,8 @@ exec_update = _native.exec_update if _native is not None else _exec_update
 _bulk_add = getattr(_native, "add_kernel_nodes", None)
 
 
-def add_kernel_nodes(graph, kernels: tuple, recs, argbytes, deps) -> list:
+def add_kernel_nodes(graph, kernels: tuple, recs, argbytes, deps, *,
+                     file_checked: bool = False) -> list:
     """Kernel nodes added from fixed records (``cuGraphAddKernelNode`` each, i.e.
     ``cudaGraphAddKernelNode``): what a loaded graph file's kernel nodes take.
 
@@ -156,8 +157,15 @@ def add_kernel_nodes(graph, kernels: tuple, recs, argbytes, deps) -> list:
     driver error) removes the nodes the call made before raising: a failed call leaves the
     graph as it was. The compiled route adds the nodes in C with no Python call per node;
     what it does not do, and the whole call on the ctypes route, is one ``graph.add_kernel``
-    per node (:func:`.bulk.add_rest`), with the same results and errors."""
-    r, d = bulk.check_records(kernels, recs, argbytes, deps)
+    per node (:func:`.bulk.add_rest`), with the same results and errors.
+
+    ``file_checked=True`` (the graph-file loader): ``recs`` and ``deps`` are the numpy
+    arrays a graph file's check accepted, field by field, and only what that check could
+    not see is checked here (:func:`.bulk.checked_records`: each kernel's argument length)."""
+    if file_checked:
+        r, d = bulk.checked_records(kernels, recs, deps)
+    else:
+        r, d = bulk.check_records(kernels, recs, argbytes, deps)
     bulk.ready(kernels, r)
     made: list = []
     try:

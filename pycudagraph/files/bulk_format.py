@@ -215,7 +215,6 @@ def check_sections(c, bulk, sections) -> tuple:
         bad_rel(slot & (size < 0), lambda i: f"slot {names[tgt[i]]!r} is an event, not memory")
         bad_rel(slot & (rel["offset"] > np.maximum(size, 0).astype(np.uint64)),
                 lambda i: f"offset {rel['offset'][i]} is past the end of slot {names[tgt[i]]!r}")
-    c.members += len(bulk)
     return r, args, d, rel
 
 

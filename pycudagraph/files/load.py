@@ -217,7 +217,8 @@ class _Loader:
         first, count, j = nd["first"], nd["count"], len(nodes)
         recs, args, deps = self.runs.run(first, count, self.bound, self.allocs, self.kept)
         try:
-            nodes.extend(fast.add_kernel_nodes(g, self.kernel_tuple, recs, args, deps))
+            nodes.extend(fast.add_kernel_nodes(g, self.kernel_tuple, recs, args, deps,
+                                               file_checked=True))
             for b in range(j, j + count):
                 for a in deps_of.get(b, ()):
                     g.add_dependency(nodes[a], nodes[b])

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import pycudagraph as pcg
-from pycudagraph._cuda.bulk import check_records
+from pycudagraph._cuda.bulk import check_records, checked_records
 from pycudagraph.files import archive as files
 from pycudagraph.files import bulk_format
 from tests.support.fakes import fake_kernel
@@ -215,6 +215,7 @@ def test_fuzzed_records_are_refused_or_valid_never_a_crash(flips):
     for run in gf.manifest["root"]["nodes"]:
         part = r[run["first"]:run["first"] + run["count"]].copy()
         check_records(tuple(kernels()), part, args, d)  # no ArgumentError: the file check held
+        checked_records(tuple(kernels()), part, d)  # what the loader's add checks again
 
 
 @both
@@ -230,6 +231,10 @@ def test_a_1000_node_chain_loads_on_the_stub_as_its_json_records_do(native):
             b.nbytes = 1 << 16
         v1 = chain_manifest(1000, slot_offset=8)
         v2, sections = bulk_format.pack(copy.deepcopy(v1), CUBIN, dict(enumerate(ks)))
+        from pycudagraph._cuda import bulk
+        rechecked = []
+        full_check = bulk.check_records
+        bulk.check_records = lambda *a: rechecked.append(1) or full_check(*a)
         graphs = []
         for m, secs, version in ((v1, CUBIN, (1, 0)), (v2, sections, (2, 0))):
             gf = files.decode(files.encode(m, secs, version=version))
@@ -241,6 +246,7 @@ def test_a_1000_node_chain_loads_on_the_stub_as_its_json_records_do(native):
             assert stub.calls("cuGraphAddKernelNode") - made == 1000, stub.calls("cuGraphAddKernelNode") - made
             assert stub.deps(1) == [list(g.table.nodes)[-2]], (stub.deps(1), list(g.table.nodes)[-3:])
             graphs.append(g)
+        assert not rechecked  # the file's check is not made twice: the add checks the lengths
         a, b = ([n for n in g.table.nodes.values()] for g in graphs)
         assert len(a) == len(b) == 1000
         for i, (x, y) in enumerate(zip(a, b)):
@@ -262,3 +268,21 @@ def test_a_1000_node_chain_loads_on_the_stub_as_its_json_records_do(native):
         else:
             raise AssertionError("no GraphFileError")
     ''', native)
+
+
+def test_a_records_file_is_parsed_once_and_a_repeated_bulk_key_is_named(monkeypatch):
+    """The manifest's members are counted once each (the key-checking second parse runs
+    only where a key repeats), and a repeated key inside ``bulk`` is still named."""
+    m, sections = packed(50)
+    gf = files.decode(files.encode(m, sections))
+    parses = []
+    parse = files._parse_manifest
+    monkeypatch.setattr(files, "_parse_manifest",
+                        lambda *a, **k: parses.append(1) or parse(*a, **k))
+    files.decode(files.encode(m, sections))
+    assert len(parses) == 1
+    manifest = gf.sections[0][1].decode()
+    twice = manifest.replace('"bulk":{', '"bulk":{"args":3,', 1)
+    assert twice != manifest
+    with pytest.raises(pcg.GraphFileError, match="repeats the key 'args'"):
+        files._read_manifest(twice.encode(), [t for t, _ in gf.sections], False, gf.sections)
