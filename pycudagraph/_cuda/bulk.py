@@ -84,7 +84,7 @@ def check_records(kernels, recs, argbytes, deps) -> tuple:
     grid, block = r["grid"].astype(np.int64), r["block"].astype(np.int64)
     first((grid < 1).any(axis=1), lambda i: f"grid {tuple(grid[i].tolist())} has a dimension of 0")
     first((block < 1).any(axis=1), lambda i: f"block {tuple(block[i].tolist())} has a dimension of 0")
-    first(block.prod(axis=1) > 1024, lambda i: f"block {tuple(block[i].tolist())} is more than 1024 "
+    first((block > 1024).any(axis=1) | (block.prod(axis=1) > 1024), lambda i: f"block {tuple(block[i].tolist())} is more than 1024 "
                                                "threads")
     df, dc = r["dep_first"].astype(np.int64), r["dep_count"].astype(np.int64)
     first(df + dc > len(d), lambda i: f"dependencies {df[i]}..{df[i] + dc[i]} run past the "

@@ -183,7 +183,7 @@ def check_sections(c, bulk, sections) -> tuple:
     first(length != want, lambda i: f"{length[i]} argument bytes; its kernel's take {want[i]}")
     g, b = r["grid"].astype(np.int64), r["block"].astype(np.int64)
     first(((g < 1) | (g > _GRID)).any(axis=1), lambda i: f"grid {g[i].tolist()} is outside [1, {_GRID}]")
-    first((b < 1).any(axis=1) | (b.prod(axis=1) > 1024),
+    first((b < 1).any(axis=1) | (b > 1024).any(axis=1) | (b.prod(axis=1) > 1024),
           lambda i: f"block {b[i].tolist()} is not 1 to 1024 threads")
     first(r["shared_mem"] > _SHARED, lambda i: f"shared memory {r['shared_mem'][i]} is over {_SHARED}")
     df, dc = r["dep_first"].astype(np.int64), r["dep_count"].astype(np.int64)
@@ -270,15 +270,22 @@ class Runs:
             lo, hi = np.searchsorted(rel["record"], [first, first + count])
             part = rel[lo:hi]
             if len(part):
-                base = np.zeros(len(part), np.uint64)
+                target = part["target"].astype(np.int64)
                 slot = part["kind"] == 0
-                for t in np.unique(part["target"][slot]).tolist():
+                used = set(target[slot].tolist())
+                slot_base = np.zeros(len(self.names) or 1, np.uint64)
+                for t in used:  # the slots these records use: bound, and kept by the graph
                     b = bound[self.names[t]]
-                    base[slot & (part["target"] == t)] = b.addr
+                    slot_base[t] = b.addr
                     if b.obj is not None:
                         kept[id(b.obj)] = b.obj
-                for t in np.unique(part["target"][~slot]).tolist():
-                    base[~slot & (part["target"] == t)] = allocs[t][0]
+                base = slot_base[np.where(slot, target, 0)]
+                if not slot.all():
+                    made = set(target[~slot].tolist())
+                    alloc_base = np.zeros(max(made) + 1, np.uint64)
+                    for t in made:
+                        alloc_base[t] = allocs[t][0]
+                    base = np.where(slot, base, alloc_base[np.where(slot, 0, target)])
                 values = (base + part["offset"]).astype("<u8")
                 pos = (self.r["arg_offset"][part["record"]].astype(np.int64)
                        + part["at"].astype(np.int64))

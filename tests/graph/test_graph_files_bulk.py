@@ -133,6 +133,9 @@ DAMAGE = [
     (_set("records", "arg_offset", 5, 1 << 20), "bulk.records[5]: its arguments (bytes"),
     (_set("records", "grid", 3, (0, 1, 1)), "bulk.records[3]: grid [0, 1, 1] is outside"),
     (_set("records", "block", 0, (64, 32, 1)), "bulk.records[0]: block [64, 32, 1] is not 1 to 1024"),
+    # a product past 2**63 wraps in int64: each dimension is held to 1024 as well
+    (_set("records", "block", 0, (1 << 31, 1 << 31, 4)),
+     "bulk.records[0]: block [2147483648, 2147483648, 4] is not"),
     (_set("records", "shared_mem", 4, 1 << 30), "bulk.records[4]: shared memory"),
     (_set("records", "dep_first", 4, 99), "bulk.records[4]: dependencies 99..100 run past"),
     (_set("deps", None, 2, 3), "node 3 depends on position 3 of its run, which is not before it"),

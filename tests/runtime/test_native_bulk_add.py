@@ -82,6 +82,8 @@ def test_bad_records_are_refused_before_any_node_is_added(native):
             deps=np.array([0, 1, 3], "<u4"))
         x = r.copy(); x["block"][0] = (64, 32, 1)
         bad("record 0: block (64, 32, 1) is more than 1024 threads", x)
+        x = r.copy(); x["block"][0] = (1 << 31, 1 << 31, 4)  # a product that wraps to 0 in int64
+        bad("record 0: block (2147483648, 2147483648, 4) is more than 1024", x)
         x = r.copy(); x["grid"][1] = (0, 1, 1)
         bad("record 1: grid (0, 1, 1) has a dimension of 0", x)
         bad("not a whole number of 48-byte records", r.tobytes()[:-4])
