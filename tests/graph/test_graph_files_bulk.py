@@ -289,3 +289,22 @@ def test_a_records_file_is_parsed_once_and_a_repeated_bulk_key_is_named(monkeypa
     assert twice != manifest
     with pytest.raises(pcg.GraphFileError, match="repeats the key 'args'"):
         files._read_manifest(twice.encode(), [t for t, _ in gf.sections], False, gf.sections)
+
+
+def test_runs_write_slot_and_allocation_addresses_into_the_argument_bytes():
+    """``Runs.run``: each relocation's base (a bound slot's address, or an allocation the
+    load made) plus its offset lands in the 8 bytes of its record's arguments; the bound
+    buffers of the run are kept; records outside the run are left alone."""
+    from types import SimpleNamespace as NS
+    r = np.zeros(3, bulk_format.RECORD)
+    r["arg_offset"], r["arg_length"] = [0, 16, 32], 16
+    rel = np.array([(0, 0, 0, 1, 8), (0, 8, 1, 2, 16), (1, 8, 0, 0, 4), (2, 0, 0, 0, 0)],
+                   bulk_format.RELOC)
+    runs = bulk_format.Runs((r, np.zeros(48, np.uint8), np.zeros(0, "<u4"), rel), ["x", "y"])
+    x, y = object(), object()
+    bound = {"x": NS(addr=0x1000, obj=x), "y": NS(addr=0x2000, obj=y)}
+    kept: dict = {}
+    recs, args, _ = runs.run(0, 2, bound, {2: (0x9000, 64)}, kept)
+    words = struct.unpack("<6Q", args.tobytes())
+    assert words == (0x2008, 0x9010, 0, 0x1004, 0, 0) and len(recs) == 2
+    assert set(map(id, kept.values())) == {id(x), id(y)}
