@@ -15,7 +15,10 @@ address it bakes in travels as a slot and an offset, the slot named for what it 
   owns (the audit's owner lookup, :class:`~.owners.OwnerIndex`; ``cuMemGetAddressRange``);
   made anew, zeroed, at load.
 
-Memory of a graph allocation node is saved by the graph file itself. A key whose graph
+Memory of a graph allocation node is saved by the graph file itself. A value that lies in
+another live array is captured once more (:mod:`.graphed_witness`): where the second
+capture holds other values at all its places it is a library's left-over, no address,
+and is saved as a number (``SaveReport.left_overs`` lists its places). A key whose graph
 reads another live array (not a weight, buffer or input: pass it in ``bind=``), whose
 inputs alias each other, or whose inputs or outputs a file cannot describe is not saved:
 one warning names each such key and why.
@@ -31,8 +34,6 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from .._cuda import dr, ensure_device
 from ..compile.nvrtc_compile import device_arch
 from ..errors import ArgumentError, GraphFileError, GraphFileWarning, PyCudaGraphError
@@ -42,17 +43,17 @@ from .arrays import array_info
 from .graphed_bind import Span, bindings, describe, versions
 from .graphed_index import FORMAT, INDEX, VERSION, write_index
 from .graphed_make import loaded_workspace
+from .graphed_templates import SCALARS, KeySkipped, dtype_name, key_templates
+from .graphed_witness import left_overs
 from .kernel_probe import library_functions, mangled, mark_variants
 from .owners import OwnerIndex
 from . import loaded
 
 __all__ = ["save_graphed", "SaveReport", "key_templates", "KeySkipped"]
 
-_SCALARS = (bool, int, float, str, type(None))
-
-
-class KeySkipped(Exception):
-    """A key that cannot be saved; the message says why."""
+class _Unexplained(KeySkipped):
+    """A value in another live array: an address the graph reads, or a number a library
+    left in a by-value argument (:mod:`.graphed_witness` tells them apart)."""
 
 
 def _holder(node, place: str) -> str:
@@ -73,52 +74,10 @@ class SaveReport:
     path: str
     keys: int = 0
     skipped: dict = field(default_factory=dict)
-
-
-# templates -------------------------------------------------------------------------------
-
-def _dtype_name(framework: str, dtype) -> str:
-    if framework == "torch":
-        return str(dtype).replace("torch.", "")
-    return np.dtype(dtype).str
-
-
-def _key_part(k) -> dict:
-    """The template of one argument from its part of a graphed key (see :func:`.arrays.flatten`)."""
-    if type(k) is tuple and len(k) == 6 and k[0] in ("torch", "cupy"):
-        fw, shape, strides, dtype, _dev, align = k
-        return {"array": {"framework": fw, "shape": list(shape), "strides": list(strides),
-                          "dtype": _dtype_name(fw, dtype), "align": int(align)}}
-    if type(k) is tuple and len(k) == 6 and k[0] in ("buffer", "cai"):
-        raise KeySkipped("an input is a DeviceBuffer or another array without a framework; "
-                         "only PyTorch tensors and CuPy arrays are made again at load")
-    if type(k) is tuple and len(k) == 2 and k[0] in ("tuple", "list"):
-        return {k[0]: [_key_part(x) for x in k[1]]}
-    if type(k) is tuple and len(k) == 2 and k[0] == "dict":
-        if not all(type(name) is str for name, _ in k[1]):
-            raise KeySkipped("a dict argument has keys that are not strings")
-        return {"dict": [[name, _key_part(x)] for name, x in k[1]]}
-    if type(k) is tuple and len(k) == 2 and isinstance(k[0], type):
-        t, v = k
-        if t not in _SCALARS or (t is float and not math.isfinite(v)):
-            raise KeySkipped(f"an argument is a {t.__name__} ({v!r}); a file holds None, "
-                             "booleans, numbers and strings")
-        return {"value": v}
-    raise KeySkipped(f"an argument's key {k!r} is of no known form")
-
-
-def key_templates(key) -> tuple[list, list]:
-    """(args templates, kwargs ``[name, template]`` pairs) of a graphed key. No CUDA call.
-
-    Raises
-    ------
-    KeySkipped
-        Inputs that alias each other, or an argument a file cannot describe.
-    """
-    args, kwargs, aliasing = key
-    if aliasing:
-        raise KeySkipped("its inputs share memory with each other")
-    return [_key_part(a) for a in args], [[name, _key_part(x)] for name, x in kwargs]
+    #: key -> the places of values that lie in another live array but that a second
+    #: capture of the call holds other values at: left-overs of a library's by-value
+    #: arguments, no address the graph reads (:mod:`.graphed_witness`), saved as numbers.
+    left_overs: dict = field(default_factory=dict)
 
 
 class _Segments:
@@ -152,6 +111,8 @@ class _Saver:
     """The state of one save: bindings, pools, workspaces, owners (see the module docstring)."""
 
     def __init__(self, f, module, bind):
+        self.fn = f.fn
+        self.left_overs: list = []  # the last key's left-over values (their places)
         self.named = bindings(f.fn, module, bind)
         self.binds = sorted((array_info(v).lo, array_info(v).hi, n) for n, v in self.named.items())
         for (a0, a1, an), (b0, b1, bn) in zip(self.binds, self.binds[1:]):
@@ -220,7 +181,7 @@ class _Saver:
         elif owner.status == "unknown":
             end = base + size
         else:
-            raise KeySkipped(f"its graph reads 0x{v:x}, in {owner.what} ({owner.status}), "
+            raise _Unexplained(f"its graph reads 0x{v:x}, in {owner.what} ({owner.status}), "
                              "which is neither a weight, a buffer, an input, the capture "
                              "pool nor a library workspace: pass it in bind={name: array} "
                              "(or register it as a module buffer)")
@@ -256,7 +217,7 @@ class _Saver:
                 raise KeySkipped("an output is not a PyTorch tensor or CuPy array")
             _, shape, strides, dtype, _, align = info.key
             arr = {"framework": info.framework, "shape": list(shape), "strides": list(strides),
-                   "dtype": _dtype_name(info.framework, dtype), "align": int(align)}
+                   "dtype": dtype_name(info.framework, dtype), "align": int(align)}
             found = self.segments.find(info.lo, info.hi)
             if found is not None:
                 arr["at"] = {"pool": found[0], "segment": found[1], "offset": info.ptr - found[2]}
@@ -272,7 +233,7 @@ class _Saver:
             return {t.__name__: [self.outputs(x, depth + 1) for x in v]}
         if t is dict and depth < 16 and all(type(k) is str for k in v):
             return {"dict": [[k, self.outputs(x, depth + 1)] for k, x in v.items()]}
-        if t in _SCALARS and not (t is float and not math.isfinite(v)):
+        if t in SCALARS and not (t is float and not math.isfinite(v)):
             return {"value": v}
         raise KeySkipped(f"its outputs hold a {t.__name__}, which a file cannot make again: "
                          "return tensors or arrays, in tuples, lists or dicts (for a "
@@ -282,17 +243,22 @@ class _Saver:
         """Save one key's graph to ``file``; its index record."""
         args, kwargs = key_templates(key)
         inputs = list(e.plan.captured)
-        allocs, addresses = [], {}
-        for node, _, _ in e.graph.table.walk():
+        allocs, addresses, places, nodes = [], {}, {}, []
+        for i, (node, _, _) in enumerate(e.graph.table.walk()):
+            nodes.append(node)
             for s in node.sites():
                 if s.role == "alloc":
                     allocs.append((s.address, s.address + max(s.size_hint, 1)))
                 elif s.address:
                     addresses.setdefault(s.address, (node, s.place))
-        slots = {}
+                    places.setdefault(s.address, []).append((i, s.place))
+        slots, unexplained = {}, {}
         for v in sorted(addresses):
             try:
                 where = self.place(v, inputs, allocs)
+            except _Unexplained as exc:
+                unexplained[v] = exc  # an address, or a left-over: a second capture says
+                continue
             except KeySkipped as exc:
                 raise KeySkipped(f"{exc}; the value sits in {_holder(*addresses[v])}") from None
             if not where:
@@ -310,6 +276,12 @@ class _Saver:
             else:
                 a, b = self.workspaces[where[1]]
                 slots[f"workspace:{where[1]}"] = Span(a, b - a)
+        if unexplained:
+            stale = left_overs(self.fn, e, nodes, {v: places[v] for v in unexplained})
+            for v, exc in unexplained.items():
+                if v not in stale:
+                    raise KeySkipped(f"{exc}; the value sits in {_holder(*addresses[v])}")
+            self.left_overs = [_holder(*addresses[v]) for v in sorted(unexplained)]
         outputs = self.outputs(e.outputs)
         functions = library_functions(e.graph)
         twice = sorted(n for n, fs in functions.items() if len(fs) > 1 and not mangled(n))
@@ -372,8 +344,11 @@ def save_graphed(f, path, module=None, bind=None) -> SaveReport:
             for key, e in entries:
                 with device_scope(e.device):
                     try:
+                        saver.left_overs = []
                         keys.append(saver.key(key, e, tmp / f"key-{len(keys):03d}.pcgraph"))
                         frameworks |= set(e.frameworks)
+                        if saver.left_overs:
+                            report.left_overs[key] = saver.left_overs
                     except (KeySkipped, PyCudaGraphError) as exc:
                         report.skipped[key] = str(exc)
                     except Exception as exc:  # noqa: BLE001 - a framework's refusal: said

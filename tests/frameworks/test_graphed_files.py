@@ -610,7 +610,7 @@ def test_a_graph_running_two_functions_of_one_extern_c_name_is_not_saved(saver, 
         saver.key(((), (), ()), E(), tmp_path / "key-000.pcgraph")
 
 
-def test_a_key_left_out_says_which_node_holds_the_address(saver, tmp_path):
+def test_a_key_left_out_says_which_node_holds_the_address(saver, tmp_path, monkeypatch):
     """A key whose graph holds an address of another live array is left out, and the
     reason names the node and the argument slot that holds it."""
     from pycudagraph.nodes.facets import Site
@@ -625,11 +625,61 @@ def test_a_key_left_out_says_which_node_holds_the_address(saver, tmp_path):
         captured = []
 
     class E:
-        plan, outputs, device, pool = Plan(), None, 0, None
+        plan, outputs, device, pool, bound = Plan(), None, 0, None, ()
 
         class graph:
             class table:
                 walk = staticmethod(lambda: [(Node(), 0, None)])
 
+            save = staticmethod(lambda path, slots: path.write_bytes(b"graph"))
+
+    # no inputs kept to capture the call again with: nothing tells a left-over apart
     with pytest.raises(KeySkipped, match=r"\(live\).*sits in arg 2 \+48 of gemm_kernel"):
         saver.key(((), (), ()), E(), tmp_path / "key-000.pcgraph")
+    # a second capture holds another value there: a left-over, saved as the number it is
+    asked = []
+    monkeypatch.setattr(graphed_save, "left_overs",
+                        lambda fn, e, nodes, found: asked.append(found) or set(found))
+    monkeypatch.setattr(graphed_save, "library_functions", lambda g: {})
+    saver.key(((), (), ()), E(), tmp_path / "key-000.pcgraph")
+    assert asked == [{W + 0xA000: [(0, "arg 2 +48")]}]
+    assert saver.left_overs == ["arg 2 +48 of gemm_kernel"]
+    # the same value there: an address the graph reads, and the key stays out
+    monkeypatch.setattr(graphed_save, "left_overs", lambda fn, e, nodes, found: set())
+    with pytest.raises(KeySkipped, match=r"sits in arg 2 \+48 of gemm_kernel"):
+        saver.key(((), (), ()), E(), tmp_path / "key-000.pcgraph")
+
+
+def test_a_left_over_differs_at_every_place_in_a_second_capture():
+    """:func:`graphed_witness.differing`: a value counts as a library's left-over only when
+    the node at each of its places, of the same type and function, holds another value
+    there in the second capture."""
+    from types import SimpleNamespace as NS
+    from pycudagraph.frameworks.graphed_witness import differing
+    from pycudagraph.nodes.facets import Site
+
+    class K:
+        def __init__(self, func, **values):
+            self.func, self.values = func, values
+
+        def driver_params(self):
+            return NS(func=self.func, kern=0)
+
+        def sites(self):
+            return [Site(p.replace("_", " "), 0, v, arg=0) for p, v in self.values.items()]
+
+    class Copy(K):
+        pass
+
+    first = [K(1, arg_1=0x7000), K(2, arg_0=0x7000, arg_1=0x8000), Copy(0, src=0x9000)]
+    found = {0x7000: [(0, "arg 1"), (1, "arg 0")], 0x8000: [(1, "arg 1")],
+             0x9000: [(2, "src")]}
+    second = [K(1, arg_1=0x1234), K(2, arg_0=0x5678, arg_1=0x8000), Copy(0, src=0)]
+    assert differing(found, first, second) == {0x7000, 0x9000}
+    second[1] = K(2, arg_0=0x7000, arg_1=0x1)  # equal at one of its places: it is read
+    assert differing(found, first, second) == {0x8000, 0x9000}
+    second[1] = K(3, arg_0=0x5678, arg_1=0x1)  # another function there: proves nothing
+    assert differing(found, first, second) == {0x9000}
+    second[2] = K(0, src=0)  # another type of node
+    assert differing(found, first, second) == set()
+    assert differing(found, first, second[:2]) == set()  # a graph of another shape

@@ -310,3 +310,62 @@ def test_cupy_function_closing_over_its_weights_saved_and_loaded(tmp_path):
     print(_run(CUPY_FN + CUPY_SAVE, folder, 300))
     print(_run(CUPY_FN + CUPY_LOAD, folder, 300))
     shutil.rmtree(folder, ignore_errors=True)
+
+
+#: A value in an argument the kernel does not read, naming a live array that is none of
+#: the function's weights: a left-over (another array in each capture, as a library's
+#: by-value struct may hold whatever the host stack held), saved as a number; the same
+#: array in every capture, and read, keeps the key out with the reason.
+LEFT_OVER = """
+import itertools, sys
+try:
+    import torch
+except ImportError as exc:
+    print("SKIP", exc); sys.exit(0)
+import pycudagraph as pcg
+
+SRC = r'''
+extern "C" __global__ void twice(float* y, const float* x, const float* other, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = 2.0f * x[i];
+}
+extern "C" __global__ void twice_plus(float* y, const float* x, const float* other, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = 2.0f * x[i] + other[0];
+}
+'''
+mod = pcg.Program(SRC, name="left_over.cu").compile()
+OTHERS = [torch.full((256,), float(v), device="cuda") for v in (1, 2)]  # bound to nothing
+flip = itertools.count()
+
+
+def make(kernel, pick):
+    def fn(x):
+        y = torch.empty_like(x)
+        kernel.launch(1, 256, (y, x, OTHERS[pick()], 256),
+                      stream=torch.cuda.current_stream().cuda_stream)
+        return y
+    return fn
+
+
+x = torch.arange(256, device="cuda", dtype=torch.float32)
+f = pcg.graphed(make(mod["twice"], lambda: next(flip) % 2))
+torch.testing.assert_close(f(x), 2 * x)
+report = f.save(FOLDER + ".unread")
+assert report.keys == 1 and not report.skipped, report
+(places,) = report.left_overs.values()
+assert places == ["arg 2 of twice"], report.left_overs
+g = pcg.graphed(make(mod["twice_plus"], lambda: 0))
+torch.testing.assert_close(g(x), 2 * x + 1)
+try:
+    g.save(FOLDER + ".read")
+    raise SystemExit("a key whose graph reads an unbound live array was saved")
+except pcg.ArgumentError as exc:
+    assert "(live)" in str(exc) and "arg 2 of twice_plus" in str(exc), str(exc)
+print("OK")
+"""
+
+
+@pytest.mark.gpu
+def test_a_left_over_value_is_told_from_an_address_the_graph_reads(tmp_path):
+    print(_run(LEFT_OVER, str(tmp_path / "k"), 300))

@@ -1,0 +1,92 @@
+"""A second capture of a saved key's call, to tell a number a library left in a by-value
+argument from an address its graph reads.
+
+PyTorch passes much of a kernel's launch state by value: a struct of sizes, strides and
+data addresses, of which a launch fills only the parts its tensors need. The rest keeps
+whatever the host stack held, which can be the address of some other live tensor. A graph
+file cannot say where such a value lies (it is no weight, buffer, input, pool or
+workspace), so :func:`~.graphed_save.save_graphed` would leave the key out.
+
+An address the graph reads is the same in every capture of the call with the same inputs:
+the array it names has not moved. A left-over is whatever the stack held at that capture.
+:func:`left_overs` captures the call once more (``cudaStreamBeginCapture`` /
+``cudaStreamEndCapture`` on a side stream, into a throwaway pool: nothing runs, nothing is
+instantiated) and answers which values hold another value at every place in the second
+graph. Those are no address the graph uses, and a file keeps them as the numbers they
+are. A value equal at any place, a graph of another shape, or a call that cannot be
+captured again proves nothing: the key is left out, as before.
+"""
+
+from __future__ import annotations
+
+from ..capture.capture import capture
+from ..errors import PyCudaGraphError
+from ..runtime.device import device as device_scope
+from ..runtime.stream import Stream
+from .ops import framework_streams
+from .pools import CapturePool
+
+__all__ = ["left_overs", "differing"]
+
+
+def differing(found: dict, nodes: list, second: list) -> set:
+    """The values of ``found`` (``{value: [(node index, place), ...]}``, read in the graph
+    whose nodes are ``nodes``) that hold another value at every one of their places in a
+    second capture of the same call (``second``: its nodes in the same walk order). A
+    place whose node in ``second`` is missing, of another type or launching another
+    function proves nothing. Reads each node's sites (``cuGraphKernelNodeGetParams``)."""
+    if len(nodes) != len(second):
+        return set()
+    values: dict = {}  # node index -> {place: value} in the second graph
+
+    def value_at(i: int, place: str):
+        if i not in values:
+            a, b = nodes[i], second[i]
+            if type(a) is not type(b) or _function(a) != _function(b):
+                values[i] = None
+            else:
+                values[i] = {s.place: s.address for s in b.sites()}
+        there = values[i]
+        return None if there is None else there.get(place, 0)
+
+    out = set()
+    for v, places in found.items():
+        seen = [value_at(i, place) for i, place in places]
+        if all(w is not None and w != v for w in seen):
+            out.add(v)
+    return out
+
+
+def _function(node):
+    """The function a kernel node launches, or None for other nodes."""
+    params = getattr(node, "driver_params", None)
+    if params is None:
+        return None
+    p = params()
+    return int(getattr(p, "func", 0) or 0) or int(getattr(p, "kern", 0) or 0)
+
+
+def left_overs(fn, entry, graph_nodes: list, found: dict) -> set:
+    """The values of ``found`` (``{value: [(node index, place), ...]}`` in ``entry``'s
+    graph, whose walk gave ``graph_nodes``) that a second capture of ``fn`` on the key's
+    latest inputs (``entry.bound``) holds another value at, everywhere (:func:`differing`).
+    Empty when the call cannot be captured again. ``cudaStreamBeginCapture`` /
+    ``cudaStreamEndCapture``, then ``cudaGraphDestroy`` of the second graph."""
+    if not found or not entry.bound:
+        return set()
+    args, kwargs = entry.bound
+    try:
+        with device_scope(entry.device):
+            side = Stream(non_blocking=True)
+            pool = CapturePool()
+            with framework_streams(side.ptr, entry.device):
+                with capture(side, mode="thread_local", pool=pool) as cap:
+                    fn(*args, **kwargs)
+            graph = cap.graph
+            try:
+                second = [node for node, _, _ in graph.table.walk()]
+                return differing(found, graph_nodes, second)
+            finally:
+                graph.close()
+    except (PyCudaGraphError, RuntimeError, ValueError, TypeError):
+        return set()  # proves nothing: the key stays out, with the first reason
