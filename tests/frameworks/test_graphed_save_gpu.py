@@ -324,6 +324,7 @@ except ImportError as exc:
     print("SKIP", exc); sys.exit(0)
 import pycudagraph as pcg
 
+FOLDER = sys.argv[1]
 SRC = r'''
 extern "C" __global__ void twice(float* y, const float* x, const float* other, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
