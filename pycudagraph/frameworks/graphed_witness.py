@@ -9,9 +9,9 @@ workspace), so :func:`~.graphed_save.save_graphed` would leave the key out.
 
 An address the graph reads is the same in every capture of the call with the same inputs:
 the array it names has not moved. A left-over is whatever the stack held at that capture.
-:func:`left_overs` captures the call once more (``cudaStreamBeginCapture`` /
-``cudaStreamEndCapture`` on a side stream, into a throwaway pool: nothing runs, nothing is
-instantiated) and answers which values hold another value at every place in the second
+:func:`left_overs` captures the call once more, in a new thread (``cudaStreamBeginCapture``
+/ ``cudaStreamEndCapture`` on a side stream, into a throwaway pool: nothing runs, nothing
+is instantiated) and answers which values hold another value at every place in the second
 graph. Those are no address the graph uses, and a file keeps them as the numbers they
 are. A value equal at any place, a graph of another shape, or a call that cannot be
 captured again proves nothing: the key is left out, as before.
@@ -19,8 +19,9 @@ captured again proves nothing: the key is left out, as before.
 
 from __future__ import annotations
 
+import threading
+
 from ..capture.capture import capture
-from ..errors import PyCudaGraphError
 from ..runtime.device import device as device_scope
 from ..runtime.stream import Stream
 from .ops import framework_streams
@@ -70,23 +71,34 @@ def left_overs(fn, entry, graph_nodes: list, found: dict) -> set:
     """The values of ``found`` (``{value: [(node index, place), ...]}`` in ``entry``'s
     graph, whose walk gave ``graph_nodes``) that a second capture of ``fn`` on the key's
     latest inputs (``entry.bound``) holds another value at, everywhere (:func:`differing`).
-    Empty when the call cannot be captured again. ``cudaStreamBeginCapture`` /
-    ``cudaStreamEndCapture``, then ``cudaGraphDestroy`` of the second graph."""
+    The second capture runs in a new thread: its stack holds none of this one's left-overs
+    (a left-over written once, long before, stays put in one thread's stack through every
+    later capture). Empty when the call cannot be captured again.
+    ``cudaStreamBeginCapture`` / ``cudaStreamEndCapture``, then ``cudaGraphDestroy`` of the
+    second graph."""
     if not found or not entry.bound:
         return set()
     args, kwargs = entry.bound
-    try:
-        with device_scope(entry.device):
-            side = Stream(non_blocking=True)
-            pool = CapturePool()
-            with framework_streams(side.ptr, entry.device):
-                with capture(side, mode="thread_local", pool=pool) as cap:
-                    fn(*args, **kwargs)
-            graph = cap.graph
-            try:
-                second = [node for node, _, _ in graph.table.walk()]
-                return differing(found, graph_nodes, second)
-            finally:
-                graph.close()
-    except (PyCudaGraphError, RuntimeError, ValueError, TypeError):
-        return set()  # proves nothing: the key stays out, with the first reason
+    box: dict = {}
+
+    def second() -> None:
+        try:
+            with device_scope(entry.device):
+                side = Stream(non_blocking=True)
+                pool = CapturePool()
+                with framework_streams(side.ptr, entry.device):
+                    with capture(side, mode="thread_local", pool=pool) as cap:
+                        fn(*args, **kwargs)
+                graph = cap.graph
+                try:
+                    box["stale"] = differing(found, graph_nodes,
+                                             [node for node, _, _ in graph.table.walk()])
+                finally:
+                    graph.close()
+        except Exception as exc:  # noqa: BLE001 - proves nothing: the key stays out
+            box["error"] = exc
+
+    t = threading.Thread(target=second, name="pycudagraph-save-second-capture", daemon=True)
+    t.start()
+    t.join()
+    return box.get("stale", set())
