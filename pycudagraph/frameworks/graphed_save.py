@@ -277,10 +277,14 @@ class _Saver:
                 a, b = self.workspaces[where[1]]
                 slots[f"workspace:{where[1]}"] = Span(a, b - a)
         if unexplained:
-            stale = left_overs(self.fn, e, nodes, {v: places[v] for v in unexplained})
+            why: list = []
+            stale = left_overs(self.fn, e, nodes, {v: places[v] for v in unexplained}, why)
             for v, exc in unexplained.items():
                 if v not in stale:
-                    raise KeySkipped(f"{exc}; the value sits in {_holder(*addresses[v])}")
+                    second = (f"; {why[0]}" if why else
+                              "; a second capture of the call holds it there too")
+                    raise KeySkipped(f"{exc}; the value sits in {_holder(*addresses[v])}"
+                                     + second)
             self.left_overs = [_holder(*addresses[v]) for v in sorted(unexplained)]
         outputs = self.outputs(e.outputs)
         functions = library_functions(e.graph)

@@ -9,9 +9,10 @@ workspace), so :func:`~.graphed_save.save_graphed` would leave the key out.
 
 An address the graph reads is the same in every capture of the call with the same inputs:
 the array it names has not moved. A left-over is whatever the stack held at that capture.
-:func:`left_overs` captures the call once more, in a new thread (``cudaStreamBeginCapture``
-/ ``cudaStreamEndCapture`` on a side stream, into a throwaway pool: nothing runs, nothing
-is instantiated) and answers which values hold another value at every place in the second
+:func:`left_overs` captures the call once more, in a new thread, after one eager run on
+copies of the inputs as any capture's warm-up (``cudaStreamBeginCapture`` /
+``cudaStreamEndCapture`` on a side stream, into a throwaway pool; nothing instantiated)
+and answers which values hold another value at every place in the second
 graph. Those are no address the graph uses, and a file keeps them as the numbers they
 are. A value equal at any place, a graph of another shape, or a call that cannot be
 captured again proves nothing: the key is left out, as before.
@@ -22,9 +23,10 @@ from __future__ import annotations
 import threading
 
 from ..capture.capture import capture
-from ..runtime.device import device as device_scope
+from ..runtime.device import Device, device as device_scope
 from ..runtime.stream import Stream
-from .ops import framework_streams
+from .arrays import substitute
+from .ops import framework_streams, twin
 from .pools import CapturePool
 
 __all__ = ["left_overs", "differing"]
@@ -67,16 +69,19 @@ def _function(node):
     return int(getattr(p, "func", 0) or 0) or int(getattr(p, "kern", 0) or 0)
 
 
-def left_overs(fn, entry, graph_nodes: list, found: dict) -> set:
+def left_overs(fn, entry, graph_nodes: list, found: dict, why: list | None = None) -> set:
     """The values of ``found`` (``{value: [(node index, place), ...]}`` in ``entry``'s
     graph, whose walk gave ``graph_nodes``) that a second capture of ``fn`` on the key's
     latest inputs (``entry.bound``) holds another value at, everywhere (:func:`differing`).
     The second capture runs in a new thread: its stack holds none of this one's left-overs
     (a left-over written once, long before, stays put in one thread's stack through every
-    later capture). Empty when the call cannot be captured again.
+    later capture). Empty when the call cannot be captured again; then ``why`` (a list)
+    gets the reason.
     ``cudaStreamBeginCapture`` / ``cudaStreamEndCapture``, then ``cudaGraphDestroy`` of the
     second graph."""
     if not found or not entry.bound:
+        if found and why is not None:
+            why.append("no inputs of the key are kept to capture its call again with")
         return set()
     args, kwargs = entry.bound
     box: dict = {}
@@ -84,9 +89,16 @@ def left_overs(fn, entry, graph_nodes: list, found: dict) -> set:
     def second() -> None:
         try:
             with device_scope(entry.device):
+                Device(entry.device).synchronize()  # the inputs are ready for the copies
                 side = Stream(non_blocking=True)
                 pool = CapturePool()
                 with framework_streams(side.ptr, entry.device):
+                    # one eager run on copies first, as a capture's warm-up: this thread's
+                    # library handles (cuBLAS ...) are made outside the capture
+                    warm_args, warm_kwargs = substitute((args, kwargs), twin)
+                    fn(*warm_args, **warm_kwargs)
+                    side.synchronize()
+                    del warm_args, warm_kwargs
                     with capture(side, mode="thread_local", pool=pool) as cap:
                         fn(*args, **kwargs)
                 graph = cap.graph
@@ -101,4 +113,8 @@ def left_overs(fn, entry, graph_nodes: list, found: dict) -> set:
     t = threading.Thread(target=second, name="pycudagraph-save-second-capture", daemon=True)
     t.start()
     t.join()
+    if "error" in box and why is not None:
+        err = box["error"]
+        why.append(f"capturing the call again failed ({type(err).__name__}: "
+                   f"{str(err).splitlines()[0][:200] if str(err) else ''})")
     return box.get("stale", set())

@@ -634,19 +634,21 @@ def test_a_key_left_out_says_which_node_holds_the_address(saver, tmp_path, monke
             save = staticmethod(lambda path, slots: path.write_bytes(b"graph"))
 
     # no inputs kept to capture the call again with: nothing tells a left-over apart
-    with pytest.raises(KeySkipped, match=r"\(live\).*sits in arg 2 \+48 of gemm_kernel"):
+    with pytest.raises(KeySkipped, match=r"\(live\).*sits in arg 2 \+48 of gemm_kernel; no "
+                                         r"inputs of the key are kept"):
         saver.key(((), (), ()), E(), tmp_path / "key-000.pcgraph")
     # a second capture holds another value there: a left-over, saved as the number it is
     asked = []
     monkeypatch.setattr(graphed_save, "left_overs",
-                        lambda fn, e, nodes, found: asked.append(found) or set(found))
+                        lambda fn, e, nodes, found, why: asked.append(found) or set(found))
     monkeypatch.setattr(graphed_save, "library_functions", lambda g: {})
     saver.key(((), (), ()), E(), tmp_path / "key-000.pcgraph")
     assert asked == [{W + 0xA000: [(0, "arg 2 +48")]}]
     assert saver.left_overs == ["arg 2 +48 of gemm_kernel"]
     # the same value there: an address the graph reads, and the key stays out
-    monkeypatch.setattr(graphed_save, "left_overs", lambda fn, e, nodes, found: set())
-    with pytest.raises(KeySkipped, match=r"sits in arg 2 \+48 of gemm_kernel"):
+    monkeypatch.setattr(graphed_save, "left_overs", lambda fn, e, nodes, found, why: set())
+    with pytest.raises(KeySkipped, match=r"sits in arg 2 \+48 of gemm_kernel; a second capture "
+                                         r"of the call holds it there too"):
         saver.key(((), (), ()), E(), tmp_path / "key-000.pcgraph")
 
 

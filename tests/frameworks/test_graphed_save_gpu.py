@@ -326,13 +326,15 @@ import pycudagraph as pcg
 
 FOLDER = sys.argv[1]
 SRC = r'''
-extern "C" __global__ void twice(float* y, const float* x, const float* other, int n) {
+// `other` is an integer, as a library's by-value struct holds bytes: no typed pointer
+extern "C" __global__ void twice(float* y, const float* x, unsigned long long other, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] = 2.0f * x[i];
 }
-extern "C" __global__ void twice_plus(float* y, const float* x, const float* other, int n) {
+extern "C" __global__ void twice_plus(float* y, const float* x, unsigned long long other,
+                                      int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = 2.0f * x[i] + other[0];
+    if (i < n) y[i] = 2.0f * x[i] + ((const float*)other)[0];
 }
 '''
 mod = pcg.Program(SRC, name="left_over.cu").compile()
@@ -350,7 +352,7 @@ flip = itertools.count()
 def make(kernel, pick):
     def fn(x):
         y = torch.empty_like(x)
-        kernel.launch(1, 256, (y, x, hidden.others[pick()], 256),
+        kernel.launch(1, 256, (y, x, hidden.others[pick()].data_ptr(), 256),
                       stream=torch.cuda.current_stream().cuda_stream)
         return y
     return fn
