@@ -182,9 +182,9 @@ class _Saver:
             end = base + size
         else:
             raise _Unexplained(f"its graph reads 0x{v:x}, in {owner.what} ({owner.status}), "
-                             "which is neither a weight, a buffer, an input, the capture "
-                             "pool nor a library workspace: pass it in bind={name: array} "
-                             "(or register it as a module buffer)")
+                               "which is neither a weight, a buffer, an input, the capture "
+                               "pool nor a library workspace: pass it in bind={name: array} "
+                               "(or register it as a module buffer)")
         for w, (a, b) in enumerate(self.workspaces):
             if a <= base and end <= b:
                 return ("workspace", w, a)
