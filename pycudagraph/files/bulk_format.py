@@ -44,15 +44,6 @@ _GRID, _SHARED = (1 << 31) - 1, 1 << 24
 
 # save ----------------------------------------------------------------------------------
 
-def _eligible(n: dict, kernels: dict, entries: list) -> bool:
-    if n.get("type") != "kernel" or "attributes" in n:
-        return False
-    ki = n["kernel"]
-    if entries[ki]["module"] is None or entries[ki]["signature"] is None or ki not in kernels:
-        return False
-    return all("slot" in ref or "alloc" in ref for a in n["args"] for _, ref in a["relocs"])
-
-
 class _Packer:
     def __init__(self, manifest: dict, kernels: dict):
         self.m, self.kernels = manifest, kernels
@@ -81,7 +72,7 @@ class _Packer:
         for j, n in enumerate(nodes):
             for inner in self.classes[n["type"]].record_graphs(n):
                 self.graph(inner)
-            if _eligible(n, self.kernels, entries):
+            if self.classes[n["type"]].bulk_record(n, entries, self.kernels):
                 if start is None:
                     start = j
                     out.append({"id": n["id"], "type": RUN, "count": 0, "first": len(self.recs)})

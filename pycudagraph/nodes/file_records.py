@@ -115,6 +115,14 @@ class FileRecord:
         return []
 
     @classmethod
+    def bulk_record(cls, n, kernels: list, loaded: dict) -> bool:
+        """Whether record ``n`` may travel as a fixed binary record (format 2,
+        ``files/bulk_format``) instead of JSON: none here. ``kernels``: the manifest's
+        kernel entries; ``loaded``: kernel index -> Kernel of those the saver holds. No
+        CUDA call."""
+        return False
+
+    @classmethod
     def record_needs(cls, n, into) -> None:
         """Tell ``into`` what the loading process must supply for a record (a registered
         host function, a resolver): nothing here. No CUDA call."""

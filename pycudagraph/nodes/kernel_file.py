@@ -104,6 +104,18 @@ class KernelFile(FileRecord):
     # check -----------------------------------------------------------------------------
 
     @classmethod
+    def bulk_record(cls, n, kernels: list, loaded: dict) -> bool:
+        """A kernel record travels as a binary record when its kernel has a module and a
+        signature and is held by the saver, it sets no launch attributes, and each of its
+        addresses points into a slot or an allocation node. No CUDA call."""
+        if "attributes" in n:
+            return False
+        ki = n["kernel"]
+        if kernels[ki]["module"] is None or kernels[ki]["signature"] is None or ki not in loaded:
+            return False
+        return all("slot" in ref or "alloc" in ref for a in n["args"] for _, ref in a["relocs"])
+
+    @classmethod
     def check_record(cls, c, n, where, handles, depth: int, nid: int) -> None:
         """The record in place when of the usual shape, else field by field. No CUDA call."""
         try:
