@@ -685,3 +685,64 @@ def test_a_left_over_differs_at_every_place_in_a_second_capture():
     second[2] = K(0, src=0)  # another type of node
     assert differing(found, first, second) == set()
     assert differing(found, first, second[:2]) == set()  # a graph of another shape
+
+
+def test_the_second_capture_runs_in_a_new_thread_after_a_warm_up(monkeypatch):
+    """:func:`graphed_witness.left_overs` on fakes: the warm-up runs on copies of the key's
+    inputs and the capture on the inputs themselves, both in one new thread; the second
+    graph's nodes go to :func:`differing` and the graph is closed; a failure is said in
+    ``why`` and proves nothing; no kept inputs: nothing is run."""
+    import contextlib
+    import threading
+    from types import SimpleNamespace as NS
+    from pycudagraph.frameworks import graphed_witness as w
+
+    seen = []
+
+    class Graph:
+        closed = False
+        table = NS(walk=lambda: [("n0", 0, None), ("n1", 0, None)])
+
+        def close(self):
+            Graph.closed = True
+
+    @contextlib.contextmanager
+    def capture(side, mode, pool):
+        seen.append(("capture", mode, threading.current_thread().name))
+        yield NS(graph=Graph())
+
+    monkeypatch.setattr(w, "capture", capture)
+    monkeypatch.setattr(w, "Stream", lambda non_blocking: NS(ptr=0x51, synchronize=lambda: None))
+    monkeypatch.setattr(w, "CapturePool", lambda: object())
+    monkeypatch.setattr(w, "Device", lambda d: NS(synchronize=lambda: seen.append("sync")))
+    monkeypatch.setattr(w, "device_scope", lambda d: contextlib.nullcontext())
+    monkeypatch.setattr(w, "framework_streams", lambda ptr, d: contextlib.nullcontext())
+    monkeypatch.setattr(w, "twin", lambda a: ("copy", a))
+    monkeypatch.setattr(w, "substitute", lambda v, f: (tuple(map(f, v[0])),
+                                                       {k: f(x) for k, x in v[1].items()}))
+    monkeypatch.setattr(w, "differing", lambda found, first, second:
+                        seen.append(("differing", first, second)) or set(found))
+
+    def fn(x, scale=1):
+        seen.append(("fn", x, scale, threading.current_thread().name))
+
+    entry = NS(device=0, bound=(("X",), {"scale": 2}))
+    found = {0x7000: [(1, "arg 1")]}
+    assert w.left_overs(fn, entry, ["a", "b"], found) == {0x7000}
+    here = threading.current_thread().name
+    names = {s[-1] for s in seen if isinstance(s, tuple) and s[0] in ("fn", "capture")}
+    assert len(names) == 1 and here not in names  # both in one thread, not this one
+    calls = [s for s in seen if isinstance(s, tuple) and s[0] == "fn"]
+    assert [c[1:3] for c in calls] == [(("copy", "X"), ("copy", 2)), ("X", 2)]
+    assert seen.index("sync") < seen.index(calls[0])  # the inputs are ready for the copies
+    assert ("differing", ["a", "b"], ["n0", "n1"]) in seen and Graph.closed
+
+    def broken(x, scale=1):
+        raise RuntimeError("operation not permitted when stream is capturing")
+    why: list = []
+    assert w.left_overs(broken, entry, ["a", "b"], found, why) == set()
+    assert why == ["capturing the call again failed (RuntimeError: operation not permitted "
+                   "when stream is capturing)"]
+    why.clear()
+    assert w.left_overs(fn, NS(device=0, bound=()), ["a"], found, why) == set()
+    assert why == ["no inputs of the key are kept to capture its call again with"]
