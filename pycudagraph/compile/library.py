@@ -78,9 +78,8 @@ class Library:
     def with_arch_hint(self, exc: CudaError) -> CudaError:
         """Say which architecture the image is for when the device cannot run it."""
         if exc.name in _NO_IMAGE:
-            exc.hint = (f"{self.name} was compiled for {self.arch or 'an unknown arch'}; this "
-                        f"device is {device_arch()}: {self.advice}")
-            exc.args = (exc._text(),)
+            exc.set_hint(f"{self.name} was compiled for {self.arch or 'an unknown arch'}; "
+                         f"this device is {device_arch()}: {self.advice}")
         return exc
 
 

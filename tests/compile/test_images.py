@@ -181,3 +181,18 @@ def test_link_takes_ptx_modules(monkeypatch):
                     arch="sm_90", device_runtime=False)
     assert calls == [("ptx", str(DATA / "images.ptx")), ("cubin", str(DATA / "images.cubin"))]
     assert out.kind == "cubin" and "axpy" in out.entries
+
+
+def test_an_image_a_device_cannot_run_says_its_architecture(monkeypatch):
+    """``Library.with_arch_hint``: a load refused for want of code for this device
+    (``cudaErrorNoKernelImageForDevice`` ...) says what the image was built for and what
+    the device is, in the hint and in the message; other errors pass unchanged."""
+    from pycudagraph.compile import library
+    monkeypatch.setattr(library, "device_arch", lambda: "sm_80")
+    lib = library.Library(b"\x7fELF", name="scale.cu", arch="sm_90", advice="compile it again")
+    exc = pcg.CudaError("cudaLibraryLoadData", 209, "cudaErrorNoKernelImageForDevice", "no image")
+    assert lib.with_arch_hint(exc) is exc
+    words = "scale.cu was compiled for sm_90; this device is sm_80: compile it again"
+    assert exc.hint == words and words in str(exc)
+    other = pcg.CudaError("cudaLibraryLoadData", 2, "cudaErrorMemoryAllocation", "out of memory")
+    assert not lib.with_arch_hint(other).hint and "compiled for" not in str(other)
