@@ -36,8 +36,8 @@ def stub_path() -> str:
 
 #: What every body starts with: the stub as the driver, device 0 current, this thread ready
 #: for the compiled route, a kernel ``k`` (float* y, float a, int n) and the helpers
-#: ``route``, ``refused``, ``buffer`` and ``stream``. ``C`` is what a compiled call reads as
-#: in this run ("ctypes" under PYCUDAGRAPH_NO_NATIVE=1).
+#: ``route``, ``refused``, ``driver_refuses``, ``buffer`` and ``stream``. ``C`` is what a
+#: compiled call reads as in this run ("ctypes" under PYCUDAGRAPH_NO_NATIVE=1).
 PRELUDE = textwrap.dedent('''
     import os, threading
     import numpy as np
@@ -82,6 +82,19 @@ PRELUDE = textwrap.dedent('''
         else:
             raise AssertionError(f"no {cls.__name__} ({words})")
         assert stub.total() == made, "the driver was called"
+
+    def driver_refuses(fn, api, rc=400):
+        """With the stub answering ``rc`` for ``api``, fn raises the CudaError naming it
+        after one driver call."""
+        stub.set_rc(api, rc)
+        made = stub.total()
+        try:
+            fn()
+        except pcg.CudaError as exc:
+            assert str(exc).startswith(api), exc
+        else:
+            raise AssertionError(f"a refused {api} was not raised")
+        assert stub.total() == made + 1, "not one driver call"
 
     freed = []
 
