@@ -3,7 +3,10 @@
     python benchmarks/graph_files_startup.py [--repeat 5] [--nodes 1000] [--buckets 20]
 
 Two graph sets, each timed from "nothing built in this process" to "instantiated, ready
-to launch", median of ``--repeat`` runs after one warm-up run:
+to launch", median of ``--repeat`` rounds after one warm-up round; a round runs every row
+once, in turn, so a machine that speeds up or slows down during the run moves every row
+alike. Exec reuse is paused while a row runs (an exec released by the round before is not
+updated in place of an instantiate: a fresh process has none):
 
 * a straight chain of 1,000 kernel nodes (four kernels in turn);
 * 20 bucket graphs (50 kernel nodes each, the element count of each bucket its own), all
@@ -54,6 +57,7 @@ import pycudagraph as pcg  # noqa: E402
 from pycudagraph.files import load as file_load
 from pycudagraph.files import modules as file_modules  # noqa: E402
 from pycudagraph.files import archive as graph_files  # noqa: E402
+from pycudagraph.graph.exec_reuse import paused  # noqa: E402
 
 SRC = r'''
 extern "C" __global__ void axpy(float* y, const float* x, float a, int n) {
@@ -114,23 +118,26 @@ def sizes(nodes, buckets):
                                          for b in range(buckets)]}
 
 
-def timed(fn, repeat: int) -> float:
-    """Median milliseconds of ``repeat`` runs after one warm-up; ``fn`` returns what to drop
-    after the clock stops (execs, graphs)."""
-    times = []
+def timed_rows(fns: list, repeat: int) -> list:
+    """Median milliseconds of each of ``fns`` over ``repeat`` rounds after one warm-up
+    round, a round running each once in turn, with exec reuse paused; each returns what to
+    drop after its clock stops (execs, graphs)."""
+    times: list = [[] for _ in fns]
     for r in range(repeat + 1):
-        gc.collect()
-        gc.disable()
-        t0 = time.perf_counter()
-        keep = fn()
-        t1 = time.perf_counter()
-        gc.enable()
-        for exe in keep:
-            exe.close()
-        del keep
-        if r:
-            times.append((t1 - t0) * 1e3)
-    return statistics.median(times)
+        for i, fn in enumerate(fns):
+            gc.collect()
+            gc.disable()
+            with paused():
+                t0 = time.perf_counter()
+                keep = fn()
+                t1 = time.perf_counter()
+            gc.enable()
+            for exe in keep:
+                exe.close()
+            del keep
+            if r:
+                times[i].append((t1 - t0) * 1e3)
+    return [statistics.median(t) for t in times]
 
 
 # --------------------------------------------------------------------------- --cpu
@@ -322,7 +329,8 @@ def main() -> int:
                 t2 = time.perf_counter()
                 g = loader.build()
                 t3 = time.perf_counter()
-                keep.append(g.instantiate())
+                with paused():  # a real instantiate, as in a fresh process
+                    keep.append(g.instantiate())
                 t4 = time.perf_counter()
                 keep.append(build(ks, bufs, nodes, n))
                 t5 = time.perf_counter()
@@ -344,17 +352,21 @@ def main() -> int:
             exe.close()
         return sum("LibraryLoadData" in line for line in t.calls)
 
-    rows = []
-    for label, make in (("load + instantiate", load_set),
-                        ("rebuild, compile cache cold", lambda t: rebuild_set(t, True)),
-                        ("rebuild, compile cache warm", lambda t: rebuild_set(t, False)),
-                        ("capture, compile cache warm", capture_set)):
-        cells = []
-        for title in sets:
-            cache("warm")
-            cells.append(timed(make(title), opts.repeat))
-        rows.append((label, cells))
-        print(f"  measured: {label}", file=sys.stderr)
+    def warm(run):
+        def with_warm_cache():
+            cache("warm")  # the cold row's run points the cache at an empty folder
+            return run()
+        return with_warm_cache
+
+    labels = ("load + instantiate", "rebuild, compile cache cold",
+              "rebuild, compile cache warm", "capture, compile cache warm")
+    cells = {}
+    for title in sets:
+        fns = [warm(load_set(title)), rebuild_set(title, True),
+               warm(rebuild_set(title, False)), warm(capture_set(title))]
+        cells[title] = timed_rows(fns, opts.repeat)
+        print(f"  measured: {title}", file=sys.stderr)
+    rows = [(label, [cells[title][i] for title in sets]) for i, label in enumerate(labels)]
 
     gpu = pcg.Device(0)
     print(f"\nStart-up to instantiated graphs, ms (median of {opts.repeat}); "
