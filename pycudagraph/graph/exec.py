@@ -385,6 +385,10 @@ class GraphExec(ExecBase, ExecUpdate, ExecIntrospection):
         node_arg(None, node, "node", "set_enabled")
         rec = self.exec_node(node)
         flag = bool_arg(flag, "set_enabled: flag")
+        if not rec.node.can_disable:
+            raise ArgumentError(f"set_enabled: {type(rec.node).__name__} nodes cannot be "
+                                "turned off in an exec; cudaGraphNodeSetEnabled takes kernel, "
+                                "memcpy and memset nodes")
         call(rt.cudaGraphNodeSetEnabled, self.handle, rec.node.handle, 1 if flag else 0)
 
     def is_enabled(self, node: Node) -> bool:

@@ -38,7 +38,6 @@ import weakref
 from .._cuda import check, rt
 from .._lifetime import release
 from ..errors import ArgumentError
-from ..nodes.base import NodeType
 from . import reuse_signature as sig
 from .reuse_box import ReuseBox
 from .reuse_signature import signature
@@ -48,7 +47,6 @@ __all__ = ["exec_reuse", "paused", "signature", "stats", "clear", "ReuseBox", "E
 #: Set to 0 to start with exec reuse off (``pcg.exec_reuse(True)`` turns it on).
 ENV = "PYCUDAGRAPH_EXEC_REUSE"
 
-_ENABLE_KINDS = frozenset({NodeType.KERNEL, NodeType.MEMCPY, NodeType.MEMSET})
 _DEVICE_LAUNCH = int(rt.cudaGraphInstantiateFlags.cudaGraphInstantiateFlagDeviceLaunch)
 
 
@@ -208,7 +206,7 @@ def _kernels(table) -> tuple:
 def _all_enabled(box: ReuseBox, h: int) -> bool:
     """No node the exec has a record of is disabled (``cudaGraphNodeGetEnabled``)."""
     return all(sig.enabled(h, rec.node_h, sig.quiet) for rec in set((box.records or {}).values())
-               if rec.node.type in _ENABLE_KINDS)
+               if rec.node.can_disable)
 
 
 def take(graph, flags: int) -> _Parked | None:

@@ -246,6 +246,9 @@ class Node:
 
     #: The fields an exec may change (what :meth:`exec_set` accepts).
     exec_fields: frozenset = frozenset()
+    #: Whether an exec can turn the node off and on (``cudaGraphNodeSetEnabled``: kernel,
+    #: memcpy and memset nodes).
+    can_disable: bool = False
 
     def fields(self) -> dict:
         """The node's named parameters as plain values (:mod:`pycudagraph.nodes.facets`);

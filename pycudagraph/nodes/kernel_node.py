@@ -341,6 +341,7 @@ class KernelNode(KernelSites, Node, KernelFile):
 
     #: What :meth:`exec_set` takes of :meth:`fields` (``cuGraphExecKernelNodeSetParams``).
     exec_fields = frozenset({"grid", "block", "shared_mem", "args"})
+    can_disable = True
     exec_call = "cuGraphExecKernelNodeSetParams"
     port_edges = True
 

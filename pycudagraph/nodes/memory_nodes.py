@@ -132,6 +132,8 @@ class MemcpyNode(Node, MemcpyFile):
 
     # Facets (:mod:`pycudagraph.nodes.facets`) ---------------------------------------
 
+    can_disable = True
+
     @property
     def exec_fields(self) -> frozenset:
         """``dst``, ``src``, ``nbytes`` for a 1D copy (``cudaGraphExecMemcpyNodeSetParams1D``);
@@ -248,6 +250,7 @@ class MemsetNode(Node, MemsetFile):
 
     #: Everything :meth:`exec_set` takes (``cudaGraphExecMemsetNodeSetParams``).
     exec_fields = _MEMSET_FIELDS
+    can_disable = True
 
     def fields(self) -> dict:
         """``dst``, ``value``, ``element_size``, ``count``, ``height``, ``pitch``

@@ -241,3 +241,18 @@ def test_gpu_nested_capture_of_one_stream(helpers):
     assert pcg.capture_status(s) == "none"
     assert "nested capture" in str(info.value)
     assert_small_graph_works(helpers)
+
+
+def test_set_enabled_refuses_a_node_an_exec_cannot_turn_off(g):
+    """Only kernel, memcpy and memset nodes can be turned off in an exec (the nodes'
+    ``can_disable`` facet); any other is refused, naming it, before cudaGraphNodeSetEnabled."""
+    empty = fake_node(g)
+    exe = fake_exec(g)
+    with pcg.trace() as t:
+        with pytest.raises(pcg.ArgumentError, match="EmptyNode nodes cannot be turned off in "
+                                                    "an exec; cudaGraphNodeSetEnabled takes"):
+            exe.set_enabled(empty, False)
+    assert not t.records
+    assert [cls.can_disable for cls in (pcg.KernelNode, pcg.MemcpyNode, pcg.MemsetNode)] == \
+        [True] * 3
+    assert not any(cls.can_disable for cls in (pcg.EmptyNode, pcg.HostNode, pcg.ChildGraphNode))
