@@ -44,7 +44,6 @@ import weakref
 from .._cuda import call, rt
 from ..errors import ArgumentError, CaptureError, PyCudaGraphError
 from ..graph.exec import GraphExec
-from ..nodes import NodeType
 from ..runtime.device import device
 from ..runtime.stream import Event, Stream, stream_handle
 
@@ -62,8 +61,6 @@ _NCCL_KERNEL = re.compile(r"nccl\w*Kernel", re.IGNORECASE)
 ANY_COMMUNICATOR = ("any", "every NCCL communicator of this process (none was named)")
 
 #: Node types CUDA allows in a conditional body (cudaConditionalNodeParams).
-BODY_TYPES = frozenset({NodeType.KERNEL, NodeType.EMPTY, NodeType.MEMSET, NodeType.MEMCPY,
-                        NodeType.CHILD_GRAPH, NodeType.CONDITIONAL})
 BODY_LIMIT = ("CUDA allows only kernel, empty, memset, memcpy, child-graph and conditional "
               "nodes in the body of a conditional node, recursively (cudaConditionalNodeParams)")
 
@@ -109,6 +106,9 @@ def communicator_key(comm) -> tuple:
 
 
 def _kernel_name(node) -> str:
+    """The name of the function a kernel node launches; "" for other nodes."""
+    if getattr(type(node), "mangled_name", None) is None:
+        return ""  # not a kernel node
     try:
         return node.mangled_name
     except Exception:  # noqa: BLE001 - a name that cannot be read is not NCCL's here
@@ -119,7 +119,7 @@ def nccl_nodes(graph) -> list:
     """The kernel nodes of ``graph`` and its bodies and child graphs that are NCCL's
     (``cuGraphKernelNodeGetParams``, ``cuFuncGetName`` per captured kernel node)."""
     return [n for n, _depth, _owner in graph.table.walk()
-            if n.type == NodeType.KERNEL and is_nccl_kernel(_kernel_name(n))]
+            if is_nccl_kernel(_kernel_name(n))]
 
 
 def _caller() -> str:
@@ -291,7 +291,7 @@ def check_body(body, conditional) -> None:
     (:data:`BODY_LIMIT`): :class:`CaptureError` naming the limit, the node and the
     conditional node (``cudaGraphGetNodes`` over the body and what it holds)."""
     for node, _depth, _owner in body.table.walk():
-        if node.type not in BODY_TYPES:
+        if not node.in_conditional_body:
             raise CaptureError(body_refusal(conditional, f"it holds {node.describe()}"))
 
 

@@ -249,6 +249,10 @@ class Node:
     #: Whether an exec can turn the node off and on (``cudaGraphNodeSetEnabled``: kernel,
     #: memcpy and memset nodes).
     can_disable: bool = False
+    #: Whether CUDA allows the node in the body of a conditional node
+    #: (``cudaConditionalNodeParams``: kernel, empty, memset, memcpy, child-graph and
+    #: conditional nodes, recursively).
+    in_conditional_body: bool = False
 
     def fields(self) -> dict:
         """The node's named parameters as plain values (:mod:`pycudagraph.nodes.facets`);

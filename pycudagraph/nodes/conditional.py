@@ -132,6 +132,7 @@ class ConditionalNode(Node, ConditionalFile):
 
     type = NodeType.CONDITIONAL
     kind = "conditional"
+    in_conditional_body = True
     _raw_type = None
     _version = 12030
     __slots__ = ("_handle", "_bodies")

@@ -342,6 +342,7 @@ class KernelNode(KernelSites, Node, KernelFile):
     #: What :meth:`exec_set` takes of :meth:`fields` (``cuGraphExecKernelNodeSetParams``).
     exec_fields = frozenset({"grid", "block", "shared_mem", "args"})
     can_disable = True
+    in_conditional_body = True
     exec_call = "cuGraphExecKernelNodeSetParams"
     port_edges = True
 

@@ -133,6 +133,7 @@ class MemcpyNode(Node, MemcpyFile):
     # Facets (:mod:`pycudagraph.nodes.facets`) ---------------------------------------
 
     can_disable = True
+    in_conditional_body = True
 
     @property
     def exec_fields(self) -> frozenset:
@@ -251,6 +252,7 @@ class MemsetNode(Node, MemsetFile):
     #: Everything :meth:`exec_set` takes (``cudaGraphExecMemsetNodeSetParams``).
     exec_fields = _MEMSET_FIELDS
     can_disable = True
+    in_conditional_body = True
 
     def fields(self) -> dict:
         """``dst``, ``value``, ``element_size``, ``count``, ``height``, ``pitch``

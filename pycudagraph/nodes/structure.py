@@ -15,6 +15,7 @@ class ChildGraphNode(Node, ChildGraphFile):
 
     type = NodeType.CHILD_GRAPH
     exec_call = "cudaGraphExecChildGraphNodeSetParams"
+    in_conditional_body = True
     __slots__ = ("_child",)  # the one Graph wrapper of the embedded graph, made on first use
 
     @classmethod
@@ -88,6 +89,7 @@ class EmptyNode(Node, EmptyFile):
 
     type = NodeType.EMPTY
     idle = True
+    in_conditional_body = True
     __slots__ = ()
 
     @classmethod

@@ -16,7 +16,7 @@ layers = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(layers)
 
 #: The most node-type switches allowed outside nodes/ (docs/ARCHITECTURE.md).
-MAX_SWITCHES = 10
+MAX_SWITCHES = 0
 
 
 def test_the_script_passes_and_prints_each_wing():
