@@ -127,3 +127,28 @@ def test_update(native):
         exe.close()
         refused(lambda: exe.update(g2), pcg.ClosedError, "closed")
     ''', native)
+
+
+@both
+def test_update_keeps_what_it_replaced_until_no_launch_can_read_it(native):
+    run('''
+        from pycudagraph.graph.update import RETIRE_CHECK
+        g1, g2, g3 = fake_graph(), fake_graph(), fake_graph()
+        watched = buffer()
+        g1.add_kernel(k, 1, 32, (buffer(), 1.0, 4))
+        g2.add_kernel(k, 1, 32, (watched, 2.0, 4))
+        g3.add_kernel(k, 1, 32, (buffer(), 3.0, 4))
+        exe = g1.instantiate()
+        exe.update(g2)
+        assert exe._pending is g2 and exe in g2.table.execs
+        assert exe._ledger.uses(watched)  # taken by the update
+        exe.update(g3)  # g2 superseded before its nodes were paired: let go
+        assert exe._pending is g3 and exe not in g2.table.execs
+        retired = exe._ledger.retired
+        assert exe._ledger.uses(watched)  # retired: a queued launch may still read it
+        for _ in range(RETIRE_CHECK - len(retired) - 1):
+            exe.update(g3)
+        assert len(retired) == RETIRE_CHECK - 1, len(retired)
+        exe.update(g3)  # the check: never launched, so nothing can read the retired
+        assert not exe._ledger.retired and not exe._ledger.uses(watched)
+    ''', native)
