@@ -40,6 +40,8 @@ RELOC = np.dtype([("record", "<u4"), ("at", "<u4"), ("kind", "<u4"), ("target", 
 #: the sections, by the manifest's "bulk" key
 TAGS = {"records": "KREC", "args": "KARG", "deps": "KDEP", "relocs": "KREL"}
 _GRID, _SHARED = (1 << 31) - 1, 1 << 24
+#: the most each of a record's grid[3], block[3] and shared memory may be
+_HIGHEST = np.array([_GRID] * 3 + [1024] * 3 + [_SHARED], np.int64)[:, None]
 
 
 # save ----------------------------------------------------------------------------------
@@ -144,9 +146,49 @@ def _array(c, data: bytes, dtype, what: str) -> np.ndarray:
     return np.frombuffer(data, dtype)
 
 
+def _records_pass(r, args, d, rel, blocks, kernels: int, names: list, sizes) -> bool:
+    """Whether every record and relocation passes the checks of :func:`check_sections`,
+    in a few whole-array tests (one int64 copy of each table). True only when none of
+    those checks would fail; False sends the sections through them, which name what is
+    wrong. No CUDA call."""
+    n = len(r)
+    if not n:
+        return not len(rel)
+    w = np.ascontiguousarray(r.view("<u4").reshape(n, 12).T, np.int64)  # a row per field
+    k, length = w[0], w[9]
+    if k.max() >= kernels:
+        return False
+    if not ((length == blocks[k]).all() and (w[8] + length).max() <= len(args)
+            and w[1:7].min() >= 1 and (w[1:8] <= _HIGHEST).all()
+            and (w[4] * w[5] * w[6]).max() <= 1024
+            and (w[10] + w[11]).max() <= len(d)):
+        return False
+    if not len(rel):
+        return True
+    ri, at, kind, target = np.ascontiguousarray(rel.view("<u4").reshape(len(rel), 6)[:, :4].T,
+                                                np.int64)
+    if not (ri.max() < n and kind.max() <= 1 and (at + 8 <= length[ri]).all()):
+        return False
+    if not (np.diff((ri << 32) | at) >= 8).all():  # in order, none overlapping
+        return False
+    if kind.any():  # allocations among them: the slot addresses alone
+        slot = kind == 0
+        target, offset = target[slot], rel["offset"][slot]
+    else:
+        offset = rel["offset"]
+    if not len(target):
+        return True
+    if target.max() >= len(names):
+        return False
+    size = sizes[target]
+    return bool(size.min() >= 0 and (offset <= size.astype(np.uint64)).all())
+
+
 def check_sections(c, bulk, sections) -> tuple:
     """Check the binary sections the manifest's ``bulk`` names; ``(records, args, deps,
-    relocs)`` as arrays. ``c``: the manifest's checker (its kernels and slots checked)."""
+    relocs)`` as arrays. ``c``: the manifest's checker (its kernels and slots checked).
+    A quick pass over the whole tables (:func:`_records_pass`) takes valid sections; any
+    doubt runs the checks one by one, which name the first record or relocation wrong."""
     c.obj(bulk, "bulk", tuple(TAGS))
     data = {key: sections[c.section(bulk[key], ("bulk.", key), tag)][1]
             for key, tag in TAGS.items()}
@@ -156,6 +198,16 @@ def check_sections(c, bulk, sections) -> tuple:
     args = np.frombuffer(data["args"], np.uint8)
     blocks = np.array([k.get("block", -1) if k["module"] is not None else -1
                        for k in c.manifest_kernels] or [0], np.int64)
+    names = sorted(c.slots)
+    sizes = np.array([c.memory.get(n, -1) for n in names] or [0], np.int64)
+    if not _records_pass(r, args, d, rel, blocks, len(c.manifest_kernels), names, sizes):
+        _name_first_wrong(c, r, args, d, rel, blocks, names, sizes)
+    return r, args, d, rel
+
+
+def _name_first_wrong(c, r, args, d, rel, blocks, names: list, sizes) -> None:
+    """Each check of the records and relocations in turn; the first that fails raises,
+    naming the record or relocation and what is wrong."""
 
     def first(bad, what) -> None:
         if len(bad) and bad.any():
@@ -196,8 +248,6 @@ def check_sections(c, bulk, sections) -> tuple:
                                                f"{length[ri[i]]} argument bytes")
         kind = rel["kind"]
         bad_rel(kind > 1, lambda i: f"kind {kind[i]} is not 0 (slot) or 1 (allocation)")
-        names = sorted(c.slots)
-        sizes = np.array([c.memory.get(n, -1) for n in names] or [0], np.int64)
         tgt = rel["target"].astype(np.int64)
         slot = kind == 0
         bad_rel(slot & (tgt >= len(names)), lambda i: f"slot {tgt[i]} is not one of the "
@@ -206,7 +256,6 @@ def check_sections(c, bulk, sections) -> tuple:
         bad_rel(slot & (size < 0), lambda i: f"slot {names[tgt[i]]!r} is an event, not memory")
         bad_rel(slot & (rel["offset"] > np.maximum(size, 0).astype(np.uint64)),
                 lambda i: f"offset {rel['offset'][i]} is past the end of slot {names[tgt[i]]!r}")
-    return r, args, d, rel
 
 
 def check_run(c, n, where, nid: int, state) -> int:

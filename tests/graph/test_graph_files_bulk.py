@@ -221,6 +221,51 @@ def test_fuzzed_records_are_refused_or_valid_never_a_crash(flips):
         checked_records(tuple(kernels()), part, d)  # what the loader's add checks again
 
 
+def _quick_and_named(m, a) -> tuple:
+    """(whether the quick pass takes the sections, the error the checks one by one raise
+    or None) of arrays ``a`` of manifest ``m``."""
+    from types import SimpleNamespace as NS
+    from pycudagraph.files.checks import FieldChecks
+    r, args, d, rel = (a["records"], a["args"], a["deps"], a["relocs"])
+    blocks = np.array([k["block"] for k in m["kernels"]], np.int64)
+    names = sorted(m["slots"])
+    sizes = np.array([m["slots"][n]["nbytes"] for n in names], np.int64)
+    quick = bulk_format._records_pass(r, args, d, rel, blocks, len(blocks), names, sizes)
+    try:
+        bulk_format._name_first_wrong(NS(manifest_kernels=m["kernels"], fail=FieldChecks.fail),
+                                      r, args, d, rel, blocks, names, sizes)
+    except pcg.GraphFileError as exc:
+        return quick, str(exc)
+    return quick, None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["records", "relocs"]), st.integers(0, 1 << 12),
+                          st.integers(0, 255)), min_size=1, max_size=4))
+def test_the_quick_pass_takes_exactly_the_sections_the_named_checks_accept(flips):
+    m, sections = packed(6)
+    a = arrays(m, sections)
+    for key, at, byte in flips:
+        raw = bytearray(a[key].tobytes())
+        raw[at % len(raw)] = byte
+        a[key] = np.frombuffer(bytes(raw), a[key].dtype).copy()
+    quick, named = _quick_and_named(m, a)
+    assert quick == (named is None), named
+
+
+@pytest.mark.parametrize("edit, words", DAMAGE, ids=[w[:40] for _, w in DAMAGE])
+def test_the_quick_pass_refuses_every_damage_the_checks_name(edit, words):
+    m, sections = packed()
+    a = arrays(m, sections)
+    assert _quick_and_named(m, a) == (True, None)
+    edit(a)
+    quick, named = _quick_and_named(m, a)
+    if "depends on position" in words or "which no earlier" in words:
+        assert (quick, named) == (True, None)  # what the run entries' check names
+    else:
+        assert not quick and words in named, named
+
+
 @both
 def test_a_1000_node_chain_loads_on_the_stub_as_its_json_records_do(native):
     run('''
