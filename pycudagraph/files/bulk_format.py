@@ -301,33 +301,39 @@ class Runs:
         self.r, args, self.d, self.rel = arrays
         self.args = np.array(args)  # a writable copy, written run by run
         self.names = slot_names
+        # each relocation's place in the argument bytes: an 8-byte word at any byte (a
+        # view with a stride of one byte), written in one step per run
+        rel = self.rel
+        self.pos = (self.r["arg_offset"][rel["record"]].astype(np.int64)
+                    + rel["at"].astype(np.int64)) if len(rel) else None
+        self.words = (np.ndarray((max(len(self.args) - 7, 0),), "<u8", self.args, 0, (1,))
+                      if len(rel) else None)
 
     def run(self, first: int, count: int, bound: dict, allocs: dict, kept: dict) -> tuple:
         """``(records, argument bytes, deps)`` of records ``first`` ... ``first + count - 1``;
         the bound buffers their slot addresses point into are added to ``kept``."""
         rel = self.rel
         if len(rel):
-            lo, hi = np.searchsorted(rel["record"], [first, first + count])
-            part = rel[lo:hi]
-            if len(part):
+            lo, hi = np.searchsorted(rel["record"], (first, first + count)).tolist()
+            if hi > lo:
+                part = rel[lo:hi]
                 target = part["target"].astype(np.int64)
                 slot = part["kind"] == 0
-                used = set(target[slot].tolist())
+                allocated = not slot.all()
                 slot_base = np.zeros(len(self.names) or 1, np.uint64)
-                for t in used:  # the slots these records use: bound, and kept by the graph
-                    b = bound[self.names[t]]
+                for t in np.unique(target[slot] if allocated else target).tolist():
+                    b = bound[self.names[t]]  # the slots these records use: kept by the graph
                     slot_base[t] = b.addr
                     if b.obj is not None:
                         kept[id(b.obj)] = b.obj
-                base = slot_base[np.where(slot, target, 0)]
-                if not slot.all():
+                if allocated:
                     made = set(target[~slot].tolist())
                     alloc_base = np.zeros(max(made) + 1, np.uint64)
                     for t in made:
                         alloc_base[t] = allocs[t][0]
-                    base = np.where(slot, base, alloc_base[np.where(slot, 0, target)])
-                values = (base + part["offset"]).astype("<u8")
-                pos = (self.r["arg_offset"][part["record"]].astype(np.int64)
-                       + part["at"].astype(np.int64))
-                self.args[pos[:, None] + np.arange(8)] = values.view(np.uint8).reshape(-1, 8)
+                    base = np.where(slot, slot_base[np.where(slot, target, 0)],
+                                    alloc_base[np.where(slot, 0, target)])
+                else:
+                    base = slot_base[target]
+                self.words[self.pos[lo:hi]] = base + part["offset"]
         return self.r[first:first + count], self.args, self.d

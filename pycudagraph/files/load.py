@@ -219,9 +219,10 @@ class _Loader:
         try:
             nodes.extend(fast.add_kernel_nodes(g, self.kernel_tuple, recs, args, deps,
                                                file_checked=True))
-            for b in range(j, j + count):
-                for a in deps_of.get(b, ()):
-                    g.add_dependency(nodes[a], nodes[b])
+            if deps_of:  # (none when every edge into the run is inside it: a chain)
+                for b in range(j, j + count):
+                    for a in deps_of.get(b, ()):
+                        g.add_dependency(nodes[a], nodes[b])
         except GraphFileError:
             raise
         except (PyCudaGraphError, ValueError, TypeError) as exc:
