@@ -59,8 +59,9 @@ class _Saver:
     """The writer the node classes write their records with (the helpers named in
     :mod:`pycudagraph.nodes.file_records`)."""
 
-    def __init__(self, slots):
+    def __init__(self, slots, numbers=frozenset()):
         self.slots = Slots(slots)
+        self.numbers = numbers  # values kept as numbers though device memory holds them
         self.sections: list = []
         self.modules: list = []
         self.kernels: list = []
@@ -143,9 +144,8 @@ class _Saver:
     def is_handle(self, value: int) -> bool:
         return value in self.handles
 
-    @staticmethod
-    def is_device_address(value: int) -> bool:
-        return is_device_address(value)
+    def is_device_address(self, value: int) -> bool:
+        return value not in self.numbers and is_device_address(value)
 
     def find(self, addr: int, where: str):
         ref = self.slots.find(addr)
@@ -243,9 +243,14 @@ class _Saver:
         return ki
 
 
-def save_graph(graph, path, slots=None) -> None:
-    """Write ``graph`` to ``path`` (see :meth:`pycudagraph.Graph.save`)."""
-    saver = _Saver(slots)
+def save_graph(graph, path, slots=None, numbers=frozenset()) -> None:
+    """Write ``graph`` to ``path`` (see :meth:`pycudagraph.Graph.save`).
+
+    ``numbers``: values a by-value argument holds that are saved as numbers even where they
+    lie in device memory (``cuMemGetAddressRange``): bytes a library left unfilled, which a
+    second capture showed to differ (``pcg.graphed``'s save). An address a pointer parameter
+    holds is never one."""
+    saver = _Saver(slots, frozenset(numbers))
     manifest, sections = pack(saver.run(graph), saver.sections, saver.kernel_objs)
     write_file(path, encode(manifest, sections))
     if saver.foreign:

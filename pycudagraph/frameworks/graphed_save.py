@@ -37,6 +37,7 @@ from pathlib import Path
 from .._cuda import dr, ensure_device
 from ..compile.nvrtc_compile import device_arch
 from ..errors import ArgumentError, GraphFileError, GraphFileWarning, PyCudaGraphError
+from ..files.save import save_graph
 from ..runtime.device import Device, device as device_scope
 from ..runtime.values import path_arg
 from .arrays import array_info
@@ -252,7 +253,7 @@ class _Saver:
                 elif s.address:
                     addresses.setdefault(s.address, (node, s.place))
                     places.setdefault(s.address, []).append((i, s.place))
-        slots, unexplained = {}, {}
+        slots, unexplained, numbers = {}, {}, frozenset()
         for v in sorted(addresses):
             try:
                 where = self.place(v, inputs, allocs)
@@ -286,6 +287,7 @@ class _Saver:
                     raise KeySkipped(f"{exc}; the value sits in {_holder(*addresses[v])}"
                                      + second)
             self.left_overs = [_holder(*addresses[v]) for v in sorted(unexplained)]
+            numbers = frozenset(unexplained)  # left-overs: numbers, though memory holds them
         outputs = self.outputs(e.outputs)
         functions = library_functions(e.graph)
         twice = sorted(n for n, fs in functions.items() if len(fs) > 1 and not mangled(n))
@@ -295,7 +297,7 @@ class _Saver:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", GraphFileWarning)  # the loader resolves them
             try:
-                e.graph.save(file, slots=slots)
+                save_graph(e.graph, file, slots, numbers)
             except (GraphFileError, ArgumentError) as exc:
                 raise KeySkipped(str(exc)) from None
         data = file.read_bytes()

@@ -345,7 +345,7 @@ class Hidden:  # arrays no closure, global or module names: bound to nothing
 
 
 hidden = Hidden()
-hidden.others = [torch.full((256,), float(v), device="cuda") for v in (1, 2)]
+hidden.others = [torch.full((256,), float(v + 1), device="cuda") for v in range(64)]
 flip = itertools.count()
 
 
@@ -359,7 +359,7 @@ def make(kernel, pick):
 
 
 x = torch.arange(256, device="cuda", dtype=torch.float32)
-f = pcg.graphed(make(mod["twice"], lambda: next(flip) % 2))
+f = pcg.graphed(make(mod["twice"], lambda: next(flip) % 64))  # another array each call
 torch.testing.assert_close(f(x), 2 * x)
 report = f.save(FOLDER + ".unread")
 assert report.keys == 1 and not report.skipped, report

@@ -247,6 +247,23 @@ def test_the_walk_refuses_what_it_cannot_save(stand_ins, kernel, change, match):
         file_save._Saver(slots).run(stand_ins.root)
 
 
+def test_a_value_named_a_number_is_saved_as_one_inside_a_struct_only(stand_ins):
+    """A by-value struct's left-over bytes that happen to lie in device memory (graphed's
+    save names them after a second capture): a number in the file, no relocation; the
+    same value in a pointer parameter still refuses."""
+    k1 = stand_ins.k1
+    data = list(k1.arg_bytes)
+    data[5] = (32, struct.pack("<QI4x", STRAY, 1))
+    k1.arg_bytes = tuple(data)
+    m = file_save._Saver(stand_ins.slots, frozenset({STRAY})).run(stand_ins.root)
+    rec = m["root"]["nodes"][2]["args"][5]
+    assert rec["relocs"] == [] and bytes.fromhex(rec["hex"])[:8] == struct.pack("<Q", STRAY)
+    data[1] = (8, struct.pack("<Q", STRAY))
+    k1.arg_bytes = tuple(data)
+    with pytest.raises(pcg.GraphFileError, match="argument 1 'x' holds 0x7d0000000000"):
+        file_save._Saver(stand_ins.slots, frozenset({STRAY})).run(stand_ins.root)
+
+
 def test_save_writes_the_file_and_warns_about_resolvers(stand_ins, tmp_path):
     path = tmp_path / "walk.pcgraph"
     with pytest.warns(pcg.errors.GraphFileWarning, match=r"kernel node\(s\) 7 run kernels pycudagraph "
