@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._cuda import call, check, context, dr
-from .captured_args import CapturedArgs, function_params
+from .captured_args import CapturedArgs, function_params, param_info
 from .exec_node import ExecNode
 from .kernel_node import KernelNode, KernelParams, short_kernel_name
 
@@ -21,7 +21,11 @@ class CapturedKernelNode(KernelNode):
     elsewhere): no signature; its launch is read with ``cuGraphKernelNodeGetParams`` and
     its arguments are addressed by index, as bytes (:class:`CapturedArgs`)."""
 
-    __slots__ = ()
+    __slots__ = ("_known",)  # the argument spans it was built with, until changed here
+
+    def __init__(self, table, h: int, pack=None):
+        super().__init__(table, h, pack)
+        self._known = None
 
     @classmethod
     def read(cls, table, h: int) -> "CapturedKernelNode":
@@ -38,7 +42,19 @@ class CapturedKernelNode(KernelNode):
         raw_deps, n = table.dep_list(deps)
         h = call(dr.cuGraphAddKernelNode, dr.CUgraph(int(table.raw)),
                  [dr.CUgraphNode(int(d)) for d in raw_deps], n, p)
-        return table.register(cls(table, int(h)), *keep)
+        node = cls(table, int(h))
+        # the bytes just added: its sites are read from them, not read back (a graph file's
+        # rebind plan looks at every node); set_params here forgets them
+        node._known = [(i, off, bytes(a))
+                       for i, ((off, _), a) in enumerate(zip(param_info(p), args))]
+        return table.register(node, *keep)
+
+    def arg_spans(self) -> list:
+        """``(index, offset, bytes)`` of every argument as the graph holds it: the bytes it
+        was built with (:meth:`build_function`) until :meth:`set_params` changes them, else
+        read back (``cuGraphKernelNodeGetParams``, ``cuFuncGetParamInfo``)."""
+        known = self._known
+        return known if known is not None else CapturedArgs.of(self).spans()
 
     @property
     def kernel_name(self) -> str:
@@ -98,6 +114,7 @@ class CapturedKernelNode(KernelNode):
         state = CapturedArgs.of(self)
         keep = state.apply(args, f"set_params(KernelNode 0x{self._h:x})")
         context.ensure_device()
+        self._known = None  # read back from now on (also should the call below fail)
         call(dr.cuGraphKernelNodeSetParams, dr.CUgraphNode(self._h),
              state.struct_with(grid, block, shared_mem))
         objs = [v for _, v in keep if not isinstance(v, (int, float, bytes, np.generic))]

@@ -48,15 +48,20 @@ class KernelSites:
         parameter buffer is read once (``cuGraphKernelNodeGetParams``,
         ``cuFuncGetParamInfo``), and arguments it cannot read (passed in ``extra``) raise
         :class:`~pycudagraph.errors.PyCudaGraphError`."""
+        return arg_sites(self.arg_spans())
+
+    def arg_spans(self) -> list:
+        """``(index, offset, bytes)`` of every argument as the graph holds it: from the
+        launch packed here, or read back (``cuGraphKernelNodeGetParams``,
+        ``cuFuncGetParamInfo``) for a node pycudagraph did not pack."""
         pack = self._pack
-        return arg_sites(spans_of(pack if pack is not None else CapturedArgs.of(self)))
+        return spans_of(pack if pack is not None else CapturedArgs.of(self))
 
     def addresses(self) -> list:
         """The addresses of :meth:`sites`, with no site made (a quick look for a range): the
         same reads (``cuGraphKernelNodeGetParams``, ``cuFuncGetParamInfo`` once for a node
         read back; no CUDA call for a node built here), the same errors."""
-        pack = self._pack
-        return arg_addresses(spans_of(pack if pack is not None else CapturedArgs.of(self)))
+        return arg_addresses(self.arg_spans())
 
     def exec_sites(self, rec: ExecNode) -> list:
         """:meth:`sites` as the exec of ``rec`` holds them (its own copy of the arguments,

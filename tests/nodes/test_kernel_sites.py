@@ -162,3 +162,43 @@ def test_slot_scanner_reads_every_aligned_slot(data, offset, index):
     spans = [(index, offset, data), (index + 1, offset + 8, bytes(reversed(data)))]
     assert arg_addresses(spans) == [s.address for s in arg_sites(spans)]
     assert all(v >= LOWEST for v in arg_addresses(spans))
+
+
+def test_a_node_built_from_a_function_reads_its_sites_from_the_bytes_it_was_built_with(
+        monkeypatch):
+    """``CapturedKernelNode.build_function`` (a graph file's library kernel): its sites come
+    from the bytes it was built with, no read back; once ``set_params`` changes the node,
+    they are read back (``cuGraphKernelNodeGetParams``)."""
+    from pycudagraph.nodes import captured_kernel
+    g = fake_graph()
+    made = []
+    monkeypatch.setattr(captured_kernel, "function_params",
+                        lambda func, grid, block, smem, args: (dr.CUDA_KERNEL_NODE_PARAMS(), ()))
+    monkeypatch.setattr(captured_kernel, "param_info", lambda p: [(0, 8), (8, 4), (16, 16)])
+    monkeypatch.setattr(captured_kernel, "call",
+                        lambda fn, *a: made.append(fn.__name__) or 0x4242)
+    reads = []
+
+    def read_back(cls, node):
+        reads.append(node)
+        raise AssertionError("read back")
+
+    monkeypatch.setattr(CapturedArgs, "of", classmethod(read_back))
+    args = (Q.pack(X), struct.pack("<i", 3), Q.pack(5) + Q.pack(Y))
+    node = pcg.CapturedKernelNode.build_function(g.table, (), 0x6000, 1, 32, 0, args)
+    assert made == ["cuGraphAddKernelNode"] and int(node) == 0x4242
+    assert node.sites() == [Site("arg 0", 0, X, arg=0), Site("arg 2 +8", 8, Y, arg=2)]
+    assert node.addresses() == [X, Y] and reads == []
+    assert node.copy_for(g.table, 0x4343).sites() == node.sites()  # a clone's copy: the same
+
+    class Read:  # what set_params reads and writes
+        apply = staticmethod(lambda a, where: [])
+        struct_with = staticmethod(lambda *a: None)
+        spans = staticmethod(lambda: [(0, 0, Q.pack(NEW))])
+
+    kargs = Read()
+    monkeypatch.setattr(CapturedArgs, "of", classmethod(lambda cls, n: reads.append(n) or kargs))
+    monkeypatch.setattr(captured_kernel.context, "ensure_device", lambda: None)
+    node.set_params(args={0: NEW})
+    assert made[-1] == "cuGraphKernelNodeSetParams"
+    assert node.addresses() == [NEW] and reads.count(node) == 2  # read back now
