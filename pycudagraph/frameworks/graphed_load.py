@@ -59,7 +59,9 @@ class LoadReport:
     ``probes`` (probe captures made to find library kernels, at most one per distinct set
     of kernels), ``kernel_sets`` (distinct sets among the keys), ``kernels`` (names found),
     ``module_hits`` (names found in a module a probe had shown, with no probe of their own),
-    ``seconds`` per step (``"check"``, ``"kernels"``, ``"memory"``, ``"graphs"``)."""
+    ``seconds`` per step (``"check"``, ``"kernels"``, ``"graphs"``, and within ``"graphs"``:
+    ``"graph files"`` (``pcg.load`` of each key's file), ``"instantiate"``, ``"rebind
+    plans"``)."""
 
     path: str
     loaded: int = 0
@@ -80,6 +82,7 @@ class _Loader:
         self.workspaces: dict = {}  # workspace index -> ByteBase
         self.orders: dict = {}  # pool index -> the Handoff its keys share
         self._sides: dict = {}
+        self.seconds = {"graph files": 0.0, "instantiate": 0.0, "rebind plans": 0.0}
 
     def side(self, dev: int) -> Stream:
         side = self._sides.get(dev)
@@ -170,9 +173,16 @@ class _Loader:
                 info = array_info(obj)
                 bind[name] = Span(info.lo, info.hi - info.lo, obj)
         side.synchronize()  # the zeroed workspaces and scratch inputs are ready
+        t0 = time.perf_counter()
         graph = load(file, bind=bind, resolve=finder.resolver(_variants(rec)))
+        t1 = time.perf_counter()
         exe = graph.instantiate()
+        t2 = time.perf_counter()
         plan = RebindPlan(exe, graph, infos)
+        steps = self.seconds
+        steps["graph files"] += t1 - t0
+        steps["instantiate"] += t2 - t1
+        steps["rebind plans"] += time.perf_counter() - t2
         outputs = maker.outputs(rec["outputs"], lambda at: self._place(at, dev))
         pool = self.pools[rec["pool"]][0] if rec["pool"] is not None else None
         entry = entry_class(key, graph, exe, pool, outputs, plan, frameworks, dev)
@@ -355,6 +365,7 @@ def load_graphed(path, fn_or_module, *, module=None, bind=None, strict: bool = F
                           f"{_describe_key(rec)}: {entry.plan.unproven[0]}; pass check=True "
                           "to compare with eager execution", RuntimeWarning, stacklevel=2)
     report.seconds["graphs"] = time.perf_counter() - t0
+    report.seconds.update(loader.seconds)
     if failed and strict:
         i, why = next(iter(failed.items()))
         raise GraphFileError(f"{folder}: {_describe_key(keys[i])}: {why}")
