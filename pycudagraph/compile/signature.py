@@ -182,9 +182,26 @@ def _resolve(ctype: str, aliases: dict[str, str] | None, depth: int = 0) -> str:
     return _resolve(inner, aliases, depth + 1) + "*" * stars
 
 
+_PLAIN_WORDS = re.compile(r"(?:[A-Za-z_]\w*\b|[\s*])+")  # whole words, spaces and stars only
+
+
+def _plain_param(index: int, text: str) -> Param | None:
+    """``"const float* x"``, ``"int n"``: a type word and a name, with qualifiers and
+    stars, read as :func:`_parse_one` reads it, with no declarator to look for; else None."""
+    if not _PLAIN_WORDS.fullmatch(text):
+        return None
+    words = [w for w in text.replace("*", " ").split() if w not in _QUALIFIERS]
+    if len(words) != 2 or words[1] in _TYPE_WORDS or words[0] in ("signed", "unsigned"):
+        return None
+    return param_from_ctype(index, words[1], words[0] + "*" * text.count("*"))
+
+
 def _parse_one(index: int, text: str, aliases: dict[str, str] | None = None,
                defaults: bool = False) -> Param:
     text = text.strip()
+    plain = None if aliases else _plain_param(index, text)
+    if plain is not None:  # (the common case: the same Param as the reading below)
+        return plain
     if "=" in text:
         if not defaults:
             raise ValueError(f"default values are not allowed in kernel parameters: {text!r}")

@@ -1,6 +1,7 @@
 """Signature parsing (CPU)."""
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from pycudagraph.compile.signature import parse_kernels, parse_params
 
@@ -64,3 +65,31 @@ def test_unnamed_params_get_names():
 def test_bad_params_raise(bad):
     with pytest.raises(ValueError):
         parse_params(bad)
+
+
+WORDS = ["const", "volatile", "__restrict__", "struct", "float", "int", "unsigned", "signed",
+         "long", "short", "char", "double", "size_t", "float4", "MyStruct", "x", "n", "_a1",
+         "3x", "*", " ", "\t", "&", "[4]", "(", ")", "=", "cudaGraphConditionalHandle"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(WORDS), min_size=1, max_size=6), st.integers(0, 5))
+def test_a_plain_parameter_is_read_as_the_full_reading_reads_it(words, index):
+    """The short way for a type word and a name (with qualifiers and stars) gives the
+    Param the full reading gives (which aliases that name no type here force)."""
+    from pycudagraph.compile.signature import _parse_one, _plain_param
+    text = " ".join(words).strip()
+    quick = _plain_param(index, text)
+    try:
+        full = _parse_one(index, text, {"NotAType": "int"})
+    except ValueError:
+        assert quick is None, (text, quick)
+        return
+    assert quick is None or quick == full, (text, quick, full)
+    if words in (["const", "float", "*", "x"], ["int", "n"]):
+        assert quick is not None
+
+
+def test_a_long_word_before_a_declarator_is_not_read_again_and_again():
+    from pycudagraph.compile.signature import _plain_param
+    assert _plain_param(0, "a" * 80 + " (") is None  # (split into words every way: hours)
