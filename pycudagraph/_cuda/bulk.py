@@ -12,7 +12,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 
-__all__ = ["RECORD", "RECORD_WORDS", "check_records", "checked_records", "ready", "add_rest",
+__all__ = ["RECORD", "RECORD_WORDS", "check_records", "checked_records", "ready", "add_rest", "used_kernels",
            "arg_length"]
 
 #: One record: kernel index, grid[3], block[3], shared memory, argument offset and length
@@ -101,19 +101,26 @@ def check_records(kernels, recs, argbytes, deps) -> tuple:
     return r, d
 
 
-def checked_records(kernels, r, d) -> tuple:
+def used_kernels(r) -> tuple:
+    """``(kernel indices, the first record of each)``: the kernels records ``r`` use, as
+    lists in increasing order of index. No CUDA call."""
+    ks, first = np.unique(r["kernel"], return_index=True)
+    return ks.tolist(), first.tolist()
+
+
+def checked_records(kernels, r, d, used=None) -> tuple:
     """``(r, d)``: records a graph file's check accepted (``files/bulk_format``: kernel
     indices, argument blocks inside the bytes and of the manifest's length for their
     kernel, grid and block, dependencies inside ``deps`` and earlier in their run), with the
-    one thing that check could not see: that each kernel the records use takes the
-    argument length they give (:func:`arg_length`). Raises :class:`ArgumentError` as
+    one thing that check could not see: that each kernel the records use (``used``:
+    :func:`used_kernels`, found when not given) takes the argument length they give
+    (:func:`arg_length`). Raises :class:`ArgumentError` as
     :func:`check_records` does. No CUDA call."""
     if type(kernels) is not tuple:
         raise ArgumentError(f"{_WHAT}: kernels must be a tuple, got {type(kernels).__name__}")
     if not len(r):
         return r, d
-    ks, first = np.unique(r["kernel"], return_index=True)
-    for j, i in zip(ks.tolist(), first.tolist()):
+    for j, i in zip(*(used or used_kernels(r))):
         if j >= len(kernels):
             raise ArgumentError(f"{_WHAT}: record {i}: kernel index {j} is out of range "
                                 f"({len(kernels)} kernels)")
@@ -129,15 +136,15 @@ def checked_records(kernels, r, d) -> tuple:
     return r, d
 
 
-def ready(kernels, r) -> None:
+def ready(kernels, r, used=None) -> None:
     """Each kernel the records use loaded and its launch limits read (``cuFuncGetAttribute``
-    once per kernel: ``Kernel.check_config``), checked against its first record: the
+    once per kernel: ``Kernel.check_config``), checked against its first record (``used``:
+    :func:`used_kernels`, found when not given): the
     compiled add then takes every node, and a launch over the limits is refused
     (:class:`ArgumentError`) before any node is added."""
     if not len(r):
         return
-    ks, first = np.unique(r["kernel"], return_index=True)
-    for j, i in zip(ks.tolist(), first.tolist()):
+    for j, i in zip(*(used or used_kernels(r))):
         g, b = r["grid"][i].tolist(), r["block"][i].tolist()
         kernels[j].check_config(g[0] if g[1:] == [1, 1] else tuple(g),
                                 b[0] if b[1:] == [1, 1] else tuple(b), int(r["shared_mem"][i]))

@@ -162,11 +162,13 @@ def add_kernel_nodes(graph, kernels: tuple, recs, argbytes, deps, *,
     ``file_checked=True`` (the graph-file loader): ``recs`` and ``deps`` are the numpy
     arrays a graph file's check accepted, field by field, and only what that check could
     not see is checked here (:func:`.bulk.checked_records`: each kernel's argument length)."""
+    used = None
     if file_checked:
-        r, d = bulk.checked_records(kernels, recs, deps)
+        used = bulk.used_kernels(recs) if len(recs) else None
+        r, d = bulk.checked_records(kernels, recs, deps, used)
     else:
         r, d = bulk.check_records(kernels, recs, argbytes, deps)
-    bulk.ready(kernels, r)
+    bulk.ready(kernels, r, used)
     made: list = []
     try:
         if _bulk_add is not None and len(r):
