@@ -375,7 +375,8 @@ def deferred_frees() -> list:
 
 #: One list per open ``pcg.capture`` block: what work issued through pycudagraph inside
 #: it points at (argument packs, buffers, host arrays). The captured graph's ledger takes it.
-capture_keeps: list = []
+#: (The list is :data:`pycudagraph._cuda.check.capture_keeps`: the compiled launch feeds it.)
+capture_keeps: list = check.capture_keeps
 
 
 def keep_in_captures(*objs) -> None:

@@ -112,6 +112,7 @@ typedef struct {
     Py_ssize_t buffer_slot;     /* device address in the slot at this offset (0: freed)     */
     /* The rest: adds, instantiate, update, capture, the ctypes routes. */
     PyObject *captures;         /* a list that is not empty while a capture is open */
+    PyObject *keeps;            /* the open captures' keep lists (check.capture_keeps) */
     add_kernel_fn add_kernel;
     instantiate_fn instantiate;
     exec_update_fn exec_update;

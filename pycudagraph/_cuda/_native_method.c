@@ -6,8 +6,8 @@
  * the arguments packed on the C stack (launch_core, _native_calls.c); what it does not make
  * itself (a value it does not convert, a trace, a new thread, several devices) or the driver
  * refuses goes to fast.py's ctypes route with the class's _prepare_launch (the checked
- * packing), as fast.launch_kernel does; a call it does not parse, and any launch while a
- * capture is open (the capture keeps the arguments), is the subclass's _launch_checked.
+ * packing), as fast.launch_kernel does; a launch while a capture is open is kept by the
+ * open captures (keep_launched); a call it does not parse is the subclass's _launch_checked.
  *
  * GraphBase.add_kernel(kernel, grid, block, args=(), shared_mem=0, deps=()) is
  * add_node(table, deps, kernel, grid, block, args, shared_mem) (_native_nodes.c), which
@@ -66,13 +66,38 @@ static IN_LINE int parse(PyObject **v, int n,
     return 1;
 }
 
-/* k.launch(grid, block, args=(), stream=None, shared_mem=0): cuLaunchKernel. */
+/* A launch made while a capture is open: every open capture's list keeps the kernel (its
+ * module stays loaded while the captured graph lives) and, when there are any, the
+ * arguments as a tuple: _lifetime.keep_in_captures(kernel, tuple(args)), as
+ * kernel.py's _keep_launched does on the Python route. 0, or -1 with an exception set. */
+static int keep_launched(PyObject *kernel, PyObject *args)
+{
+    PyObject *lists = PySequence_List(S.keeps);   /* a copy: a capture may end meanwhile */
+    PyObject *t = lists ? PySequence_Tuple(args) : NULL;
+    int rc = t ? 0 : -1;
+    for (Py_ssize_t i = 0; !rc && i < PyList_GET_SIZE(lists); i++) {
+        PyObject *kept = PyList_GET_ITEM(lists, i);
+        if (!PyList_Check(kept)) {
+            PyErr_SetString(PyExc_TypeError, "check.capture_keeps holds a non-list");
+            rc = -1;
+        } else if (PyList_Append(kept, kernel) ||
+                   (PyTuple_GET_SIZE(t) && PyList_Append(kept, t))) {
+            rc = -1;
+        }
+    }
+    Py_XDECREF(t);
+    Py_XDECREF(lists);
+    return rc;
+}
+
+/* k.launch(grid, block, args=(), stream=None, shared_mem=0): cuLaunchKernel. While a
+ * capture is open launch_core launches only within the kernel's known limits, and the
+ * open captures keep the kernel and arguments (keep_launched). */
 static PyObject *kernel_launch(kernel_obj *self, PyObject *const *a, Py_ssize_t nargs,
                                PyObject *kwnames)
 {
     PyObject *v[5] = {NULL, NULL, empty, Py_None, zero};
-    if (!parse(v, 5, a, nargs, kwnames, K_kw, KW) || !v[0] || !v[1] ||
-        (S.captures && PyList_GET_SIZE(S.captures)))
+    if (!parse(v, 5, a, nargs, kwnames, K_kw, KW) || !v[0] || !v[1])
         return call_checked((PyObject *)self, name_launch, a, nargs, kwnames);
     /* the plan is read from the struct: held for the call (a converter could replace it) */
     PyObject *hot = Py_NewRef(self->hot ? self->hot : Py_None);
@@ -89,6 +114,8 @@ static PyObject *kernel_launch(kernel_obj *self, PyObject *const *a, Py_ssize_t 
         }
     }
     Py_DECREF(hot);
+    if (out && S.keeps && PyList_GET_SIZE(S.keeps) && keep_launched((PyObject *)self, v[2]))
+        Py_CLEAR(out);
     return out;
 }
 

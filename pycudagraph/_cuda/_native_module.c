@@ -42,14 +42,15 @@ static PyObject *set_driver(PyObject *m, PyObject *table)
     Py_RETURN_NONE;
 }
 
-/* set_routes(routes: tuple, captures: list, host_errors: list): fast.py's route of each
- * call (in the order of R_*), the list that is not empty while a capture is open, and the
- * list of host nodes' pending errors. */
+/* set_routes(routes: tuple, captures: list, keeps: list, host_errors: list): fast.py's
+ * route of each call (in the order of R_*), the list that is not empty while a capture is
+ * open, the list of the open captures' keep lists, and the list of host nodes' pending
+ * errors. */
 static PyObject *set_routes(PyObject *m, PyObject *args)
 {
-    PyObject *routes, *captures, *host_errors;
-    if (!PyArg_ParseTuple(args, "O!O!O!", &PyTuple_Type, &routes, &PyList_Type, &captures,
-                          &PyList_Type, &host_errors))
+    PyObject *routes, *captures, *keeps, *host_errors;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!", &PyTuple_Type, &routes, &PyList_Type, &captures,
+                          &PyList_Type, &keeps, &PyList_Type, &host_errors))
         return NULL;
     if (PyTuple_GET_SIZE(routes) != R_COUNT) {
         PyErr_Format(PyExc_ValueError, "set_routes takes %d routes", R_COUNT);
@@ -64,6 +65,7 @@ static PyObject *set_routes(PyObject *m, PyObject *args)
     for (int r = 0; r < R_COUNT; r++)
         Py_XSETREF(S.route[r], Py_NewRef(PyTuple_GET_ITEM(routes, r)));
     Py_XSETREF(S.captures, Py_NewRef(captures));
+    Py_XSETREF(S.keeps, Py_NewRef(keeps));
     Py_XSETREF(S.host_errors, Py_NewRef(host_errors));
     Py_RETURN_NONE;
 }
@@ -227,7 +229,7 @@ static PyMethodDef methods[] = {
      "descriptor)"},
     {"set_driver", set_driver, METH_O, "set_driver(entry_points: dict[str, int])"},
     {"set_routes", set_routes, METH_VARARGS,
-     "set_routes(routes: tuple, captures: list, host_errors: list)"},
+     "set_routes(routes: tuple, captures: list, keeps: list, host_errors: list)"},
     {"set_table_slots", set_table_slots, METH_VARARGS,
      "set_table_slots(node_table_descriptor, table_cls, dead_descriptor): what node_live "
      "reads besides the removed mark"},

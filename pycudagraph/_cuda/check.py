@@ -16,11 +16,17 @@ from cuda.bindings import runtime as rt
 from ..errors import CudaError, CudaNotAvailableError
 from .no_gpu import unavailable
 
-__all__ = ["call", "open_driver", "DRIVER_LIBRARY", "error_for", "report", "capture_watchers", "set_tracer", "tracer", "tracer_hooks",
+__all__ = ["call", "open_driver", "DRIVER_LIBRARY", "error_for", "report", "capture_watchers", "capture_keeps", "set_tracer", "tracer", "tracer_hooks",
            "runtime_name_text", "decode"]
 
 #: One list per active ``capture`` block; every failed raw call is appended to each.
 capture_watchers: list[list] = []
+
+#: One list per open ``pcg.capture`` block: what work issued through pycudagraph inside it
+#: points at (argument packs, buffers, host arrays, kernels); the captured graph's ledger
+#: takes it. :mod:`pycudagraph._lifetime` names it ``capture_keeps``; the compiled launch
+#: appends to it (``_native_method.c``).
+capture_keeps: list[list] = []
 
 #: Set by :mod:`pycudagraph.runtime.trace` (through :func:`set_tracer`) while a trace is
 #: recording; ``None`` otherwise. Called as ``tracer(api, args, result)``.

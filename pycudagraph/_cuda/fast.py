@@ -80,7 +80,7 @@ node_live = _bases.node_live
 if _native is not None:
     _native.set_routes((_launch_graph, _launch_kernel, _add_kernel, _set_arg, _set_args,
                         _graph_instantiate, _exec_update), check.capture_watchers,
-                       routes.host_errors)
+                       check.capture_keeps, routes.host_errors)
 
     def _follow_flags() -> None:
         _native.set_flags(check.tracer is not None, seen.multi)
