@@ -23,9 +23,9 @@ class CapturedKernelNode(KernelNode):
 
     __slots__ = ("_known",)  # the argument spans it was built with, until changed here
 
-    def __init__(self, table, h: int, pack=None):
+    def __init__(self, table, h: int, pack=None, known: list | None = None):
         super().__init__(table, h, pack)
-        self._known = None
+        self._known = known
 
     @classmethod
     def read(cls, table, h: int) -> "CapturedKernelNode":
@@ -42,12 +42,10 @@ class CapturedKernelNode(KernelNode):
         raw_deps, n = table.dep_list(deps)
         h = call(dr.cuGraphAddKernelNode, dr.CUgraph(int(table.raw)),
                  [dr.CUgraphNode(int(d)) for d in raw_deps], n, p)
-        node = cls(table, int(h))
         # the bytes just added: its sites are read from them, not read back (a graph file's
         # rebind plan looks at every node); set_params here forgets them
-        node._known = [(i, off, bytes(a))
-                       for i, ((off, _), a) in enumerate(zip(param_info(p), args))]
-        return table.register(node, *keep)
+        known = [(i, off, bytes(a)) for i, ((off, _), a) in enumerate(zip(param_info(p), args))]
+        return table.register(cls(table, int(h), known=known), *keep)
 
     def arg_spans(self) -> list:
         """``(index, offset, bytes)`` of every argument as the graph holds it: the bytes it
