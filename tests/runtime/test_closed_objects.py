@@ -202,6 +202,24 @@ def test_child_graph_of_removed_or_closed_node(helpers):
     small_graph_works(helpers)
 
 
+def _freed_buffer_diagnosis(exe, k, s, good, got, made) -> str:
+    """What a failed launch check says: how the exec was made, whether its node is enabled,
+    and what a second launch writes after the node's parameters are set again."""
+    from pycudagraph.graph import exec_reuse
+    enabled = exe.is_enabled(k)
+    good.zero()
+    exe.launch(s)
+    s.synchronize()
+    again = good.to_numpy(np.float32)[:4]
+    exe.set_params(k, args=(good, 1.0, N))
+    exe.launch(s)
+    s.synchronize()
+    after_set = good.to_numpy(np.float32)[:4]
+    return (f"{got[:4]} after the launch; the exec 0x{int(exe.handle):x} was made by "
+            f"{[r.api for r in made.records]}; node enabled in it: {enabled}; relaunched: "
+            f"{again}; after set_params: {after_set}; reuse: {exec_reuse.stats()}")
+
+
 def test_freed_device_buffer(helpers):
     s = pcg.Stream()
     buf = pcg.DeviceBuffer(4 * N)
@@ -235,8 +253,7 @@ def test_freed_device_buffer(helpers):
     exe.launch(s)
     s.synchronize()
     got = good.to_numpy(np.float32)
-    assert (got == 1.0).all(), (f"{got[:4]} after the launch; the exec was made by "
-                                f"{[r.api for r in made.records]}")
+    assert (got == 1.0).all(), _freed_buffer_diagnosis(exe, k, s, good, got, made)
     small_graph_works(helpers)
 
 
