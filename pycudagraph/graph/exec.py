@@ -30,12 +30,14 @@ from .instantiation import destroy_boxed, instantiate_flags, instantiate_with_pa
 from . import exec_reuse as reuse
 from .introspect import ExecIntrospection
 from .node_checks import check_changes
-from .update import RETIRE_CHECK, ExecUpdate
+from .update import ExecUpdate
 
 __all__ = ["GraphExec"]
 
 
 _NEVER = object()  # _last_stream before the first launch
+#: What an exec's updates replaced is let go, if no launch can read it, every this many.
+RETIRE_CHECK = 256
 _launch_graph = fast.launch_graph
 
 
@@ -212,15 +214,10 @@ class GraphExec(ExecBase, ExecUpdate, ExecIntrospection):
         """Keep ``old`` (what an update replaced) until no launch can read it; every
         256th, the retired are let go if the last launch's stream has no work left."""
         if self._ledger.retire(old) % RETIRE_CHECK == 0:
-            self._let_go_retired()
-
-    def _let_go_retired(self) -> None:
-        """Let the retired go if the last launch's stream has no work left
-        (``cudaStreamQuery``), or if the exec was never launched."""
-        h = self._last_handle()
-        if h is _NEVER or (h is not None and
-                           rt.cudaStreamQuery(h)[0] == rt.cudaError_t.cudaSuccess):
-            self._ledger.clear_retired()
+            h = self._last_handle()
+            if h is _NEVER or (h is not None and
+                               rt.cudaStreamQuery(h)[0] == rt.cudaError_t.cudaSuccess):
+                self._ledger.clear_retired()
 
     def _last_handle(self):
         """The last launch's stream handle; ``None`` if that Stream was closed since."""

@@ -17,10 +17,7 @@ from ..nodes.table import node_arg
 from ..nodes.captured_args import CapturedArgs
 from . import exec_reuse, reuse_box
 
-__all__ = ["ExecUpdate", "UPDATE_REASONS", "RETIRE_CHECK"]
-
-#: What an exec's updates replaced is let go, if no launch can read it, every this many.
-RETIRE_CHECK = 256
+__all__ = ["ExecUpdate", "UPDATE_REASONS"]
 
 #: ``cudaGraphExecUpdateResult`` -> why CUDA refused an update, in words.
 UPDATE_REASONS = {
@@ -108,61 +105,36 @@ class ExecUpdate:
         GraphExecUpdateError
             Naming the reason (topology changed, function changed, ...) and the node.
         """
-        own = self.graph
-        if own is None or not isinstance(graph, type(own)):
+        if not isinstance(graph, type(self.graph)) or self.graph is None:
             raise ArgumentError(f"update: graph must be a pycudagraph.Graph, got "
                                 f"{type(graph).__name__}")
-        h = self._h
-        if h is None:  # closed: ClosedError (no cudaGraphExec_t object made to say so)
+        if self._h is None:  # closed: ClosedError (no cudaGraphExec_t object made to say so)
             self._refuse()
         table = graph.table
         if table.closed or table.dead:  # a closed graph: ClosedError, as graph.handle says it
             table.refuse()
-        # Set up before the driver call, in this frame, as GraphExec.instantiate does:
-        # Python work right after a large update runs with cold CPU caches (each frame
-        # costs 1-2 us there), so the usual case makes no call after it.
-        taken, extras = table.exec_keep()  # what _adoption gives, without its frame
-        extra = [taken, extras, *self._ledger.extra[2:]]
-        ready = (taken, extra)
-        owner = extra[2] if len(extra) > 2 else None
+        # Set up before the driver call, as GraphExec.instantiate does: Python work right
+        # after a large update runs with cold CPU caches (each frame costs 1-2 us there).
+        ready = self._adoption(graph)
+        owner = ready[1][2] if len(ready[1]) > 2 else None  # inline: no frame before the call
         if type(owner) is reuse_box.ReuseBox:
             owner.unknown = True  # what its nodes launch changes: never parked
         table.execs.add(self)  # its raw graph stays while its nodes address ours
         refused = -1
         try:
-            refused = fast.exec_update(h, table.h, self, graph)
+            refused = fast.exec_update(self._h, table.h, self, graph)
         finally:
-            if refused and graph is not own and graph is not self._pending:
+            if refused and graph is not self.graph and graph is not self._pending:
                 table.execs.discard(self)  # refused (or raised): the exec needs none of it
         if refused:
-            self._refused_update(refused, graph)
-        if self._nodes:  # records to drop first: the whole of _adopt
-            self._adopt(None, graph, ready)
-            return
-        # _adopt's same-handle case without records, inline (no frame after the call).
-        pending = self._pending
-        if pending is not None and pending is not graph and pending is not own:
-            self._let_go(pending)  # superseded before its nodes were paired
-        old = self._ledger.extra
-        retired = self._ledger.retired  # Ledger.retire: kept until no launch can read it
-        retired.append((old[0], old[1]))  # the graph copies; an adopted exec's owner stays
-        if len(retired) % RETIRE_CHECK == 0:
-            self._let_go_retired()
-        self._pending = graph  # its nodes are paired with ours at the next per-node call
-        self._taken, self._ledger.extra = ready
-        self._host_ids = None
-
-    @staticmethod
-    def _refused_update(refused: tuple, graph) -> None:
-        """Raise the :class:`GraphExecUpdateError` of a refused ``cuGraphExecUpdate``:
-        ``refused`` is ``(CUresult, cudaGraphExecUpdateResult, error node handle)``."""
-        err, result, error_node = refused
-        reason = UPDATE_REASONS.get(result, f"result code {result}")
-        node = graph.find_node(error_node) if error_node else None
-        hint = reason + (f"; node: {node.describe()}" if node is not None else "")
-        exc = error_for("cuGraphExecUpdate", err, hint, cls=GraphExecUpdateError)
-        exc.reason, exc.node = reason, node
-        raise exc
+            err, result, error_node = refused
+            reason = UPDATE_REASONS.get(result, f"result code {result}")
+            node = graph.find_node(error_node) if error_node else None
+            hint = reason + (f"; node: {node.describe()}" if node is not None else "")
+            exc = error_for("cuGraphExecUpdate", err, hint, cls=GraphExecUpdateError)
+            exc.reason, exc.node = reason, node
+            raise exc
+        self._adopt(None, graph, ready)
 
     def apply(self, graph, fallback: str = "reinstantiate", strategy: str = "auto"):
         """Make the exec run ``graph``'s work with the fewest calls: per-node set-params

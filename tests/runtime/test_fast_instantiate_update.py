@@ -132,7 +132,7 @@ def test_update(native):
 @both
 def test_update_keeps_what_it_replaced_until_no_launch_can_read_it(native):
     run('''
-        from pycudagraph.graph.update import RETIRE_CHECK
+        from pycudagraph.graph.exec import RETIRE_CHECK
         g1, g2, g3 = fake_graph(), fake_graph(), fake_graph()
         watched = buffer()
         g1.add_kernel(k, 1, 32, (buffer(), 1.0, 4))
