@@ -16,8 +16,9 @@ from cuda.bindings import runtime as rt
 from ..errors import CudaError, CudaNotAvailableError
 from .no_gpu import unavailable
 
-__all__ = ["call", "open_driver", "DRIVER_LIBRARY", "error_for", "report", "capture_watchers", "capture_keeps", "set_tracer", "tracer", "tracer_hooks",
-           "runtime_name_text", "decode"]
+__all__ = ["call", "open_driver", "DRIVER_LIBRARY", "error_for", "report", "capture_watchers",
+           "capture_keeps", "set_tracer", "tracer", "tracer_hooks", "runtime_name_text",
+           "decode"]
 
 #: One list per active ``capture`` block; every failed raw call is appended to each.
 capture_watchers: list[list] = []

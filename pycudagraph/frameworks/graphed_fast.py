@@ -31,7 +31,7 @@ changes other than by a new key (clear, eviction, a key refused or replaced).
 from __future__ import annotations
 
 from .arrays import ALIGN_CAP, aliasing, flatten
-from ..runtime.stream import PER_THREAD, stream_handle
+from ..runtime.stream import stream_handle
 from .ops import current_stream
 from . import loaded
 
@@ -230,13 +230,8 @@ class FastPath:
                           else current_stream(entry.frameworks, known.device))
             order = entry.order  # a shared pool's keys: ordered across streams (graphed_keys)
             if order.shared:
-                h = stream if type(stream) is int else stream_handle(stream)
-                if h != order.last or h == PER_THREAD:  # else follow and after do nothing
-                    order.follow(h)
-                    entry.exec.launch(stream)
-                    order.after(h)
-                else:
-                    entry.exec.launch(stream)
+                order.launch(entry.exec, stream,
+                             stream if type(stream) is int else stream_handle(stream))
             else:
                 entry.exec.launch(stream)
             st.replays += 1

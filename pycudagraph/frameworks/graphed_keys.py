@@ -93,6 +93,17 @@ class Handoff:
         Stream.wrap(handle).wait(self.tail)
         self.last = handle
 
+    def launch(self, exe, stream, handle: int) -> None:
+        """``exe.launch(stream)`` (``cuGraphLaunch``) ordered as :meth:`follow` and
+        :meth:`after` order it (``handle``: the stream's raw handle); a repeat on the stream
+        of the last launch, where both do nothing, calls neither."""
+        if handle != self.last or handle == PER_THREAD:
+            self.follow(handle)
+            exe.launch(stream)
+            self.after(handle)
+        else:
+            exe.launch(stream)
+
     def after(self, handle: int) -> None:
         """After a shared pool's launch on ``cudaStreamPerThread``: record the tail there
         (``cudaEventRecord``). Nothing otherwise."""

@@ -228,7 +228,7 @@ class RebindPlan:
                     site.write(raw, self.bound)
                 except Exception:  # noqa: BLE001 - the first error is the one to raise
                     pass
-            for site in self.sites(changed):  # the bytes of the failed site too
+            for site in sites:  # the bytes of the failed site too
                 if isinstance(site, _KernelSite):
                     for buf, k, i, delta in site.slots:
                         _U64.pack_into(buf, k, self.bound[i] + delta)
