@@ -244,24 +244,28 @@ class _Saver:
         """Save one key's graph to ``file``; its index record."""
         args, kwargs = key_templates(key)
         inputs = list(e.plan.captured)
-        allocs, addresses, places, nodes = [], {}, {}, []
+        allocs, places, nodes = [], {}, []  # places: address -> [(node index, place)]
         for i, (node, _, _) in enumerate(e.graph.table.walk()):
             nodes.append(node)
             for s in node.sites():
                 if s.role == "alloc":
                     allocs.append((s.address, s.address + max(s.size_hint, 1)))
                 elif s.address:
-                    addresses.setdefault(s.address, (node, s.place))
                     places.setdefault(s.address, []).append((i, s.place))
+
+        def held_in(v: int) -> str:  # the first place holding v, for a message
+            i, place = places[v][0]
+            return _holder(nodes[i], place)
+
         slots, unexplained, numbers = {}, {}, frozenset()
-        for v in sorted(addresses):
+        for v in sorted(places):
             try:
                 where = self.place(v, inputs, allocs)
             except _Unexplained as exc:
                 unexplained[v] = exc  # an address, or a left-over: a second capture says
                 continue
             except KeySkipped as exc:
-                raise KeySkipped(f"{exc}; the value sits in {_holder(*addresses[v])}") from None
+                raise KeySkipped(f"{exc}; the value sits in {held_in(v)}") from None
             if not where:
                 continue
             kind = where[0]
@@ -284,9 +288,8 @@ class _Saver:
                 if v not in stale:
                     second = (f"; {why[0]}" if why else
                               "; a second capture of the call holds it there too")
-                    raise KeySkipped(f"{exc}; the value sits in {_holder(*addresses[v])}"
-                                     + second)
-            self.left_overs = [_holder(*addresses[v]) for v in sorted(unexplained)]
+                    raise KeySkipped(f"{exc}; the value sits in {held_in(v)}" + second)
+            self.left_overs = [held_in(v) for v in sorted(unexplained)]
             numbers = frozenset(unexplained)  # left-overs: numbers, though memory holds them
         outputs = self.outputs(e.outputs)
         functions = library_functions(e.graph)
