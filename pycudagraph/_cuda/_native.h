@@ -253,7 +253,6 @@ PyObject *launch_kernel(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
 PyObject *add_kernel(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
 PyObject *set_arg(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
 PyObject *set_args(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
-PyObject *exec_node_set_raw(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
 PyObject *exec_node_set_slots(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
 PyObject *graph_instantiate(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
 PyObject *exec_update(PyObject *m, PyObject *const *a, Py_ssize_t nargs);

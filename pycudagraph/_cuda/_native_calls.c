@@ -314,28 +314,12 @@ PyObject *exec_update(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
     return route(R_EXEC_UPDATE, a, nargs);
 }
 
-/* exec_node_set_raw(exec_h, node_h, params_address) -> the CUresult of
- * cuGraphExecKernelNodeSetParams(exec, node, params), or -1 where it is not made here (no
- * entry point, a thread with no context marked yet, a trace open, a value that is not a
- * plain int): the caller makes the call itself then, and reports a refusal. */
-PyObject *exec_node_set_raw(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
-{
-    NARGS(3);
-    void *e, *node, *params;
-    if (!S.exec_set || !ready() || as_ptr(a[0], &e) || as_ptr(a[1], &node) ||
-        as_ptr(a[2], &params) || !params)
-        return PyLong_FromLong(-1);
-    CUresult rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = S.exec_set(e, node, params);
-    Py_END_ALLOW_THREADS
-    return PyLong_FromLong((long)rc);
-}
-
 /* exec_node_set_slots(exec_h, node_h, params_address, slots, ptrs) -> the CUresult of
  * cuGraphExecKernelNodeSetParams(exec, node, params) after writing each slot, or -1 where
- * it is not made here (as exec_node_set_raw says; then nothing was written). `slots` is a
- * flat tuple (address, input, delta, ...): the 8 bytes at `address` (inside the argument
+ * it is not made here (no entry point, a thread with no context marked yet, a trace open, a
+ * value that is not a plain int; then nothing was written, and the caller makes the call
+ * itself and reports a refusal). `slots` is a flat tuple (address, input, delta, ...),
+ * empty for the set-params call alone: the 8 bytes at `address` (inside the argument
  * buffers the params name, which the caller keeps) become ptrs[input] + delta. Every value
  * is read before any byte is written. */
 PyObject *exec_node_set_slots(PyObject *m, PyObject *const *a, Py_ssize_t nargs)

@@ -209,8 +209,6 @@ static PyMethodDef methods[] = {
                   " -> replaced object or None: cuGraphExecKernelNodeSetParams"),
     FAST(set_args, "set_args(exec_h, node_h, hot, address, refs, args, pack, exe, node)"
                    " -> list of replaced objects or None: cuGraphExecKernelNodeSetParams"),
-    FAST(exec_node_set_raw, "exec_node_set_raw(exec_h, node_h, params_address) -> CUresult, or -1"
-                          " if not made here: cuGraphExecKernelNodeSetParams"),
     FAST(exec_node_set_slots, "exec_node_set_slots(exec_h, node_h, params_address, slots, ptrs)"
                               " -> CUresult, or -1 if not made here (nothing written): the "
                               "slots (address, input, delta, ...) set to ptrs[input] + delta,"

@@ -265,8 +265,8 @@ def kernel_node_set_params(node, pack) -> None:
         check.report("cuGraphKernelNodeSetParams", rc, (node, pack), "cudaGraphKernelNodeSetParams")
 
 
-_exec_set = getattr(_native, "exec_node_set_raw", None)
 _exec_set_slots = getattr(_native, "exec_node_set_slots", None)
+_NO_SLOTS, _NO_PTRS = (), []  # exec_node_set_slots with nothing to write: the call alone
 
 
 def exec_kernel_node_set_slots(exe: int, node_h: int, pack, node, slots: tuple,
@@ -292,8 +292,10 @@ def exec_kernel_node_set_slots(exe: int, node_h: int, pack, node, slots: tuple,
 def exec_kernel_node_set_params(exe, node_h: int, pack, node) -> None:
     """``cuGraphExecKernelNodeSetParams(exec, node, params)`` (``cudaGraphExecKernelNodeSetParams``);
     ``exe`` is the raw exec handle (an int or a ``cudaGraphExec_t``). The compiled route makes
-    the call with no Python frame between (``_native.exec_node_set_raw``) where it can."""
-    rc = -1 if _exec_set is None else _exec_set(int(exe), node_h, pack.address)
+    the call with no Python frame between (``_native.exec_node_set_slots`` with no slots)
+    where it can."""
+    rc = (-1 if _exec_set_slots is None else
+          _exec_set_slots(int(exe), node_h, pack.address, _NO_SLOTS, _NO_PTRS))
     if rc < 0:  # not made there (a trace open, a thread with no context marked yet ...)
         _ensure()
         rc = _f.exec_set(int(exe), node_h, pack.address)
