@@ -126,20 +126,24 @@ class PcgPeer(Peer):
         return Entry(one, note="g.add_kernel(k, 1, 1, args, deps=(prev,))")
 
     def r_instantiate(self, _arg=0) -> Entry:
-        from pycudagraph.graph.exec_reuse import paused
         nodes = self.settings.nodes
 
+        values = iter(range(1 << 62))
+
         def one() -> float:
-            g, _ = self.chain_of(3, nodes)
-            with paused():  # a real instantiate: the last round's released exec is not reused
-                t0 = now()
-                exe = g.instantiate()
-                us = elapsed_us(t0) / nodes
+            # The last round released an exec of this topology: instantiate-or-reuse, as a
+            # loop that instantiates and releases graphs of one shape gets it (one
+            # cuGraphExecUpdate instead of cuGraphInstantiateWithFlags: graph/exec_reuse.py).
+            # Each round's scalars differ from the last one's: the update rewrites every node.
+            g, _ = self.chain_of(3, nodes, float(next(values) % 2 + 1))
+            t0 = now()
+            exe = g.instantiate()
+            us = elapsed_us(t0) / nodes
             exe.close()
             g.close()
             return us
 
-        return Entry(one, note="g.instantiate()")
+        return Entry(one, note="g.instantiate(), the last round's exec released (exec reuse)")
 
     def r_update(self, _arg=0) -> Entry:
         nodes = self.settings.nodes

@@ -30,6 +30,10 @@ from cuda.bindings import runtime as rt  # noqa: E402
 import pycudagraph as pcg  # noqa: E402
 from benchmarks.peers_driver import profile_peers  # noqa: E402
 from benchmarks.timing import gc_paused, split_around  # noqa: E402
+try:  # a real instantiate: no released exec is reused
+    from pycudagraph.graph.exec_reuse import paused as reuse_paused  # noqa: E402
+except ImportError:  # a version without exec reuse
+    from contextlib import nullcontext as reuse_paused  # noqa: E402
 from pycudagraph._cuda import fast  # noqa: E402
 
 N = 1000
@@ -122,7 +126,7 @@ def report(title, res):
               f"x{ratio:.3f}")
 
 
-with gc_paused():
+with gc_paused(), reuse_paused():  # every instantiate a real one
     for built in ("just before", "before the round"):
         res = {way: [] for way in INSTANTIATE}
         for _ in range(ROUNDS):

@@ -26,6 +26,10 @@ from pycudagraph._cuda import fast  # noqa: E402
 from benchmarks.peers_driver import profile_peers  # noqa: E402
 from benchmarks.peers_raw import RawPeer  # noqa: E402
 from benchmarks.timing import gc_paused, split_around  # noqa: E402
+try:  # a real instantiate: no released exec is reused
+    from pycudagraph.graph.exec_reuse import paused as reuse_paused  # noqa: E402
+except ImportError:  # a version without exec reuse
+    from contextlib import nullcontext as reuse_paused  # noqa: E402
 
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 60
 LABEL = sys.argv[2] if len(sys.argv) > 2 else "this tree"
@@ -45,7 +49,8 @@ def main() -> None:
     with gc_paused():
         for _ in range(ROUNDS):
             g = pcg_peer.chain_of(3, 1000)[0]
-            exe = split_around(inst, fast, "graph_instantiate", g.instantiate)
+            with reuse_paused():
+                exe = split_around(inst, fast, "graph_instantiate", g.instantiate)
             g2 = pcg_peer.chain_of(3, 1000, 2.0)[0]
             split_around(upd, fast, "exec_update", lambda: exe.update(g2))
             exe.close()
