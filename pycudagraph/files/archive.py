@@ -5,7 +5,8 @@ Layout (integers little-endian)::
 
     offset  size     field
     0       8        magic b"\\x89PCGRAF\\n"
-    8       2        major format version (2; 1 is read too)
+    8       2        major format version (2, or 3 with records of kernels saved by name;
+                     1 is read too)
     10      2        minor format version (0)
     12      4        number of sections N (1 ... 65536)
     16      8        length of the whole file in bytes
@@ -15,8 +16,9 @@ Layout (integers little-endian)::
 
 Section 0 is the manifest (tag ``MANI``, UTF-8 JSON, checked by :mod:`.file_schema`);
 ``CUBN`` sections hold loadable images (CUBIN or fatbin), ``PTX_`` sections PTX text;
-``KREC``, ``KARG``, ``KDEP`` and ``KREL`` the kernel nodes as fixed records (format 2,
-:mod:`.bulk_format`). A format-1 file (the same container, no records) is read.
+``KREC``, ``KARG``, ``KDEP`` and ``KREL`` the kernel nodes as fixed records (format 2;
+format 3 when some are of kernels saved by name: :mod:`.bulk_format`). A format-1 file (the
+same container, no records) is read.
 
 :func:`encode` writes a file from a manifest model (a dict) and sections with no GPU and
 no CUDA call; :func:`decode` checks every byte before it trusts any: size bounds before
@@ -43,10 +45,11 @@ __all__ = ["MAGIC", "VERSION", "TAGS", "MAX_FILE_BYTES", "GraphFile", "encode", 
            "read_file", "write_file", "reseal", "HEADER_SIZE", "ENTRY_SIZE", "gc_paused", "READS"]
 
 MAGIC = b"\x89PCGRAF\n"
-#: (major, minor) this pycudagraph writes. A newer minor is read (new optional fields are
+#: (major, minor) this pycudagraph writes (3.0 for a file holding records of kernels saved
+#: by name: ``bulk_format.BY_NAME_VERSION``). A newer minor is read (new optional fields are
 #: ignored); format 1 (no binary kernel records) is read; another major is refused.
 VERSION = (2, 0)
-READS = (1, 2)
+READS = (1, 2, 3)
 HEADER_SIZE = 56
 ENTRY_SIZE = 24
 MAX_SECTIONS = 1 << 16
@@ -225,6 +228,11 @@ def _parse_manifest(raw: bytes, keys_checked: bool = True) -> dict:
     return value
 
 
+def _by_name_version(manifest: dict, version: tuple) -> tuple:
+    from .bulk_format import version_of  # (with the schema: not needed to write a file)
+    return version_of(manifest, version)
+
+
 def _read_manifest(raw: bytes, tags: list, lenient: bool, sections=None):
     """``(manifest, Checked)``: the manifest parsed and checked, every error as the key-
     checking parse and the check name it. The parse runs without a Python call per object;
@@ -269,10 +277,10 @@ def decode(data, source: str = "graph file") -> GraphFile:
                                  f"{HEADER_SIZE}-byte header")
         _, major, minor, count, length, digest = _HEAD.unpack_from(mv, 0)
         if major not in READS:
-            newer = "a newer" if major > VERSION[0] else "an unknown"
+            newer = "a newer" if major > READS[-1] else "an unknown"
             raise GraphFileError(f"format version {major}.{minor} is {newer} version; this "
                                  f"pycudagraph reads formats "
-                                 f"{' and '.join(f'{v}.x' for v in READS)}")
+                                 f"{', '.join(f'{v}.x' for v in READS[:-1])} and {READS[-1]}.x")
         if length != len(mv):
             what = "truncated" if length > len(mv) else "has trailing bytes"
             raise GraphFileError(f"{what}: the header says {length} bytes, the file has {len(mv)}")
@@ -289,6 +297,9 @@ def decode(data, source: str = "graph file") -> GraphFile:
             if major < 2 and checked.bulk is not None:
                 raise GraphFileError(f"format {major}.{minor} has no binary kernel records, "
                                      "but the manifest names some")
+            if major < 3 and _by_name_version(manifest, (major, minor)) != (major, minor):
+                raise GraphFileError(f"format {major}.{minor} has no binary records of kernels "
+                                     "saved by name, but the manifest names some")
         return GraphFile((major, minor), manifest, sections, checked.kernel_args, checked.bulk)
     except GraphFileError as exc:
         raise GraphFileError(f"{source}: {exc}") from None

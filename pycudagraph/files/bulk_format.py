@@ -1,17 +1,20 @@
 """The binary part of a graph file (format 2): kernel nodes as fixed records.
 
-A kernel node of a kernel pycudagraph compiled (its signature in the file: the loaded
-kernel packs its arguments alike), with no attributes set and no conditional handle among
-its arguments, is not a JSON record: a run of such nodes, one after another
-in a graph's node list, is one entry ``{"id": first id, "type": "kernel_run", "count": n,
+A kernel node with no attributes set and no conditional handle among its arguments is
+not a JSON record when its kernel is one pycudagraph compiled (its signature in the file:
+the loaded kernel packs its arguments alike) or one saved by name (a library's kernel,
+found by a resolver at load). A run of such nodes of one kind, one after another in a
+graph's node list, is one entry ``{"id": first id, "type": "kernel_run", "count": n,
 "first": its first record}`` standing for n nodes (ids ``id`` ... ``id + n - 1``), and each
 node is a record in four sections the manifest's ``"bulk"`` names (``{"records", "args",
 "deps", "relocs"}``: section indices; integers little-endian):
 
 ``KREC``  48 bytes per node: u32 kernel index, grid[3], block[3], shared memory, argument
           offset and length in ``KARG``, first and count of its dependencies in ``KDEP``.
-``KARG``  each node's arguments as its kernel's layout packs them (the argument slots of
-          the launch buffer; the kernel entry's ``"block"`` is their length).
+``KARG``  each node's arguments: as its kernel's layout packs them (the argument slots of
+          the launch buffer) for a kernel pycudagraph compiled, its parameters' bytes one
+          after another (``"sizes"``) for one saved by name; the kernel entry's ``"block"``
+          is their length.
 ``KDEP``  u32: a node's dependencies inside its run, as positions in the run (each before
           the node). Edges from or to nodes outside the run stay in the graph's edge list.
 ``KREL``  24 bytes per address: u32 record, u32 byte in its argument block, u32 kind (0: a
@@ -22,6 +25,8 @@ node is a record in four sections the manifest's ``"bulk"`` names (``{"records",
 :func:`pack` turns a format-1 manifest (what the saver writes) into this; :func:`check`
 checks the sections (in the manifest check, before anything is trusted); :class:`Runs`
 gives a loader each run's records with its addresses written in (one numpy pass).
+Records of kernels saved by name make a file of format 3 (:func:`version_of`): a reader of
+format 2 refuses it as a newer version rather than as a damaged file.
 No CUDA call in this module.
 """
 
@@ -32,9 +37,14 @@ import numpy as np
 from .._cuda.bulk import RECORD
 from ..nodes.registry import REGISTRY
 
-__all__ = ["RUN", "RECORD", "RELOC", "TAGS", "pack", "check_sections", "check_run", "Runs"]
+__all__ = ["RUN", "RUN_RECORD", "RECORD", "RELOC", "TAGS", "BY_NAME_VERSION", "pack",
+           "version_of", "by_name", "check_sections", "check_run", "Runs"]
 
 RUN = "kernel_run"
+#: the file type of the records a run stands for
+RUN_RECORD = "kernel"
+#: the format of a file holding records of kernels saved by name
+BY_NAME_VERSION = (3, 0)
 RELOC = np.dtype([("record", "<u4"), ("at", "<u4"), ("kind", "<u4"), ("target", "<u4"),
                   ("offset", "<u8")])
 #: the sections, by the manifest's "bulk" key
@@ -59,24 +69,31 @@ class _Packer:
                         for t in getattr(cls, "file_types", ())}  # (schema.record_classes)
 
     def block(self, ki: int) -> tuple:
+        """``(length, [each argument's position])`` of kernel ``ki``'s argument block."""
         got = self.blocks.get(ki)
         if got is None:
-            lay = self.kernels[ki].layout
-            got = self.blocks[ki] = (lay.size - lay.values_offset,
-                                     [o - lay.values_offset for o in lay.offsets])
-            self.m["kernels"][ki]["block"] = got[0]
+            entry = self.m["kernels"][ki]
+            if by_name(entry):  # its parameters' bytes one after another
+                sizes = entry["sizes"]
+                got = (sum(sizes), [sum(sizes[:i]) for i in range(len(sizes))])
+            else:
+                lay = self.kernels[ki].layout
+                got = (lay.size - lay.values_offset, [o - lay.values_offset for o in lay.offsets])
+            self.blocks[ki] = got
+            entry["block"] = got[0]
         return got
 
     def graph(self, gd: dict) -> None:
         nodes, out, runs = gd["nodes"], [], {}  # runs: node position -> (run start, record)
         entries = self.m["kernels"]
-        start = None
+        start = named = None  # named: the run's kernels are saved by name
         for j, n in enumerate(nodes):
             for inner in self.classes[n["type"]].record_graphs(n):
                 self.graph(inner)
             if self.classes[n["type"]].bulk_record(n, entries, self.kernels):
-                if start is None:
-                    start = j
+                this = by_name(entries[n["kernel"]])
+                if start is None or this != named:  # a run holds kernels of one kind
+                    start, named = j, this
                     out.append({"id": n["id"], "type": RUN, "count": 0, "first": len(self.recs)})
                 out[-1]["count"] += 1
                 runs[j] = (start, len(self.recs))
@@ -114,6 +131,18 @@ class _Packer:
                     self.relocs.append((r, pos + at, 1, ref["alloc"], ref["offset"]))
         self.args += block
         self.recs.append([ki, *n["grid"], *n["block"], n["shared_mem"], base, length, 0, 0])
+
+
+def by_name(entry: dict) -> bool:
+    """Whether a kernel entry of the manifest is a kernel saved by name (no module)."""
+    return entry["module"] is None
+
+
+def version_of(manifest: dict, usual: tuple) -> tuple:
+    """The format a packed manifest is written in: :data:`BY_NAME_VERSION` when it holds
+    records of kernels saved by name (their entries have a ``"block"``), else ``usual``."""
+    named = any(by_name(k) and "block" in k for k in manifest.get("kernels", ()))
+    return BY_NAME_VERSION if "bulk" in manifest and named else usual
 
 
 def pack(manifest: dict, sections: list, kernels: dict) -> tuple:
@@ -196,8 +225,7 @@ def check_sections(c, bulk, sections) -> tuple:
     d = _array(c, data["deps"], np.dtype("<u4"), "deps")
     rel = _array(c, data["relocs"], RELOC, "relocs")
     args = np.frombuffer(data["args"], np.uint8)
-    blocks = np.array([k.get("block", -1) if k["module"] is not None else -1
-                       for k in c.manifest_kernels] or [0], np.int64)
+    blocks = np.array([k.get("block", -1) for k in c.manifest_kernels] or [0], np.int64)
     names = sorted(c.slots)
     sizes = np.array([c.memory.get(n, -1) for n in names] or [0], np.int64)
     if not _records_pass(r, args, d, rel, blocks, len(c.manifest_kernels), names, sizes):
@@ -218,7 +246,7 @@ def _name_first_wrong(c, r, args, d, rel, blocks, names: list, sizes) -> None:
     first(k >= len(c.manifest_kernels), lambda i: f"kernel {k[i]} is not in the file's "
                                                   f"{len(c.manifest_kernels)} kernels")
     first(blocks[np.minimum(k, len(blocks) - 1)] < 0,
-          lambda i: f"kernel {k[i]} has no module or no argument block length")
+          lambda i: f"kernel {k[i]} has no argument block length")
     off, length = r["arg_offset"].astype(np.int64), r["arg_length"].astype(np.int64)
     first(off + length > len(args), lambda i: f"its arguments (bytes {off[i]}..{off[i] + length[i]}"
                                               f") run past the {len(args)} argument bytes")

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import struct
 
+import numpy as np
+
 from .._cuda import call, check, context, dr, fast
-from .._cuda.bulk import arg_length
+from .._cuda.bulk import RECORD_WORDS, arg_length
 from ..compile.kernel import Kernel
 from ..compile.program import Module, device_arch
 from ..errors import GraphFileError, PyCudaGraphError
@@ -25,7 +27,7 @@ from .modules import image_plan, load_module, parse_arch
 from .schema import record_classes
 from .slots import Address, DeviceView, HeldBytes, bind_slots
 from .archive import gc_paused, read_file
-from .bulk_format import RUN, Runs
+from .bulk_format import RUN, RUN_RECORD, Runs
 from ..graph.graph import Graph
 from .host_registry import host_fn
 from ..runtime.values import path_arg
@@ -76,7 +78,14 @@ class _Loader:
 
     def find_needs(self, gd) -> None:
         for n in gd["nodes"]:
-            if n["type"] == RUN:  # kernels pycudagraph compiled: nothing needed
+            if n["type"] == RUN:  # its kernels saved by name need a resolver
+                first = n["first"]
+                used, at = np.unique(self.runs.r["kernel"][first:first + n["count"]],
+                                     return_index=True)
+                for k, pos in zip(used.tolist(), at.tolist()):
+                    name = self.foreign_kernel(k)
+                    if name is not None:
+                        self.need("kernel", n["id"] + pos, name)
                 continue
             cls = self.classes[n["type"]]
             cls.record_needs(n, self)
@@ -212,13 +221,17 @@ class _Loader:
                 self.fail(f"the {port} edge {gd['nodes'][a]['id']} -> {gd['nodes'][b]['id']}: {exc}")
 
     def run(self, g, nd: dict, nodes: list, deps_of: dict) -> None:
-        """A run of kernel nodes from the binary records (``fast.add_kernel_nodes``: one
-        ``cuGraphAddKernelNode`` each), then the edges into it from nodes before the run."""
+        """A run of kernel nodes from the binary records (one ``cuGraphAddKernelNode`` each:
+        ``fast.add_kernel_nodes`` for kernels pycudagraph compiled, :meth:`by_name` for
+        those saved by name), then the edges into it from nodes before the run."""
         first, count, j = nd["first"], nd["count"], len(nodes)
         recs, args, deps = self.runs.run(first, count, self.bound, self.allocs, self.kept)
         try:
-            nodes.extend(fast.add_kernel_nodes(g, self.kernel_tuple, recs, args, deps,
-                                               file_checked=True))
+            if self.readers[int(recs["kernel"][0])] is None:  # a run holds one kind
+                nodes.extend(self.by_name(g, recs, args, deps))
+            else:
+                nodes.extend(fast.add_kernel_nodes(g, self.kernel_tuple, recs, args, deps,
+                                                   file_checked=True))
             if deps_of:  # (none when every edge into the run is inside it: a chain)
                 for b in range(j, j + count):
                     for a in deps_of.get(b, ()):
@@ -227,6 +240,28 @@ class _Loader:
             raise
         except (PyCudaGraphError, ValueError, TypeError) as exc:
             self.fail(f"kernel nodes {nd['id']}..{nd['id'] + count - 1}: {exc}")
+
+    def by_name(self, g, recs, args, deps) -> list:
+        """The nodes of records of kernels saved by name, in order: each built by the
+        kernel record's class (``build_function``: its argument bytes by index, their sizes
+        checked against ``cuFuncGetParamInfo``; ``cuGraphAddKernelNode``)."""
+        build, table, made = self.classes[RUN_RECORD].build_function, g.table, []
+        data = memoryview(args)
+        cuts = {}
+        words = np.ascontiguousarray(recs).view("<u4").reshape(len(recs), RECORD_WORDS).tolist()
+        for k, g0, g1, g2, b0, b1, b2, shared, off, length, df, dc in words:
+            cut = cuts.get(k)
+            if cut is None:
+                at, cut = 0, []
+                for size in self.m["kernels"][k]["sizes"]:
+                    cut.append((at, at + size))
+                    at += size
+                cuts[k] = cut
+            block_bytes = data[off:off + length]
+            made.append(build(table, [made[d] for d in deps[df:df + dc].tolist()], self.kernels[k],
+                              (g0, g1, g2), (b0, b1, b2), shared,
+                              [block_bytes[a:b] for a, b in cut]))
+        return made
 
     # what records refer to -----------------------------------------------------------
 

@@ -25,8 +25,8 @@ from ..compile.ptx import is_elf
 from ..compile.signature import parse_params
 from ..errors import GraphFileError, GraphFileWarning
 from .schema import FORMAT
-from .archive import encode, write_file
-from .bulk_format import pack
+from .archive import VERSION, encode, write_file
+from .bulk_format import pack, version_of
 from .slots import Slots, is_device_address, json_value
 from .host_registry import host_fn_name
 from ..graph.introspect import topological_order
@@ -252,7 +252,7 @@ def save_graph(graph, path, slots=None, numbers=frozenset()) -> None:
     holds is never one."""
     saver = _Saver(slots, frozenset(numbers))
     manifest, sections = pack(saver.run(graph), saver.sections, saver.kernel_objs)
-    write_file(path, encode(manifest, sections))
+    write_file(path, encode(manifest, sections, version_of(manifest, VERSION)))
     if saver.foreign:
         names = sorted({name for _, name in saver.foreign})
         ids = ", ".join(str(i) for i, _ in saver.foreign)

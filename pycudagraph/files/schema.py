@@ -20,8 +20,9 @@ owns the type (:func:`record_classes`) checks it (its ``check_record``,
 ``{"hex": its bytes, "relocs": [[byte, reference], ...]}``, where a reference may also be
 ``{"handle": id}``. Format 2 adds ``"bulk"`` (the binary kernel records' sections), a
 kernel entry's ``"block"`` and ``{"id", "type": "kernel_run", "count", "first"}`` entries in
-a node list, each standing for ``count`` kernel nodes (:mod:`.bulk_format`); a format-1
-file is a format-2 file without them, and is read.
+a node list, each standing for ``count`` kernel nodes (:mod:`.bulk_format`); format 3
+lets those records be of kernels saved by name (a ``"block"`` on an entry with no module:
+the sum of its ``"sizes"``); a format-1 file is a format-2 file without them, and is read.
 """
 
 from __future__ import annotations
@@ -124,6 +125,9 @@ class _Checker(FieldChecks):
             if sum(sizes) > _PARAM_SPACE:
                 self.fail((where, ".sizes"),
                           f"{sum(sizes)} bytes of parameters (at most {_PARAM_SPACE})")
+            if "block" in k and k["module"] is None and k["block"] != sum(sizes):
+                self.fail((where, ".block"), f"{k['block']} bytes for a kernel saved by name, "
+                                              f"whose parameters take {sum(sizes)}")
             self.kernel_sizes.append(sizes)
         self.manifest_kernels = m["kernels"]
         if "bulk" in m:

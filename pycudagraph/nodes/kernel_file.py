@@ -105,13 +105,16 @@ class KernelFile(FileRecord):
 
     @classmethod
     def bulk_record(cls, n, kernels: list, loaded: dict) -> bool:
-        """A kernel record travels as a binary record when its kernel has a module and a
-        signature and is held by the saver, it sets no launch attributes, and each of its
-        addresses points into a slot or an allocation node. No CUDA call."""
+        """A kernel record travels as a binary record when it sets no launch attributes,
+        each of its addresses points into a slot or an allocation node, and its kernel is
+        either one pycudagraph compiled (a module and a signature, held by the saver) or
+        one saved by name (a library's: its arguments are its parameters' bytes one after
+        another). No CUDA call."""
         if "attributes" in n:
             return False
         ki = n["kernel"]
-        if kernels[ki]["module"] is None or kernels[ki]["signature"] is None or ki not in loaded:
+        entry = kernels[ki]
+        if entry["module"] is not None and (entry["signature"] is None or ki not in loaded):
             return False
         return all("slot" in ref or "alloc" in ref for a in n["args"] for _, ref in a["relocs"])
 

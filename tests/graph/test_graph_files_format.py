@@ -237,8 +237,8 @@ def test_dropping_any_field_is_refused():
             files.decode(files.encode(trimmed, SECTIONS))
 
 
-@pytest.mark.parametrize("version, match", [((3, 0), r"format version 3\.0 is a newer version"
-                                                    r"; this pycudagraph reads formats 1\.x and 2\.x"),
+@pytest.mark.parametrize("version, match", [((4, 0), r"format version 4\.0 is a newer version"
+                                                    r"; this pycudagraph reads formats 1\.x, 2\.x and 3\.x"),
                                             ((0, 9), r"format version 0\.9 is an unknown version"),
                                             ((65535, 0), "newer version")])
 def test_another_major_version_is_refused(version, match):
