@@ -29,7 +29,7 @@ from .arrays import substitute
 from .ops import framework_streams, twin
 from .pools import CapturePool
 
-__all__ = ["left_overs", "differing"]
+__all__ = ["left_overs", "differing", "fresh_stack_thread"]
 
 
 def differing(found: dict, nodes: list, second: list) -> set:
@@ -60,6 +60,29 @@ def differing(found: dict, nodes: list, second: list) -> set:
     return out
 
 
+_STACK = threading.Lock()
+_stack_size = [0]  # the stack size the last second capture's thread asked for
+
+
+def fresh_stack_thread(target, name: str) -> threading.Thread:
+    """``target`` started in a new thread whose stack no earlier thread used.
+
+    glibc keeps the stacks of finished threads and gives a new thread one at least as
+    large as it asks for and at most four times larger, unwiped: the stack of the
+    previous key's second capture, with that key's addresses left in it. Each call asks for
+    more than the last (``threading.stack_size``, set back at once), so the stack is a new
+    mapping, zeroed by the kernel."""
+    with _STACK:
+        size = _stack_size[0] = max(_stack_size[0] + (64 << 10), 32 << 20)
+        before = threading.stack_size(size)
+        try:
+            t = threading.Thread(target=target, name=name, daemon=True)
+            t.start()
+        finally:
+            threading.stack_size(before)
+    return t
+
+
 def _function(node):
     """The function a kernel node launches, or None for other nodes."""
     params = getattr(node, "driver_params", None)
@@ -73,9 +96,10 @@ def left_overs(fn, entry, graph_nodes: list, found: dict, why: list | None = Non
     """The values of ``found`` (``{value: [(node index, place), ...]}`` in ``entry``'s
     graph, whose walk gave ``graph_nodes``) that a second capture of ``fn`` on the key's
     latest inputs (``entry.bound``) holds another value at, everywhere (:func:`differing`).
-    The second capture runs in a new thread: its stack holds none of this one's left-overs
-    (a left-over written once, long before, stays put in one thread's stack through every
-    later capture). Empty when the call cannot be captured again; then ``why`` (a list)
+    The second capture runs in a new thread on a stack no thread used before
+    (:func:`fresh_stack_thread`): it holds none of this one's left-overs (a left-over
+    written once, long before, stays put in one thread's stack through every later
+    capture), nor those of an earlier key's second capture. Empty when the call cannot be captured again; then ``why`` (a list)
     gets the reason.
     ``cudaStreamBeginCapture`` / ``cudaStreamEndCapture``, then ``cudaGraphDestroy`` of the
     second graph."""
@@ -110,8 +134,7 @@ def left_overs(fn, entry, graph_nodes: list, found: dict, why: list | None = Non
         except Exception as exc:  # noqa: BLE001 - proves nothing: the key stays out
             box["error"] = exc
 
-    t = threading.Thread(target=second, name="pycudagraph-save-second-capture", daemon=True)
-    t.start()
+    t = fresh_stack_thread(second, "pycudagraph-save-second-capture")
     t.join()
     if "error" in box and why is not None:
         err = box["error"]
