@@ -300,6 +300,12 @@ def check_run(c, n, where, nid: int, state) -> int:
         c.fail(where, f"records {first}..{first + count} run past the {len(r)} records")
     state.next = first + count
     recs = r[first:first + count]
+    named = state.named
+    if named is None:
+        named = state.named = np.array([by_name(k) for k in c.manifest_kernels] or [False])
+    kinds = named[recs["kernel"].astype(np.int64)]
+    if kinds.any() and not kinds.all():
+        c.fail(where, "a run mixes kernels saved by name with kernels pycudagraph compiled")
     dc = recs["dep_count"].astype(np.int64)
     total = int(dc.sum())
     if total:

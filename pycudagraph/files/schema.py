@@ -220,11 +220,12 @@ class _Checker(FieldChecks):
 
 
 class _Bulk:
-    """The bulk sections' arrays (records, argument bytes, deps, relocations) and the next
-    record a kernel run takes."""
+    """The bulk sections' arrays (records, argument bytes, deps, relocations), the next
+    record a kernel run takes, and per kernel whether it is saved by name (made at the
+    first run)."""
 
     def __init__(self, arrays):
-        self.arrays, self.next = arrays, 0
+        self.arrays, self.next, self.named = arrays, 0, None
 
 
 def check_manifest(manifest, tags, lenient: bool = False, sections=None) -> Checked:

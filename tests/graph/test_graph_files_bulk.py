@@ -182,7 +182,7 @@ def test_damaged_run_entries_and_bulk_names_are_refused():
              (lambda m: m["kernels"][1].update(block=12), "its kernel's take 12"),
              (lambda m: m["kernels"][1].update(block=-1), "kernels[1].block: -1 is outside"),
              (lambda m: m["kernels"][1].update(module=None, signature=None),
-              "format 2.0 has no binary records of kernels saved by name"),
+              "a run mixes kernels saved by name with kernels pycudagraph compiled"),
              (lambda m: m.pop("bulk"), "a kernel run, but the manifest has no bulk sections")]
     for edit, words in cases:
         m2 = copy.deepcopy(m)

@@ -124,3 +124,13 @@ def test_a_run_of_kernels_saved_by_name_needs_a_resolver():
     assert ("kernel node(s) 1, 3, 5 run kernels pycudagraph did not compile (_Z5scalePfi): pass "
             "resolve=") in str(info.value), str(info.value)
     file_load._Loader(gf, bufs, lambda name: 1, "f.pcgraph").check_needs()  # with one: fine
+
+
+def test_a_run_mixing_both_kinds_of_kernel_is_refused():
+    m, sections, version = packed(named_manifest(6))
+    nl = m["root"]["nodes"]
+    m["root"]["nodes"] = [dict(nl[0], count=2)] + nl[2:]  # records 0 (compiled) and 1 (by name)
+    with pytest.raises(pcg.GraphFileError) as info:
+        files.decode(files.encode(m, sections, version=version))
+    assert "root.nodes[0] (kernel_run): a run mixes kernels saved by name with kernels " \
+           "pycudagraph compiled" in str(info.value), str(info.value)
