@@ -228,9 +228,9 @@ def _parse_manifest(raw: bytes, keys_checked: bool = True) -> dict:
     return value
 
 
-def _by_name_version(manifest: dict, version: tuple) -> tuple:
-    from .bulk_format import version_of  # (with the schema: not needed to write a file)
-    return version_of(manifest, version)
+def _named_records(manifest: dict) -> bool:
+    from .bulk_format import named_records  # (with the schema: not needed to write a file)
+    return named_records(manifest)
 
 
 def _read_manifest(raw: bytes, tags: list, lenient: bool, sections=None):
@@ -297,7 +297,7 @@ def decode(data, source: str = "graph file") -> GraphFile:
             if major < 2 and checked.bulk is not None:
                 raise GraphFileError(f"format {major}.{minor} has no binary kernel records, "
                                      "but the manifest names some")
-            if major < 3 and _by_name_version(manifest, (major, minor)) != (major, minor):
+            if major < 3 and _named_records(manifest):
                 raise GraphFileError(f"format {major}.{minor} has no binary records of kernels "
                                      "saved by name, but the manifest names some")
         return GraphFile((major, minor), manifest, sections, checked.kernel_args, checked.bulk)

@@ -38,7 +38,8 @@ from .._cuda.bulk import RECORD
 from ..nodes.registry import REGISTRY
 
 __all__ = ["RUN", "RUN_RECORD", "RECORD", "RELOC", "TAGS", "BY_NAME_VERSION", "pack",
-           "version_of", "by_name", "check_sections", "check_run", "Runs"]
+           "version_of", "named_records", "named_kernels", "by_name", "spans", "check_sections", "check_run",
+           "Runs"]
 
 RUN = "kernel_run"
 #: the file type of the records a run stands for
@@ -74,8 +75,7 @@ class _Packer:
         if got is None:
             entry = self.m["kernels"][ki]
             if by_name(entry):  # its parameters' bytes one after another
-                sizes = entry["sizes"]
-                got = (sum(sizes), [sum(sizes[:i]) for i in range(len(sizes))])
+                got = (sum(entry["sizes"]), [a for a, _ in spans(entry["sizes"])])
             else:
                 lay = self.kernels[ki].layout
                 got = (lay.size - lay.values_offset, [o - lay.values_offset for o in lay.offsets])
@@ -138,11 +138,32 @@ def by_name(entry: dict) -> bool:
     return entry["module"] is None
 
 
+def named_kernels(kernels: list) -> np.ndarray:
+    """Per kernel entry of a manifest, whether it is saved by name (a bool array)."""
+    return np.array([by_name(k) for k in kernels] or [False])
+
+
+def spans(sizes: list) -> list:
+    """``[(start, end), ...]`` of each argument in the block of a kernel saved by name
+    (its parameters' bytes one after another)."""
+    out, at = [], 0
+    for size in sizes:
+        out.append((at, at + size))
+        at += size
+    return out
+
+
+def named_records(manifest: dict) -> bool:
+    """Whether a packed manifest holds records of kernels saved by name (entries with no
+    module and a ``"block"``)."""
+    return "bulk" in manifest and any(by_name(k) and "block" in k
+                                      for k in manifest.get("kernels", ()))
+
+
 def version_of(manifest: dict, usual: tuple) -> tuple:
     """The format a packed manifest is written in: :data:`BY_NAME_VERSION` when it holds
-    records of kernels saved by name (their entries have a ``"block"``), else ``usual``."""
-    named = any(by_name(k) and "block" in k for k in manifest.get("kernels", ()))
-    return BY_NAME_VERSION if "bulk" in manifest and named else usual
+    records of kernels saved by name (:func:`named_records`), else ``usual``."""
+    return BY_NAME_VERSION if named_records(manifest) else usual
 
 
 def pack(manifest: dict, sections: list, kernels: dict) -> tuple:
@@ -300,10 +321,7 @@ def check_run(c, n, where, nid: int, state) -> int:
         c.fail(where, f"records {first}..{first + count} run past the {len(r)} records")
     state.next = first + count
     recs = r[first:first + count]
-    named = state.named
-    if named is None:
-        named = state.named = np.array([by_name(k) for k in c.manifest_kernels] or [False])
-    kinds = named[recs["kernel"].astype(np.int64)]
+    kinds = state.named[recs["kernel"].astype(np.int64)]
     if kinds.any() and not kinds.all():
         c.fail(where, "a run mixes kernels saved by name with kernels pycudagraph compiled")
     dc = recs["dep_count"].astype(np.int64)

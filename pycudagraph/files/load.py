@@ -27,7 +27,7 @@ from .modules import image_plan, load_module, parse_arch
 from .schema import record_classes
 from .slots import Address, DeviceView, HeldBytes, bind_slots
 from .archive import gc_paused, read_file
-from .bulk_format import RUN, RUN_RECORD, Runs
+from .bulk_format import RUN, RUN_RECORD, Runs, by_name, spans
 from ..graph.graph import Graph
 from .host_registry import host_fn
 from ..runtime.values import path_arg
@@ -74,7 +74,7 @@ class _Loader:
         """The name of kernel ``index`` of the file when pycudagraph did not compile it
         (a resolver finds it), else None."""
         e = self.m["kernels"][index]
-        return e["name"] if e["module"] is None else None
+        return e["name"] if by_name(e) else None
 
     def find_needs(self, gd) -> None:
         for n in gd["nodes"]:
@@ -142,7 +142,7 @@ class _Loader:
         return mod
 
     def kernel(self, i: int, e: dict):
-        if e["module"] is None:
+        if by_name(e):
             return self.function(e["name"], e["sizes"])
         try:
             k = self.module(e["module"]).get_kernel(e["name"], e["signature"])
@@ -252,11 +252,7 @@ class _Loader:
         for k, g0, g1, g2, b0, b1, b2, shared, off, length, df, dc in words:
             cut = cuts.get(k)
             if cut is None:
-                at, cut = 0, []
-                for size in self.m["kernels"][k]["sizes"]:
-                    cut.append((at, at + size))
-                    at += size
-                cuts[k] = cut
+                cut = cuts[k] = spans(self.m["kernels"][k]["sizes"])
             block_bytes = data[off:off + length]
             made.append(build(table, [made[d] for d in deps[df:df + dc].tolist()], self.kernels[k],
                               (g0, g1, g2), (b0, b1, b2), shared,

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..nodes.registry import REGISTRY
-from .bulk_format import RUN, check_run, check_sections
+from .bulk_format import RUN, by_name, check_run, check_sections, named_kernels
 from .checks import MAX_NODES, U32, U48, FieldChecks
 
 __all__ = ["FORMAT", "PORTS", "SLOT_KINDS", "Checked", "check_manifest", "record_classes"]
@@ -125,7 +125,7 @@ class _Checker(FieldChecks):
             if sum(sizes) > _PARAM_SPACE:
                 self.fail((where, ".sizes"),
                           f"{sum(sizes)} bytes of parameters (at most {_PARAM_SPACE})")
-            if "block" in k and k["module"] is None and k["block"] != sum(sizes):
+            if "block" in k and by_name(k) and k["block"] != sum(sizes):
                 self.fail((where, ".block"), f"{k['block']} bytes for a kernel saved by name, "
                                               f"whose parameters take {sum(sizes)}")
             self.kernel_sizes.append(sizes)
@@ -133,7 +133,8 @@ class _Checker(FieldChecks):
         if "bulk" in m:
             if self.sections is None:
                 self.fail("bulk", "the file's sections were not given to the check")
-            self.bulk = _Bulk(check_sections(self, m["bulk"], self.sections))
+            self.bulk = _Bulk(check_sections(self, m["bulk"], self.sections),
+                              named_kernels(m["kernels"]))
         self.graph(m["root"], "root", frozenset(), 0)
         if self.bulk is not None and self.bulk.next != len(self.bulk.arrays[0]):
             self.fail("bulk.records", f"records {self.bulk.next}.. belong to no kernel run")
@@ -220,12 +221,11 @@ class _Checker(FieldChecks):
 
 
 class _Bulk:
-    """The bulk sections' arrays (records, argument bytes, deps, relocations), the next
-    record a kernel run takes, and per kernel whether it is saved by name (made at the
-    first run)."""
+    """The bulk sections' arrays (records, argument bytes, deps, relocations), per kernel
+    whether it is saved by name, and the next record a kernel run takes."""
 
-    def __init__(self, arrays):
-        self.arrays, self.next, self.named = arrays, 0, None
+    def __init__(self, arrays, named):
+        self.arrays, self.named, self.next = arrays, named, 0
 
 
 def check_manifest(manifest, tags, lenient: bool = False, sections=None) -> Checked:

@@ -99,8 +99,8 @@ def left_overs(fn, entry, graph_nodes: list, found: dict, why: list | None = Non
     The second capture runs in a new thread on a stack no thread used before
     (:func:`fresh_stack_thread`): it holds none of this one's left-overs (a left-over
     written once, long before, stays put in one thread's stack through every later
-    capture), nor those of an earlier key's second capture. Empty when the call cannot be captured again; then ``why`` (a list)
-    gets the reason.
+    capture), nor those of an earlier key's second capture. Empty when the call cannot be
+    captured again; then ``why`` (a list) gets the reason.
     ``cudaStreamBeginCapture`` / ``cudaStreamEndCapture``, then ``cudaGraphDestroy`` of the
     second graph."""
     if not found or not entry.bound:
