@@ -349,6 +349,36 @@ def test_a_refused_whole_graph_update_keeps_the_records(kexec, driver, monkeypat
     assert exe.exec_node(node) is rec
 
 
+def _held(exe) -> tuple:
+    return exe._pending, exe._taken, exe._ledger.extra, exe._host_ids, dict(exe._nodes)
+
+
+@pytest.mark.parametrize("refuse", ["result", "raise"])
+def test_a_refused_whole_graph_update_puts_back_all_it_set_up(kexec, driver, monkeypatch, refuse):
+    """A refusal (or an exception from the call) leaves the exec's records, pending update
+    graph, copies and host ids as they were, and the refused graph without the exec."""
+    g, node, exe, rec = kexec
+    monkeypatch.setattr(fast, "exec_update", lambda *_: 0)
+    first, second = fake_graph(), fake_graph()
+    exe.update(first)  # accepted: ``first`` waits to be paired
+    exe.update(second)  # ``first`` is let go, never paired
+    before = _held(exe)
+    assert before[0] is second and exe in second.table.execs and exe not in first.table.execs
+
+    def refused(*_):
+        if refuse == "raise":
+            raise RuntimeError("the call failed")
+        return (3, 1, 0)
+
+    monkeypatch.setattr(fast, "exec_update", refused)
+    other = fake_graph()
+    with pytest.raises((pcg.GraphExecUpdateError, RuntimeError)):
+        exe.update(other)
+    after = _held(exe)
+    assert all(a is b for a, b in zip(after[:4], before[:4])) and after[4] == before[4]
+    assert exe not in other.table.execs and exe in second.table.execs
+
+
 @pytest.mark.parametrize("graph", [None, "g", 5, pcg.Stream.wrap(0x5000)], ids=repr)
 def test_update_needs_a_graph(kexec, graph):
     g, node, exe, rec = kexec
