@@ -113,19 +113,22 @@ class ExecUpdate:
         table = graph.table
         if table.closed or table.dead:  # a closed graph: ClosedError, as graph.handle says it
             table.refuse()
-        # Set up before the driver call, as GraphExec.instantiate does: Python work right
-        # after a large update runs with cold CPU caches (each frame costs 1-2 us there).
+        # All bookkeeping before the driver call (undone if CUDA refuses): Python work
+        # right after a large update runs with cold CPU caches (1-2 us a frame there).
         ready = self._adoption(graph)
         owner = ready[1][2] if len(ready[1]) > 2 else None  # inline: no frame before the call
         if type(owner) is reuse_box.ReuseBox:
             owner.unknown = True  # what its nodes launch changes: never parked
         table.execs.add(self)  # its raw graph stays while its nodes address ours
+        before = self._swap_in(graph, ready)
         refused = -1
         try:
             refused = fast.exec_update(self._h, table.h, self, graph)
         finally:
-            if refused and graph is not self.graph and graph is not self._pending:
-                table.execs.discard(self)  # refused (or raised): the exec needs none of it
+            if refused:  # refused (or raised): as it was
+                self._swap_back(before)
+                if graph is not self.graph and graph is not self._pending:
+                    table.execs.discard(self)  # the exec needs none of it
         if refused:
             err, result, error_node = refused
             reason = UPDATE_REASONS.get(result, f"result code {result}")
@@ -134,7 +137,9 @@ class ExecUpdate:
             exc = error_for("cuGraphExecUpdate", err, hint, cls=GraphExecUpdateError)
             exc.reason, exc.node = reason, node
             raise exc
-        self._adopt(None, graph, ready)
+        old = before[1]
+        if old is not None and old is not graph and old is not self.graph:
+            self._let_go(old)  # superseded before its nodes were paired
 
     def apply(self, graph, fallback: str = "reinstantiate", strategy: str = "auto"):
         """Make the exec run ``graph``'s work with the fewest calls: per-node set-params
@@ -167,33 +172,51 @@ class ExecUpdate:
         :meth:`_adoption` gave before the driver call of a same-handle adoption, whose
         caller also added the exec to ``graph``'s execs then.
         """
-        if self._nodes:
-            reuse_box.mark_unknown(self._ledger.extra)  # disabled nodes: no longer known
-            for rec in set(self._nodes.values()):  # the exec's copies now come from ``graph``
-                self._retire((rec.args, rec.keep))
-            self._nodes.clear()
-        old = self._pending
-        if old is not None and old is not graph and old is not self.graph:
-            self._let_go(old)  # superseded before its nodes were paired
-        extra = self._ledger.extra
-        self._retire(tuple(extra[:2]))  # the graph copies; an adopted exec's owner stays
         if ready is None:
-            reuse_box.mark_updated(extra)  # what its nodes launch changed: never parked
+            reuse_box.mark_updated(self._ledger.extra)  # its nodes now launch other work: never parked
             graph.table.execs.add(self)  # its raw graph stays while its nodes address ours
             ready = self._adoption(graph)
-        if raw is None:
-            self._pending = graph  # its nodes are paired with ours at the next per-node call
-        else:
-            self._retire(tuple(extra[2:]))
+        before = self._swap_in(graph, ready)
+        old = before[1]
+        if old is not None and old is not graph and old is not self.graph:
+            self._let_go(old)  # superseded before its nodes were paired
+        if raw is not None:
+            self._retire(tuple(before[3][2:]))
             self._fin()
             self._raw, self._h, self._addr = raw, int(raw), int(raw)
             self._fin = release(self, rt.cudaGraphExecDestroy, raw)
             previous, self.graph, self._pending = self.graph, graph, None
             if previous is not None and previous is not graph:
                 self._let_go(previous)
-            ready = (ready[0], ready[1][:2])  # a new handle: nothing else is kept
+            self._taken, self._ledger.extra = ready[0], ready[1][:2]  # a new handle: no more kept
+
+    def _swap_in(self, graph, ready: tuple) -> tuple:
+        """The same-handle part of :meth:`_adopt`, undone by :meth:`_swap_back`: the exec's
+        records and its old graph copies retired, ``graph`` pending (paired at the next
+        per-node call), what :meth:`_adoption` gave taken. Returns what it replaced,
+        ``(records or None, pending, taken, extra, host ids)``. A superseded pending graph
+        is the caller's to let go (not undoable: its raw graph may be destroyed)."""
+        nodes = None
+        if self._nodes:
+            reuse_box.mark_unknown(self._ledger.extra)  # disabled nodes: no longer known
+            nodes = dict(self._nodes)
+            for rec in set(nodes.values()):  # the exec's copies now come from ``graph``
+                self._retire((rec.args, rec.keep))
+            self._nodes.clear()
+        extra = self._ledger.extra
+        self._retire(tuple(extra[:2]))  # the graph copies; an adopted exec's owner stays
+        before = (nodes, self._pending, self._taken, extra, self._host_ids)
+        self._pending = graph
         self._taken, self._ledger.extra = ready
         self._host_ids = None
+        return before
+
+    def _swap_back(self, before: tuple) -> None:
+        """Undo :meth:`_swap_in` (a refused update): the records, pending graph and copies
+        it replaced are the exec's again (what it retired stays alive until then too)."""
+        nodes, self._pending, self._taken, self._ledger.extra, self._host_ids = before
+        if nodes:
+            self._nodes.update(nodes)
 
     def _pair_update(self):
         """Pair the last update's nodes with the exec's (creation order, as CUDA pairs
