@@ -148,12 +148,14 @@ class PcgPeer(Peer):
         return Entry(one, note="g.instantiate(), the last round's exec released (exec reuse)")
 
     def r_update(self, _arg=0) -> Entry:
+        from pycudagraph.graph.exec_reuse import paused
         nodes = self.settings.nodes
 
         def one() -> float:
             g1, _ = self.chain_of(3, nodes, 1.0)
             g2, _ = self.chain_of(3, nodes, 2.0)
-            exe = g1.instantiate()
+            with paused():  # a freshly instantiated exec, as the peers update
+                exe = g1.instantiate()
             t0 = now()
             exe.update(g2)
             us = elapsed_us(t0) / nodes
