@@ -173,7 +173,7 @@ class ExecUpdate:
         caller also added the exec to ``graph``'s execs then.
         """
         if ready is None:
-            reuse_box.mark_updated(self._ledger.extra)  # its nodes now launch other work: never parked
+            reuse_box.mark_updated(self._ledger.extra)  # what it launches changed: never parked
             graph.table.execs.add(self)  # its raw graph stays while its nodes address ours
             ready = self._adoption(graph)
         before = self._swap_in(graph, ready)
