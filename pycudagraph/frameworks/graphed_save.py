@@ -126,9 +126,11 @@ class _Saver:
         self._owners = None
         self._blocks = None
         self.segments = None
+        self.entries: list = []  # the callable's entries, in save order (add_pools)
         self.functions: list = []  # per key saved: {kernel name: CUfunction}
 
     def add_pools(self, entries) -> None:
+        self.entries = entries
         seen = {}
         for e in entries:
             for p in _entry_pools(e):
@@ -143,6 +145,15 @@ class _Saver:
             if p is pool and self.segments.pools[i]["segments"]:
                 return i
         return None
+
+    def other_input(self, v: int, e) -> str:
+        """Words for a message when ``v`` lies in an input another key was captured with."""
+        for n, other in enumerate(self.entries):
+            if other is not e:
+                for i, (_, lo, hi) in enumerate(other.plan.captured):
+                    if lo <= v < hi:
+                        return f" (input {i} of the callable's key {n + 1})"
+        return ""
 
     def binding(self, lo: int, hi: int):
         for a, b, name in self.binds:
@@ -288,7 +299,8 @@ class _Saver:
                 if v not in stale:
                     second = (f"; {why[0]}" if why else
                               "; a second capture of the call holds it there too")
-                    raise KeySkipped(f"{exc}; the value sits in {held_in(v)}" + second)
+                    raise KeySkipped(f"{exc}{self.other_input(v, e)}; the value sits in "
+                                     f"{held_in(v)}" + second)
             self.left_overs = [held_in(v) for v in sorted(unexplained)]
             numbers = frozenset(unexplained)  # left-overs: numbers, though memory holds them
         outputs = self.outputs(e.outputs)

@@ -5,6 +5,7 @@ templates, where each address of a graph is saved, and the kernel finder's probe
 
 import json
 import string
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -376,6 +377,7 @@ class FakePool:
 class FakeEntry:
     def __init__(self, *pools):
         self._pools = pools
+        self.plan = SimpleNamespace(captured=[])  # the inputs it was captured with
 
     def pools(self):
         return self._pools
@@ -431,6 +433,19 @@ def test_each_address_is_placed_by_what_holds_it(saver):
     assert saver.workspaces == [[W + 0x9000, W + 0x9800]]
     with pytest.raises(KeySkipped, match=r"torch.Tensor \(4,\) float32 \(live\).*bind="):
         saver.place(W + 0xA000, inputs, allocs)
+
+
+def test_a_value_in_another_keys_input_is_named_as_such(saver):
+    """A left-out key's message says when the value lies in an input another key of the
+    callable was captured with (and says nothing for its own inputs or other memory)."""
+    first, second = saver.entries
+    first.plan = SimpleNamespace(captured=[(W + 0x8000, W + 0x8000, W + 0x8040)])
+    second.plan = SimpleNamespace(captured=[(W + 0xA000, W + 0xA000, W + 0xA100),
+                                            (W + 0xA200, W + 0xA200, W + 0xA300)])
+    assert saver.other_input(W + 0xA210, first) == " (input 1 of the callable's key 2)"
+    assert saver.other_input(W + 0x8010, second) == " (input 0 of the callable's key 1)"
+    assert saver.other_input(W + 0x8010, first) == ""  # its own input
+    assert saver.other_input(W + 0xA300, first) == ""  # one past the end
 
 
 def test_a_workspace_a_load_made_is_a_workspace_again(saver, monkeypatch):
