@@ -12,8 +12,8 @@ import numpy as np
 
 from ..errors import ArgumentError
 
-__all__ = ["RECORD", "RECORD_WORDS", "check_records", "checked_records", "ready", "add_rest", "used_kernels",
-           "arg_length"]
+__all__ = ["RECORD", "RECORD_WORDS", "check_records", "checked_records", "ready", "add_rest",
+           "used_kernels", "arg_length"]
 
 #: One record: kernel index, grid[3], block[3], shared memory, argument offset and length
 #: into the argument bytes, first and count of its dependencies: 12 little-endian u32.

@@ -38,8 +38,8 @@ from .._cuda.bulk import RECORD
 from ..nodes.registry import REGISTRY
 
 __all__ = ["RUN", "RUN_RECORD", "RECORD", "RELOC", "TAGS", "BY_NAME_VERSION", "pack",
-           "version_of", "named_records", "named_kernels", "by_name", "spans", "check_sections", "check_run",
-           "Runs"]
+           "version_of", "named_records", "named_kernels", "by_name", "spans",
+           "check_sections", "check_run", "Runs"]
 
 RUN = "kernel_run"
 #: the file type of the records a run stands for

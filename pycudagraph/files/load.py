@@ -227,7 +227,7 @@ class _Loader:
         first, count, j = nd["first"], nd["count"], len(nodes)
         recs, args, deps = self.runs.run(first, count, self.bound, self.allocs, self.kept)
         try:
-            if self.readers[int(recs["kernel"][0])] is None:  # a run holds one kind
+            if by_name(self.m["kernels"][int(recs["kernel"][0])]):  # a run holds one kind
                 nodes.extend(self.by_name(g, recs, args, deps))
             else:
                 nodes.extend(fast.add_kernel_nodes(g, self.kernel_tuple, recs, args, deps,

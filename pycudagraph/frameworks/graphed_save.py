@@ -130,6 +130,7 @@ class _Saver:
         self.functions: list = []  # per key saved: {kernel name: CUfunction}
 
     def add_pools(self, entries) -> None:
+        """Take the callable's entries to save (in order) and the capture pools they use."""
         self.entries = entries
         seen = {}
         for e in entries:
