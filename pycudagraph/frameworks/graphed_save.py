@@ -294,14 +294,14 @@ class _Saver:
                 a, b = self.workspaces[where[1]]
                 slots[f"workspace:{where[1]}"] = Span(a, b - a)
         if unexplained:
-            why: list = []
+            why: dict = {}
             stale = left_overs(self.fn, e, nodes, {v: places[v] for v in unexplained}, why)
             for v, exc in unexplained.items():
                 if v not in stale:
-                    second = (f"; {why[0]}" if why else
-                              "; a second capture of the call holds it there too")
+                    second = why.get(v) or why.get(None) or \
+                        "a second capture of the call holds it there too"
                     raise KeySkipped(f"{exc}{self.other_input(v, e)}; the value sits in "
-                                     f"{held_in(v)}" + second)
+                                     f"{held_in(v)}; {second}")
             self.left_overs = [held_in(v) for v in sorted(unexplained)]
             numbers = frozenset(unexplained)  # left-overs: numbers, though memory holds them
         outputs = self.outputs(e.outputs)

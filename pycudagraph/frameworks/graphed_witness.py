@@ -12,14 +12,18 @@ the array it names has not moved. A left-over is whatever the stack held at that
 :func:`left_overs` captures the call once more, in a new thread, after one eager run on
 copies of the inputs as any capture's warm-up (``cudaStreamBeginCapture`` /
 ``cudaStreamEndCapture`` on a side stream, into a throwaway pool; nothing instantiated)
-and answers which values hold another value at every place in the second
-graph. Those are no address the graph uses, and a file keeps them as the numbers they
-are. A value equal at any place, a graph of another shape, or a call that cannot be
-captured again proves nothing: the key is left out, as before.
+and answers which values hold another value at every place in the second graph. Those
+are no address the graph uses, and a file keeps them as the numbers they are. The two
+graphs need not have the same nodes: a graphed key's own capture ends with copies of its
+outputs, and a library may choose another kernel; nodes are paired by the longest runs of
+the same node type and function (:func:`paired`). A value equal at any place, a place
+whose node has no counterpart, or a call that cannot be captured again proves nothing:
+the key is left out, as before.
 """
 
 from __future__ import annotations
 
+import difflib
 import threading
 
 from ..capture.capture import capture
@@ -29,26 +33,37 @@ from .arrays import substitute
 from .ops import framework_streams, twin
 from .pools import CapturePool
 
-__all__ = ["left_overs", "differing", "fresh_stack_thread"]
+__all__ = ["left_overs", "differing", "paired", "fresh_stack_thread"]
 
 
-def differing(found: dict, nodes: list, second: list) -> set:
+def paired(nodes: list, second: list) -> dict:
+    """Node index in ``nodes`` -> the index of its counterpart in ``second`` (another
+    capture of the same call), by the longest matching runs of node type and launched
+    function (``difflib.SequenceMatcher``): nodes the second capture has not (the copies of
+    a key's outputs into its outputs pool, which a graphed key captures last), or has in
+    place of others (a library that chose another kernel), pair with nothing. Reads each
+    kernel node's function (``cuGraphKernelNodeGetParams``)."""
+    def signature(graph: list) -> list:
+        return [(type(n), _function(n)) for n in graph]
+
+    match = difflib.SequenceMatcher(None, signature(nodes), signature(second), autojunk=False)
+    return {a + k: b + k for a, b, size in match.get_matching_blocks() for k in range(size)}
+
+
+def differing(found: dict, nodes: list, second: list, why: dict | None = None) -> set:
     """The values of ``found`` (``{value: [(node index, place), ...]}``, read in the graph
     whose nodes are ``nodes``) that hold another value at every one of their places in a
-    second capture of the same call (``second``: its nodes in the same walk order). A
-    place whose node in ``second`` is missing, of another type or launching another
-    function proves nothing. Reads each node's sites (``cuGraphKernelNodeGetParams``)."""
-    if len(nodes) != len(second):
-        return set()
-    values: dict = {}  # node index -> {place: value} in the second graph
+    second capture of the same call (``second``: its nodes in walk order, paired with
+    ``nodes`` by :func:`paired`). A place whose node has no counterpart proves nothing:
+    ``why[value]`` (a dict) then says so. Reads each node's sites
+    (``cuGraphKernelNodeGetParams``)."""
+    pairs = paired(nodes, second)
+    values: dict = {}  # node index -> {place: value} at its counterpart
 
     def value_at(i: int, place: str):
         if i not in values:
-            a, b = nodes[i], second[i]
-            if type(a) is not type(b) or _function(a) != _function(b):
-                values[i] = None
-            else:
-                values[i] = {s.place: s.address for s in b.sites()}
+            j = pairs.get(i)
+            values[i] = None if j is None else {s.place: s.address for s in second[j].sites()}
         there = values[i]
         return None if there is None else there.get(place, 0)
 
@@ -57,6 +72,9 @@ def differing(found: dict, nodes: list, second: list) -> set:
         seen = [value_at(i, place) for i, place in places]
         if all(w is not None and w != v for w in seen):
             out.add(v)
+        elif None in seen and why is not None:
+            why[v] = (f"a second capture of the call has no node like the one holding it "
+                      f"({len(second)} nodes against the key's {len(nodes)})")
     return out
 
 
@@ -92,7 +110,7 @@ def _function(node):
     return int(getattr(p, "func", 0) or 0) or int(getattr(p, "kern", 0) or 0)
 
 
-def left_overs(fn, entry, graph_nodes: list, found: dict, why: list | None = None) -> set:
+def left_overs(fn, entry, graph_nodes: list, found: dict, why: dict | None = None) -> set:
     """The values of ``found`` (``{value: [(node index, place), ...]}`` in ``entry``'s
     graph, whose walk gave ``graph_nodes``) that a second capture of ``fn`` on the key's
     latest inputs (``entry.bound``) holds another value at, everywhere (:func:`differing`).
@@ -100,12 +118,13 @@ def left_overs(fn, entry, graph_nodes: list, found: dict, why: list | None = Non
     (:func:`fresh_stack_thread`): it holds none of this one's left-overs (a left-over
     written once, long before, stays put in one thread's stack through every later
     capture), nor those of an earlier key's second capture. Empty when the call cannot be
-    captured again; then ``why`` (a list) gets the reason.
+    captured again; then ``why`` (a dict) gets the reason at ``why[None]``, and a value
+    whose node the second capture has not at ``why[value]`` (:func:`differing`).
     ``cudaStreamBeginCapture`` / ``cudaStreamEndCapture``, then ``cudaGraphDestroy`` of the
     second graph."""
     if not found or not entry.bound:
         if found and why is not None:
-            why.append("no inputs of the key are kept to capture its call again with")
+            why[None] = "no inputs of the key are kept to capture its call again with"
         return set()
     args, kwargs = entry.bound
     box: dict = {}
@@ -128,7 +147,7 @@ def left_overs(fn, entry, graph_nodes: list, found: dict, why: list | None = Non
                 graph = cap.graph
                 try:
                     box["stale"] = differing(found, graph_nodes,
-                                             [node for node, _, _ in graph.table.walk()])
+                                             [node for node, _, _ in graph.table.walk()], why)
                 finally:
                     graph.close()
         except Exception as exc:  # noqa: BLE001 - proves nothing: the key stays out
@@ -138,6 +157,6 @@ def left_overs(fn, entry, graph_nodes: list, found: dict, why: list | None = Non
     t.join()
     if "error" in box and why is not None:
         err = box["error"]
-        why.append(f"capturing the call again failed ({type(err).__name__}: "
-                   f"{str(err).splitlines()[0][:200] if str(err) else ''})")
+        why[None] = (f"capturing the call again failed ({type(err).__name__}: "
+                     f"{str(err).splitlines()[0][:200] if str(err) else ''})")
     return box.get("stale", set())

@@ -703,8 +703,48 @@ def test_a_left_over_differs_at_every_place_in_a_second_capture():
     second[1] = K(3, arg_0=0x5678, arg_1=0x1)  # another function there: proves nothing
     assert differing(found, first, second) == {0x9000}
     second[2] = K(0, src=0)  # another type of node
-    assert differing(found, first, second) == set()
+    why: dict = {}
+    assert differing(found, first, second, why) == set()
+    assert why[0x9000] == ("a second capture of the call has no node like the one holding "
+                           "it (3 nodes against the key's 3)")
+    assert 0x8000 in why and 0x7000 in why  # their node 1 launches another function there
     assert differing(found, first, second[:2]) == set()  # a graph of another shape
+
+
+def test_a_second_capture_pairs_nodes_though_the_key_ends_with_its_output_copies():
+    """A graphed key with the shared pool ends its graph with copies of its outputs into
+    the outputs pool, which a second capture of the bare call has not; a library may also
+    choose another kernel. :func:`graphed_witness.paired` pairs the other nodes by the
+    longest runs of type and function, and :func:`differing` judges the values by them."""
+    from types import SimpleNamespace as NS
+    from pycudagraph.frameworks.graphed_witness import differing, paired
+    from pycudagraph.nodes.facets import Site
+
+    class K:
+        def __init__(self, func, **values):
+            self.func, self.values = func, values
+
+        def driver_params(self):
+            return NS(func=self.func, kern=0)
+
+        def sites(self):
+            return [Site(p.replace("_", " "), 0, v, arg=0) for p, v in self.values.items()]
+
+    class Copy(K):
+        pass
+
+    key = [K(1, arg_0=0x10), K(5, arg_1=0x7000), K(2, arg_1=0x20), K(3, arg_1=0x8000),
+           Copy(0, src=0x30), Copy(0, src=0x40)]
+    second = [K(1, arg_0=0x10), K(6, arg_1=0x7000), K(2, arg_1=0x20), K(3, arg_1=0x1234)]
+    assert paired(key, second) == {0: 0, 2: 2, 3: 3}
+    why: dict = {}
+    assert differing({0x8000: [(3, "arg 1")], 0x7000: [(1, "arg 1")]}, key, second, why) \
+        == {0x8000}
+    assert list(why) == [0x7000] and "(4 nodes against the key's 6)" in why[0x7000]
+    # the same value at the paired node: an address the graph reads, no reason needed
+    second[3] = K(3, arg_1=0x8000)
+    why.clear()
+    assert differing({0x8000: [(3, "arg 1")]}, key, second, why) == set() and not why
 
 
 def test_the_second_capture_runs_in_a_new_thread_after_a_warm_up(monkeypatch):
@@ -740,7 +780,7 @@ def test_the_second_capture_runs_in_a_new_thread_after_a_warm_up(monkeypatch):
     monkeypatch.setattr(w, "twin", lambda a: ("copy", a))
     monkeypatch.setattr(w, "substitute", lambda v, f: (tuple(map(f, v[0])),
                                                        {k: f(x) for k, x in v[1].items()}))
-    monkeypatch.setattr(w, "differing", lambda found, first, second:
+    monkeypatch.setattr(w, "differing", lambda found, first, second, why:
                         seen.append(("differing", first, second)) or set(found))
 
     def fn(x, scale=1):
@@ -759,10 +799,10 @@ def test_the_second_capture_runs_in_a_new_thread_after_a_warm_up(monkeypatch):
 
     def broken(x, scale=1):
         raise RuntimeError("operation not permitted when stream is capturing")
-    why: list = []
+    why: dict = {}
     assert w.left_overs(broken, entry, ["a", "b"], found, why) == set()
-    assert why == ["capturing the call again failed (RuntimeError: operation not permitted "
-                   "when stream is capturing)"]
+    assert why == {None: "capturing the call again failed (RuntimeError: operation not "
+                         "permitted when stream is capturing)"}
     why.clear()
     assert w.left_overs(fn, NS(device=0, bound=()), ["a"], found, why) == set()
-    assert why == ["no inputs of the key are kept to capture its call again with"]
+    assert why == {None: "no inputs of the key are kept to capture its call again with"}
