@@ -117,6 +117,12 @@ class capture(CaptureFlow):
         """The stream's capture status now (``cudaStreamIsCapturing``)."""
         return capture_status(self.stream)
 
+    def _is_open(self) -> bool:
+        """Whether the capture has begun and not ended yet (inside its ``with`` block). No
+        CUDA call."""
+        with _open_lock:
+            return self in _open
+
     def keep(self, *objs) -> None:
         """Keep ``objs`` alive as long as the captured graph and its execs. No CUDA call."""
         self._keep += objs

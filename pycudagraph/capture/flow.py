@@ -320,8 +320,17 @@ class CaptureFlow:
 
     def fork_hook(self) -> SideCalls:
         """The trace hook that records the last call on each forked stream, installed on
-        the first fork until the capture ends. No CUDA call."""
+        the first fork until the capture ends. No CUDA call.
+
+        Raises
+        ------
+        CaptureError
+            Outside the capture's ``with`` block: the hook would stay installed, with no
+            capture end to remove it."""
         if self._flow_calls is None:
+            if not self._is_open():
+                raise CaptureError("fork_hook: the capture is not open (use it inside the "
+                                   "`with pcg.capture(...)` block, where cap.fork does)")
             self._flow_calls = SideCalls()
         return self._flow_calls
 

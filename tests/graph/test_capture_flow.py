@@ -82,6 +82,18 @@ def test_capture_methods_refuse_bad_arguments():
             cap.fork(bad)
 
 
+def test_the_fork_hook_is_refused_outside_the_capture_block():
+    """``cap.fork_hook()`` installs a trace hook that the capture's end removes: outside
+    the ``with`` block it raises and installs nothing (it stayed installed for good, and a
+    trace on slows every later hot call to the ctypes route)."""
+    from pycudagraph._cuda import check
+    cap = pcg.capture(pcg.Stream.wrap(0x5000))  # made, never entered
+    for _ in range(2):
+        with pytest.raises(pcg.CaptureError, match="fork_hook: the capture is not open"):
+            cap.fork_hook()
+        assert check.tracer is None
+
+
 def test_the_setter_kernel_compiles_without_a_gpu():
     m = pcg.Module.from_file("graph_control.cu", arch="sm_90")
     k = m.get_kernel("set_condition_of")
