@@ -28,15 +28,20 @@ read from the base types :data:`ExecBase`, :data:`ExecNodeBase`, :data:`ArgPackB
 the slots owners name here (:func:`pointer_slot`, :func:`node_slots`, :func:`table_slots`,
 :func:`stream_slot`); ``Kernel.launch`` and ``Graph.add_kernel`` are the methods of
 :data:`KernelBase` and :data:`GraphBase`, and the kernel-node add is :func:`node_maker`'s.
-Two more ctypes calls (kernel-node set) are at the end. See ``docs/HOT_PATH.md``.
+Three more ctypes calls (kernel-node set, and the add of a node
+launching a library's function) are at the end. See ``docs/HOT_PATH.md``.
 """
 
 from __future__ import annotations
+
+import ctypes
+import struct
 
 from . import bulk, check, hot_base, routes
 from .context import multi_hooks, seen
 from .plans import kernel_plan, layout_plan
 from .routes import NATIVE_ENV, native_status, use_driver_library
+from .structs import KERNEL_NODE_PARAMS_FORMAT, KERNEL_NODE_PARAMS_SIZE
 
 __all__ = ["launch_graph", "launch_kernel", "add_kernel", "set_arg", "set_args", "pointer_slot",
            "node_slots", "table_slots", "stream_slot", "node_maker",
@@ -44,7 +49,7 @@ __all__ = ["launch_graph", "launch_kernel", "add_kernel", "set_arg", "set_args",
            "exec_update", "graph_instantiate", "native_status", "layout_plan", "kernel_plan",
            "use_driver_library", "NATIVE_ENV", "ExecBase", "ExecNodeBase", "ArgPackBase",
            "LayoutBase", "KernelBase", "GraphBase", "Plan", "register_node", "node_live",
-           "add_kernel_nodes"]
+           "add_kernel_nodes", "add_function_node"]
 
 _native = routes.native  # the C extension, or None (routes.native_reason says why)
 _f = routes.driver  # libcuda's entry points, as ctypes functions
@@ -302,3 +307,36 @@ def exec_kernel_node_set_params(exe, node_h: int, pack, node) -> None:
     if rc or check.tracer is not None:
         check.report("cuGraphExecKernelNodeSetParams", rc, (exe, node, pack),
                      "cudaGraphExecKernelNodeSetParams")
+
+
+def add_function_node(graph_h: int, deps_h: list, func: int, dims: tuple, args: list) -> int:
+    """``cuGraphAddKernelNode(&node, graph, deps, n, params)`` (``cudaGraphAddKernelNode``)
+    for a ``CUfunction`` pycudagraph did not compile (a library's kernel, found by name):
+    ``dims`` is grid xyz, block xyz and shared memory (7 checked ints), ``args`` the bytes
+    of each argument (their sizes checked by the caller against ``cuFuncGetParamInfo``).
+    The params struct, pointer array and argument bytes are packed into one buffer (the
+    driver copies them during the call). Returns the node handle. Traced and checked as
+    every ctypes call (:func:`.check.report`); the caller passes the ``cuda.bindings``
+    route when a trace is open, whose record shows the struct's fields."""
+    _ensure()
+    n = len(args)
+    head = KERNEL_NODE_PARAMS_SIZE + 8 * n
+    blob = b"".join(args)
+    mem = ctypes.create_string_buffer(head + len(blob))
+    base = ctypes.addressof(mem)
+    struct.pack_into(KERNEL_NODE_PARAMS_FORMAT, mem, 0, func, *dims,
+                     base + KERNEL_NODE_PARAMS_SIZE, 0, 0, 0)
+    at, ptrs = base + head, []
+    for a in args:
+        ptrs.append(at)
+        at += len(a)
+    struct.pack_into(f"<{n}Q", mem, KERNEL_NODE_PARAMS_SIZE, *ptrs)
+    ctypes.memmove(base + head, blob, len(blob))
+    nd = len(deps_h)
+    out = ctypes.c_void_p()
+    rc = _f.add_kernel(ctypes.addressof(out), graph_h,
+                       struct.pack(f"<{nd}Q", *deps_h) if nd else None, nd, base)
+    if rc or check.tracer is not None:
+        check.report("cuGraphAddKernelNode", rc, (graph_h, list(deps_h), func, dims),
+                     "cudaGraphAddKernelNode")
+    return out.value

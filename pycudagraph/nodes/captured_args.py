@@ -26,7 +26,8 @@ from ..errors import ArgumentError, PyCudaGraphError
 from ..runtime.pointers import device_pointer
 from .exec_node import ExecNode
 
-__all__ = ["param_info", "encode", "CapturedArgs", "function_params"]
+__all__ = ["param_info", "encode", "CapturedArgs", "function_params", "function_sizes",
+           "param_offsets"]
 
 _VP = ctypes.c_void_p
 _U64 = struct.Struct("<Q")
@@ -43,7 +44,11 @@ def param_info(p) -> list[tuple[int, int]]:
     The answers are kept by handle until a library of this package is unloaded (a handle
     may then name another function).
     """
-    func, kern = int(p.func), int(p.kern)
+    return _info(int(p.func), int(p.kern))
+
+
+def _info(func: int, kern: int) -> list[tuple[int, int]]:
+    """:func:`param_info` of the ``CUfunction`` ``func``, or (0) of the ``CUkernel`` ``kern``."""
     key = func or kern
     if _INFO_UNLOADS[0] != library.unloads:
         _INFO.clear()
@@ -216,6 +221,22 @@ class CapturedArgs:
 def _exec_call(exec_raw, node_h: int, p) -> None:
     context.ensure_device()
     call(dr.cuGraphExecKernelNodeSetParams, dr.CUgraphExec(int(exec_raw)), dr.CUgraphNode(node_h), p)
+
+
+def function_sizes(func: int, args) -> None:
+    """Check that ``args`` are exactly the argument sizes of the ``CUfunction`` ``func``
+    (``cuFuncGetParamInfo``, kept by handle); :class:`ArgumentError` when not."""
+    context.ensure_device()
+    sizes = [size for _, size in _info(int(func), 0)]
+    given = [len(a) for a in args]
+    if sizes != given:
+        raise ArgumentError(f"the function takes arguments of {sizes} bytes; {given} were given")
+
+
+def param_offsets(func: int) -> list[int]:
+    """The offset of each argument of the ``CUfunction`` ``func`` (``cuFuncGetParamInfo``,
+    kept by handle)."""
+    return [off for off, _ in _info(int(func), 0)]
 
 
 def function_params(func: int, grid, block, shared_mem: int, args) -> tuple:

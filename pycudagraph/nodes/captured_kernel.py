@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._cuda import call, check, context, dr
-from .captured_args import CapturedArgs, function_params, param_info
+from .._cuda import call, check, context, dr, fast
+from ..compile.dims import dims3, shared_mem_arg
+from .captured_args import (CapturedArgs, function_params, function_sizes, param_info,
+                            param_offsets)
 from .exec_node import ExecNode
 from .kernel_node import KernelNode, KernelParams, short_kernel_name
 
@@ -38,13 +40,20 @@ class CapturedKernelNode(KernelNode):
         with argument bytes ``args``, the sizes checked with ``cuFuncGetParamInfo``:
         ``cuGraphAddKernelNode`` (the driver twin of ``cudaGraphAddKernelNode``). Its
         arguments are addressed by index, as a captured node's; ``keep`` is held alive."""
-        p, _bufs = function_params(func, grid, block, shared_mem, args)
         raw_deps, n = table.dep_list(deps)
-        h = call(dr.cuGraphAddKernelNode, dr.CUgraph(int(table.raw)),
-                 [dr.CUgraphNode(int(d)) for d in raw_deps], n, p)
+        if check.tracer is None:  # one packed buffer through ctypes (fast.add_function_node)
+            function_sizes(func, args)
+            dims = (*dims3(grid, "grid"), *dims3(block, "block"), shared_mem_arg(shared_mem))
+            h = fast.add_function_node(int(table.raw), [int(d) for d in raw_deps], int(func),
+                                       dims, args)
+        else:  # through cuda.bindings: the trace shows the params struct's fields
+            p, _bufs = function_params(func, grid, block, shared_mem, args)
+            h = call(dr.cuGraphAddKernelNode, dr.CUgraph(int(table.raw)),
+                     [dr.CUgraphNode(int(d)) for d in raw_deps], n, p)
         # the bytes just added: its sites are read from them, not read back (a graph file's
         # rebind plan looks at every node); set_params here forgets them
-        known = [(i, off, bytes(a)) for i, ((off, _), a) in enumerate(zip(param_info(p), args))]
+        offsets = param_offsets(func)
+        known = [(i, off, bytes(a)) for i, (off, a) in enumerate(zip(offsets, args))]
         return table.register(cls(table, int(h), known=known), *keep)
 
     def arg_spans(self) -> list:

@@ -172,9 +172,13 @@ def test_a_node_built_from_a_function_reads_its_sites_from_the_bytes_it_was_buil
     from pycudagraph.nodes import captured_kernel
     g = fake_graph()
     made = []
-    monkeypatch.setattr(captured_kernel, "function_params",
-                        lambda func, grid, block, smem, args: (dr.CUDA_KERNEL_NODE_PARAMS(), ()))
-    monkeypatch.setattr(captured_kernel, "param_info", lambda p: [(0, 8), (8, 4), (16, 16)])
+    checked = []
+    monkeypatch.setattr(captured_kernel, "function_sizes", lambda func, args: checked.append(
+        (func, [len(a) for a in args])))
+    monkeypatch.setattr(captured_kernel, "param_offsets", lambda func: [0, 8, 16])
+    monkeypatch.setattr(captured_kernel.fast, "add_function_node",
+                        lambda graph_h, deps, func, dims, args: made.append(
+                            ("cuGraphAddKernelNode", func, dims)) or 0x4242)
     monkeypatch.setattr(captured_kernel, "call",
                         lambda fn, *a: made.append(fn.__name__) or 0x4242)
     reads = []
@@ -186,10 +190,19 @@ def test_a_node_built_from_a_function_reads_its_sites_from_the_bytes_it_was_buil
     monkeypatch.setattr(CapturedArgs, "of", classmethod(read_back))
     args = (Q.pack(X), struct.pack("<i", 3), Q.pack(5) + Q.pack(Y))
     node = pcg.CapturedKernelNode.build_function(g.table, (), 0x6000, 1, 32, 0, args)
-    assert made == ["cuGraphAddKernelNode"] and int(node) == 0x4242
+    assert made == [("cuGraphAddKernelNode", 0x6000, (1, 1, 1, 32, 1, 1, 0))]
+    assert checked == [(0x6000, [8, 4, 16])] and int(node) == 0x4242
     assert node.sites() == [Site("arg 0", 0, X, arg=0), Site("arg 2 +8", 8, Y, arg=2)]
     assert node.addresses() == [X, Y] and reads == []
     assert node.copy_for(g.table, 0x4343).sites() == node.sites()  # a clone's copy: the same
+    # with a trace open: through cuda.bindings, whose record shows the struct's fields
+    monkeypatch.setattr(captured_kernel, "function_params",
+                        lambda func, grid, block, smem, a: (dr.CUDA_KERNEL_NODE_PARAMS(), ()))
+    monkeypatch.setattr(captured_kernel.check, "tracer", lambda *a: None)
+    traced = pcg.CapturedKernelNode.build_function(fake_graph().table, (), 0x6000, 1, 32, 0, args)
+    monkeypatch.setattr(captured_kernel.check, "tracer", None)
+    assert made[-1] == "cuGraphAddKernelNode" and len(checked) == 1
+    assert traced.sites() == node.sites()
 
     class Read:  # what set_params reads and writes
         apply = staticmethod(lambda a, where: [])
