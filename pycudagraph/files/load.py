@@ -17,7 +17,7 @@ import struct
 
 import numpy as np
 
-from .._cuda import call, check, context, dr, fast
+from .._cuda import call, check, context, dr, fast, versions
 from .._cuda.bulk import RECORD_WORDS, arg_length
 from ..compile.kernel import Kernel
 from ..compile.program import Module, device_arch
@@ -223,7 +223,8 @@ class _Loader:
     def run(self, g, nd: dict, nodes: list, deps_of: dict) -> None:
         """A run of kernel nodes from the binary records (one ``cuGraphAddKernelNode`` each:
         ``fast.add_kernel_nodes`` for kernels pycudagraph compiled, :meth:`by_name` for
-        those saved by name), then the edges into it from nodes before the run."""
+        those saved by name), then the edges into it from nodes before the run (one
+        ``cudaGraphAddDependencies`` for them all)."""
         first, count, j = nd["first"], nd["count"], len(nodes)
         recs, args, deps = self.runs.run(first, count, self.bound, self.allocs, self.kept)
         try:
@@ -233,9 +234,14 @@ class _Loader:
                 nodes.extend(fast.add_kernel_nodes(g, self.kernel_tuple, recs, args, deps,
                                                    file_checked=True))
             if deps_of:  # (none when every edge into the run is inside it: a chain)
+                frm, to = [], []
                 for b in range(j, j + count):
                     for a in deps_of.get(b, ()):
-                        g.add_dependency(nodes[a], nodes[b])
+                        frm.append(nodes[a].handle)
+                        to.append(nodes[b].handle)
+                if frm:  # the file's check put each edge once, from an earlier node to a
+                    # later one (schema.py): no cycle or duplicate to look for, one call
+                    versions.graph_add_dependencies(g.table.raw, frm, to)
         except GraphFileError:
             raise
         except (PyCudaGraphError, ValueError, TypeError) as exc:
