@@ -10,8 +10,7 @@ import numpy as np
 
 from .._cuda import call, check, context, dr, fast
 from ..compile.dims import dims3, shared_mem_arg
-from .captured_args import (CapturedArgs, function_params, function_sizes, param_info,
-                            param_offsets)
+from .captured_args import CapturedArgs, function_params, function_sizes, param_offsets
 from .exec_node import ExecNode
 from .kernel_node import KernelNode, KernelParams, short_kernel_name
 
