@@ -672,27 +672,32 @@ def test_a_key_left_out_says_which_node_holds_the_address(saver, tmp_path, monke
         saver.key(((), (), ()), E(), tmp_path / "key-000.pcgraph")
 
 
+class _WitnessKernel:
+    """A kernel node as the second capture's judge reads one: its function and its sites
+    (``arg_1=0x7000`` is the site "arg 1" holding 0x7000)."""
+
+    def __init__(self, func, **values):
+        self.func, self.values = func, values
+
+    def driver_params(self):
+        return SimpleNamespace(func=self.func, kern=0)
+
+    def sites(self):
+        from pycudagraph.nodes.facets import Site
+        return [Site(p.replace("_", " "), 0, v, arg=0) for p, v in self.values.items()]
+
+
+class _WitnessCopy(_WitnessKernel):
+    """A node of another type (a copy)."""
+
+
 def test_a_left_over_differs_at_every_place_in_a_second_capture():
     """:func:`graphed_witness.differing`: a value counts as a library's left-over only when
     the node at each of its places, of the same type and function, holds another value
     there in the second capture."""
-    from types import SimpleNamespace as NS
     from pycudagraph.frameworks.graphed_witness import differing
-    from pycudagraph.nodes.facets import Site
 
-    class K:
-        def __init__(self, func, **values):
-            self.func, self.values = func, values
-
-        def driver_params(self):
-            return NS(func=self.func, kern=0)
-
-        def sites(self):
-            return [Site(p.replace("_", " "), 0, v, arg=0) for p, v in self.values.items()]
-
-    class Copy(K):
-        pass
-
+    K, Copy = _WitnessKernel, _WitnessCopy
     first = [K(1, arg_1=0x7000), K(2, arg_0=0x7000, arg_1=0x8000), Copy(0, src=0x9000)]
     found = {0x7000: [(0, "arg 1"), (1, "arg 0")], 0x8000: [(1, "arg 1")],
              0x9000: [(2, "src")]}
@@ -716,23 +721,9 @@ def test_a_second_capture_pairs_nodes_though_the_key_ends_with_its_output_copies
     the outputs pool, which a second capture of the bare call has not; a library may also
     choose another kernel. :func:`graphed_witness.paired` pairs the other nodes by the
     longest runs of type and function, and :func:`differing` judges the values by them."""
-    from types import SimpleNamespace as NS
     from pycudagraph.frameworks.graphed_witness import differing, paired
-    from pycudagraph.nodes.facets import Site
 
-    class K:
-        def __init__(self, func, **values):
-            self.func, self.values = func, values
-
-        def driver_params(self):
-            return NS(func=self.func, kern=0)
-
-        def sites(self):
-            return [Site(p.replace("_", " "), 0, v, arg=0) for p, v in self.values.items()]
-
-    class Copy(K):
-        pass
-
+    K, Copy = _WitnessKernel, _WitnessCopy
     key = [K(1, arg_0=0x10), K(5, arg_1=0x7000), K(2, arg_1=0x20), K(3, arg_1=0x8000),
            Copy(0, src=0x30), Copy(0, src=0x40)]
     second = [K(1, arg_0=0x10), K(6, arg_1=0x7000), K(2, arg_1=0x20), K(3, arg_1=0x1234)]
