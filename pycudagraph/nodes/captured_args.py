@@ -26,8 +26,7 @@ from ..errors import ArgumentError, PyCudaGraphError
 from ..runtime.pointers import device_pointer
 from .exec_node import ExecNode
 
-__all__ = ["param_info", "encode", "CapturedArgs", "function_params", "function_sizes",
-           "param_offsets"]
+__all__ = ["param_info", "encode", "CapturedArgs", "function_params", "function_offsets"]
 
 _VP = ctypes.c_void_p
 _U64 = struct.Struct("<Q")
@@ -223,33 +222,25 @@ def _exec_call(exec_raw, node_h: int, p) -> None:
     call(dr.cuGraphExecKernelNodeSetParams, dr.CUgraphExec(int(exec_raw)), dr.CUgraphNode(node_h), p)
 
 
-def function_sizes(func: int, args) -> None:
-    """Check that ``args`` are exactly the argument sizes of the ``CUfunction`` ``func``
-    (``cuFuncGetParamInfo``, kept by handle); :class:`ArgumentError` when not."""
+def function_offsets(func: int, args) -> list[int]:
+    """The offset of each argument of the ``CUfunction`` ``func``, once ``args`` are checked
+    to be exactly its argument sizes (``cuFuncGetParamInfo``, kept by handle);
+    :class:`ArgumentError` when not."""
     context.ensure_device()
-    sizes = [size for _, size in _info(int(func), 0)]
-    given = [len(a) for a in args]
-    if sizes != given:
-        raise ArgumentError(f"the function takes arguments of {sizes} bytes; {given} were given")
-
-
-def param_offsets(func: int) -> list[int]:
-    """The offset of each argument of the ``CUfunction`` ``func`` (``cuFuncGetParamInfo``,
-    kept by handle)."""
-    return [off for off, _ in _info(int(func), 0)]
+    info = _info(int(func), 0)
+    if len(info) != len(args) or any(size != len(a) for (_, size), a in zip(info, args)):
+        raise ArgumentError(f"the function takes arguments of {[size for _, size in info]} "
+                            f"bytes; {[len(a) for a in args]} were given")
+    return [off for off, _ in info]
 
 
 def function_params(func: int, grid, block, shared_mem: int, args) -> tuple:
     """A ``CUDA_KERNEL_NODE_PARAMS`` launching the ``CUfunction`` ``func`` with ``args`` (each
     exactly its argument's bytes, checked against ``cuFuncGetParamInfo``), and the buffers
     its ``kernelParams`` points at (keep them until the add call returns)."""
+    function_offsets(func, args)  # the sizes checked
     p = dr.CUDA_KERNEL_NODE_PARAMS()
     p.func = dr.CUfunction(int(func))
-    context.ensure_device()
-    sizes = [size for _, size in param_info(p)]
-    given = [len(a) for a in args]
-    if sizes != given:
-        raise ArgumentError(f"the function takes arguments of {sizes} bytes; {given} were given")
     bufs = [ctypes.create_string_buffer(bytes(a), len(a)) for a in args]
     ptrs = (_VP * max(len(bufs), 1))(*[ctypes.addressof(b) for b in bufs])
     p.gridDimX, p.gridDimY, p.gridDimZ = dims3(grid, "grid")

@@ -173,9 +173,8 @@ def test_a_node_built_from_a_function_reads_its_sites_from_the_bytes_it_was_buil
     g = fake_graph()
     made = []
     checked = []
-    monkeypatch.setattr(captured_kernel, "function_sizes", lambda func, args: checked.append(
-        (func, [len(a) for a in args])))
-    monkeypatch.setattr(captured_kernel, "param_offsets", lambda func: [0, 8, 16])
+    monkeypatch.setattr(captured_kernel, "function_offsets", lambda func, args: checked.append(
+        (func, [len(a) for a in args])) or [0, 8, 16])
     monkeypatch.setattr(captured_kernel.fast, "add_function_node",
                         lambda graph_h, deps, func, dims, args: made.append(
                             ("cuGraphAddKernelNode", func, dims)) or 0x4242)
@@ -198,6 +197,7 @@ def test_a_node_built_from_a_function_reads_its_sites_from_the_bytes_it_was_buil
     # with a trace open: through cuda.bindings, whose record shows the struct's fields
     monkeypatch.setattr(captured_kernel, "function_params",
                         lambda func, grid, block, smem, a: (dr.CUDA_KERNEL_NODE_PARAMS(), ()))
+    monkeypatch.setattr(captured_kernel, "param_info", lambda p: [(0, 8), (8, 4), (16, 16)])
     monkeypatch.setattr(captured_kernel.check, "tracer", lambda *a: None)
     traced = pcg.CapturedKernelNode.build_function(fake_graph().table, (), 0x6000, 1, 32, 0, args)
     monkeypatch.setattr(captured_kernel.check, "tracer", None)
