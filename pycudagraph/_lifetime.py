@@ -389,6 +389,21 @@ def keep_in_captures(*objs) -> None:
         kept.extend(objs)
 
 
+def keep_launched(kernel, args) -> None:
+    """A kernel launch made while a capture is open: every open capture keeps the kernel
+    (its module, so ``cudaLibraryUnload`` waits for the graph and its execs) and, when
+    there are any, the arguments as a tuple. A kernel that is one of a list's last two
+    items is not added again: a loop launching one kernel keeps it once when it takes no
+    arguments, every other launch when it does. The compiled launch (``keep_launched`` in ``_native_method.c``)
+    follows the same rule."""
+    t = tuple(args) if args else None
+    for kept in list(capture_keeps):
+        if not any(x is kernel for x in kept[-2:]):
+            kept.append(kernel)
+        if t is not None:
+            kept.append(t)
+
+
 # ----------------------------------------------------------------------------------
 # Process exit
 

@@ -67,26 +67,31 @@ static IN_LINE int parse(PyObject **v, int n,
 }
 
 /* A launch made while a capture is open: every open capture's list keeps the kernel (its
- * module stays loaded while the captured graph lives) and, when there are any, the
- * arguments as a tuple: _lifetime.keep_in_captures(kernel, tuple(args)), as
- * kernel.py's _keep_launched does on the Python route. 0, or -1 with an exception set. */
+ * module stays loaded while the captured graph lives), unless it is one of the list's last
+ * two items, and, when there are any, the arguments as a tuple: _lifetime.keep_launched's
+ * rule (the Python route's). The tuple is made first (it may run Python code); the appends
+ * run none, so the lists are walked in place. 0, or -1 with an exception set. */
 static int keep_launched(PyObject *kernel, PyObject *args)
 {
-    PyObject *lists = PySequence_List(S.keeps);   /* a copy: a capture may end meanwhile */
-    PyObject *t = lists ? PySequence_Tuple(args) : NULL;
-    int rc = t ? 0 : -1;
-    for (Py_ssize_t i = 0; !rc && i < PyList_GET_SIZE(lists); i++) {
-        PyObject *kept = PyList_GET_ITEM(lists, i);
+    PyObject *t = PySequence_Tuple(args);
+    if (!t)
+        return -1;
+    int rc = 0;
+    for (Py_ssize_t i = 0; !rc && i < PyList_GET_SIZE(S.keeps); i++) {
+        PyObject *kept = PyList_GET_ITEM(S.keeps, i);
         if (!PyList_Check(kept)) {
             PyErr_SetString(PyExc_TypeError, "check.capture_keeps holds a non-list");
             rc = -1;
-        } else if (PyList_Append(kept, kernel) ||
-                   (PyTuple_GET_SIZE(t) && PyList_Append(kept, t))) {
-            rc = -1;
+            break;
         }
+        Py_ssize_t n = PyList_GET_SIZE(kept);
+        int known = (n > 0 && PyList_GET_ITEM(kept, n - 1) == kernel) ||
+                    (n > 1 && PyList_GET_ITEM(kept, n - 2) == kernel);
+        if ((!known && PyList_Append(kept, kernel)) ||
+            (PyTuple_GET_SIZE(t) && PyList_Append(kept, t)))
+            rc = -1;
     }
-    Py_XDECREF(t);
-    Py_XDECREF(lists);
+    Py_DECREF(t);
     return rc;
 }
 

@@ -327,7 +327,7 @@ class Kernel(fast.KernelBase, KernelChecks, KernelParamBlock):
         """
         _launch(self._hot, grid, block, args, stream, shared_mem, self, _prepare_launch)
         if _lifetime.capture_keeps:
-            _keep_launched(self, args)
+            _lifetime.keep_launched(self, args)
 
     def _prepare_launch(self, grid, block, args, stream, shared_mem) -> tuple:
         """The checked packing of :meth:`launch` (``fast.launch_kernel``'s ctypes route runs it):
@@ -366,13 +366,3 @@ class Kernel(fast.KernelBase, KernelChecks, KernelParamBlock):
 
 
 _prepare_launch = Kernel._prepare_launch
-
-
-def _keep_launched(kernel, args) -> None:
-    """A launch made while a capture is open: the captured graph keeps the kernel (its
-    module, so ``cudaLibraryUnload`` waits for the graph and its execs, whatever route made
-    the launch) and its arguments."""
-    if args:
-        _lifetime.keep_in_captures(kernel, tuple(args))
-    else:
-        _lifetime.keep_in_captures(kernel)

@@ -41,6 +41,8 @@ static int enter(int entry)
 static void take_values(void *const *params)
 {
     size_t at = 0;
+    if (!params)
+        return;
     for (int i = 0; i < stub_nsizes && i < 64; i++) {
         size_t n = (size_t)stub_sizes[i];
         if (at + n > sizeof stub_values)
