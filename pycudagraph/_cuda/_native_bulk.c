@@ -174,3 +174,86 @@ PyObject *add_kernel_nodes(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
     PyBuffer_Release(&db);
     return st < 0 ? NULL : PyLong_FromSsize_t(done);
 }
+
+/* add_param_nodes(graph_h, params_addr, stride, recs, deps) -> (handles, CUresult):
+ * cuGraphAddKernelNode for each of the n records with the params struct at params_addr +
+ * i * stride (CUDA_KERNEL_NODE_PARAMS_v2, written by the caller: fast.add_function_nodes),
+ * its dependencies the handles of the earlier nodes deps[first .. first + count) names.
+ * Stops at the first refusal: the handles of the nodes added before it, and its CUresult
+ * (0 when every node was added). No Python object is made per node but its handle; the
+ * caller checked the records (each dependency earlier in the call) and checks again here
+ * what it reads. None when the call is not made here (no entry point, a thread with no
+ * context marked yet, a trace open): the caller's twin makes it. */
+PyObject *add_param_nodes(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "add_param_nodes(graph_h, params_addr, stride, recs, "
+                        "deps)");
+        return NULL;
+    }
+    void *graph_h, *params;
+    Py_ssize_t stride = PyLong_AsSsize_t(a[2]);
+    if (stride == -1 && PyErr_Occurred())
+        return NULL;
+    if (!S.add_kernel || !ready() || as_ptr(a[0], &graph_h) || as_ptr(a[1], &params)) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    Py_buffer rb, db;
+    if (view(a[3], &rb))
+        return NULL;
+    if (view(a[4], &db)) {
+        PyBuffer_Release(&rb);
+        return NULL;
+    }
+    Py_ssize_t n = rb.len / (R_WORDS * 4), ndeps = db.len / 4, i = 0;
+    void **handles = PyMem_Malloc(sizeof(void *) * (n ? n : 1));
+    void **deps = PyMem_Malloc(sizeof(void *) * (ndeps ? ndeps : 1));
+    PyObject *out = NULL, *list = NULL;
+    CUresult rc = 0;
+    if (!handles || !deps) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (; i < n; i++) {
+        uint32_t r[R_WORDS];
+        memcpy(r, (const char *)rb.buf + i * sizeof r, sizeof r);
+        if ((uint64_t)r[R_DEP_FIRST] + r[R_DEP_COUNT] > (uint64_t)ndeps) {
+            PyErr_Format(PyExc_ValueError, "add_param_nodes: record %zd names dependencies "
+                         "past the %zd given", i, ndeps);
+            goto done;
+        }
+        for (uint32_t d = 0; d < r[R_DEP_COUNT]; d++) {
+            uint32_t j;
+            memcpy(&j, (const char *)db.buf + 4 * ((size_t)r[R_DEP_FIRST] + d), 4);
+            if ((Py_ssize_t)j >= i) {
+                PyErr_Format(PyExc_ValueError, "add_param_nodes: record %zd depends on "
+                             "record %u, which is not before it", i, j);
+                goto done;
+            }
+            deps[d] = handles[j];
+        }
+        void *h = NULL;
+        rc = S.add_kernel(&h, graph_h, r[R_DEP_COUNT] ? deps : NULL, r[R_DEP_COUNT],
+                          (char *)params + i * stride);
+        if (rc)
+            break;
+        handles[i] = h;
+    }
+    if (!(list = PyList_New(i)))
+        goto done;
+    for (Py_ssize_t j = 0; j < i; j++) {
+        PyObject *h = PyLong_FromVoidPtr(handles[j]);
+        if (!h)
+            goto done;
+        PyList_SET_ITEM(list, j, h);
+    }
+    out = Py_BuildValue("(Oi)", list, (int)rc);
+done:
+    Py_XDECREF(list);
+    PyMem_Free(handles);
+    PyMem_Free(deps);
+    PyBuffer_Release(&rb);
+    PyBuffer_Release(&db);
+    return out;
+}

@@ -217,6 +217,9 @@ static PyMethodDef methods[] = {
                    "KernelNode, registered: cuGraphAddKernelNode"),
     FAST(add_kernel_nodes, "add_kernel_nodes(table, kernels, recs, argbytes, deps, made) -> "
                            "how many nodes were added (appended to made): cuGraphAddKernelNode"),
+    FAST(add_param_nodes, "add_param_nodes(graph_h, params_addr, stride, recs, deps) -> "
+                          "(handles, CUresult), or None if not made here: "
+                          "cuGraphAddKernelNode per params struct"),
     FAST(register_node, "register_node(table, node, *keep) -> node: NodeTable.register "
                         "(nodes[int(node)] = node, the ledger holds (node, *keep))"),
     {"node_live", node_live_py, METH_O, "node_live(node) -> bool: Node.live's rule, not "

@@ -2,6 +2,8 @@
 length, before any node is added) and :func:`add_rest` (the ctypes route: one
 ``graph.add_kernel`` per node, the twin of the compiled ``_native.add_kernel_nodes``).
 :func:`pycudagraph._cuda.fast.add_kernel_nodes` is the entry; see there.
+:func:`function_params` writes the params structs of records of library functions (kernels
+found by name) for :func:`pycudagraph._cuda.fast.add_function_nodes`.
 """
 
 from __future__ import annotations
@@ -11,9 +13,10 @@ import struct
 import numpy as np
 
 from ..errors import ArgumentError
+from .structs import KERNEL_NODE_PARAMS_SIZE
 
 __all__ = ["RECORD", "RECORD_WORDS", "check_records", "checked_records", "ready", "add_rest",
-           "used_kernels", "arg_length"]
+           "used_kernels", "arg_length", "function_params", "check_function_records"]
 
 #: One record: kernel index, grid[3], block[3], shared memory, argument offset and length
 #: into the argument bytes, first and count of its dependencies: 12 little-endian u32.
@@ -23,6 +26,43 @@ RECORD = np.dtype([("kernel", "<u4"), ("grid", "<u4", 3), ("block", "<u4", 3),
 RECORD_WORDS = 12
 _WHAT = "add_kernel_nodes"
 
+#: ``CUDA_KERNEL_NODE_PARAMS_v2`` as numpy sees it (the layout of :mod:`.structs`).
+PARAMS = np.dtype([("func", "<u8"), ("dims", "<u4", 7), ("pad", "<u4"), ("kernel_params", "<u8"),
+                   ("extra", "<u8"), ("kern", "<u8"), ("ctx", "<u8")])
+assert PARAMS.itemsize == KERNEL_NODE_PARAMS_SIZE
+
+
+def function_params(funcs, starts: list, recs, args: np.ndarray) -> np.ndarray:
+    """One buffer with a ``CUDA_KERNEL_NODE_PARAMS_v2`` per record (at ``72 * i``), then the
+    argument pointer arrays the structs name, written with whole-array steps (no Python
+    work per node): record ``i`` launches ``funcs[k]`` (``k`` its kernel index) with grid,
+    block and shared memory from the record, and its arguments at ``args`` + its argument
+    offset + ``starts[k]`` (each argument's place in the kernel's argument block). The
+    pointers are addresses inside ``args``, which must outlive the driver calls that read
+    them; the records are checked by the caller (a graph file's check). No CUDA call."""
+    n = len(recs)
+    w = np.ascontiguousarray(recs).view("<u4").reshape(n, RECORD_WORDS)
+    k = w[:, 0].astype(np.int64)
+    counts = np.array([len(s) for s in starts] or [0], np.int64)
+    first_of = np.cumsum(counts) - counts  # where kernel k's starts begin in flat
+    flat = np.array([x for s in starts for x in s] or [0], np.uint64)
+    cnt = counts[k]
+    total = int(cnt.sum())
+    head = n * PARAMS.itemsize
+    buf = np.zeros(head + 8 * total, np.uint8)
+    base = buf.ctypes.data
+    p = buf[:head].view(PARAMS)
+    p["func"] = np.asarray(funcs, np.uint64)[k]
+    p["dims"] = w[:, 1:8]
+    first = np.cumsum(cnt) - cnt
+    p["kernel_params"] = np.where(cnt > 0, base + head + 8 * first, 0).astype(np.uint64)
+    if total:
+        owner = np.repeat(np.arange(n), cnt)
+        j = np.arange(total) - first[owner]
+        at = w[owner, 8].astype(np.uint64) + flat[first_of[k[owner]] + j]
+        buf[head:].view("<u8")[:] = np.uint64(args.ctypes.data) + at
+    return buf
+
 
 def arg_length(kernel) -> int:
     """The bytes of a node's arguments for ``kernel``: its Layout's argument slots (from the
@@ -31,13 +71,26 @@ def arg_length(kernel) -> int:
     return layout.size - layout.values_offset
 
 
-def _u32(data, what: str) -> np.ndarray:
+def _u32(data, what: str, where: str = _WHAT) -> np.ndarray:
     try:
         raw = memoryview(data).cast("B")
     except TypeError:
-        raise ArgumentError(f"{_WHAT}: {what} must be a bytes-like object, got "
+        raise ArgumentError(f"{where}: {what} must be a bytes-like object, got "
                             f"{type(data).__name__}") from None
     return raw
+
+
+def _arrays(recs, argbytes, deps, what: str) -> tuple:
+    """``(records, argument bytes, deps)`` as numpy arrays of the bytes-like arguments
+    (:data:`RECORD`, u8, u32), their sizes checked."""
+    raw, args, dep = (_u32(recs, "recs", what), _u32(argbytes, "argbytes", what),
+                      _u32(deps, "deps", what))
+    if len(raw) % RECORD.itemsize:
+        raise ArgumentError(f"{what}: recs is {len(raw)} bytes, not a whole number of "
+                            f"{RECORD.itemsize}-byte records")
+    if len(dep) % 4:
+        raise ArgumentError(f"{what}: deps is {len(dep)} bytes, not a whole number of u32")
+    return np.frombuffer(raw, RECORD), args, np.frombuffer(dep, "<u4")
 
 
 def check_records(kernels, recs, argbytes, deps) -> tuple:
@@ -48,26 +101,12 @@ def check_records(kernels, recs, argbytes, deps) -> tuple:
     and field that is wrong. No CUDA call."""
     if type(kernels) is not tuple:
         raise ArgumentError(f"{_WHAT}: kernels must be a tuple, got {type(kernels).__name__}")
-    raw, args, dep = _u32(recs, "recs"), _u32(argbytes, "argbytes"), _u32(deps, "deps")
-    if len(raw) % RECORD.itemsize:
-        raise ArgumentError(f"{_WHAT}: recs is {len(raw)} bytes, not a whole number of "
-                            f"{RECORD.itemsize}-byte records")
-    if len(dep) % 4:
-        raise ArgumentError(f"{_WHAT}: deps is {len(dep)} bytes, not a whole number of u32")
-    r = np.frombuffer(raw, RECORD)
-    d = np.frombuffer(dep, "<u4")
-    n = len(r)
-    if not n:
+    r, args, d = _arrays(recs, argbytes, deps, _WHAT)
+    if not len(r):
         return r, d
-
-    def first(bad, what) -> None:
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise ArgumentError(f"{_WHAT}: record {i}: {what(i)}")
-
     k = r["kernel"].astype(np.int64)
-    first(k >= len(kernels), lambda i: f"kernel index {k[i]} is out of range "
-                                       f"({len(kernels)} kernels)")
+    _first(k >= len(kernels), lambda i: f"kernel index {k[i]} is out of range "
+                                        f"({len(kernels)} kernels)", _WHAT)
     sizes = np.zeros(len(kernels), np.int64)
     for j in np.unique(k).tolist():  # the kernels the records use
         try:
@@ -75,20 +114,65 @@ def check_records(kernels, recs, argbytes, deps) -> tuple:
         except AttributeError:
             raise ArgumentError(f"{_WHAT}: kernels[{j}] is a {type(kernels[j]).__name__}, "
                                 "not a pycudagraph Kernel") from None
+    _check_fields(r, len(args), d, sizes, lambda j: f"kernel {kernels[j].name!r}", _WHAT)
+    return r, d
+
+
+def check_function_records(funcs: dict, sizes: dict, recs, argbytes, deps) -> tuple:
+    """:func:`check_records` for records of library functions (``CapturedKernelNode.build_run``):
+    ``funcs`` and ``sizes`` map each kernel index the records use to a ``CUfunction`` (an
+    int) and its argument sizes. Returns ``(records, argument bytes, deps)`` as numpy
+    arrays. Raises :class:`ArgumentError` naming the first record and field that is
+    wrong. No CUDA call."""
+    what = "build_run"
+    if not isinstance(funcs, dict) or not isinstance(sizes, dict):
+        raise ArgumentError(f"{what}: funcs and sizes must be dicts (kernel index -> "
+                            f"CUfunction, argument sizes), got {type(funcs).__name__} and "
+                            f"{type(sizes).__name__}")
+    r, args, d = _arrays(recs, argbytes, deps, what)
+    used = sorted(set(r["kernel"].tolist()))
+    lengths = np.zeros(used[-1] + 1 if used else 1, np.int64)
+    for k in used:
+        func, n = funcs.get(k), sizes.get(k)
+        if type(func) is not int or not 0 < func < 2**64:
+            raise ArgumentError(f"{what}: funcs[{k}] must be a CUfunction (an int), got {func!r}")
+        if not isinstance(n, (list, tuple)) or not all(type(x) is int and 0 < x < 2**12
+                                                        for x in n):
+            raise ArgumentError(f"{what}: sizes[{k}] must be a list of argument sizes in "
+                                f"bytes, got {n!r}")
+        lengths[k] = sum(n)
+    if len(r):
+        _check_fields(r, len(args), d, lengths, lambda j: f"function {j}", what)
+    return r, args, d
+
+
+def _first(bad, what, where: str) -> None:
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ArgumentError(f"{where}: record {i}: {what(i)}")
+
+
+def _check_fields(r, nargs: int, d, sizes, name, where: str) -> None:
+    """Each record's argument block inside the ``nargs`` argument bytes and of its kernel's
+    length (``sizes[kernel]``; ``name(kernel)`` says which), grid and block, and
+    dependencies (inside ``d``, each to an earlier record)."""
+    n, k = len(r), r["kernel"].astype(np.int64)
     off, length = r["arg_offset"].astype(np.int64), r["arg_length"].astype(np.int64)
-    first(off + length > len(args), lambda i: f"arguments at bytes {off[i]}..{off[i] + length[i]}"
-                                              f" run past the {len(args)} argument bytes")
+    _first(off + length > nargs, lambda i: f"arguments at bytes {off[i]}..{off[i] + length[i]}"
+                                           f" run past the {nargs} argument bytes", where)
     want = sizes[k]
-    first(length != want, lambda i: f"{length[i]} argument bytes for kernel "
-                                    f"{kernels[k[i]].name!r}, whose arguments take {want[i]}")
+    _first(length != want, lambda i: f"{length[i]} argument bytes for {name(k[i])}, whose "
+                                     f"arguments take {want[i]}", where)
     grid, block = r["grid"].astype(np.int64), r["block"].astype(np.int64)
-    first((grid < 1).any(axis=1), lambda i: f"grid {tuple(grid[i].tolist())} has a dimension of 0")
-    first((block < 1).any(axis=1), lambda i: f"block {tuple(block[i].tolist())} has a dimension of 0")
-    first((block > 1024).any(axis=1) | (block.prod(axis=1) > 1024), lambda i: f"block {tuple(block[i].tolist())} is more than 1024 "
-                                               "threads")
+    _first((grid < 1).any(axis=1), lambda i: f"grid {tuple(grid[i].tolist())} has a dimension "
+                                             "of 0", where)
+    _first((block < 1).any(axis=1), lambda i: f"block {tuple(block[i].tolist())} has a "
+                                              "dimension of 0", where)
+    _first((block > 1024).any(axis=1) | (block.prod(axis=1) > 1024),
+           lambda i: f"block {tuple(block[i].tolist())} is more than 1024 threads", where)
     df, dc = r["dep_first"].astype(np.int64), r["dep_count"].astype(np.int64)
-    first(df + dc > len(d), lambda i: f"dependencies {df[i]}..{df[i] + dc[i]} run past the "
-                                      f"{len(d)} in deps")
+    _first(df + dc > len(d), lambda i: f"dependencies {df[i]}..{df[i] + dc[i]} run past the "
+                                       f"{len(d)} in deps", where)
     total = int(dc.sum())
     if total:
         owner = np.repeat(np.arange(n), dc)
@@ -96,9 +180,8 @@ def check_records(kernels, recs, argbytes, deps) -> tuple:
         late = d[at] >= owner
         if late.any():
             j = int(np.argmax(late))
-            raise ArgumentError(f"{_WHAT}: record {owner[j]}: dependency {d[at[j]]} is not a "
+            raise ArgumentError(f"{where}: record {owner[j]}: dependency {d[at[j]]} is not a "
                                 "node made earlier in the call")
-    return r, d
 
 
 def used_kernels(r) -> tuple:

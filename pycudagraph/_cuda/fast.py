@@ -29,7 +29,7 @@ the slots owners name here (:func:`pointer_slot`, :func:`node_slots`, :func:`tab
 :func:`stream_slot`); ``Kernel.launch`` and ``Graph.add_kernel`` are the methods of
 :data:`KernelBase` and :data:`GraphBase`, and the kernel-node add is :func:`node_maker`'s.
 Three more ctypes calls (kernel-node set, and the add of a node
-launching a library's function) are at the end. See ``docs/HOT_PATH.md``.
+launching a library's function) are at the end, and the add of a run of them. See ``docs/HOT_PATH.md``.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ __all__ = ["launch_graph", "launch_kernel", "add_kernel", "set_arg", "set_args",
            "exec_update", "graph_instantiate", "native_status", "layout_plan", "kernel_plan",
            "use_driver_library", "NATIVE_ENV", "ExecBase", "ExecNodeBase", "ArgPackBase",
            "LayoutBase", "KernelBase", "GraphBase", "Plan", "register_node", "node_live",
-           "add_kernel_nodes", "add_function_node"]
+           "add_kernel_nodes", "add_function_node", "add_function_nodes"]
 
 _native = routes.native  # the C extension, or None (routes.native_reason says why)
 _f = routes.driver  # libcuda's entry points, as ctypes functions
@@ -340,3 +340,60 @@ def add_function_node(graph_h: int, deps_h: list, func: int, dims: tuple, args: 
         check.report("cuGraphAddKernelNode", rc, (graph_h, list(deps_h), func, dims),
                      "cudaGraphAddKernelNode")
     return out.value
+
+
+_param_nodes = getattr(_native, "add_param_nodes", None)
+
+
+def add_function_nodes(graph_h: int, params, recs, deps) -> list[int]:
+    """``cuGraphAddKernelNode`` (``cudaGraphAddKernelNode``) for each record of a run of
+    library functions' nodes, with the params struct :func:`.bulk.function_params` wrote
+    for it in ``params``; its dependencies are the nodes of the records ``deps[first ..
+    first + count)`` names (earlier ones of the same call). Returns the node handles.
+
+    The compiled route makes the calls with no Python work per node
+    (``_native.add_param_nodes``); the ctypes route (and the compiled one with a trace open,
+    which then shows each call) makes the same calls one by one. At a refusal the nodes
+    the call made are removed (``cuGraphDestroyNode``) and the refusal raised
+    (:func:`.check.report`): the graph is as it was."""
+    _ensure()
+    base = params.ctypes.data
+    got = _param_nodes(graph_h, base, bulk.PARAMS.itemsize, recs, deps) \
+        if _param_nodes is not None else None
+    if got is None:
+        got = _add_param_nodes(graph_h, base, recs, deps)
+    handles, rc = got
+    if rc:
+        for h in reversed(handles):
+            _f.destroy_node(h)
+        check.report("cuGraphAddKernelNode", rc, (graph_h, len(handles)),
+                     "cudaGraphAddKernelNode")
+    return handles
+
+
+def _add_param_nodes(graph_h: int, base: int, recs, deps) -> tuple:
+    """The ctypes twin of ``_native.add_param_nodes``: ``(handles, CUresult)``, each call
+    traced when a trace is open."""
+    w = recs.view("<u4").reshape(len(recs), bulk.RECORD_WORDS)[:, 10:12].tolist()
+    d = deps.tolist() if len(deps) else []
+    handles: list = []
+    out = ctypes.c_void_p()
+    at = ctypes.addressof(out)
+    stride = bulk.PARAMS.itemsize
+    for i, (first, count) in enumerate(w):
+        if first + count > len(d):
+            raise ValueError(f"add_param_nodes: record {i} names dependencies past the "
+                             f"{len(d)} given")
+        ix = d[first:first + count]
+        if any(j >= i for j in ix):
+            raise ValueError(f"add_param_nodes: record {i} depends on record "
+                             f"{max(ix)}, which is not before it")
+        dh = [handles[j] for j in ix]
+        rc = _f.add_kernel(at, graph_h, struct.pack(f"<{count}Q", *dh) if count else None,
+                           count, base + i * stride)
+        if rc:
+            return handles, rc
+        if check.tracer is not None:
+            check.report("cuGraphAddKernelNode", rc, (graph_h, dh), "cudaGraphAddKernelNode")
+        handles.append(out.value)
+    return handles, 0

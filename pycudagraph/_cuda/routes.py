@@ -53,6 +53,7 @@ _SYMBOLS = {
     "cuGraphExecUpdate_v2": ("update", [_VP] * 3),
     "cuGraphInstantiateWithFlags": ("instantiate", [_VP, _VP, ctypes.c_ulonglong]),
     "cuLaunchKernel": ("launch_kernel", [_VP, _U, _U, _U, _U, _U, _U, _U, _VP, _VP, _VP]),
+    "cuGraphDestroyNode": ("destroy_node", [_VP]),
 }
 
 
@@ -60,6 +61,7 @@ class _Table:
     """The ctypes functions, set by :func:`load` before the first device use."""
 
     launch = add_kernel = node_set = exec_set = update = launch_kernel = instantiate = None
+    destroy_node = None
 
 
 driver = _Table()

@@ -248,17 +248,25 @@ class _Loader:
             self.fail(f"kernel nodes {nd['id']}..{nd['id'] + count - 1}: {exc}")
 
     def by_name(self, g, recs, args, deps) -> list:
-        """The nodes of records of kernels saved by name, in order: each built by the
-        kernel record's class (``build_function``: its argument bytes by index, their sizes
-        checked against ``cuFuncGetParamInfo``; ``cuGraphAddKernelNode``)."""
-        build, table, made = self.classes[RUN_RECORD].build_function, g.table, []
+        """The nodes of records of kernels saved by name, in order, built by the kernel
+        record's class: the whole run at once (``build_run``: the argument sizes checked
+        once per function against ``cuFuncGetParamInfo``, one ``cuGraphAddKernelNode`` per
+        record with no Python work per call), or with a trace open node by node
+        (``build_function``), which the trace shows field by field."""
+        cls, table = self.classes[RUN_RECORD], g.table
+        entries = self.m["kernels"]
+        if check.tracer is None:
+            used = set(recs["kernel"].tolist())
+            return cls.build_run(table, {k: int(self.kernels[k]) for k in used},
+                                 {k: entries[k]["sizes"] for k in used}, recs, args, deps)
+        build, made = cls.build_function, []
         data = memoryview(args)
         cuts = {}
         words = np.ascontiguousarray(recs).view("<u4").reshape(len(recs), RECORD_WORDS).tolist()
         for k, g0, g1, g2, b0, b1, b2, shared, off, length, df, dc in words:
             cut = cuts.get(k)
             if cut is None:
-                cut = cuts[k] = spans(self.m["kernels"][k]["sizes"])
+                cut = cuts[k] = spans(entries[k]["sizes"])
             block_bytes = data[off:off + length]
             made.append(build(table, [made[d] for d in deps[df:df + dc].tolist()], self.kernels[k],
                               (g0, g1, g2), (b0, b1, b2), shared,

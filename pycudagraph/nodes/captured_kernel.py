@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._cuda import call, check, context, dr, fast
+from .._cuda import bulk, call, check, context, dr, fast
 from ..compile.dims import dims3, shared_mem_arg
 from .captured_args import CapturedArgs, function_offsets, function_params, param_info
 from .exec_node import ExecNode
 from .kernel_node import KernelNode, KernelParams, short_kernel_name
+from .table import NodeTable
+from ..errors import ArgumentError
 
 __all__ = ["CapturedKernelNode"]
 
@@ -54,6 +56,46 @@ class CapturedKernelNode(KernelNode):
         # rebind plan looks at every node); set_params here forgets them
         known = [(i, off, bytes(a)) for i, (off, a) in enumerate(zip(offsets, args))]
         return table.register(cls(table, int(h), known=known), *keep)
+
+    @classmethod
+    def build_run(cls, table, funcs: dict, sizes: dict, recs, args, deps) -> list:
+        """The nodes of a run of records of library functions (a graph file's kernels saved
+        by name), in order: ``funcs`` and ``sizes`` give, per kernel index, the
+        ``CUfunction`` and its argument sizes (checked once per function against
+        ``cuFuncGetParamInfo``); ``recs``, ``args`` and ``deps`` are a graph file's checked
+        records (:data:`.bulk.RECORD`), argument bytes (a numpy array) and dependencies
+        (earlier records of the run). One ``cuGraphAddKernelNode`` per record, the params
+        structs written in whole-array steps (:func:`.bulk.function_params`,
+        :func:`.fast.add_function_nodes`); each node's arguments are known as
+        :meth:`build_function` knows them."""
+        if not isinstance(table, NodeTable):
+            raise ArgumentError(f"build_run: table must be a graph's NodeTable, got "
+                                f"{type(table).__name__}")
+        recs, data, deps = bulk.check_function_records(funcs, sizes, recs, args, deps)
+        args = np.frombuffer(data, np.uint8)  # args (the caller's) stays alive meanwhile
+        used = sorted(set(recs["kernel"].tolist()))
+        top = used[-1] + 1 if used else 0
+        func_of, starts, offsets, cuts = [0] * top, [[] for _ in range(top)], {}, {}
+        for k in used:
+            func, n = funcs[k], sizes[k]
+            offsets[k] = function_offsets(func, [b"\0" * s for s in n])  # the sizes checked
+            at, cut = 0, []
+            for s in n:
+                cut.append((at, at + s))
+                at += s
+            func_of[k], starts[k], cuts[k] = func, [a for a, _ in cut], cut
+        params = bulk.function_params(func_of, starts, recs, args)
+        handles = fast.add_function_nodes(int(table.raw), params, recs, deps)
+        offs = recs["arg_offset"].tolist()
+        lo = min(offs, default=0)  # the run's argument bytes, copied once
+        data = args[lo:int((recs["arg_offset"] + recs["arg_length"]).max(initial=lo))].tobytes()
+        made, register = [], table.register
+        for h, k, off in zip(handles, recs["kernel"].tolist(), offs):
+            off -= lo
+            known = [(i, o, data[off + a:off + b])
+                     for i, (o, (a, b)) in enumerate(zip(offsets[k], cuts[k]))]
+            made.append(register(cls(table, h, known=known)))
+        return made
 
     def arg_spans(self) -> list:
         """``(index, offset, bytes)`` of every argument as the graph holds it: the bytes it

@@ -32,3 +32,84 @@ def test_a_function_node_is_added_with_its_dims_deps_and_argument_bytes(native):
             check.tracer = None
         assert seen == [("cuGraphAddKernelNode", (0,))], seen
     ''', native)
+
+
+@both
+def test_a_run_of_function_nodes_is_added_one_call_a_record_and_undone_when_refused(native):
+    # bulk.function_params writes every params struct and pointer array in whole-array
+    # steps; fast.add_function_nodes adds one node per record (compiled: no Python work per
+    # call), dependencies by record; a refusal removes what the call made, then raises
+    run('''
+        import struct
+        from pycudagraph._cuda import bulk
+        recs = np.zeros(3, bulk.RECORD)
+        recs["kernel"] = [1, 0, 1]
+        recs["grid"] = [(2, 1, 1), (3, 1, 1), (4, 2, 1)]
+        recs["block"] = [(32, 1, 1), (64, 1, 1), (128, 1, 1)]
+        recs["shared_mem"] = [0, 16, 0]
+        blocks = [struct.pack("<Qfi", 0x7F00_0000_1000, 0.5, 3),  # kernel 1: (8, 4, 4) bytes
+                  struct.pack("<Qi", 0x7F00_0000_2000, 7),  # kernel 0: (8, 4)
+                  struct.pack("<Qfi", 0x7F00_0000_3000, 1.5, 9)]
+        args = np.frombuffer(b"".join(blocks), np.uint8).copy()
+        recs["arg_offset"] = [0, 16, 28]
+        recs["arg_length"] = [16, 12, 16]
+        deps = np.array([0, 0, 1], "<u4")  # node 1 after 0; node 2 after 0 and 1
+        recs["dep_first"] = [0, 0, 1]
+        recs["dep_count"] = [0, 1, 2]
+        funcs, starts = [0x6000, 0x6100], [[0, 8], [0, 8, 12]]
+        params = bulk.function_params(funcs, starts, recs, args)
+        before = stub.calls("cuGraphAddKernelNode")
+        made = []
+        assert route(lambda: made.extend(fast.add_function_nodes(0x7000, params, recs, deps))) == C
+        assert stub.calls("cuGraphAddKernelNode") == before + 3
+        assert made == [0xABC000 + before + i + 1 for i in range(3)], made
+        assert stub.header() == (0x6100, 4, 2, 1, 128, 1, 1, 0), stub.header()
+        assert stub.ints(2) == (0x7000, 2) and stub.deps(2) == made[:2]
+        assert stub.values(k.params) == (0x7F00_0000_3000, 1.5, 9), stub.values(k.params)
+        # the third node failing: the two made are removed, the refusal raised
+        stub.fail_at("cuGraphAddKernelNode", 3)
+        gone = stub.calls("cuGraphDestroyNode")
+        try:
+            fast.add_function_nodes(0x7000, params, recs, deps)
+        except pcg.CudaError as exc:
+            assert str(exc).startswith("cuGraphAddKernelNode"), exc
+        else:
+            raise AssertionError("a refused add was not raised")
+        assert stub.calls("cuGraphDestroyNode") == gone + 2
+        # a record depending on a later one is refused before its call
+        bad = recs.copy()
+        bad["dep_first"][1], bad["dep_count"][1] = 2, 1  # deps[2] = 1: itself
+        try:
+            fast.add_function_nodes(0x7000, params, bad, deps)
+        except ValueError as exc:
+            assert "record 1 depends on record 1, which is not before it" in str(exc), exc
+        else:
+            raise AssertionError("a late dependency was not refused")
+    ''', native)
+
+
+@both
+def test_a_run_builds_nodes_that_know_their_arguments_as_one_by_one_builds_do(native):
+    run('''
+        import struct
+        from pycudagraph._cuda import bulk
+        from pycudagraph.nodes import captured_kernel
+        captured_kernel.function_offsets = lambda func, args: [0, 8, 12][:len(args)]  # the
+        # sizes checked against cuFuncGetParamInfo on a GPU
+        recs = np.zeros(2, bulk.RECORD)
+        recs["grid"], recs["block"] = (1, 1, 1), (32, 1, 1)
+        recs["arg_offset"], recs["arg_length"] = [4, 20], 16
+        recs["dep_first"], recs["dep_count"] = [0, 0], [0, 1]
+        args = np.zeros(40, np.uint8)
+        args[4:20] = np.frombuffer(struct.pack("<Qfi", 0x7F00_0000_1000, 0.5, 3), np.uint8)
+        args[20:36] = np.frombuffer(struct.pack("<Qfi", 0x7F00_0000_2000, 2.5, 4), np.uint8)
+        g = fake_graph()
+        g.table.h = 0x7000  # stands for the raw graph handle
+        nodes = captured_kernel.CapturedKernelNode.build_run(
+            g.table, {0: 0x6000}, {0: [8, 4, 4]}, recs, args, np.array([0], "<u4"))
+        assert [type(n).__name__ for n in nodes] == ["CapturedKernelNode"] * 2
+        assert [g.table.nodes[int(n)] for n in nodes] == nodes  # registered
+        assert nodes[1].arg_spans() == [(0, 0, struct.pack("<Q", 0x7F00_0000_2000)),
+                                        (1, 8, struct.pack("<f", 2.5)), (2, 12, struct.pack("<i", 4))]
+        assert stub.deps(1) == [int(nodes[0])]
+    ''', native)

@@ -18,9 +18,11 @@
 #endif
 
 enum { E_LAUNCH, E_LAUNCH_KERNEL, E_ADD, E_NODE_SET, E_EXEC_SET, E_UPDATE, E_INSTANTIATE,
-       E_EXEC_DESTROY, E_CREATE, E_DESTROY, E_BEGIN_CAPTURE, E_END_CAPTURE, E_COUNT };
+       E_EXEC_DESTROY, E_CREATE, E_DESTROY, E_BEGIN_CAPTURE, E_END_CAPTURE, E_DESTROY_NODE,
+       E_COUNT };
 
 int stub_rc[E_COUNT];
+int stub_fail_at[E_COUNT];   /* n > 0: the n-th call from now returns 1, the rest as before */
 long long stub_calls[E_COUNT];
 int stub_last = -1;          /* entry of the last call */
 int stub_record = 1;         /* 0: count only (benchmarks) */
@@ -35,6 +37,8 @@ static int enter(int entry)
 {
     stub_calls[entry]++;
     stub_last = entry;
+    if (stub_fail_at[entry] > 0 && --stub_fail_at[entry] == 0)
+        return 1;   /* CUDA_ERROR_INVALID_VALUE */
     return stub_rc[entry];
 }
 
@@ -168,6 +172,14 @@ int cuGraphDestroy(void *graph)
 {
     (void)graph;
     return enter(E_DESTROY);
+}
+
+int cuGraphDestroyNode(void *node)
+{
+    int rc = enter(E_DESTROY_NODE);
+    if (stub_record)
+        stub_ints[0] = (uintptr_t)node;
+    return rc;
 }
 
 int cuStreamBeginCapture_v2(void *stream, int mode)

@@ -23,7 +23,7 @@ ENTRIES = {"cuGraphLaunch": 0, "cuLaunchKernel": 1, "cuGraphAddKernelNode": 2,
            "cuGraphKernelNodeSetParams": 3, "cuGraphExecKernelNodeSetParams": 4,
            "cuGraphExecUpdate": 5, "cuGraphInstantiateWithFlags": 6, "cuGraphExecDestroy": 7,
            "cuGraphCreate": 8, "cuGraphDestroy": 9, "cuStreamBeginCapture": 10,
-           "cuStreamEndCapture": 11}
+           "cuStreamEndCapture": 11, "cuGraphDestroyNode": 12}
 
 
 def build(folder: str) -> str:
@@ -46,6 +46,7 @@ class Stub:
         self.lib = ctypes.CDLL(path)
         self._rc = (ctypes.c_int * len(ENTRIES)).in_dll(self.lib, "stub_rc")
         self._calls = (ctypes.c_longlong * len(ENTRIES)).in_dll(self.lib, "stub_calls")
+        self._fail_at = (ctypes.c_int * len(ENTRIES)).in_dll(self.lib, "stub_fail_at")
         self._ints = (ctypes.c_uint64 * 12).in_dll(self.lib, "stub_ints")
         self._deps = (ctypes.c_uint64 * 64).in_dll(self.lib, "stub_deps")
         self._sizes = (ctypes.c_int * 64).in_dll(self.lib, "stub_sizes")
@@ -59,6 +60,10 @@ class Stub:
     def set_rc(self, api: str, code: int) -> None:
         """Make entry point ``api`` return ``code`` from now on."""
         self._rc[ENTRIES[api]] = code
+
+    def fail_at(self, api: str, n: int) -> None:
+        """Make the ``n``-th call of ``api`` from now return 1 (CUDA_ERROR_INVALID_VALUE)."""
+        self._fail_at[ENTRIES[api]] = n
 
     def calls(self, api: str) -> int:
         return self._calls[ENTRIES[api]]
