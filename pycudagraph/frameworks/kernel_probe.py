@@ -5,7 +5,8 @@ A kernel captured from PyTorch, cuBLAS or CuPy is saved by its (mangled) name; i
 lives in that library, loaded by this process too. :class:`KernelFinder` finds each one:
 
 1. **Probe captures.** It captures the callable once on scratch inputs of one saved key
-   (after one eager run, which loads the framework's kernels and workspaces) and reads the
+   (the first probe after one eager run, which makes the framework's handles and
+   workspaces outside the probe's pool: ``probe``'s business) and reads the
    function of every kernel node (``cuGraphKernelNodeGetParams``, ``cuFuncGetName``). The
    probe is thrown away: it is never the graph of a key being loaded. The key probed
    first is the one whose kernels cover most of those still missing.
