@@ -13,7 +13,6 @@ from ..compile.dims import dims3, shared_mem_arg
 from .captured_args import CapturedArgs, function_offsets, function_params, param_info
 from .exec_node import ExecNode
 from .kernel_node import KernelNode, KernelParams, short_kernel_name
-from .table import NodeTable
 from ..errors import ArgumentError
 
 __all__ = ["CapturedKernelNode"]
@@ -68,7 +67,7 @@ class CapturedKernelNode(KernelNode):
         structs written in whole-array steps (:func:`.bulk.function_params`,
         :func:`.fast.add_function_nodes`); each node's arguments are known as
         :meth:`build_function` knows them."""
-        if not isinstance(table, NodeTable):
+        if not (callable(getattr(table, "register", None)) and hasattr(table, "ledger")):
             raise ArgumentError(f"build_run: table must be a graph's NodeTable, got "
                                 f"{type(table).__name__}")
         recs, data, deps = bulk.check_function_records(funcs, sizes, recs, args, deps)
