@@ -175,15 +175,16 @@ PyObject *add_kernel_nodes(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
     return st < 0 ? NULL : PyLong_FromSsize_t(done);
 }
 
-/* add_param_nodes(graph_h, params_addr, stride, recs, deps) -> (handles, CUresult):
+/* add_param_nodes(graph_h, params_addr, stride, recs, deps) -> (handles, code):
  * cuGraphAddKernelNode for each of the n records with the params struct at params_addr +
  * i * stride (CUDA_KERNEL_NODE_PARAMS_v2, written by the caller: fast.add_function_nodes),
  * its dependencies the handles of the earlier nodes deps[first .. first + count) names.
- * Stops at the first refusal: the handles of the nodes added before it, and its CUresult
- * (0 when every node was added). No Python object is made per node but its handle; the
- * caller checked the records (each dependency earlier in the call) and checks again here
- * what it reads. None when the call is not made here (no entry point, a thread with no
- * context marked yet, a trace open): the caller's twin makes it. */
+ * Stops at the first record it does not add: the handles of the nodes added before it, and
+ * the refusal's CUresult, or -1 for a record whose dependencies are not all earlier records
+ * inside deps (nothing called for it); code 0 when every node was added. The caller removes
+ * what was added before a stop. No Python object is made per node but its handle. None when
+ * the call is not made here (no entry point, a thread with no context marked yet, a trace
+ * open): the caller's twin makes it. */
 PyObject *add_param_nodes(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
 {
     if (nargs != 5) {
@@ -210,33 +211,32 @@ PyObject *add_param_nodes(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
     void **handles = PyMem_Malloc(sizeof(void *) * (n ? n : 1));
     void **deps = PyMem_Malloc(sizeof(void *) * (ndeps ? ndeps : 1));
     PyObject *out = NULL, *list = NULL;
-    CUresult rc = 0;
+    int code = 0;
     if (!handles || !deps) {
         PyErr_NoMemory();
         goto done;
     }
-    for (; i < n; i++) {
+    for (; i < n && !code; i++) {
         uint32_t r[R_WORDS];
         memcpy(r, (const char *)rb.buf + i * sizeof r, sizeof r);
         if ((uint64_t)r[R_DEP_FIRST] + r[R_DEP_COUNT] > (uint64_t)ndeps) {
-            PyErr_Format(PyExc_ValueError, "add_param_nodes: record %zd names dependencies "
-                         "past the %zd given", i, ndeps);
-            goto done;
+            code = -1;
+            break;
         }
-        for (uint32_t d = 0; d < r[R_DEP_COUNT]; d++) {
+        for (uint32_t d = 0; d < r[R_DEP_COUNT] && !code; d++) {
             uint32_t j;
             memcpy(&j, (const char *)db.buf + 4 * ((size_t)r[R_DEP_FIRST] + d), 4);
-            if ((Py_ssize_t)j >= i) {
-                PyErr_Format(PyExc_ValueError, "add_param_nodes: record %zd depends on "
-                             "record %u, which is not before it", i, j);
-                goto done;
-            }
-            deps[d] = handles[j];
+            if ((Py_ssize_t)j >= i)
+                code = -1;
+            else
+                deps[d] = handles[j];
         }
+        if (code)
+            break;
         void *h = NULL;
-        rc = S.add_kernel(&h, graph_h, r[R_DEP_COUNT] ? deps : NULL, r[R_DEP_COUNT],
-                          (char *)params + i * stride);
-        if (rc)
+        code = (int)S.add_kernel(&h, graph_h, r[R_DEP_COUNT] ? deps : NULL, r[R_DEP_COUNT],
+                                 (char *)params + i * stride);
+        if (code)
             break;
         handles[i] = h;
     }
@@ -248,7 +248,7 @@ PyObject *add_param_nodes(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
             goto done;
         PyList_SET_ITEM(list, j, h);
     }
-    out = Py_BuildValue("(Oi)", list, (int)rc);
+    out = Py_BuildValue("(Oi)", list, code);
 done:
     Py_XDECREF(list);
     PyMem_Free(handles);

@@ -37,6 +37,7 @@ from __future__ import annotations
 import ctypes
 import struct
 
+from ..errors import ArgumentError
 from . import bulk, check, hot_base, routes
 from .context import multi_hooks, seen
 from .plans import kernel_plan, layout_plan
@@ -353,27 +354,31 @@ def add_function_nodes(graph_h: int, params, recs, deps) -> list[int]:
 
     The compiled route makes the calls with no Python work per node
     (``_native.add_param_nodes``); the ctypes route (and the compiled one with a trace open,
-    which then shows each call) makes the same calls one by one. At a refusal the nodes
-    the call made are removed (``cuGraphDestroyNode``) and the refusal raised
-    (:func:`.check.report`): the graph is as it was."""
+    which then shows each call) makes the same calls one by one. At a refusal, or a record
+    whose dependencies are not earlier records (:class:`ArgumentError`, before its call),
+    the nodes the call made are removed (``cuGraphDestroyNode``) before it raises: the
+    graph is as it was."""
     _ensure()
     base = params.ctypes.data
     got = _param_nodes(graph_h, base, bulk.PARAMS.itemsize, recs, deps) \
         if _param_nodes is not None else None
     if got is None:
         got = _add_param_nodes(graph_h, base, recs, deps)
-    handles, rc = got
-    if rc:
+    handles, code = got
+    if code:
         for h in reversed(handles):
             _f.destroy_node(h)
-        check.report("cuGraphAddKernelNode", rc, (graph_h, len(handles)),
+        if code < 0:
+            raise ArgumentError(f"add_function_nodes: record {len(handles)}: a dependency is "
+                                "not an earlier record of the call (or past the deps given)")
+        check.report("cuGraphAddKernelNode", code, (graph_h, len(handles)),
                      "cudaGraphAddKernelNode")
     return handles
 
 
 def _add_param_nodes(graph_h: int, base: int, recs, deps) -> tuple:
-    """The ctypes twin of ``_native.add_param_nodes``: ``(handles, CUresult)``, each call
-    traced when a trace is open."""
+    """The ctypes twin of ``_native.add_param_nodes``: ``(handles, code)``, each call traced
+    when a trace is open."""
     w = recs.view("<u4").reshape(len(recs), bulk.RECORD_WORDS)[:, 10:12].tolist()
     d = deps.tolist() if len(deps) else []
     handles: list = []
@@ -381,13 +386,9 @@ def _add_param_nodes(graph_h: int, base: int, recs, deps) -> tuple:
     at = ctypes.addressof(out)
     stride = bulk.PARAMS.itemsize
     for i, (first, count) in enumerate(w):
-        if first + count > len(d):
-            raise ValueError(f"add_param_nodes: record {i} names dependencies past the "
-                             f"{len(d)} given")
         ix = d[first:first + count]
-        if any(j >= i for j in ix):
-            raise ValueError(f"add_param_nodes: record {i} depends on record "
-                             f"{max(ix)}, which is not before it")
+        if first + count > len(d) or any(j >= i for j in ix):
+            return handles, -1
         dh = [handles[j] for j in ix]
         rc = _f.add_kernel(at, graph_h, struct.pack(f"<{count}Q", *dh) if count else None,
                            count, base + i * stride)

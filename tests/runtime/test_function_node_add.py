@@ -76,15 +76,20 @@ def test_a_run_of_function_nodes_is_added_one_call_a_record_and_undone_when_refu
         else:
             raise AssertionError("a refused add was not raised")
         assert stub.calls("cuGraphDestroyNode") == gone + 2
-        # a record depending on a later one is refused before its call
+        # a record depending on a later one is refused before its call, what the call made
+        # before it removed
         bad = recs.copy()
-        bad["dep_first"][1], bad["dep_count"][1] = 2, 1  # deps[2] = 1: itself
+        bad["dep_first"][2], bad["dep_count"][2] = 2, 1  # deps[2] = 1 ... and node 2 itself
+        deps_bad = np.array([0, 0, 2], "<u4")
+        added, gone = stub.calls("cuGraphAddKernelNode"), stub.calls("cuGraphDestroyNode")
         try:
-            fast.add_function_nodes(0x7000, params, bad, deps)
-        except ValueError as exc:
-            assert "record 1 depends on record 1, which is not before it" in str(exc), exc
+            fast.add_function_nodes(0x7000, params, bad, deps_bad)
+        except pcg.ArgumentError as exc:
+            assert "record 2: a dependency is not an earlier record" in str(exc), exc
         else:
             raise AssertionError("a late dependency was not refused")
+        assert stub.calls("cuGraphAddKernelNode") == added + 2
+        assert stub.calls("cuGraphDestroyNode") == gone + 2
     ''', native)
 
 
