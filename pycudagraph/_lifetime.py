@@ -394,8 +394,8 @@ def keep_launched(kernel, args) -> None:
     (its module, so ``cudaLibraryUnload`` waits for the graph and its execs) and, when
     there are any, the arguments as a tuple. A kernel that is one of a list's last two
     items is not added again: a loop launching one kernel keeps it once when it takes no
-    arguments, every other launch when it does. The compiled launch (``keep_launched`` in ``_native_method.c``)
-    follows the same rule."""
+    arguments, every other launch when it does. The compiled launch (``keep_launched`` in
+    ``_native_method.c``) follows the same rule."""
     t = tuple(args) if args else None
     for kept in list(capture_keeps):
         if not any(x is kernel for x in kept[-2:]):

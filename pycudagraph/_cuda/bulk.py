@@ -16,7 +16,7 @@ from ..errors import ArgumentError
 from .structs import KERNEL_NODE_PARAMS_SIZE
 
 __all__ = ["RECORD", "RECORD_WORDS", "check_records", "checked_records", "ready", "add_rest",
-           "used_kernels", "arg_length", "function_params", "check_function_records"]
+           "used_kernels", "arg_length", "function_params", "check_function_records", "spans"]
 
 #: One record: kernel index, grid[3], block[3], shared memory, argument offset and length
 #: into the argument bytes, first and count of its dependencies: 12 little-endian u32.
@@ -62,6 +62,17 @@ def function_params(funcs, starts: list, recs, args: np.ndarray) -> np.ndarray:
         at = w[owner, 8].astype(np.uint64) + flat[first_of[k[owner]] + j]
         buf[head:].view("<u8")[:] = np.uint64(args.ctypes.data) + at
     return buf
+
+
+def spans(sizes: list) -> list:
+    """``[(start, end), ...]`` of each argument in the block of a library function's
+    arguments (its parameters' bytes one after another, as a graph file saves a kernel
+    saved by name)."""
+    out, at = [], 0
+    for size in sizes:
+        out.append((at, at + size))
+        at += size
+    return out
 
 
 def arg_length(kernel) -> int:
@@ -122,7 +133,7 @@ def check_function_records(funcs: dict, sizes: dict, recs, argbytes, deps) -> tu
     """:func:`check_records` for records of library functions (``CapturedKernelNode.build_run``):
     ``funcs`` and ``sizes`` map each kernel index the records use to a ``CUfunction`` (an
     int) and its argument sizes. Returns ``(records, argument bytes, deps)`` as numpy
-    arrays. Raises :class:`ArgumentError` naming the first record and field that is
+    arrays and the kernel indices the records use, sorted. Raises :class:`ArgumentError` naming the first record and field that is
     wrong. No CUDA call."""
     what = "build_run"
     if not isinstance(funcs, dict) or not isinstance(sizes, dict):
@@ -143,7 +154,7 @@ def check_function_records(funcs: dict, sizes: dict, recs, argbytes, deps) -> tu
         lengths[k] = sum(n)
     if len(r):
         _check_fields(r, len(args), d, lengths, lambda j: f"function {j}", what)
-    return r, args, d
+    return r, args, d, used
 
 
 def _first(bad, what, where: str) -> None:

@@ -28,8 +28,8 @@ read from the base types :data:`ExecBase`, :data:`ExecNodeBase`, :data:`ArgPackB
 the slots owners name here (:func:`pointer_slot`, :func:`node_slots`, :func:`table_slots`,
 :func:`stream_slot`); ``Kernel.launch`` and ``Graph.add_kernel`` are the methods of
 :data:`KernelBase` and :data:`GraphBase`, and the kernel-node add is :func:`node_maker`'s.
-Three more ctypes calls (kernel-node set, and the add of a node
-launching a library's function) are at the end, and the add of a run of them. See ``docs/HOT_PATH.md``.
+At the end: the kernel-node set calls, and the adds of nodes launching a library's function
+(one node through ctypes, a run of them in one compiled call). See ``docs/HOT_PATH.md``.
 """
 
 from __future__ import annotations

@@ -34,11 +34,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._cuda.bulk import RECORD
+from .._cuda.bulk import RECORD, spans
 from ..nodes.registry import REGISTRY
 
 __all__ = ["RUN", "RUN_RECORD", "RECORD", "RELOC", "TAGS", "BY_NAME_VERSION", "pack",
-           "version_of", "named_records", "named_kernels", "by_name", "spans",
+           "version_of", "named_records", "named_kernels", "by_name",
            "check_sections", "check_run", "Runs"]
 
 RUN = "kernel_run"
@@ -141,16 +141,6 @@ def by_name(entry: dict) -> bool:
 def named_kernels(kernels: list) -> np.ndarray:
     """Per kernel entry of a manifest, whether it is saved by name (a bool array)."""
     return np.array([by_name(k) for k in kernels] or [False])
-
-
-def spans(sizes: list) -> list:
-    """``[(start, end), ...]`` of each argument in the block of a kernel saved by name
-    (its parameters' bytes one after another)."""
-    out, at = [], 0
-    for size in sizes:
-        out.append((at, at + size))
-        at += size
-    return out
 
 
 def named_records(manifest: dict) -> bool:

@@ -18,7 +18,7 @@ import struct
 import numpy as np
 
 from .._cuda import call, check, context, dr, fast, versions
-from .._cuda.bulk import RECORD_WORDS, arg_length
+from .._cuda.bulk import RECORD_WORDS, arg_length, spans
 from ..compile.kernel import Kernel
 from ..compile.program import Module, device_arch
 from ..errors import GraphFileError, PyCudaGraphError
@@ -27,7 +27,7 @@ from .modules import image_plan, load_module, parse_arch
 from .schema import record_classes
 from .slots import Address, DeviceView, HeldBytes, bind_slots
 from .archive import gc_paused, read_file
-from .bulk_format import RUN, RUN_RECORD, Runs, by_name, spans
+from .bulk_format import RUN, RUN_RECORD, Runs, by_name
 from ..graph.graph import Graph
 from .host_registry import host_fn
 from ..runtime.values import path_arg

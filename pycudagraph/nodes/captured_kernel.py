@@ -70,19 +70,15 @@ class CapturedKernelNode(KernelNode):
         if not (callable(getattr(table, "register", None)) and hasattr(table, "ledger")):
             raise ArgumentError(f"build_run: table must be a graph's NodeTable, got "
                                 f"{type(table).__name__}")
-        recs, data, deps = bulk.check_function_records(funcs, sizes, recs, args, deps)
-        args = np.frombuffer(data, np.uint8)  # args (the caller's) stays alive meanwhile
-        used = sorted(set(recs["kernel"].tolist()))
+        recs, raw, deps, used = bulk.check_function_records(funcs, sizes, recs, args, deps)
+        args = np.frombuffer(raw, np.uint8)  # args (the caller's) stays alive meanwhile
         top = used[-1] + 1 if used else 0
         func_of, starts, offsets, cuts = [0] * top, [[] for _ in range(top)], {}, {}
         for k in used:
             func, n = funcs[k], sizes[k]
             offsets[k] = function_offsets(func, [b"\0" * s for s in n])  # the sizes checked
-            at, cut = 0, []
-            for s in n:
-                cut.append((at, at + s))
-                at += s
-            func_of[k], starts[k], cuts[k] = func, [a for a, _ in cut], cut
+            cuts[k] = bulk.spans(n)
+            func_of[k], starts[k] = func, [a for a, _ in cuts[k]]
         params = bulk.function_params(func_of, starts, recs, args)
         handles = fast.add_function_nodes(int(table.raw), params, recs, deps)
         offs = recs["arg_offset"].tolist()
