@@ -60,6 +60,7 @@ class _Loader:
         self.address_value = Address
         self.held_bytes = HeldBytes
         self.runs = Runs(gf.bulk, sorted(self.m["slots"])) if gf.bulk is not None else None
+        self.named = None  # (positions, records) of the records of kernels saved by name
 
     def fail(self, what: str):
         raise GraphFileError(f"{self.source}: {what}")
@@ -229,7 +230,7 @@ class _Loader:
         recs, args, deps = self.runs.run(first, count, self.bound, self.allocs, self.kept)
         try:
             if by_name(self.m["kernels"][int(recs["kernel"][0])]):  # a run holds one kind
-                nodes.extend(self.by_name(g, recs, args, deps))
+                nodes.extend(self.by_name(g, recs, args, deps, first))
             else:
                 nodes.extend(fast.add_kernel_nodes(g, self.kernel_tuple, recs, args, deps,
                                                    file_checked=True))
@@ -247,18 +248,19 @@ class _Loader:
         except (PyCudaGraphError, ValueError, TypeError) as exc:
             self.fail(f"kernel nodes {nd['id']}..{nd['id'] + count - 1}: {exc}")
 
-    def by_name(self, g, recs, args, deps) -> list:
-        """The nodes of records of kernels saved by name, in order, built by the kernel
-        record's class: the whole run at once (``build_run``: the argument sizes checked
-        once per function against ``cuFuncGetParamInfo``, one ``cuGraphAddKernelNode`` per
-        record with no Python work per call), or with a trace open node by node
-        (``build_function``), which the trace shows field by field."""
+    def by_name(self, g, recs, args, deps, first: int) -> list:
+        """The nodes of records ``first`` ... of kernels saved by name, in order, built by
+        the kernel record's class: with no trace open, from the file's records of such
+        kernels checked and their params structs written once for the whole file
+        (:meth:`named_records`: the argument sizes checked once per function against
+        ``cuFuncGetParamInfo``), one ``cuGraphAddKernelNode`` per record with no Python
+        work per call; with a trace open node by node (``build_function``), which the trace
+        shows field by field."""
         cls, table = self.classes[RUN_RECORD], g.table
         entries = self.m["kernels"]
         if check.tracer is None:
-            used = set(recs["kernel"].tolist())
-            return cls.build_run(table, {k: int(self.kernels[k]) for k in used},
-                                 {k: entries[k]["sizes"] for k in used}, recs, args, deps)
+            at, named = self.named_records()
+            return named.add(table, int(np.searchsorted(at, first)), len(recs))
         build, made = cls.build_function, []
         data = memoryview(args)
         cuts = {}
@@ -272,6 +274,22 @@ class _Loader:
                               (g0, g1, g2), (b0, b1, b2), shared,
                               [block_bytes[a:b] for a, b in cut]))
         return made
+
+    def named_records(self) -> tuple:
+        """``(positions, records)``: the file's records of kernels saved by name (their
+        positions among all records, and the record class's ``run_records`` of them),
+        made at the first run that needs them. Their argument bytes are the loader's
+        (:class:`.bulk_format.Runs`): each run's addresses are written in before it is added."""
+        if self.named is None:
+            entries, r = self.m["kernels"], self.runs.r
+            kinds = np.array([bool(by_name(e)) for e in entries] or [False])
+            at = np.flatnonzero(kinds[r["kernel"].astype(np.int64)])
+            recs = r if len(at) == len(r) else r[at]
+            used = set(recs["kernel"].tolist())
+            self.named = at, self.classes[RUN_RECORD].run_records(
+                {k: int(self.kernels[k]) for k in used}, {k: entries[k]["sizes"] for k in used},
+                recs, self.runs.args, self.runs.d, {k: repr(entries[k]["name"]) for k in used})
+        return self.named
 
     # what records refer to -----------------------------------------------------------
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._cuda import bulk, call, check, context, dr, fast
+from .._cuda import call, check, context, dr, fast
 from ..compile.dims import dims3, shared_mem_arg
 from .captured_args import CapturedArgs, function_offsets, function_params, param_info
+from .function_records import FunctionRecords
 from .exec_node import ExecNode
 from .kernel_node import KernelNode, KernelParams, short_kernel_name
 from ..errors import ArgumentError
@@ -70,27 +71,17 @@ class CapturedKernelNode(KernelNode):
         if not (callable(getattr(table, "register", None)) and hasattr(table, "ledger")):
             raise ArgumentError(f"build_run: table must be a graph's NodeTable, got "
                                 f"{type(table).__name__}")
-        recs, raw, deps, used = bulk.check_function_records(funcs, sizes, recs, args, deps)
-        args = np.frombuffer(raw, np.uint8)  # args (the caller's) stays alive meanwhile
-        top = used[-1] + 1 if used else 0
-        func_of, starts, offsets, cuts = [0] * top, [[] for _ in range(top)], {}, {}
-        for k in used:
-            func, n = funcs[k], sizes[k]
-            offsets[k] = function_offsets(func, [b"\0" * s for s in n])  # the sizes checked
-            cuts[k] = bulk.spans(n)
-            func_of[k], starts[k] = func, [a for a, _ in cuts[k]]
-        params = bulk.function_params(func_of, starts, recs, args)
-        handles = fast.add_function_nodes(int(table.raw), params, recs, deps)
-        offs = recs["arg_offset"].tolist()
-        lo = min(offs, default=0)  # the run's argument bytes, copied once
-        data = args[lo:int((recs["arg_offset"] + recs["arg_length"]).max(initial=lo))].tobytes()
-        made, register = [], table.register
-        for h, k, off in zip(handles, recs["kernel"].tolist(), offs):
-            off -= lo
-            known = [(i, o, data[off + a:off + b])
-                     for i, (o, (a, b)) in enumerate(zip(offsets[k], cuts[k]))]
-            made.append(register(cls(table, h, known=known)))
-        return made
+        return FunctionRecords(cls, funcs, sizes, recs, args, deps).add(table)
+
+    @classmethod
+    def run_records(cls, funcs: dict, sizes: dict, recs, args, deps,
+                    names: dict | None = None) -> FunctionRecords:
+        """Records of library functions checked and their params structs written once, to
+        add run by run (:meth:`FunctionRecords.add
+        <pycudagraph.nodes.function_records.FunctionRecords.add>`: what :meth:`build_run`
+        does for one run, a graph file's loader for all of a file's runs); arguments as
+        :meth:`build_run` takes them, ``names`` per kernel index for errors."""
+        return FunctionRecords(cls, funcs, sizes, recs, args, deps, names)
 
     def arg_spans(self) -> list:
         """``(index, offset, bytes)`` of every argument as the graph holds it: the bytes it

@@ -87,23 +87,27 @@ class _Recorder:
         return node
 
 
-def _run_as_calls(rec):
-    """Stands for the kernel record class's ``build_run``: each record of the run as the
-    ``build_function`` call it stands for, made to ``rec`` (the argument bytes cut by the
-    sizes it is given)."""
-    def build_run(table, funcs, sizes, recs, args, deps):
-        made = []
-        for r in recs:
-            k, at, parts = int(r["kernel"]), int(r["arg_offset"]), []
-            for s in sizes[k]:
-                parts.append(bytes(args[at:at + s]))
-                at += s
-            first, count = int(r["dep_first"]), int(r["dep_count"])
-            made.append(rec(table, [made[d] for d in deps[first:first + count].tolist()],
-                            funcs[k], tuple(r["grid"].tolist()), tuple(r["block"].tolist()),
-                            int(r["shared_mem"]), parts))
-        return made
-    return build_run
+def _records_as_calls(rec):
+    """Stands for the kernel record class's ``run_records``: each record of a run the
+    loader adds as the ``build_function`` call it stands for, made to ``rec`` (the argument
+    bytes, as they are when the run is added, cut by the sizes it is given)."""
+    class Records:
+        def __init__(self, funcs, sizes, recs, args, deps, names=None):
+            self.funcs, self.sizes, self.recs, self.args, self.deps = funcs, sizes, recs, args, deps
+
+        def add(self, table, first=0, count=None):
+            made = []
+            for r in self.recs[first:first + count]:
+                k, at, parts = int(r["kernel"]), int(r["arg_offset"]), []
+                for s in self.sizes[k]:
+                    parts.append(bytes(self.args[at:at + s]))
+                    at += s
+                lo, n = int(r["dep_first"]), int(r["dep_count"])
+                made.append(rec(table, [made[d] for d in self.deps[lo:lo + n].tolist()],
+                                self.funcs[k], tuple(r["grid"].tolist()),
+                                tuple(r["block"].tolist()), int(r["shared_mem"]), parts))
+            return made
+    return Records
 
 
 def _built(m, sections, version, monkeypatch, bufs) -> list:
@@ -111,7 +115,7 @@ def _built(m, sections, version, monkeypatch, bufs) -> list:
     gf = files.decode(files.encode(m, sections, version=version))
     loader = file_load._Loader(gf, bufs, lambda name: 0x5000, "test")
     monkeypatch.setattr(loader.classes[bulk_format.RUN_RECORD], "build_function", rec)
-    monkeypatch.setattr(loader.classes[bulk_format.RUN_RECORD], "build_run", _run_as_calls(rec))
+    monkeypatch.setattr(loader.classes[bulk_format.RUN_RECORD], "run_records", _records_as_calls(rec))
     loader.use([0x4000, 0x5000])  # both functions found by name (ints), as a resolver gives
     loader.fill(fake_graph(), gf.manifest["root"])
     where = {id(c[0]): i for i, c in enumerate(rec.calls)}  # a node -> its position

@@ -98,8 +98,8 @@ def test_a_run_builds_nodes_that_know_their_arguments_as_one_by_one_builds_do(na
     run('''
         import struct
         from pycudagraph._cuda import bulk
-        from pycudagraph.nodes import captured_kernel
-        captured_kernel.function_offsets = lambda func, args: [0, 8, 12][:len(args)]  # the
+        from pycudagraph.nodes import captured_kernel, function_records
+        function_records.function_offsets = lambda func, args: [0, 8, 12][:len(args)]  # the
         # sizes checked against cuFuncGetParamInfo on a GPU
         recs = np.zeros(2, bulk.RECORD)
         recs["grid"], recs["block"] = (1, 1, 1), (32, 1, 1)
@@ -117,4 +117,62 @@ def test_a_run_builds_nodes_that_know_their_arguments_as_one_by_one_builds_do(na
         assert nodes[1].arg_spans() == [(0, 0, struct.pack("<Q", 0x7F00_0000_2000)),
                                         (1, 8, struct.pack("<f", 2.5)), (2, 12, struct.pack("<i", 4))]
         assert stub.deps(1) == [int(nodes[0])]
+    ''', native)
+
+
+@both
+def test_records_prepared_once_are_added_run_by_run_as_separate_runs_would_be(native):
+    # a graph file's loader checks a file's records of library functions and writes their
+    # params structs once (FunctionRecords), then adds them run by run: each run's
+    # dependencies are positions inside it, its argument bytes as they are when it is added
+    run('''
+        import struct
+        from pycudagraph._cuda import bulk
+        from pycudagraph.errors import ArgumentError
+        from pycudagraph.nodes import captured_kernel, function_records
+        function_records.function_offsets = lambda func, args: [0, 8, 12][:len(args)]  # the
+        # sizes checked against cuFuncGetParamInfo on a GPU
+        recs = np.zeros(4, bulk.RECORD)
+        recs["kernel"] = [0, 1, 0, 1]  # both take (8, 4, 4) bytes: what the stub reads back
+        recs["grid"], recs["block"] = (1, 1, 1), (32, 1, 1)
+        recs["arg_offset"], recs["arg_length"] = [0, 16, 32, 48], 16
+        recs["dep_first"], recs["dep_count"] = [0, 0, 0, 0], [0, 1, 0, 1]  # 1 after 0, 3 after 2
+        args = np.zeros(64, np.uint8)
+        for i, (p, a, n) in enumerate(((0xA0, 0.5, 3), (0xB0, 2.0, 7), (0xC0, 1.5, 9), (0xD0, 4.0, 8))):
+            args[16 * i:16 * i + 16] = np.frombuffer(struct.pack("<Qfi", p, a, n), np.uint8)
+        g = fake_graph()
+        g.table.h = 0x7000  # stands for the raw graph handle
+        named = captured_kernel.CapturedKernelNode.run_records(
+            {0: 0x6000, 1: 0x6100}, {0: [8, 4, 4], 1: [8, 4, 4]}, recs, args, np.array([0], "<u4"))
+        first = named.add(g.table, 0, 2)
+        args[48:56] = np.frombuffer(struct.pack("<Q", 0xE0), np.uint8)  # written before its run
+        second = named.add(g.table, 2, 2)
+        assert stub.deps(1) == [int(second[0])]  # record 3 after record 2, not after record 0
+        assert stub.header()[0] == 0x6100 and stub.values(k.params) == (0xE0, 4.0, 8)
+        nodes = first + second
+        assert [g.table.nodes[int(n)] for n in nodes] == nodes
+        assert [n.arg_spans()[0][2] for n in nodes] == [struct.pack("<Q", v)
+                                                        for v in (0xA0, 0xB0, 0xC0, 0xE0)]
+        assert nodes[2].arg_spans()[1:] == [(1, 8, struct.pack("<f", 1.5)), (2, 12, struct.pack("<i", 9))]
+        try:
+            named.add(g.table, 3, 2)
+        except ArgumentError as exc:
+            assert "records 3..5 are not inside the 4 records" in str(exc), exc
+        else:
+            raise AssertionError("a run past the records was added")
+        # a function whose sizes do not match is named before any node is made
+        function_records.function_offsets = captured_kernel.function_offsets
+        made = stub.calls("cuGraphAddKernelNode")
+        def offsets(func, args):
+            raise ArgumentError("the function takes arguments of [8, 8] bytes; [8, 4] were given")
+        function_records.function_offsets = offsets
+        try:
+            captured_kernel.CapturedKernelNode.run_records(
+                {0: 0x6000, 1: 0x6100}, {0: [8, 4, 4], 1: [8, 4, 4]}, recs, args,
+                np.array([0], "<u4"), {0: "'_Z5scalePfi'", 1: "'_Z4stepPfi'"})
+        except ArgumentError as exc:
+            assert str(exc).startswith("'_Z5scalePfi': the function takes"), exc
+        else:
+            raise AssertionError("a size mismatch was not refused")
+        assert stub.calls("cuGraphAddKernelNode") == made
     ''', native)
