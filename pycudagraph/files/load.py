@@ -27,7 +27,7 @@ from .modules import image_plan, load_module, parse_arch
 from .schema import record_classes
 from .slots import Address, DeviceView, HeldBytes, bind_slots
 from .archive import gc_paused, read_file
-from .bulk_format import RUN, RUN_RECORD, Runs, by_name
+from .bulk_format import RUN, RUN_RECORD, Runs, by_name, named_kernels
 from ..graph.graph import Graph
 from .host_registry import host_fn
 from ..runtime.values import path_arg
@@ -252,14 +252,14 @@ class _Loader:
         """The nodes of records ``first`` ... of kernels saved by name, in order, built by
         the kernel record's class: with no trace open, from the file's records of such
         kernels checked and their params structs written once for the whole file
-        (:meth:`named_records`: the argument sizes checked once per function against
+        (:meth:`function_records`: the argument sizes checked once per function against
         ``cuFuncGetParamInfo``), one ``cuGraphAddKernelNode`` per record with no Python
         work per call; with a trace open node by node (``build_function``), which the trace
         shows field by field."""
         cls, table = self.classes[RUN_RECORD], g.table
         entries = self.m["kernels"]
         if check.tracer is None:
-            at, named = self.named_records()
+            at, named = self.function_records()
             return named.add(table, int(np.searchsorted(at, first)), len(recs))
         build, made = cls.build_function, []
         data = memoryview(args)
@@ -275,15 +275,14 @@ class _Loader:
                               [block_bytes[a:b] for a, b in cut]))
         return made
 
-    def named_records(self) -> tuple:
+    def function_records(self) -> tuple:
         """``(positions, records)``: the file's records of kernels saved by name (their
         positions among all records, and the record class's ``run_records`` of them),
         made at the first run that needs them. Their argument bytes are the loader's
         (:class:`.bulk_format.Runs`): each run's addresses are written in before it is added."""
         if self.named is None:
             entries, r = self.m["kernels"], self.runs.r
-            kinds = np.array([bool(by_name(e)) for e in entries] or [False])
-            at = np.flatnonzero(kinds[r["kernel"].astype(np.int64)])
+            at = np.flatnonzero(named_kernels(entries)[r["kernel"].astype(np.int64)])
             recs = r if len(at) == len(r) else r[at]
             used = set(recs["kernel"].tolist())
             self.named = at, self.classes[RUN_RECORD].run_records(
