@@ -1,10 +1,14 @@
 """The head-to-head engine: every contestant of a figure measured in alternating rounds, and
 what is judged from the rounds.
 
-In each round every contestant measures once (``Entry.fn``), in an order that turns by one
-place each round and runs backwards every other round, so no one always goes first or
-right after the same rival; a first round warms up and is not kept. A contestant whose
-round raises is out of that figure (the error is kept). From the rounds:
+In each round every contestant measures once (``Entry.fn``), in the order of one row of a
+balanced Latin square (Williams' design, :func:`orders`): over a cycle of rows every
+contestant goes in each place equally often and right after each rival equally often. What
+one round leaves behind (the C++ floor's process filling the CPU caches with its own work,
+another library's freed graphs) then falls on every contestant alike; in an order that only
+turned by one place each round, each contestant followed the same two rivals every time. A
+first round warms up and is not kept. A contestant whose round raises is out of that figure
+(the error is kept). From the rounds:
 
 * each contestant's figure: the median of its rounds;
 * per rival, the ratio pycudagraph / rival of each round, its median and spread (min, max,
@@ -21,18 +25,35 @@ from .figures import RIVALS
 from .timing import gc_paused
 
 
+def orders(n: int) -> list[list[int]]:
+    """The rows of a Williams design for ``n`` contestants: ``n`` rows for an even ``n``,
+    ``2n`` (each row also reversed) for an odd one. Each row holds ``0 .. n-1`` once; over
+    all rows each one is in each place equally often and each ordered pair ``(a, b)`` is
+    adjacent, ``a`` right before ``b``, equally often."""
+    if n < 1:
+        return [[]]
+    base, low, high = [0], 1, n - 1  # 0, 1, n-1, 2, n-2, ...: every difference once
+    while len(base) < n:
+        base.append(low)
+        low += 1
+        if len(base) < n:
+            base.append(high)
+            high -= 1
+    rows = [[(b + i) % n for b in base] for i in range(n)]
+    return rows if n % 2 == 0 else rows + [row[::-1] for row in rows]
+
+
 def run_contest(entries: dict, rounds: int) -> tuple[dict, dict]:
     """``(values, errors)``: ``values[key]`` the ``rounds`` kept values of each contestant
-    (None where it was out), ``errors[key]`` the exception that put it out."""
+    (None where it was out), ``errors[key]`` the exception that put it out. Round ``r``
+    goes in the order of row ``r`` of :func:`orders` (cyclically)."""
     keys = list(entries)
     values = {k: [None] * rounds for k in keys}
     errors: dict = {}
+    rows = orders(len(keys))
     with gc_paused():
         for r in range(rounds + 1):
-            turn = r % len(keys) if keys else 0
-            order = keys[turn:] + keys[:turn]
-            if r % 2:
-                order.reverse()
+            order = [keys[i] for i in rows[r % len(rows)]]
             for k in order:
                 if k in errors:
                     continue

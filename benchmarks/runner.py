@@ -154,7 +154,8 @@ def run_figures(figures, peers: dict, settings, groups: set, progress=say,
     for i, fig in enumerate(contests, 1):
         t0 = time.monotonic()
         gc.collect()
-        results[fig.key] = contest_figure(fig, peers, settings.rounds, verbose)
+        results[fig.key] = contest_figure(fig, peers, settings.rounds * fig.round_factor,
+                                          verbose)
         progress(_progress_line(i, len(contests), fig, results[fig.key], time.monotonic() - t0))
     solo_figures(peers, groups, results, progress, verbose)
     derived(results)

@@ -8,13 +8,14 @@ floor stand-in)."""
 import json
 import re
 import sys
+from collections import Counter
 
 import pytest
 
 from benchmarks import argsets, report
 from benchmarks.__main__ import _strip
 from benchmarks.common import REPO, Entry, Settings
-from benchmarks.contest import judge, run_contest, tally
+from benchmarks.contest import judge, orders, run_contest, tally
 from benchmarks.figures import BY_KEY, CONTESTS, FIGURES
 from benchmarks.floor import FloorPeer, FloorProcess
 from tests.support.bench_standins import FLOOR_SCRIPT, StubEnv
@@ -30,6 +31,28 @@ def test_rounds_alternate_and_the_first_one_warms_up():
     assert all(sorted(r) == ["a", "b", "c"] for r in rounds)
     assert [r[0] for r in rounds] != ["a"] * 5  # no one always goes first
     assert values["a"][0] == rounds[1].index("a") + 4  # round 0 (3 calls) is not kept
+
+
+@pytest.mark.parametrize("n", range(1, 8))
+def test_round_orders_are_balanced(n):
+    rows = orders(n)
+    assert len(rows) == (n if n % 2 == 0 else 2 * n)
+    assert all(sorted(row) == list(range(n)) for row in rows)
+    places = Counter((x, i) for row in rows for i, x in enumerate(row))
+    assert len(places) == n * n and len(set(places.values())) == 1  # each place equally often
+    after = Counter((a, b) for row in rows for a, b in zip(row, row[1:]))
+    assert len(after) == n * (n - 1) and len(set(after.values())) <= 1  # each rival alike
+
+
+def test_each_contestant_follows_every_rival():
+    # five contestants, as the instantiate figure has: none follows only its two neighbours
+    seen = []
+    entries = {k: Entry(lambda k=k: seen.append(k) or 1.0) for k in "abcde"}
+    run_contest(entries, rounds=len(orders(5)) - 1)  # the warm-up round and one full cycle
+    rounds = [seen[i:i + 5] for i in range(0, len(seen), 5)]
+    before = {k: Counter(r[r.index(k) - 1] for r in rounds if r.index(k)) for k in "abcde"}
+    assert all(set(before[k]) == set("abcde") - {k} for k in "abcde"), before
+    assert all(len(set(c.values())) == 1 for c in before.values()), before
 
 
 def test_a_contestant_that_raises_is_out_the_others_go_on():
@@ -148,7 +171,7 @@ SMOKE = '''
     from pathlib import Path
     from benchmarks import report, suite
     from benchmarks.common import Settings
-    from benchmarks.figures import FIGURES
+    from benchmarks.figures import BY_KEY, FIGURES
     from benchmarks.floor import FloorPeer
     from benchmarks.runner import make_peers, results_json, run_figures
     from tests.support.bench_standins import (FLOOR_SCRIPT, FixedPeer, StubDriverPeer, StubEnv,
@@ -179,7 +202,8 @@ SMOKE = '''
                 "instantiate_per_node", "exec_update_per_node"):
         cells, judged = figs[key]["cells"], figs[key]["judged"]
         assert cells["pcg"]["status"] == "ok" and cells["driver"]["status"] == "ok", (key, cells)
-        assert cells["pcg"]["spread"]["n"] == 3 and len(figs[key]["rounds"]["pcg"]) == 3
+        n = 3 * BY_KEY[key].round_factor  # instantiate and update: more rounds
+        assert cells["pcg"]["spread"]["n"] == n and len(figs[key]["rounds"]["pcg"]) == n
         assert set(judged["ratios"]) >= {"raw", "driver"}, judged
         assert judged["split"]["driver"] > 0, judged
         expected = False if key.startswith("held") else True  # CuPy's held rounds take 1e-6 us
