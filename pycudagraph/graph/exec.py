@@ -14,6 +14,8 @@ every 256 replacements) the stream of the last launch has no work left.
 
 from __future__ import annotations
 
+from weakref import ref
+
 from .._cuda import call, fast, rt
 from .._cuda.fast import ExecBase
 from .._lifetime import Ledger, Release, release
@@ -105,7 +107,7 @@ class GraphExec(ExecBase, ExecUpdate, ExecIntrospection):
         self._raw = None
         box = [0] if rbox is None else rbox.follow(self._taken, self._nodes)
         self._fin = Release(self, destroy_boxed if rbox is None else reuse.release_exec, box)
-        table.execs.add(self)  # the raw graph stays should another thread close it
+        table.execs.add_ref(ref(self))  # the raw graph stays should another thread close it
         try:
             h = box[0] = fast.graph_instantiate(table.h, flags, graph)
         finally:
@@ -213,7 +215,9 @@ class GraphExec(ExecBase, ExecUpdate, ExecIntrospection):
     def _retire(self, old) -> None:
         """Keep ``old`` (what an update replaced) until no launch can read it; every
         256th, the retired are let go if the last launch's stream has no work left."""
-        if self._ledger.retire(old) % RETIRE_CHECK == 0:
+        retired = self._ledger.retired  # Ledger.retire's work with no frame: it runs right
+        retired.append(old)  # before an update's driver call, the CPU caches cold
+        if len(retired) % RETIRE_CHECK == 0:
             h = self._last_handle()
             if h is _NEVER or (h is not None and
                                rt.cudaStreamQuery(h)[0] == rt.cudaError_t.cudaSuccess):

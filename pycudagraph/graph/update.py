@@ -10,6 +10,8 @@ either node; the new graph's node is a weak twin, so its key dies with it.
 
 from __future__ import annotations
 
+from weakref import ref
+
 from .._cuda import error_for, fast, rt, versions
 from .._lifetime import Release, release
 from ..errors import ArgumentError, GraphExecUpdateError, PyCudaGraphError
@@ -113,14 +115,9 @@ class ExecUpdate:
         table = graph.table
         if table.closed or table.dead:  # a closed graph: ClosedError, as graph.handle says it
             table.refuse()
-        # All bookkeeping before the driver call (undone if CUDA refuses): Python work
-        # right after a large update runs with cold CPU caches (1-2 us a frame there).
-        ready = self._adoption(graph)
-        owner = ready[1][2] if len(ready[1]) > 2 else None  # inline: no frame before the call
-        if type(owner) is reuse_box.ReuseBox:
-            owner.unknown = True  # what its nodes launch changes: never parked
-        table.execs.add(self)  # its raw graph stays while its nodes address ours
-        before = self._swap_in(graph, ready)
+        # All bookkeeping before the driver call, in one frame (undone if CUDA refuses):
+        # Python right after a large update runs with cold CPU caches (1-2 us a frame there).
+        before = self._swap_in(graph)
         refused = -1
         try:
             refused = fast.exec_update(self._h, table.h, self, graph)
@@ -151,15 +148,8 @@ class ExecUpdate:
         from ..apply.apply import apply
         return apply(self, graph, fallback, strategy, self._adopt)
 
-    def _adoption(self, graph) -> tuple:
-        """``(taken, extra)``: what the exec keeps of ``graph`` once it adopts it with the same
-        handle (``graph``'s ledger dicts, shared, and the ledger's new ``extra`` list). Reads
-        only; :meth:`update` takes it before its driver call."""
-        taken, extras = graph.table.exec_keep()
-        return taken, [taken, extras, *self._ledger.extra[2:]]
-
-    def _adopt(self, raw, graph, ready: tuple | None = None) -> None:
-        """The exec now runs ``graph``'s work: the bookkeeping of :meth:`update` and :meth:`apply`.
+    def _adopt(self, raw, graph) -> None:
+        """The exec now runs ``graph``'s work: the bookkeeping of :meth:`apply`.
 
         ``raw`` None: the same handle, its parameters taken from ``graph`` (by
         ``cuGraphExecUpdate`` or per-node calls); ``graph``'s nodes are paired with the
@@ -168,15 +158,9 @@ class ExecUpdate:
         ``cudaGraphExecDestroy``, if the exec owned it; a launch in flight finishes) and
         ``graph`` becomes :attr:`graph`. Either way the exec's records are dropped and
         what its old parameters kept is retired (kept until a synchronize: a launch in
-        flight may still read it); what ``graph`` keeps is kept. ``ready``: what
-        :meth:`_adoption` gave before the driver call of a same-handle adoption, whose
-        caller also added the exec to ``graph``'s execs then.
+        flight may still read it); what ``graph`` keeps is kept.
         """
-        if ready is None:
-            reuse_box.mark_updated(self._ledger.extra)  # what it launches changed: never parked
-            graph.table.execs.add(self)  # its raw graph stays while its nodes address ours
-            ready = self._adoption(graph)
-        before = self._swap_in(graph, ready)
+        before = self._swap_in(graph)
         old = before[1]
         if old is not None and old is not graph and old is not self.graph:
             self._let_go(old)  # superseded before its nodes were paired
@@ -188,26 +172,37 @@ class ExecUpdate:
             previous, self.graph, self._pending = self.graph, graph, None
             if previous is not None and previous is not graph:
                 self._let_go(previous)
-            self._taken, self._ledger.extra = ready[0], ready[1][:2]  # a new handle: no more kept
+            self._ledger.extra = self._ledger.extra[:2]  # a new handle: no more kept
 
-    def _swap_in(self, graph, ready: tuple) -> tuple:
-        """The same-handle part of :meth:`_adopt`, undone by :meth:`_swap_back`: the exec's
-        records and its old graph copies retired, ``graph`` pending (paired at the next
-        per-node call), what :meth:`_adoption` gave taken. Returns what it replaced,
-        ``(records or None, pending, taken, extra, host ids)``. A superseded pending graph
-        is the caller's to let go (not undoable: its raw graph may be destroyed)."""
+    def _swap_in(self, graph) -> tuple:
+        """The same-handle part of :meth:`update` and :meth:`_adopt`, in one frame (it runs
+        right before a large driver call), undone by :meth:`_swap_back`: ``graph``'s raw
+        graph kept while the exec needs it (``graph``'s execs), a reused exec never parked
+        again (what its nodes launch changes), the exec's records and its old graph copies
+        retired, ``graph`` pending (paired at the next per-node call), what ``graph`` keeps
+        taken (its ledger dicts, shared, and what it keeps as a whole; the exec's own owner
+        stays). Returns what it replaced, ``(records or None, pending, taken, extra, host
+        ids)``. A superseded pending graph is the caller's to let go (not undoable: its raw
+        graph may be destroyed)."""
+        table = graph.table
+        taken, extras = table.exec_keep()
+        table.execs.add_ref(ref(self))  # its raw graph stays while its nodes address ours
+        extra = self._ledger.extra
+        owner = extra[2] if len(extra) > 2 else None  # inline: no frame before the call
+        if type(owner) is reuse_box.ReuseBox:
+            owner.unknown = True  # what its nodes launch changes: never parked
         nodes = None
         if self._nodes:
-            reuse_box.mark_unknown(self._ledger.extra)  # disabled nodes: no longer known
+            reuse_box.mark_unknown(extra)  # disabled nodes: no longer known
             nodes = dict(self._nodes)
             for rec in set(nodes.values()):  # the exec's copies now come from ``graph``
                 self._retire((rec.args, rec.keep))
             self._nodes.clear()
-        extra = self._ledger.extra
         self._retire(tuple(extra[:2]))  # the graph copies; an adopted exec's owner stays
         before = (nodes, self._pending, self._taken, extra, self._host_ids)
         self._pending = graph
-        self._taken, self._ledger.extra = ready
+        self._taken = taken
+        self._ledger.extra = [taken, extras, *extra[2:]]
         self._host_ids = None
         return before
 

@@ -26,7 +26,54 @@ from .base import Node
 
 _register_node = fast.register_node
 
-__all__ = ["NodeTable", "node_arg", "dep_nodes", "node_list"]
+__all__ = ["NodeTable", "ExecRefs", "node_arg", "dep_nodes", "node_list"]
+
+_ref = weakref.ref
+
+
+class ExecRefs:
+    """The execs that need one raw graph (:attr:`NodeTable.execs`), held weakly: a set of
+    ``weakref.ref(exe)``. Unlike a ``WeakSet``, whose ``add`` is Python code, adding one
+    where it counts (right before an instantiate or update, when a frame costs 1-2 us with
+    the CPU caches cold) is ``execs.add_ref(weakref.ref(exe))``: C calls only, the ref made
+    once per exec and reused. ``add``, ``discard``, ``in``, iterating and ``len`` take and
+    see the execs themselves, the live ones only; a gone exec's ref is dropped when met.
+    """
+
+    __slots__ = ("refs", "add_ref")
+
+    def __init__(self):
+        self.refs: set = set()
+        self.add_ref = self.refs.add  # the set's own method: calling it makes no frame
+
+    def add(self, exe) -> None:
+        self.refs.add(_ref(exe))
+
+    def discard(self, exe) -> None:
+        self.refs.discard(_ref(exe))
+
+    def __contains__(self, exe) -> bool:
+        return _ref(exe) in self.refs
+
+    def live(self) -> list:
+        """The live execs (refs of gone ones dropped)."""
+        out = []
+        for r in list(self.refs):  # one C step: another thread may add meanwhile
+            exe = r()
+            if exe is None:
+                self.refs.discard(r)
+            else:
+                out.append(exe)
+        return out
+
+    def __iter__(self):
+        return iter(self.live())
+
+    def __len__(self) -> int:
+        return len(self.live())
+
+    def __repr__(self) -> str:
+        return f"ExecRefs({self.live()!r})"
 
 
 class NodeTable:
@@ -40,9 +87,9 @@ class NodeTable:
         The raw graph handle as an int.
     nodes : dict
         Node handle -> node object, one object per node (read back on first use).
-    execs : WeakSet
-        The execs that need this raw graph: made from it, or updated with it and not yet
-        paired. ``Graph.close`` destroys the raw graph after the last one.
+    execs : ExecRefs
+        The execs that need this raw graph, held weakly: made from it, or updated with it
+        and not yet paired. ``Graph.close`` destroys the raw graph after the last one.
     owner : object or None
         What keeps a graph pycudagraph does not own valid (the node owning a body graph, an
         adopted graph's maker).
@@ -60,11 +107,13 @@ class NodeTable:
         self.owner = owner
         self.nodes: dict = {}
         self.ledger = Ledger(owner=graph)
-        self.children = weakref.WeakSet()  # body / child graph wrappers valid while we are
+        # body / child graph wrappers valid while we are: a WeakSet from the first one on
+        # (until then a tuple, whose truth costs no Python frame at instantiate and update)
+        self.children = ()
         self.closed = False
         self.dead = ""
         self.make_child = make_child  # (raw, owner node) -> the Graph wrapper of an inner graph
-        self.execs = weakref.WeakSet()  # execs that need the raw graph (made from it, or
+        self.execs = ExecRefs()  # execs that need the raw graph (made from it, or
         # updated with it and not yet paired): close() destroys it after the last one
 
     # The raw graph ---------------------------------------------------------------------
@@ -136,6 +185,8 @@ class NodeTable:
     def child(self, raw, owner):
         """The Graph wrapper of a body or child graph that node ``owner`` keeps valid."""
         child = self.make_child(raw, owner)
+        if type(self.children) is tuple:
+            self.children = weakref.WeakSet()
         self.children.add(child)
         return child
 
