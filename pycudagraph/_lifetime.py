@@ -201,11 +201,6 @@ class Ledger:
         if _pending_frees:
             retry_frees()
 
-    def retire(self, obj) -> int:
-        """Keep ``obj`` until :meth:`clear_retired`; returns how many are retired."""
-        self.retired.append(obj)
-        return len(self.retired)
-
     def clear_retired(self) -> None:
         if self.retired:
             self.retired.clear()

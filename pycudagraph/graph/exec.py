@@ -215,8 +215,8 @@ class GraphExec(ExecBase, ExecUpdate, ExecIntrospection):
     def _retire(self, old) -> None:
         """Keep ``old`` (what an update replaced) until no launch can read it; every
         256th, the retired are let go if the last launch's stream has no work left."""
-        retired = self._ledger.retired  # Ledger.retire's work with no frame: it runs right
-        retired.append(old)  # before an update's driver call, the CPU caches cold
+        retired = self._ledger.retired  # kept until Ledger.clear_retired (no call of its
+        retired.append(old)  # own: this runs right before an update's driver call)
         if len(retired) % RETIRE_CHECK == 0:
             h = self._last_handle()
             if h is _NEVER or (h is not None and
