@@ -152,3 +152,32 @@ def test_update_keeps_what_it_replaced_until_no_launch_can_read_it(native):
         exe.update(g3)  # the check: never launched, so nothing can read the retired
         assert not exe._ledger.retired and not exe._ledger.uses(watched)
     ''', native)
+
+
+@both
+def test_update_runs_few_python_frames_before_its_driver_call(native):
+    # Python right before a large driver call runs with the CPU caches cold, about 1-2 us a
+    # frame on a GPU host: the update's bookkeeping is one frame (_swap_in) and the two
+    # reads it needs (what the new graph keeps); no WeakSet, no ledger method per step.
+    run('''
+        import sys
+        g1, g2 = fake_graph(), fake_graph()
+        for g in (g1, g2):
+            g.add_kernel(k, 1, 32, (buffer(), 1.0, 4))
+        exe = g1.instantiate()
+        exe.update(g2)  # the first update of an exec: nothing of its own paired yet
+        frames, seen = [], []
+        def watch(frame, event, arg):
+            if event == "call":
+                (seen if seen else frames).append(frame.f_code.co_name)
+            elif event == "c_call" and arg is fast.exec_update:
+                seen.append(1)  # the driver call: what follows is not counted
+        sys.setprofile(watch)
+        exe.update(g1)
+        sys.setprofile(None)
+        if COMPILED:
+            assert seen and frames == ["update", "_swap_in", "exec_keep", "share", "_retire"], frames
+        else:  # the ctypes route's exec_update is Python: it is the driver call there
+            assert frames[:5] == ["update", "_swap_in", "exec_keep", "share", "_retire"], frames
+        assert exe._pending is g1 and exe in g1.table.execs
+    ''', native)
