@@ -14,7 +14,6 @@ from .captured_args import CapturedArgs, function_offsets, function_params, para
 from .function_records import FunctionRecords
 from .exec_node import ExecNode
 from .kernel_node import KernelNode, KernelParams, short_kernel_name
-from ..errors import ArgumentError
 
 __all__ = ["CapturedKernelNode"]
 
@@ -58,29 +57,17 @@ class CapturedKernelNode(KernelNode):
         return table.register(cls(table, int(h), known=known), *keep)
 
     @classmethod
-    def build_run(cls, table, funcs: dict, sizes: dict, recs, args, deps) -> list:
-        """The nodes of a run of records of library functions (a graph file's kernels saved
-        by name), in order: ``funcs`` and ``sizes`` give, per kernel index, the
-        ``CUfunction`` and its argument sizes (checked once per function against
-        ``cuFuncGetParamInfo``); ``recs``, ``args`` and ``deps`` are a graph file's checked
-        records (:data:`.bulk.RECORD`), argument bytes (a numpy array) and dependencies
-        (earlier records of the run). One ``cuGraphAddKernelNode`` per record, the params
-        structs written in whole-array steps (:func:`.bulk.function_params`,
-        :func:`.fast.add_function_nodes`); each node's arguments are known as
-        :meth:`build_function` knows them."""
-        if not (callable(getattr(table, "register", None)) and hasattr(table, "ledger")):
-            raise ArgumentError(f"build_run: table must be a graph's NodeTable, got "
-                                f"{type(table).__name__}")
-        return FunctionRecords(cls, funcs, sizes, recs, args, deps).add(table)
-
-    @classmethod
     def run_records(cls, funcs: dict, sizes: dict, recs, args, deps,
                     names: dict | None = None) -> FunctionRecords:
-        """Records of library functions checked and their params structs written once, to
-        add run by run (:meth:`FunctionRecords.add
-        <pycudagraph.nodes.function_records.FunctionRecords.add>`: what :meth:`build_run`
-        does for one run, a graph file's loader for all of a file's runs); arguments as
-        :meth:`build_run` takes them, ``names`` per kernel index for errors."""
+        """Records of library functions (a graph file's kernels saved by name) checked and
+        their params structs written once, to add run by run (:meth:`FunctionRecords.add
+        <pycudagraph.nodes.function_records.FunctionRecords.add>`, one
+        ``cuGraphAddKernelNode`` per record, each node knowing its arguments as
+        :meth:`build_function` knows them). ``funcs`` and ``sizes`` give, per kernel index,
+        the ``CUfunction`` and its argument sizes (checked once per function against
+        ``cuFuncGetParamInfo``); ``recs``, ``args`` and ``deps`` are a graph file's checked
+        records (:data:`.bulk.RECORD`), argument bytes (a numpy array) and dependencies
+        (earlier records of a run); ``names`` per kernel index for errors."""
         return FunctionRecords(cls, funcs, sizes, recs, args, deps, names)
 
     def arg_spans(self) -> list:

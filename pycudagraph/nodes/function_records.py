@@ -66,6 +66,9 @@ class FunctionRecords:
         ``table`` and knowing its argument bytes as they are now in ``args``: one
         ``cuGraphAddKernelNode`` per record. A refusal removes the run's nodes added
         before it and raises; the graph is as it was."""
+        if not (callable(getattr(table, "register", None)) and hasattr(table, "ledger")):
+            raise ArgumentError(f"FunctionRecords.add: table must be a graph's NodeTable, got "
+                                f"{type(table).__name__}")
         n = len(self.recs)
         count = n - first if count is None else count
         if not (0 <= first and 0 <= count and first + count <= n):

@@ -110,8 +110,8 @@ def test_a_run_builds_nodes_that_know_their_arguments_as_one_by_one_builds_do(na
         args[20:36] = np.frombuffer(struct.pack("<Qfi", 0x7F00_0000_2000, 2.5, 4), np.uint8)
         g = fake_graph()
         g.table.h = 0x7000  # stands for the raw graph handle
-        nodes = captured_kernel.CapturedKernelNode.build_run(
-            g.table, {0: 0x6000}, {0: [8, 4, 4]}, recs, args, np.array([0], "<u4"))
+        nodes = captured_kernel.CapturedKernelNode.run_records(
+            {0: 0x6000}, {0: [8, 4, 4]}, recs, args, np.array([0], "<u4")).add(g.table)
         assert [type(n).__name__ for n in nodes] == ["CapturedKernelNode"] * 2
         assert [g.table.nodes[int(n)] for n in nodes] == nodes  # registered
         assert nodes[1].arg_spans() == [(0, 0, struct.pack("<Q", 0x7F00_0000_2000)),
