@@ -32,14 +32,12 @@ from .instantiation import destroy_boxed, instantiate_flags, instantiate_with_pa
 from . import exec_reuse as reuse
 from .introspect import ExecIntrospection
 from .node_checks import check_changes
-from .update import ExecUpdate
+from .update import RETIRE_CHECK, ExecUpdate
 
 __all__ = ["GraphExec"]
 
 
 _NEVER = object()  # _last_stream before the first launch
-#: What an exec's updates replaced is let go, if no launch can read it, every this many.
-RETIRE_CHECK = 256
 _launch_graph = fast.launch_graph
 
 
@@ -214,14 +212,19 @@ class GraphExec(ExecBase, ExecUpdate, ExecIntrospection):
 
     def _retire(self, old) -> None:
         """Keep ``old`` (what an update replaced) until no launch can read it; every
-        256th, the retired are let go if the last launch's stream has no work left."""
-        retired = self._ledger.retired  # kept until Ledger.clear_retired (no call of its
-        retired.append(old)  # own: this runs right before an update's driver call)
+        256th (``RETIRE_CHECK``), :meth:`_retire_check`."""
+        retired = self._ledger.retired  # kept until Ledger.clear_retired
+        retired.append(old)
         if len(retired) % RETIRE_CHECK == 0:
-            h = self._last_handle()
-            if h is _NEVER or (h is not None and
-                               rt.cudaStreamQuery(h)[0] == rt.cudaError_t.cudaSuccess):
-                self._ledger.clear_retired()
+            self._retire_check()
+
+    def _retire_check(self) -> None:
+        """Let the retired go if the last launch's stream has no work left
+        (``cudaStreamQuery``), or if the exec was never launched."""
+        h = self._last_handle()
+        if h is _NEVER or (h is not None and
+                           rt.cudaStreamQuery(h)[0] == rt.cudaError_t.cudaSuccess):
+            self._ledger.clear_retired()
 
     def _last_handle(self):
         """The last launch's stream handle; ``None`` if that Stream was closed since."""

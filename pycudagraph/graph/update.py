@@ -19,7 +19,7 @@ from ..nodes.table import node_arg
 from ..nodes.captured_args import CapturedArgs
 from . import exec_reuse, reuse_box
 
-__all__ = ["ExecUpdate", "UPDATE_REASONS"]
+__all__ = ["ExecUpdate", "UPDATE_REASONS", "RETIRE_CHECK"]
 
 #: ``cudaGraphExecUpdateResult`` -> why CUDA refused an update, in words.
 UPDATE_REASONS = {
@@ -32,6 +32,9 @@ UPDATE_REASONS = {
     7: "function changed in a way that cannot be updated",
     8: "node attributes changed",
 }
+
+#: What an exec's updates replaced is let go, if no launch can read it, every this many.
+RETIRE_CHECK = 256
 
 
 class ExecUpdate:
@@ -115,17 +118,7 @@ class ExecUpdate:
         table = graph.table
         if table.closed or table.dead:  # a closed graph: ClosedError, as graph.handle says it
             table.refuse()
-        # All bookkeeping before the driver call, in one frame (undone if CUDA refuses):
-        # Python right after a large update runs with cold CPU caches (1-2 us a frame there).
-        before = self._swap_in(graph)
-        refused = -1
-        try:
-            refused = fast.exec_update(self._h, table.h, self, graph)
-        finally:
-            if refused:  # refused (or raised): as it was
-                self._swap_back(before)
-                if graph is not self.graph and graph is not self._pending:
-                    table.execs.discard(self)  # the exec needs none of it
+        refused = self._swap_in(graph, self._h)  # the bookkeeping, then the driver call
         if refused:
             err, result, error_node = refused
             reason = UPDATE_REASONS.get(result, f"result code {result}")
@@ -134,9 +127,6 @@ class ExecUpdate:
             exc = error_for("cuGraphExecUpdate", err, hint, cls=GraphExecUpdateError)
             exc.reason, exc.node = reason, node
             raise exc
-        old = before[1]
-        if old is not None and old is not graph and old is not self.graph:
-            self._let_go(old)  # superseded before its nodes were paired
 
     def apply(self, graph, fallback: str = "reinstantiate", strategy: str = "auto"):
         """Make the exec run ``graph``'s work with the fewest calls: per-node set-params
@@ -160,12 +150,9 @@ class ExecUpdate:
         what its old parameters kept is retired (kept until a synchronize: a launch in
         flight may still read it); what ``graph`` keeps is kept.
         """
-        before = self._swap_in(graph)
-        old = before[1]
-        if old is not None and old is not graph and old is not self.graph:
-            self._let_go(old)  # superseded before its nodes were paired
+        replaced = self._swap_in(graph)
         if raw is not None:
-            self._retire(tuple(before[3][2:]))
+            self._retire(tuple(replaced[2:]))
             self._fin()
             self._raw, self._h, self._addr = raw, int(raw), int(raw)
             self._fin = release(self, rt.cudaGraphExecDestroy, raw)
@@ -174,23 +161,28 @@ class ExecUpdate:
                 self._let_go(previous)
             self._ledger.extra = self._ledger.extra[:2]  # a new handle: no more kept
 
-    def _swap_in(self, graph) -> tuple:
+    def _swap_in(self, graph, exec_h: int | None = None):
         """The same-handle part of :meth:`update` and :meth:`_adopt`, in one frame (it runs
-        right before a large driver call), undone by :meth:`_swap_back`: ``graph``'s raw
-        graph kept while the exec needs it (``graph``'s execs), a reused exec never parked
-        again (what its nodes launch changes), the exec's records and its old graph copies
-        retired, ``graph`` pending (paired at the next per-node call), what ``graph`` keeps
-        taken (its ledger dicts, shared, and what it keeps as a whole; the exec's own owner
-        stays). Returns what it replaced, ``(records or None, pending, taken, extra, host
-        ids)``. A superseded pending graph is the caller's to let go (not undoable: its raw
-        graph may be destroyed)."""
+        right before a large driver call, when a frame costs 1-2 us with the CPU caches
+        cold): ``graph``'s raw graph kept while the exec needs it (``graph``'s execs), a
+        reused exec never parked again (what its nodes launch changes), the exec's records
+        and its old graph copies retired, ``graph`` pending (paired at the next per-node
+        call), what ``graph`` keeps taken (its ledger dicts, shared, and what it keeps as a
+        whole; the exec's own owner stays), a pending graph it supersedes let go.
+
+        With ``exec_h`` the driver call of :meth:`update` follows here,
+        ``cuGraphExecUpdate(exec_h, graph)``: if the driver refuses (or the call raises)
+        all is as it was (what was retired stays alive until then too) and the refusal,
+        ``(CUresult, result, error node)``, is returned; else 0. Without ``exec_h``, returns
+        the exec's whole-keeping list it replaced."""
         table = graph.table
         taken, extras = table.exec_keep()
-        table.execs.add_ref(ref(self))  # its raw graph stays while its nodes address ours
-        extra = self._ledger.extra
-        owner = extra[2] if len(extra) > 2 else None  # inline: no frame before the call
-        if type(owner) is reuse_box.ReuseBox:
-            owner.unknown = True  # what its nodes launch changes: never parked
+        execs = table.execs
+        execs.add_ref(ref(self))  # its raw graph stays while its nodes address ours
+        mine = self._ledger
+        extra = mine.extra
+        if len(extra) > 2 and type(extra[2]) is reuse_box.ReuseBox:  # inline: no frame
+            extra[2].unknown = True  # what its nodes launch changes: never parked
         nodes = None
         if self._nodes:
             reuse_box.mark_unknown(extra)  # disabled nodes: no longer known
@@ -198,20 +190,32 @@ class ExecUpdate:
             for rec in set(nodes.values()):  # the exec's copies now come from ``graph``
                 self._retire((rec.args, rec.keep))
             self._nodes.clear()
-        self._retire(tuple(extra[:2]))  # the graph copies; an adopted exec's owner stays
-        before = (nodes, self._pending, self._taken, extra, self._host_ids)
+        retired = mine.retired  # the old list retired as it is (its owner, if any, stays in
+        retired.append(extra)  # the new one): _retire's append, without its frame
+        if len(retired) % RETIRE_CHECK == 0:
+            self._retire_check()
+        pending, was_taken, host_ids = self._pending, self._taken, self._host_ids
         self._pending = graph
         self._taken = taken
-        self._ledger.extra = [taken, extras, *extra[2:]]
+        mine.extra = [taken, extras, *extra[2:]]
         self._host_ids = None
-        return before
-
-    def _swap_back(self, before: tuple) -> None:
-        """Undo :meth:`_swap_in` (a refused update): the records, pending graph and copies
-        it replaced are the exec's again (what it retired stays alive until then too)."""
-        nodes, self._pending, self._taken, self._ledger.extra, self._host_ids = before
-        if nodes:
-            self._nodes.update(nodes)
+        if exec_h is not None:
+            refused = -1
+            try:
+                refused = fast.exec_update(exec_h, table.h, self, graph)
+            finally:
+                if refused:  # refused (or raised): as it was
+                    self._pending, self._taken, mine.extra = pending, was_taken, extra
+                    self._host_ids = host_ids
+                    if nodes:
+                        self._nodes.update(nodes)
+                    if graph is not self.graph and graph is not pending:
+                        execs.discard(self)  # the exec needs none of it
+            if refused:
+                return refused
+        if pending is not None and pending is not graph and pending is not self.graph:
+            self._let_go(pending)  # superseded before its nodes were paired
+        return extra if exec_h is None else 0
 
     def _pair_update(self):
         """Pair the last update's nodes with the exec's (creation order, as CUDA pairs

@@ -157,8 +157,9 @@ def test_update_keeps_what_it_replaced_until_no_launch_can_read_it(native):
 @both
 def test_update_runs_few_python_frames_before_its_driver_call(native):
     # Python right before a large driver call runs with the CPU caches cold, about 1-2 us a
-    # frame on a GPU host: the update's bookkeeping is one frame (_swap_in) and the two
-    # reads it needs (what the new graph keeps); no WeakSet, no ledger method per step.
+    # frame on a GPU host: the update's bookkeeping and its driver call are one frame
+    # (_swap_in), with the two reads it needs (what the new graph keeps); no WeakSet, no
+    # retire frame, no ledger method per step.
     run('''
         import sys
         g1, g2 = fake_graph(), fake_graph()
@@ -176,8 +177,8 @@ def test_update_runs_few_python_frames_before_its_driver_call(native):
         exe.update(g1)
         sys.setprofile(None)
         if COMPILED:
-            assert seen and frames == ["update", "_swap_in", "exec_keep", "share", "_retire"], frames
+            assert seen and frames == ["update", "_swap_in", "exec_keep", "share"], frames
         else:  # the ctypes route's exec_update is Python: it is the driver call there
-            assert frames[:5] == ["update", "_swap_in", "exec_keep", "share", "_retire"], frames
+            assert frames[:4] == ["update", "_swap_in", "exec_keep", "share"], frames
         assert exe._pending is g1 and exe in g1.table.execs
     ''', native)
