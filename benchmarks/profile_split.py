@@ -5,8 +5,11 @@ split-ab``: an earlier commit in ``./.before`` and this tree, alternating).
 Each round builds a 1,000-node chain of the 3-argument kernel, times ``g.instantiate()`` split
 into the time before its driver call, the call and the time after it (``fast`` wrapped to
 read the clock on each side), does the same for ``exe.update(g2)``, then runs the suite's own
-pycudagraph and raw cuda.bindings instantiate / update rounds in a random order. Prints the
-medians and the median per-round ratio pycudagraph / raw. Whichever ``pycudagraph`` comes
+pycudagraph and raw cuda.bindings instantiate / update rounds and a round of the bare
+``cuGraphExecUpdate`` (``bare.c``) on an exec pycudagraph instantiated, in a random order.
+Prints the medians, the median per-round ratio pycudagraph / raw and, for the update, what
+each costs beyond the bare call of its round (median per-round difference, for the whole
+1000-node update). Whichever ``pycudagraph`` comes
 first on ``PYTHONPATH`` is timed (its path is printed). (Not part of the suite; behind
 docs/HOT_PATH.md.)
 
@@ -18,6 +21,7 @@ import os
 import random
 import statistics
 import sys
+import time
 
 # The repository root last: a pycudagraph earlier on PYTHONPATH (another version) is the one timed.
 sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -36,15 +40,34 @@ LABEL = sys.argv[2] if len(sys.argv) > 2 else "this tree"
 PARTS = ("before", "call", "after")
 
 
+def bare_update_round(pcg_peer, bare):
+    """The suite's pycudagraph update round with the bare driver call in place of
+    ``exe.update(g2)`` (us per node)."""
+    def one() -> float:
+        g1, g2 = pcg_peer.chain_of(3, 1000)[0], pcg_peer.chain_of(3, 1000, 2.0)[0]
+        with reuse_paused():
+            exe = g1.instantiate()
+        e, h2 = int(exe.handle), int(g2.handle)
+        t0 = time.perf_counter_ns()
+        bare.exec_update(e, h2)
+        us = (time.perf_counter_ns() - t0) / 1e3 / 1000
+        exe.close()
+        g1.close()
+        g2.close()
+        return us
+    return one
+
+
 def main() -> None:
-    env, pcg_peer, _driver = profile_peers()
+    env, pcg_peer, driver = profile_peers()
     raw = RawPeer(env, pcg_peer.settings)
     raw.setup()
     inst, upd = {p: [] for p in PARTS}, {p: [] for p in PARTS}
     suite = {("pycudagraph", "instantiate"): pcg_peer.r_instantiate().fn,
              ("raw", "instantiate"): raw.r_instantiate().fn,
              ("pycudagraph", "update"): pcg_peer.r_update().fn,
-             ("raw", "update"): raw.r_update().fn}
+             ("raw", "update"): raw.r_update().fn,
+             ("bare", "update"): bare_update_round(pcg_peer, driver.bare)}
     rounds = {key: [] for key in suite}
     with gc_paused():
         for _ in range(ROUNDS):
@@ -69,6 +92,10 @@ def main() -> None:
         ratio = med(a / b for a, b in zip(mine, theirs))
         print(f"[{LABEL}] the suite's {what} rounds: pycudagraph {med(mine):.3f}, raw "
               f"{med(theirs):.3f} us per node; pycudagraph / raw x{ratio:.3f}")
+    bare = rounds["bare", "update"]
+    print(f"[{LABEL}] beyond the bare call of the round, per 1000-node update: " + ", ".join(
+        f"{who} {1000 * med(a - b for a, b in zip(rounds[who, 'update'], bare)):.1f} us"
+        for who in ("pycudagraph", "raw")))
 
 
 if __name__ == "__main__":
