@@ -21,12 +21,12 @@ import os
 import random
 import statistics
 import sys
-import time
 
 # The repository root last: a pycudagraph earlier on PYTHONPATH (another version) is the one timed.
 sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import pycudagraph as pcg  # noqa: E402
 from pycudagraph._cuda import fast  # noqa: E402
+from benchmarks.common import elapsed_us, now  # noqa: E402
 from benchmarks.peers_driver import profile_peers  # noqa: E402
 from benchmarks.peers_raw import RawPeer  # noqa: E402
 from benchmarks.timing import gc_paused, split_around  # noqa: E402
@@ -48,9 +48,9 @@ def bare_update_round(pcg_peer, bare):
         with reuse_paused():
             exe = g1.instantiate()
         e, h2 = int(exe.handle), int(g2.handle)
-        t0 = time.perf_counter_ns()
+        t0 = now()
         bare.exec_update(e, h2)
-        us = (time.perf_counter_ns() - t0) / 1e3 / 1000
+        us = elapsed_us(t0) / 1000
         exe.close()
         g1.close()
         g2.close()
