@@ -150,9 +150,8 @@ class ExecUpdate:
         what its old parameters kept is retired (kept until a synchronize: a launch in
         flight may still read it); what ``graph`` keeps is kept.
         """
-        replaced = self._swap_in(graph)
+        self._swap_in(graph)  # the old keeping list retired there, whole
         if raw is not None:
-            self._retire(tuple(replaced[2:]))
             self._fin()
             self._raw, self._h, self._addr = raw, int(raw), int(raw)
             self._fin = release(self, rt.cudaGraphExecDestroy, raw)
@@ -173,8 +172,8 @@ class ExecUpdate:
         With ``exec_h`` the driver call of :meth:`update` follows here,
         ``cuGraphExecUpdate(exec_h, graph)``: if the driver refuses (or the call raises)
         all is as it was (what was retired stays alive until then too) and the refusal,
-        ``(CUresult, result, error node)``, is returned; else 0. Without ``exec_h``, returns
-        the exec's whole-keeping list it replaced."""
+        ``(CUresult, result, error node)``, is returned; else 0 (always 0 without
+        ``exec_h``: the bookkeeping alone cannot be refused)."""
         table = graph.table
         taken, extras = table.exec_keep()
         execs = table.execs
@@ -215,7 +214,7 @@ class ExecUpdate:
                 return refused
         if pending is not None and pending is not graph and pending is not self.graph:
             self._let_go(pending)  # superseded before its nodes were paired
-        return extra if exec_h is None else 0
+        return 0
 
     def _pair_update(self):
         """Pair the last update's nodes with the exec's (creation order, as CUDA pairs
