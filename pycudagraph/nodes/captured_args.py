@@ -222,23 +222,25 @@ def _exec_call(exec_raw, node_h: int, p) -> None:
     call(dr.cuGraphExecKernelNodeSetParams, dr.CUgraphExec(int(exec_raw)), dr.CUgraphNode(node_h), p)
 
 
-def function_offsets(func: int, args) -> list[int]:
-    """The offset of each argument of the ``CUfunction`` ``func``, once ``args`` are checked
-    to be exactly its argument sizes (``cuFuncGetParamInfo``, kept by handle);
-    :class:`ArgumentError` when not."""
+def function_offsets(func: int, sizes) -> list[int]:
+    """The offset of each argument of the ``CUfunction`` ``func``, once ``sizes`` (bytes per
+    argument) are checked to be exactly its argument sizes (``cuFuncGetParamInfo``, kept by
+    handle); :class:`ArgumentError` when not."""
     context.ensure_device()
     info = _info(int(func), 0)
-    if len(info) != len(args) or any(size != len(a) for (_, size), a in zip(info, args)):
+    sizes = list(sizes)
+    if len(info) != len(sizes) or any(size != n for (_, size), n in zip(info, sizes)):
         raise ArgumentError(f"the function takes arguments of {[size for _, size in info]} "
-                            f"bytes; {[len(a) for a in args]} were given")
+                            f"bytes; {sizes} were given")
     return [off for off, _ in info]
 
 
 def function_params(func: int, grid, block, shared_mem: int, args) -> tuple:
-    """A ``CUDA_KERNEL_NODE_PARAMS`` launching the ``CUfunction`` ``func`` with ``args`` (each
-    exactly its argument's bytes, checked against ``cuFuncGetParamInfo``), and the buffers
-    its ``kernelParams`` points at (keep them until the add call returns)."""
-    function_offsets(func, args)  # the sizes checked
+    """``(params, keep, offsets)``: a ``CUDA_KERNEL_NODE_PARAMS`` launching the ``CUfunction``
+    ``func`` with ``args`` (each exactly its argument's bytes, checked against
+    ``cuFuncGetParamInfo``), the buffers its ``kernelParams`` points at (keep them until the
+    add call returns) and each argument's offset."""
+    offsets = function_offsets(func, [len(a) for a in args])  # the sizes checked
     p = dr.CUDA_KERNEL_NODE_PARAMS()
     p.func = dr.CUfunction(int(func))
     bufs = [ctypes.create_string_buffer(bytes(a), len(a)) for a in args]
@@ -247,4 +249,4 @@ def function_params(func: int, grid, block, shared_mem: int, args) -> tuple:
     p.blockDimX, p.blockDimY, p.blockDimZ = dims3(block, "block")
     p.sharedMemBytes = shared_mem_arg(shared_mem)
     p.kernelParams = ctypes.addressof(ptrs)
-    return p, (bufs, ptrs)
+    return p, (bufs, ptrs), offsets

@@ -10,7 +10,7 @@ import numpy as np
 
 from .._cuda import call, check, context, dr, fast
 from ..compile.dims import dims3, shared_mem_arg
-from .captured_args import CapturedArgs, function_offsets, function_params, param_info
+from .captured_args import CapturedArgs, function_offsets, function_params
 from .function_records import FunctionRecords
 from .exec_node import ExecNode
 from .kernel_node import KernelNode, KernelParams, short_kernel_name
@@ -42,15 +42,14 @@ class CapturedKernelNode(KernelNode):
         arguments are addressed by index, as a captured node's; ``keep`` is held alive."""
         raw_deps, n = table.dep_list(deps)
         if check.tracer is None:  # one packed buffer through ctypes (fast.add_function_node)
-            offsets = function_offsets(func, args)  # the sizes checked
+            offsets = function_offsets(func, [len(a) for a in args])  # the sizes checked
             dims = (*dims3(grid, "grid"), *dims3(block, "block"), shared_mem_arg(shared_mem))
             h = fast.add_function_node(int(table.raw), [int(d) for d in raw_deps], int(func),
                                        dims, args)
         else:  # through cuda.bindings: the trace shows the params struct's fields
-            p, _bufs = function_params(func, grid, block, shared_mem, args)
+            p, _bufs, offsets = function_params(func, grid, block, shared_mem, args)
             h = call(dr.cuGraphAddKernelNode, dr.CUgraph(int(table.raw)),
                      [dr.CUgraphNode(int(d)) for d in raw_deps], n, p)
-            offsets = [off for off, _ in param_info(p)]
         # the bytes just added: its sites are read from them, not read back (a graph file's
         # rebind plan looks at every node); set_params here forgets them
         known = [(i, off, bytes(a)) for i, (off, a) in enumerate(zip(offsets, args))]

@@ -53,7 +53,7 @@ class FunctionRecords:
         for k in used:
             func, n = funcs[k], sizes[k]
             try:  # the sizes checked
-                self.offsets[k] = function_offsets(func, [b"\0" * s for s in n])
+                self.offsets[k] = function_offsets(func, n)
             except ArgumentError as exc:
                 raise ArgumentError(f"{(names or {}).get(k, f'function {k}')}: {exc}") from None
             self.cuts[k] = bulk.spans(n)

@@ -173,8 +173,8 @@ def test_a_node_built_from_a_function_reads_its_sites_from_the_bytes_it_was_buil
     g = fake_graph()
     made = []
     checked = []
-    monkeypatch.setattr(captured_kernel, "function_offsets", lambda func, args: checked.append(
-        (func, [len(a) for a in args])) or [0, 8, 16])
+    monkeypatch.setattr(captured_kernel, "function_offsets", lambda func, sizes: checked.append(
+        (func, list(sizes))) or [0, 8, 16])
     monkeypatch.setattr(captured_kernel.fast, "add_function_node",
                         lambda graph_h, deps, func, dims, args: made.append(
                             ("cuGraphAddKernelNode", func, dims)) or 0x4242)
@@ -195,9 +195,8 @@ def test_a_node_built_from_a_function_reads_its_sites_from_the_bytes_it_was_buil
     assert node.addresses() == [X, Y] and reads == []
     assert node.copy_for(g.table, 0x4343).sites() == node.sites()  # a clone's copy: the same
     # with a trace open: through cuda.bindings, whose record shows the struct's fields
-    monkeypatch.setattr(captured_kernel, "function_params",
-                        lambda func, grid, block, smem, a: (dr.CUDA_KERNEL_NODE_PARAMS(), ()))
-    monkeypatch.setattr(captured_kernel, "param_info", lambda p: [(0, 8), (8, 4), (16, 16)])
+    monkeypatch.setattr(captured_kernel, "function_params", lambda func, grid, block, smem, a: (
+        dr.CUDA_KERNEL_NODE_PARAMS(), (), [0, 8, 16]))  # the offsets it checked the sizes with
     monkeypatch.setattr(captured_kernel.check, "tracer", lambda *a: None)
     traced = pcg.CapturedKernelNode.build_function(fake_graph().table, (), 0x6000, 1, 32, 0, args)
     monkeypatch.setattr(captured_kernel.check, "tracer", None)

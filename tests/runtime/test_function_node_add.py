@@ -99,7 +99,7 @@ def test_a_run_builds_nodes_that_know_their_arguments_as_one_by_one_builds_do(na
         import struct
         from pycudagraph._cuda import bulk
         from pycudagraph.nodes import captured_kernel, function_records
-        function_records.function_offsets = lambda func, args: [0, 8, 12][:len(args)]  # the
+        function_records.function_offsets = lambda func, sizes: [0, 8, 12][:len(sizes)]  # the
         # sizes checked against cuFuncGetParamInfo on a GPU
         recs = np.zeros(2, bulk.RECORD)
         recs["grid"], recs["block"] = (1, 1, 1), (32, 1, 1)
@@ -130,7 +130,7 @@ def test_records_prepared_once_are_added_run_by_run_as_separate_runs_would_be(na
         from pycudagraph._cuda import bulk
         from pycudagraph.errors import ArgumentError
         from pycudagraph.nodes import captured_kernel, function_records
-        function_records.function_offsets = lambda func, args: [0, 8, 12][:len(args)]  # the
+        function_records.function_offsets = lambda func, sizes: [0, 8, 12][:len(sizes)]  # the
         # sizes checked against cuFuncGetParamInfo on a GPU
         recs = np.zeros(4, bulk.RECORD)
         recs["kernel"] = [0, 1, 0, 1]  # both take (8, 4, 4) bytes: what the stub reads back
@@ -163,7 +163,7 @@ def test_records_prepared_once_are_added_run_by_run_as_separate_runs_would_be(na
         # a function whose sizes do not match is named before any node is made
         function_records.function_offsets = captured_kernel.function_offsets
         made = stub.calls("cuGraphAddKernelNode")
-        def offsets(func, args):
+        def offsets(func, sizes):
             raise ArgumentError("the function takes arguments of [8, 8] bytes; [8, 4] were given")
         function_records.function_offsets = offsets
         try:
