@@ -43,6 +43,19 @@ static PyObject *slot_value(int k, const char *p)
     }
 }
 
+/* deps[d] = the handle of the node ix[d] names, for d < count: each an index below i (a
+ * node made earlier in the same call), else 0 with nothing more read; 1 when all were. */
+static int resolve_deps(void **deps, const uint32_t *ix, uint32_t count, void *const *handles,
+                        Py_ssize_t i)
+{
+    for (uint32_t d = 0; d < count; d++) {
+        if ((Py_ssize_t)ix[d] >= i)
+            return 0;
+        deps[d] = handles[ix[d]];
+    }
+    return 1;
+}
+
 /* One node: 1 added (appended to made), 0 not added here (no error set), -1 error set. */
 static int one(PyObject *table, PyObject *kernel, const uint32_t *r, const char *args,
                const uint32_t *dep_ix, void **handles, Py_ssize_t i, PyObject *made)
@@ -58,12 +71,8 @@ static int one(PyObject *table, PyObject *kernel, const uint32_t *r, const char 
         r[R_ARG_LEN] != p->size - (HEADER + 8 * p->n) || r[R_DEP_COUNT] > STACK_DEPS)
         return 0;
     void *deps[STACK_DEPS];
-    for (uint32_t d = 0; d < r[R_DEP_COUNT]; d++) {
-        uint32_t j = dep_ix[d];
-        if ((Py_ssize_t)j >= i)
-            return 0;
-        deps[d] = handles[j];
-    }
+    if (!resolve_deps(deps, dep_ix, r[R_DEP_COUNT], handles, i))
+        return 0;
     Py_INCREF(hot);   /* held for the node: record may run Python code (a shared ledger) */
     int status = -1;
     PyObject *pack = NULL, *node = NULL, *refs = NULL, *addr = NULL;
@@ -210,9 +219,10 @@ PyObject *add_param_nodes(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
     Py_ssize_t n = rb.len / (R_WORDS * 4), ndeps = db.len / 4, i = 0;
     void **handles = PyMem_Malloc(sizeof(void *) * (n ? n : 1));
     void **deps = PyMem_Malloc(sizeof(void *) * (ndeps ? ndeps : 1));
+    uint32_t *ix = PyMem_Malloc(sizeof(uint32_t) * (ndeps ? ndeps : 1));
     PyObject *out = NULL, *list = NULL;
     int code = 0;
-    if (!handles || !deps) {
+    if (!handles || !deps || !ix) {
         PyErr_NoMemory();
         goto done;
     }
@@ -223,16 +233,12 @@ PyObject *add_param_nodes(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
             code = -1;
             break;
         }
-        for (uint32_t d = 0; d < r[R_DEP_COUNT] && !code; d++) {
-            uint32_t j;
-            memcpy(&j, (const char *)db.buf + 4 * ((size_t)r[R_DEP_FIRST] + d), 4);
-            if ((Py_ssize_t)j >= i)
-                code = -1;
-            else
-                deps[d] = handles[j];
-        }
-        if (code)
+        /* the u32 indices copied out (the buffer needs no alignment), then resolved */
+        memcpy(ix, (const char *)db.buf + 4 * (size_t)r[R_DEP_FIRST], 4 * (size_t)r[R_DEP_COUNT]);
+        if (!resolve_deps(deps, ix, r[R_DEP_COUNT], handles, i)) {
+            code = -1;
             break;
+        }
         void *h = NULL;
         code = (int)S.add_kernel(&h, graph_h, r[R_DEP_COUNT] ? deps : NULL, r[R_DEP_COUNT],
                                  (char *)params + i * stride);
@@ -253,6 +259,7 @@ done:
     Py_XDECREF(list);
     PyMem_Free(handles);
     PyMem_Free(deps);
+    PyMem_Free(ix);
     PyBuffer_Release(&rb);
     PyBuffer_Release(&db);
     return out;
