@@ -320,13 +320,30 @@ def read_file(path) -> GraphFile:
     return decode(data, str(p))
 
 
+def _umask() -> int:
+    """The process's file mode creation mask, read without changing it (``os.umask`` sets
+    it to read it, which a thread creating a file meanwhile would see): Linux's
+    ``/proc/self/status``; else the usual 022."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
+
+
 def write_file(path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically: a temporary file in the same folder, flushed,
-    then renamed over ``path`` (a failed save leaves no partial file). No CUDA call."""
+    then renamed over ``path`` (a failed save leaves no partial file). The file gets the
+    mode a plain ``open(path, "wb")`` would give it (0666 less the umask), not the
+    temporary file's 0600. No CUDA call."""
     p = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=str(p.parent or "."))
     try:
         with os.fdopen(fd, "wb") as f:
+            os.chmod(tmp, 0o666 & ~_umask())
             f.write(data)
             f.flush()
             os.fsync(f.fileno())

@@ -7,7 +7,9 @@ never a crash, nothing executed."""
 
 import copy
 import json
+import os
 import random
+import stat
 
 import numpy as np
 import pytest
@@ -120,6 +122,23 @@ def test_write_and_read_a_file(tmp_path):
     files.write_file(path, good())
     assert files.read_file(path).manifest == model()
     assert [p.name for p in tmp_path.iterdir()] == ["g.pcgraph"]  # no temporary left behind
+
+
+def test_a_written_file_gets_the_mode_a_plain_open_gives(tmp_path):
+    # the temporary file a write goes through is 0600; the file it becomes is not
+    plain = tmp_path / "plain"
+    plain.write_bytes(b"")
+    for mask in (0o022, 0o077, 0o002):
+        old = os.umask(mask)
+        try:
+            path = tmp_path / f"g{mask:o}.pcgraph"
+            files.write_file(path, good())
+            plain.unlink()
+            plain.write_bytes(b"")
+        finally:
+            os.umask(old)
+        assert stat.S_IMODE(path.stat().st_mode) == stat.S_IMODE(plain.stat().st_mode) \
+            == 0o666 & ~mask, (oct(path.stat().st_mode), oct(mask))
 
 
 def test_missing_file_is_a_graph_file_error(tmp_path):
