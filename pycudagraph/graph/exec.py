@@ -14,7 +14,7 @@ every 256 replacements) the stream of the last launch has no work left.
 
 from __future__ import annotations
 
-from weakref import ref
+from weakref import WeakMethod, ref
 
 from .._cuda import call, fast, rt
 from .._cuda.fast import ExecBase
@@ -45,6 +45,24 @@ def _noop() -> None:
     return None
 
 
+class Retirer:
+    """``retire(old)``: an exec's :meth:`GraphExec._retire` for its records, held weakly.
+    The records are also in the exec's reuse box, which the exec's finalizer holds until
+    the exec goes, and in the exec's ledger: a record holding the exec (a bound method)
+    would keep the exec, and all it points at, alive for ever, or until the cyclic
+    collector runs. With the exec gone there is nothing to keep ``old`` for."""
+
+    __slots__ = ("method",)
+
+    def __init__(self, method):
+        self.method = WeakMethod(method)
+
+    def __call__(self, old) -> None:
+        method = self.method()
+        if method is not None:
+            method(old)
+
+
 class GraphExec(ExecBase, ExecUpdate, ExecIntrospection):
     """An instantiated graph (``cudaGraphExec_t``), made by :meth:`Graph.instantiate` or
     adopted with :meth:`GraphExec.wrap`.
@@ -56,7 +74,7 @@ class GraphExec(ExecBase, ExecUpdate, ExecIntrospection):
     # what launch, set_arg and set_params read (_h, _last_stream, _block, _nodes) is the
     # base's (fast.ExecBase: a C type where the extension is built), with those methods
     __slots__ = ("_raw", "_addr", "graph", "_taken", "_ledger", "_pending", "_host_ids", "_fin",
-                 "__weakref__")
+                 "_retirer", "__weakref__")
 
     def __init__(self, raw, graph=None, *, owner=None, owned: bool = True,
                  flags: int | None = None):
@@ -130,6 +148,7 @@ class GraphExec(ExecBase, ExecUpdate, ExecIntrospection):
         self._host_ids = None  # ids of the host callables this exec can run, found on need
         self._last_stream = _NEVER  # the stream object of the last launch (kept alive)
         self._block = None  # why launches are refused (block_launches), or None
+        self._retirer = None  # what its records retire through (_retire_fn), made on need
 
     def _bind(self, raw, h: int, owned: bool) -> None:
         """The handle (``raw``, its address ``h``); the graph learns of the exec; the
@@ -217,6 +236,14 @@ class GraphExec(ExecBase, ExecUpdate, ExecIntrospection):
         retired.append(old)
         if len(retired) % RETIRE_CHECK == 0:
             self._retire_check()
+
+    def _retire_fn(self) -> "Retirer":
+        """What this exec's records call with what an update replaced (``rec.retire(old)``):
+        :meth:`_retire`, through a :class:`Retirer` that holds the exec weakly."""
+        r = self._retirer
+        if r is None:
+            r = self._retirer = Retirer(self._retire)
+        return r
 
     def _retire_check(self) -> None:
         """Let the retired go if the last launch's stream has no work left

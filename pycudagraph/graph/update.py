@@ -75,7 +75,7 @@ class ExecUpdate:
         if source is None:
             raise PyCudaGraphError(f"{node!r} is not a node of the graph this exec was made "
                                    "from (nodes added since are not in the exec)")
-        rec = node.exec_record(self.handle, source, self._retire)
+        rec = node.exec_record(self.handle, source, self._retire_fn())
         self._nodes[id(node)] = rec
         return rec
 
@@ -252,7 +252,7 @@ class ExecUpdate:
         for old_raw, new_raw in zip(old_nodes, new_nodes):
             old, new = old_table.node(old_raw), table.node(new_raw)
             source = _entry(taken, new)
-            rec = old.exec_record(self.handle, source, self._retire)
+            rec = old.exec_record(self.handle, source, self._retire_fn())
             self._nodes[id(old)] = rec
             if new is not old:
                 if type(rec.args) is CapturedArgs:  # a kernel node's bytes, read back
@@ -275,7 +275,7 @@ class ExecUpdate:
             old = otable.nodes.get(h)
             if old is None or type(old) is not type(new):
                 old = otable.register(new.copy_for(otable, h))
-            rec = old.exec_record(self.handle, _entry(taken, new), self._retire)
+            rec = old.exec_record(self.handle, _entry(taken, new), self._retire_fn())
             self._nodes[id(old)] = rec
             if type(rec.args) is CapturedArgs:  # the bytes the update took
                 rec.args = CapturedArgs.of(new)

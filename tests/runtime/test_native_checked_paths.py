@@ -71,6 +71,32 @@ def test_set_arg_retires_and_refuses_as_the_checked_path(native):
 
 
 @both
+def test_an_exec_with_records_goes_when_dropped_without_the_collector(native):
+    # an exec that may be parked keeps its records in its reuse box, which its finalizer
+    # holds until the exec goes: a record holding the exec would keep it (and all it
+    # points at) alive for ever, past any collection
+    run('''
+        import gc, weakref
+        g = fake_graph()
+        one, two, three = buffer(), buffer(), buffer()
+        node = g.add_kernel(k, 1, 32, (one, 1.0, 4))
+        gc.collect()
+        gc.disable()
+        exe = g.instantiate()
+        assert type(exe._ledger.extra[2]).__name__ == "ReuseBox", exe._ledger.extra
+        exe.set_arg(node, 0, two)  # a record, retiring `one`'s place
+        exe.set_arg(node, 0, three)
+        assert any(r is two for r in exe._ledger.retired)
+        gone, ledger = weakref.ref(exe), weakref.ref(exe._ledger)
+        del exe
+        assert gone() is None, "the dropped exec is still alive"
+        assert ledger() is None, "what the exec kept and retired outlived it"
+        gc.enable()
+        gc.collect()
+    ''', native)
+
+
+@both
 def test_eager_launch_refuses_freed_buffers_and_feeds_captures(native):
     run('''
         buf = buffer()
