@@ -13,9 +13,12 @@ children, alternating, time each path:
   call warms up, captures and instantiates its graph) and one synchronize;
 * **load path**: ``f = pcg.load_graphed(folder, step)`` (index and model checks, the probe
   captures that find the library kernels, the graph files, instantiates), then ``f(ids)``
-  for each bucket (its first replay, rebinding the input) and one synchronize.
+  for each bucket (its first replay, rebinding the input) and one synchronize;
+* **first eager call**: one bucket run eagerly and one synchronize, the least a load can
+  cost: it finds PyTorch's and cuBLAS's kernels by running the model once (their modules
+  load as they first run).
 
-Both start after the model is built and the inputs made (the same in both). Prints the
+All three start after the model is built and the inputs made (the same in each). Prints the
 median of each, their ratio (the target: the load path at most 25% of the capture path),
 the load path step by step (``f.load_report``), then the memory of the 20 keys with one
 capture pool shared by every key against one pool per key (``f.memory()`` where the
@@ -108,6 +111,14 @@ done(ms=ms, captures=f.stats.captures, loaded=r.loaded, fallback=len(r.fallback)
      seconds=r.seconds)
 '''
 
+FIRST = MODEL + r'''
+start = time.perf_counter()
+with torch.no_grad():
+    step(IDS[ARGS["buckets"][0]])
+torch.cuda.synchronize()
+done(ms=1000 * (time.perf_counter() - start))
+'''
+
 MEMORY = MODEL + r'''
 import inspect
 pool = ARGS["pool"]
@@ -169,12 +180,14 @@ def main(argv=None) -> int:
     try:
         saved = child(SAVE, common)
         print(f"saved {saved['keys']} keys ({saved['skipped']} left out) to {common['folder']}")
-        capture, load = [], []
+        capture, load, first = [], [], []
         for _ in range(args.repeat):
             capture.append(child(CAPTURE, common))
             load.append(child(LOAD, common))
+            first.append(child(FIRST, common))
         cap_ms = statistics.median(r["ms"] for r in capture)
         load_ms = statistics.median(r["ms"] for r in load)
+        first_ms = statistics.median(r["ms"] for r in first)
         last = load[-1]
         print(f"\nstart to first replay of all {len(BUCKETS)} buckets, GPT-2 ({args.layers} layers),"
               f" median of {args.repeat} fresh processes each:")
@@ -188,6 +201,10 @@ def main(argv=None) -> int:
         steps = ", ".join(f"{k} {1000 * v:.1f} ms" for k, v in last["seconds"].items())
         print(f"  load path step by step: {steps}; {last['kernels']} library kernels found, "
               f"{last['module_hits']} of them in modules a probe had shown")
+        print(f"  first eager call of one bucket in a fresh process {first_ms:9.1f} ms  "
+              f"({first_ms / cap_ms:.1%} of the capture path): the load path runs the model once "
+              "to find the library kernels (their modules load as they first run, cuBLAS "
+              "starts), so no load is faster than this")
         shared = child(MEMORY, dict(common, pool="shared"))
         private = child(MEMORY, dict(common, pool="private"))
         print(f"\nmemory of the {len(BUCKETS)} keys' capture pools:")
