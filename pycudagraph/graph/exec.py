@@ -14,7 +14,7 @@ every 256 replacements) the stream of the last launch has no work left.
 
 from __future__ import annotations
 
-from weakref import WeakMethod, ref
+from weakref import ref
 
 from .._cuda import call, fast, rt
 from .._cuda.fast import ExecBase
@@ -43,24 +43,6 @@ _launch_graph = fast.launch_graph
 
 def _noop() -> None:
     return None
-
-
-class Retirer:
-    """``retire(old)``: an exec's :meth:`GraphExec._retire` for its records, held weakly.
-    The records are also in the exec's reuse box, which the exec's finalizer holds until
-    the exec goes, and in the exec's ledger: a record holding the exec (a bound method)
-    would keep the exec, and all it points at, alive for ever, or until the cyclic
-    collector runs. With the exec gone there is nothing to keep ``old`` for."""
-
-    __slots__ = ("method",)
-
-    def __init__(self, method):
-        self.method = WeakMethod(method)
-
-    def __call__(self, old) -> None:
-        method = self.method()
-        if method is not None:
-            method(old)
 
 
 class GraphExec(ExecBase, ExecUpdate, ExecIntrospection):
@@ -236,14 +218,6 @@ class GraphExec(ExecBase, ExecUpdate, ExecIntrospection):
         retired.append(old)
         if len(retired) % RETIRE_CHECK == 0:
             self._retire_check()
-
-    def _retire_fn(self) -> "Retirer":
-        """What this exec's records call with what an update replaced (``rec.retire(old)``):
-        :meth:`_retire`, through a :class:`Retirer` that holds the exec weakly."""
-        r = self._retirer
-        if r is None:
-            r = self._retirer = Retirer(self._retire)
-        return r
 
     def _retire_check(self) -> None:
         """Let the retired go if the last launch's stream has no work left

@@ -10,7 +10,7 @@ either node; the new graph's node is a weak twin, so its key dies with it.
 
 from __future__ import annotations
 
-from weakref import ref
+from weakref import WeakMethod, ref
 
 from .._cuda import error_for, fast, rt, versions
 from .._lifetime import Release, release
@@ -35,6 +35,24 @@ UPDATE_REASONS = {
 
 #: What an exec's updates replaced is let go, if no launch can read it, every this many.
 RETIRE_CHECK = 256
+
+
+class Retirer:
+    """``retire(old)``: an exec's :meth:`GraphExec._retire` for its records, held weakly.
+    The records are also in the exec's reuse box, which the exec's finalizer holds until
+    the exec goes, and in the exec's ledger: a record holding the exec (a bound method)
+    would keep the exec, and all it points at, alive for ever, or until the cyclic
+    collector runs. With the exec gone there is nothing to keep ``old`` for."""
+
+    __slots__ = ("method",)
+
+    def __init__(self, method):
+        self.method = WeakMethod(method)
+
+    def __call__(self, old) -> None:
+        method = self.method()
+        if method is not None:
+            method(old)
 
 
 class ExecUpdate:
@@ -95,6 +113,14 @@ class ExecUpdate:
         if table.canonical(node) and not table.built(node):
             return ()
         return None
+
+    def _retire_fn(self) -> "Retirer":
+        """What this exec's records call with what an update replaced (``rec.retire(old)``):
+        :meth:`_retire`, through a :class:`Retirer` that holds the exec weakly."""
+        r = self._retirer
+        if r is None:
+            r = self._retirer = Retirer(self._retire)
+        return r
 
     def update(self, graph) -> None:
         """Take all node parameters from ``graph``, which has the same topology
