@@ -133,11 +133,17 @@ def _run(code: str, folder: str, timeout: int) -> str:
     return run_ok(f"import sys\nsys.argv[1:] = [{folder!r}]\n" + code + "\n", timeout=timeout)
 
 
+def _save_then_load(tmp_path, setup: str, save: str, load: str, timeout: int = 300) -> None:
+    """``setup + save`` in one child process, then ``setup + load`` in another, both with
+    the folder as ``sys.argv[1]``; their output printed."""
+    folder = _folder(tmp_path)
+    print(_run(setup + save, folder, timeout))
+    print(_run(setup + load, folder, timeout))
+
+
 @pytest.mark.gpu
 def test_gpt2_sized_buckets_saved_in_one_process_replay_in_another(tmp_path):
-    folder = _folder(tmp_path)
-    print(_run(GPT2_MODEL + SAVE, folder, 600))
-    print(_run(GPT2_MODEL + LOAD, folder, 600))
+    _save_then_load(tmp_path, GPT2_MODEL, SAVE, LOAD, 600)
 
 
 #: A small PyTorch model with attention, no transformers: the same checks, quickly.
@@ -233,9 +239,133 @@ print("OK")
 
 @pytest.mark.gpu
 def test_small_pytorch_model_saved_and_loaded_in_another_process(tmp_path):
-    folder = _folder(tmp_path)
-    print(_run(TINY_MODEL + TINY_SAVE, folder, 300))
-    print(_run(TINY_MODEL + TINY_LOAD, folder, 300))
+    _save_then_load(tmp_path, TINY_MODEL, TINY_SAVE, TINY_LOAD)
+
+
+#: A loaded callable from several threads at once.
+TINY_LOADED_EDGES = """
+import gc, threading, weakref
+want = {b: eager(IDS[b]) for b in BUCKETS}
+torch.cuda.synchronize()
+gc.collect()
+gc.disable()  # nothing below may wait for the cyclic collector
+f = pcg.load_graphed(FOLDER, model)
+assert f.load_report.loaded == len(BUCKETS), f.load_report
+bad, errors = [], []
+
+
+def body(t):
+    try:
+        s = torch.cuda.Stream()  # each thread its own stream
+        with torch.cuda.stream(s):
+            for n in range(60):
+                b = BUCKETS[(7 * t + n) % len(BUCKETS)]
+                try:
+                    close(f(IDS[b]), want[b])
+                except AssertionError:
+                    bad.append((t, n, b))
+    except BaseException as exc:
+        errors.append(repr(exc))
+
+
+threads = [threading.Thread(target=body, args=(t,)) for t in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+assert not errors, errors[:3]
+assert not bad, bad[:10]
+assert f.stats.captures == 0 and f.stats.replays >= 4 * 60, f.stats
+print("OK")
+"""
+
+#: A loaded callable dropped with the collector off: its pool goes back to the driver.
+TINY_LOADED_DROP = """
+import gc, weakref
+gc.collect()
+gc.disable()  # nothing below may wait for the cyclic collector
+f = pcg.load_graphed(FOLDER, model)
+for b in BUCKETS:
+    close(f(IDS[b]), eager(IDS[b]))
+pools = f.memory()["total"]
+torch.cuda.synchronize()
+torch.cuda.empty_cache()
+before = torch.cuda.memory_reserved()
+gone = weakref.ref(f)
+del f
+torch.cuda.synchronize()
+torch.cuda.empty_cache()
+after = torch.cuda.memory_reserved()
+gc.enable()
+print("pools", pools, "reserved before the drop", before, "after", after)
+assert gone() is None, "the loaded callable is kept alive by a reference cycle"
+assert before - after >= pools > 0, (before, after, pools)
+print("OK")
+"""
+
+
+@pytest.mark.gpu
+def test_a_loaded_callable_serves_four_threads_at_once(tmp_path):
+    _save_then_load(tmp_path, TINY_MODEL, TINY_SAVE, TINY_LOADED_EDGES)
+
+
+@pytest.mark.gpu
+@pytest.mark.xfail(reason="known leak: the capture pools of a dropped graphed callable "
+                          "(loaded or captured) stay reserved, even after a collection; "
+                          "what holds them is not found yet", strict=False)
+def test_a_dropped_loaded_callable_gives_its_pool_back_without_the_collector(tmp_path):
+    _save_then_load(tmp_path, TINY_MODEL, TINY_SAVE, TINY_LOADED_DROP)
+
+
+#: Large inputs and a small output: what a loaded key holds is its pool, not a scratch input.
+BIG_INPUTS = """
+import gc, sys
+try:
+    import torch
+except ImportError as exc:
+    print("SKIP", exc); sys.exit(0)
+import pycudagraph as pcg
+
+FOLDER = sys.argv[1]
+WIDTH = 1 << 20
+XS = {rows: torch.randn(rows, WIDTH, device="cuda") for rows in (4, 8)}  # 16 and 32 MiB
+
+
+def colsum(x):
+    return x.sum(dim=0)  # 4 MiB out
+"""
+
+BIG_SAVE = """
+f = pcg.graphed(colsum)
+for x in XS.values():
+    torch.testing.assert_close(f(x), colsum(x))
+report = f.save(FOLDER)
+assert report.keys == 2 and not report.skipped, report
+print("OK")
+"""
+
+BIG_LOAD = """
+torch.cuda.synchronize()
+gc.collect()
+base = torch.cuda.memory_allocated()
+f = pcg.load_graphed(FOLDER, colsum)
+torch.cuda.synchronize()
+grown = torch.cuda.memory_allocated() - base
+pools = f.memory()["total"]
+inputs = sum(x.numel() * x.element_size() for x in XS.values())
+print("grown", grown, "pools", pools, "scratch inputs would be", inputs)
+assert f.load_report.loaded == 2, f.load_report
+assert grown <= pools + (2 << 20), (grown, pools, inputs)  # no scratch input is kept
+for x in XS.values():
+    torch.testing.assert_close(f(x), colsum(x))
+assert f.stats.captures == 0, f.stats
+print("OK")
+"""
+
+
+@pytest.mark.gpu
+def test_a_loaded_key_keeps_its_pool_and_not_a_scratch_input(tmp_path):
+    _save_then_load(tmp_path, BIG_INPUTS, BIG_SAVE, BIG_LOAD)
 
 
 #: CuPy: a function that closes over its weights; bound by name (closure:w, closure:bias).
@@ -306,9 +436,7 @@ print("OK")
 
 @pytest.mark.gpu
 def test_cupy_function_closing_over_its_weights_saved_and_loaded(tmp_path):
-    folder = _folder(tmp_path)
-    print(_run(CUPY_FN + CUPY_SAVE, folder, 300))
-    print(_run(CUPY_FN + CUPY_LOAD, folder, 300))
+    _save_then_load(tmp_path, CUPY_FN, CUPY_SAVE, CUPY_LOAD)
     shutil.rmtree(folder, ignore_errors=True)
 
 
