@@ -133,8 +133,8 @@ def check_function_records(funcs: dict, sizes: dict, recs, argbytes, deps) -> tu
     """:func:`check_records` for records of library functions (``FunctionRecords``):
     ``funcs`` and ``sizes`` map each kernel index the records use to a ``CUfunction`` (an
     int) and its argument sizes. Returns ``(records, argument bytes, deps)`` as numpy
-    arrays and the kernel indices the records use, sorted. Raises :class:`ArgumentError` naming the first record and field that is
-    wrong. No CUDA call."""
+    arrays and the kernel indices the records use, sorted. Raises :class:`ArgumentError`
+    naming the first record and field that is wrong. No CUDA call."""
     what = "FunctionRecords"
     if not isinstance(funcs, dict) or not isinstance(sizes, dict):
         raise ArgumentError(f"{what}: funcs and sizes must be dicts (kernel index -> "

@@ -10,7 +10,7 @@ either node; the new graph's node is a weak twin, so its key dies with it.
 
 from __future__ import annotations
 
-from weakref import WeakMethod, ref
+from weakref import ref
 
 from .._cuda import error_for, fast, rt, versions
 from .._lifetime import Release, release
@@ -38,21 +38,22 @@ RETIRE_CHECK = 256
 
 
 class Retirer:
-    """``retire(old)``: an exec's :meth:`GraphExec._retire` for its records, held weakly.
-    The records are also in the exec's reuse box, which the exec's finalizer holds until
-    the exec goes, and in the exec's ledger: a record holding the exec (a bound method)
-    would keep the exec, and all it points at, alive for ever, or until the cyclic
-    collector runs. With the exec gone there is nothing to keep ``old`` for."""
+    """``retire(old)``: an exec's :meth:`GraphExec._retire` for its records, holding the exec
+    weakly. The records are also in the exec's reuse box, which the exec's finalizer holds
+    until the exec goes, and in the exec's ledger: a record holding the exec (a bound
+    method) would keep the exec, and all it points at, alive for ever, or until the cyclic
+    collector runs. With the exec gone there is nothing to keep ``old`` for. One weak
+    reference read per call (a set_arg that replaced a kept object): no bound method made."""
 
-    __slots__ = ("method",)
+    __slots__ = ("exe", "fn")
 
-    def __init__(self, method):
-        self.method = WeakMethod(method)
+    def __init__(self, exe_ref, fn):
+        self.exe, self.fn = exe_ref, fn  # (weakref.ref(exe), the unbound _retire)
 
     def __call__(self, old) -> None:
-        method = self.method()
-        if method is not None:
-            method(old)
+        exe = self.exe()
+        if exe is not None:
+            self.fn(exe, old)
 
 
 class ExecUpdate:
@@ -119,7 +120,7 @@ class ExecUpdate:
         :meth:`_retire`, through a :class:`Retirer` that holds the exec weakly."""
         r = self._retirer
         if r is None:
-            r = self._retirer = Retirer(self._retire)
+            r = self._retirer = Retirer(ref(self), self._retire.__func__)
         return r
 
     def update(self, graph) -> None:
