@@ -9,7 +9,6 @@ A GPT-2-sized transformers model (random weights from a config, no download), a 
 PyTorch model that needs no transformers, and a CuPy function that closes over its
 weights."""
 
-import shutil
 
 import pytest
 
@@ -439,7 +438,6 @@ print("OK")
 @pytest.mark.gpu
 def test_cupy_function_closing_over_its_weights_saved_and_loaded(tmp_path):
     _save_then_load(tmp_path, CUPY_FN, CUPY_SAVE, CUPY_LOAD)
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 #: A value in an argument the kernel does not read, naming a live array that is none of
