@@ -227,17 +227,29 @@ def take(graph, flags: int) -> _Parked | None:
 
 
 def graph_release(graph, raw):
-    """The finalizer of a graph pycudagraph owns (:func:`destroy_graph` of its raw graph)."""
-    _owned.add(tref := weakref.ref(graph.table))
+    """The finalizer of a graph pycudagraph owns (:func:`destroy_graph` of its raw graph).
+    From now on its table holds it weakly (``NodeTable.owned``): no reference cycle keeps a
+    dropped graph, so it goes at once."""
+    table = graph.table
+    table.owned()
+    _owned.add(tref := weakref.ref(table))
     return release(graph, destroy_graph, (raw, tref))
 
 
 def destroy_graph(handle: tuple) -> None:
     """``cudaGraphDestroy`` of an owned graph's raw graph, unless a parked exec waits for
     it as its origin and no node of it was removed since: then that exec is ready for
-    reuse, the raw graph its origin."""
+    reuse, the raw graph its origin. A graph collected (not closed) has its table emptied
+    first (``NodeTable.kill``): its nodes refuse from then on, and what they kept alive
+    (arguments, capture pools) goes now, not when the collector finds the nodes."""
     raw, tref = handle
     _owned.discard(tref)
+    table = tref()
+    if table is not None and not table.dead:
+        try:
+            table.kill("was collected")
+        except Exception:  # noqa: BLE001 - a finalizer never raises; the graph goes anyway
+            pass
     p = None
     if _waiting:
         h = int(raw)

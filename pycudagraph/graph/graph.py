@@ -375,8 +375,8 @@ class Graph(GraphBase, GraphTopology, GraphClone, GraphFeatures, GraphIntrospect
         for child in list(table.children):
             child.close()
         if self._fin is not None and not table.dead and not len(table.execs):
-            self._fin()
             table.kill("was closed")
+            self._fin()
 
     def __repr__(self) -> str:
         state = " closed" if self.table.closed else (" destroyed" if self.table.dead else "")

@@ -88,8 +88,11 @@ class Node:
 
     Attributes
     ----------
-    graph : Graph
-        The graph the node belongs to (kept alive by the node).
+    graph : Graph or None
+        The graph the node belongs to. The graph keeps its nodes, not the other way round:
+        once a graph is dropped it is destroyed and its nodes raise ``ClosedError``
+        (``graph`` is then None). Inner graphs (bodies, child graphs) stay while the node
+        owning them does.
     type : NodeType
     """
 
@@ -109,8 +112,8 @@ class Node:
 
     @property
     def graph(self):
-        """The :class:`~pycudagraph.Graph` the node belongs to (kept alive by the node). No CUDA
-        call."""
+        """The :class:`~pycudagraph.Graph` the node belongs to, or None once it is gone (a node
+        does not keep its graph alive). No CUDA call."""
         return self._table.graph
 
     def __int__(self) -> int:

@@ -130,7 +130,7 @@ class KernelNode(KernelSites, Node, KernelFile):
         except AttributeError:  # not a Kernel: the checked packing says so
             hot = None
         h, pack = _add_kernel(hot, grid, block, args, shared_mem, table.h, deps, table.nodes,
-                              kernel, table.graph, _node_pack)
+                              kernel, table.graph_ref(), _node_pack)
         node = _new(cls)  # cls(...) less the type call; table.register without its calls
         node.__init__(table, h, pack)
         _register_node(table, node, pack)  # NodeTable.register's bookkeeping

@@ -81,8 +81,9 @@ class NodeTable:
 
     Attributes
     ----------
-    graph : Graph
-        The graph this table belongs to.
+    graph : Graph or None
+        The graph this table belongs to (``graph_ref()``). A graph that owns its raw graph
+        is held weakly, so dropping it destroys it at once; None after that.
     h : int
         The raw graph handle as an int.
     nodes : dict
@@ -97,11 +98,14 @@ class NodeTable:
         ``close()`` was called; why the raw graph is gone ("" while it is valid).
     """
 
-    __slots__ = ("graph", "h", "raw_handle", "nodes", "ledger", "children", "owner", "closed",
-                 "dead", "make_child", "execs", "__weakref__")
+    __slots__ = ("graph_ref", "keep_graph", "h", "raw_handle", "nodes", "ledger", "children",
+                 "owner", "closed", "dead", "make_child", "execs", "__weakref__")
 
     def __init__(self, graph, raw, owner, make_child):
-        self.graph = graph
+        self.graph_ref = _ref(graph)
+        # A wrapper that owns no raw graph (an inner graph's, an adopted one) is kept by its
+        # table, so its nodes keep it; an owning one is not (:meth:`owned`).
+        self.keep_graph = graph
         self.raw_handle = raw
         self.h = int(raw)
         self.owner = owner
@@ -117,6 +121,18 @@ class NodeTable:
         # updated with it and not yet paired): close() destroys it after the last one
 
     # The raw graph ---------------------------------------------------------------------
+
+    @property
+    def graph(self):
+        """The Graph this table belongs to; None once an owning graph is gone."""
+        return self.graph_ref()
+
+    def owned(self) -> None:
+        """The graph destroys its raw graph when it goes: the table, and so its nodes, hold
+        it only weakly from now on. A dropped graph then goes at once, not when the cyclic
+        collector finds the graph and its table, and its finalizer empties the table
+        (:meth:`kill`): what the nodes kept alive goes with it."""
+        self.keep_graph = None
 
     @property
     def raw(self):
@@ -287,7 +303,9 @@ def node_arg(table, node, what: str, where: str):
     if not isinstance(node, Node):
         raise ArgumentError(f"{where}: {what} must be a graph node, got {short_repr(node)} "
                             f"({type(node).__name__})")
-    if table is not None and node.graph.table is not table and not table.canonical(node):
+    home = node.graph if table is not None else None  # None: its graph is gone
+    if table is not None and (home is None or home.table is not table) \
+            and not table.canonical(node):
         node.check_live()  # a node of a destroyed graph: say so (ClosedError)
         raise ArgumentError(f"{where}: {what} {node!r} belongs to another graph "
                             f"({node.graph!r}), not to {table.graph!r}")

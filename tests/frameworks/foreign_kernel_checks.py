@@ -386,7 +386,8 @@ def check_numba():
 
     axpy_rounds(k, THREADS, lambda y, a: (X, y, a, N), lambda d: d.copy_to_host(), y0, x,
                 "Numba axpy", new=fresh)
-    node = pcg.Graph().add_kernel(k, GRID, THREADS, (X, cuda.to_device(y0), 1.0, N))
+    g = pcg.Graph()  # held while its node is read: a node does not keep its graph alive
+    node = g.add_kernel(k, GRID, THREADS, (X, cuda.to_device(y0), 1.0, N))
     passed = node.arg_bytes  # one per kernel parameter: an array fills seven
     assert len(passed) == 16 and [off for off, _ in passed] == [o for o, _ in k.image_params]
     assert int.from_bytes(passed[2][1], "little") == N  # x's nitems

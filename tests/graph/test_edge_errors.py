@@ -120,6 +120,7 @@ def test_gpu_edge_misuse(helpers):
     a, b, c = g.add_empty(), g.add_empty(), g.add_empty()
     g.add_dependency(a, b)
     g.add_dependency(b, c)
+    other = pcg.Graph()  # held: a node does not keep its graph alive
     cases = [
         (lambda: g.add_dependency(a, a), "self-edge"),
         (lambda: g.add_dependency(a, b), "duplicate edge"),
@@ -128,7 +129,7 @@ def test_gpu_edge_misuse(helpers):
         (lambda: g.remove_dependency(a, c), "no edge"),
         (lambda: g.remove_dependency(c, b), "no edge"),
         (lambda: g.add_dependency(None, a), "a must be a graph node"),
-        (lambda: g.add_dependency(a, pcg.Graph().add_empty()), "another graph"),
+        (lambda: g.add_dependency(a, other.add_empty()), "another graph"),
         (lambda: g.add_empty(deps=[a, a]), "twice"),
         (lambda: g.add_empty(deps=[None]), "must be a graph node"),
     ]
@@ -151,8 +152,11 @@ def test_gpu_find_misuse(helpers):
     assert clone.find(a) in clone.nodes
     with pytest.raises(pcg.ArgumentError, match="not a clone"):
         g.find(a)
+    other = pcg.Graph()  # held: a node does not keep its graph alive
     with pytest.raises(pcg.ArgumentError, match="another graph"):
-        clone.find(pcg.Graph().add_empty())
+        clone.find(other.add_empty())
+    with pytest.raises(pcg.ClosedError, match="was collected"):
+        clone.find(pcg.Graph().add_empty())  # its graph went with the call
     with pytest.raises(pcg.ArgumentError, match="node must be a graph node"):
         clone.find(None)
     assert_small_graph_works(helpers)

@@ -75,3 +75,29 @@ def test_garbage_collected_during_capture_does_not_break_it(helpers, stream):
     cap.graph.instantiate().launch(stream)
     stream.synchronize()
     assert dev.to_numpy(np.float32)[0] == 9.0
+
+
+def test_a_dropped_graph_frees_what_it_kept_without_the_collector(helpers, stream):
+    import weakref
+    gc.collect()
+    gc.disable()  # nothing below may wait for the cyclic collector
+    try:
+        g = pcg.Graph()
+        dev = pcg.DeviceBuffer(4 * N)
+        node = g.add_kernel(helpers["fill"], 4, 256, (dev, 6.0, N))
+        exe = g.instantiate()
+        kept, graph = weakref.ref(dev), weakref.ref(g)
+        del dev, g
+        assert graph() is not None and kept() is not None  # the exec keeps both
+        exe.set_arg(node, 1, 7.0)  # its node still names the exec's node
+        exe.launch(stream)
+        stream.synchronize()
+        del exe
+        assert graph() is None, "the graph outlived its last exec and reference"
+        assert node.graph is None
+        with pytest.raises(pcg.ClosedError, match="was collected"):
+            node.dependencies
+        del node  # (a node object keeps its own arguments)
+        assert kept() is None, "the buffer its node pointed at outlived the graph"
+    finally:
+        gc.enable()
