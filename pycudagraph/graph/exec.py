@@ -181,7 +181,12 @@ class GraphExec(ExecBase, ExecUpdate, ExecIntrospection):
     @property
     def handle(self):
         """The raw ``cudaGraphExec_t`` (cuda.bindings object); :class:`ClosedError` once closed.
-        No CUDA call."""
+        No CUDA call.
+
+        An exec made by exec reuse (:func:`pycudagraph.exec_reuse`) is an update of a
+        released exec, and CUDA names its nodes by those of the graph that exec was first
+        instantiated from: a raw per-node call (``cudaGraphExecKernelNodeSetParams``) takes
+        ``exe.exec_node(node).node_h``, not ``node.handle``."""
         if self._h is None:
             self._refuse()
         raw = self._raw

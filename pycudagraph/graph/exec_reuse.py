@@ -42,7 +42,7 @@ from . import reuse_signature as sig
 from .reuse_box import ReuseBox
 from .reuse_signature import signature
 
-__all__ = ["exec_reuse", "paused", "signature", "stats", "clear", "ReuseBox", "ENV"]
+__all__ = ["exec_reuse", "paused", "signature", "stats", "clear", "origin_of", "ReuseBox", "ENV"]
 
 #: Set to 0 to start with exec reuse off (``pcg.exec_reuse(True)`` turns it on).
 ENV = "PYCUDAGRAPH_EXEC_REUSE"
@@ -67,6 +67,7 @@ _waiting: dict = {}  # origin raw graph handle -> _Parked whose origin is not ta
 _owned: set = set()  # weak references to the tables of graphs pycudagraph destroys
 _nodes_total, ready = 0, 0  # ready: read by GraphExec.instantiate (0: nothing more to do)
 _sizes: dict = {}  # node count -> how many ready execs have it (take's first, free test)
+_live: dict = {}  # exec handle of a live reused exec -> its origin raw graph handle
 
 
 class _Parked:
@@ -146,6 +147,17 @@ def clear() -> None:
         destroy(p)
 
 
+def origin_of(exec_h: int) -> int:
+    """The origin raw graph of a live exec made by reuse (its nodes are that graph's, not
+    those of the graph it was instantiated with), or 0 for any other exec handle."""
+    return _live.get(exec_h, 0)
+
+
+def reused(exec_h: int, origin_h: int) -> None:
+    """Exec ``exec_h`` was made by reuse and lives (:func:`origin_of` says so until released)."""
+    _live[exec_h] = origin_h
+
+
 def new_box(graph, flags: int) -> ReuseBox | None:
     """The finalizer box of an exec of ``graph`` about to be instantiated with ``flags``, if
     it may be parked when released; None where reuse is off or ``device_launch`` is set."""
@@ -161,12 +173,19 @@ def release_exec(box: ReuseBox) -> None:
     if not h:
         return
     box[0] = 0
+    if box.origin_h:
+        _live.pop(h, None)
     try:
         done = settings.on and _park(box, h)
     except Exception:
         done = False
-    origin = box.origin_h
+    origin, wrapper = box.origin_h, box.origin
     box.graph = box.stamp = box.records = box.origin = box.aliases = None
+    if wrapper is not None:  # the origin's wrapper, this exec's alone: its nodes and the
+        try:  # arguments their records copied go now, not when the collector finds them
+            wrapper.table.kill("was the origin of an exec now released")
+        except Exception:  # noqa: BLE001
+            pass
     if not done:
         destroy(_Parked(h, origin, ()))
     box.kernels = ()  # the origin's code may go once its graph is destroyed

@@ -12,6 +12,7 @@ from __future__ import annotations
 from .._cuda import context, rt
 from ..errors import ArgumentError
 from ..runtime.values import raw_int
+from .exec_reuse import origin_of
 
 __all__ = ["wrap_graph", "exec_handle"]
 
@@ -32,5 +33,12 @@ def exec_handle(handle, graph):
     if graph is not None and not hasattr(graph, "table"):
         raise ArgumentError(f"GraphExec.wrap: graph must be a pycudagraph.Graph (use "
                             f"Graph.wrap(handle) for a raw one), got {type(graph).__name__}")
+    origin = origin_of(h)
+    if origin:
+        raise ArgumentError(
+            f"GraphExec.wrap: exec 0x{h:x} is a pycudagraph GraphExec made by exec reuse (an "
+            f"update of a released exec), whose nodes are those of graph 0x{origin:x}, not of "
+            f"the graph it was instantiated with: use that GraphExec itself, or instantiate "
+            f"with reuse off (pcg.exec_reuse(False))")
     context.ensure_device()
     return rt.cudaGraphExec_t(h)

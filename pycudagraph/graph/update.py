@@ -339,6 +339,7 @@ class ExecUpdate:
             return False
         box.follow(self._taken, self._nodes).reused(parked)
         self._fin = Release(self, exec_reuse.release_exec, box)
+        exec_reuse.reused(parked.exec_h, parked.origin_h)
         self._pending = graph  # its nodes are paired with the origin's at the first per-node call
         return True
 

@@ -313,3 +313,23 @@ def test_reads_made_while_parking_stay_out_of_a_trace(mod, reuse, stream):
         exe.close()  # parked: node and edge counts, node handles, enabled flags read
         g.close()  # the origin taken: node handles read
     assert er.stats()["ready"] == 1 and apis(t) == []
+
+
+def test_wrapping_a_reused_execs_handle_is_refused_with_the_reason(mod, reuse, stream):
+    # its nodes are the first graph's: per-node calls through the second graph's nodes
+    # would reach no node of the exec (cudaErrorInvalidValue)
+    x, y = pcg.DeviceBuffer.from_array(vec(7)), pcg.DeviceBuffer(4 * N)
+    g1, _, _ = two_step(mod, x, y, 2.0, 1.0, 0.5)
+    g1.instantiate().close()
+    g1.close()
+    g2, n1, _ = two_step(mod, x, y, 3.0, 0.0, 0.0)
+    exe = g2.instantiate()
+    assert er.origin_of(int(exe.handle)) == int(g1)
+    with pytest.raises(pcg.ArgumentError, match="made by exec reuse"):
+        pcg.GraphExec.wrap(int(exe.handle), owner=exe, graph=g2)
+    exe.set_arg(n1, "a", 4.0)  # the exec itself addresses them
+    run(exe, stream)
+    np.testing.assert_allclose(y.to_numpy(np.float32), 4.0 * vec(7), rtol=1e-6, atol=1e-6)
+    h = int(exe.handle)
+    exe.close()
+    assert er.origin_of(h) == 0
