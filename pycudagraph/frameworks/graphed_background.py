@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import collections
 import threading
+import weakref
 from dataclasses import dataclass
 
 from ..runtime.device import device as device_scope
@@ -46,11 +47,14 @@ class CaptureJob:
 class BackgroundCaptures:
     """The capture thread of one graphed callable. ``capture(job)`` returns the entry (it
     runs in the thread); ``finish(job, entry, error)`` adds it to the table (it takes the
-    callable's lock and never raises). No CUDA call of its own."""
+    callable's lock and never raises). Both are methods of the callable, held weakly
+    (``weakref.WeakMethod``): the callable holds this, so a strong hold would make a cycle
+    that keeps a dropped callable, its graphs and their pools until the collector runs.
+    Jobs queued when the callable goes are dropped. No CUDA call of its own."""
 
     def __init__(self, capture, finish):
-        self._capture = capture
-        self._finish = finish
+        self._capture = weakref.WeakMethod(capture)
+        self._finish = weakref.WeakMethod(finish)
         self._jobs: collections.deque = collections.deque()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -78,7 +82,10 @@ class BackgroundCaptures:
 
     def _drain(self) -> None:
         while True:
+            capture, finish = self._capture(), self._finish()
             with self._lock:
+                if capture is None or finish is None:  # the callable went
+                    self._jobs.clear()
                 if not self._jobs:
                     self._thread = None
                     self._idle.set()
@@ -87,11 +94,12 @@ class BackgroundCaptures:
             entry = error = None
             try:
                 with device_scope(job.device):
-                    entry = self._capture(job)
+                    entry = capture(job)
             except Exception as exc:  # noqa: BLE001 - the key's fallback decides
                 error = exc
             job.warm = None  # the copies go now (the side stream has finished with them)
             try:
-                self._finish(job, entry, error)
+                finish(job, entry, error)
             except Exception:  # noqa: BLE001 - never let the thread die with jobs queued
                 pass
+            del capture, finish, job, entry, error  # hold the callable only while working

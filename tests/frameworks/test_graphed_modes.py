@@ -11,9 +11,11 @@ launches from another stream wait for the last launch; the options are checked.
 """
 
 import contextlib
+import gc
 import threading
 import types
 import warnings
+import weakref
 
 import pytest
 
@@ -160,6 +162,24 @@ def test_background_runs_eagerly_until_the_capture_is_done(monkeypatch, torch):
     assert out is entry.outputs and rig.replays() == [8]
     assert entry.plan.bound == [P + 0x10000 * 17]  # rebound to the new input
     assert rig.f.stats.eager_calls == 6
+
+
+def test_a_dropped_callable_goes_without_the_collector(monkeypatch, torch):
+    # the capture thread's methods of the callable are held weakly: no cycle keeps a
+    # dropped callable, its graphs and their pools until the collector runs (the GPU
+    # tests measure the pools' memory coming back)
+    rig = Rig(monkeypatch, torch, capture="background")
+    rig.call(8)
+    assert rig.f.wait_captures(10)
+    assert rig.call(8, at=1) is not None and rig.replays() == [8]
+    gone = weakref.ref(rig.f)
+    gc.collect()
+    gc.disable()
+    try:
+        rig.f = None  # (the rig's capture stand-in refers to the rig)
+        assert gone() is None, "the dropped callable waits for the collector"
+    finally:
+        gc.enable()
 
 
 def test_background_keys_queue_one_capture_at_a_time(monkeypatch, torch):

@@ -309,9 +309,6 @@ def test_a_loaded_callable_serves_four_threads_at_once(tmp_path):
 
 
 @pytest.mark.gpu
-@pytest.mark.xfail(reason="known leak: the capture pools of a dropped graphed callable "
-                          "(loaded or captured) stay reserved, even after a collection; "
-                          "what holds them is not found yet", strict=True)
 def test_a_dropped_loaded_callable_gives_its_pool_back_without_the_collector(tmp_path):
     _save_then_load(tmp_path, TINY_MODEL, TINY_SAVE, TINY_LOADED_DROP)
 
