@@ -174,8 +174,10 @@ class _Loader:
             if kind[0] == "input":
                 if kind[1] >= len(infos):
                     raise GraphFileError(f"{where}: slot {name!r}: the key has {len(infos)} inputs")
-                info = infos[kind[1]]
-                bind[name] = Span(info.lo, info.hi - info.lo, info.obj)
+                info = infos[kind[1]]  # bound, not kept: every call rebinds the key's
+                # inputs before it launches, so the scratch input goes when this load is
+                # done (a capture's input goes as well) instead of living as long as the key
+                bind[name] = Span(info.lo, info.hi - info.lo)
             elif kind[0] == "pool":
                 cp, base, starts = self.pool(kind[1], dev)
                 size = self.ix["pools"][kind[1]]["segments"][kind[2]]

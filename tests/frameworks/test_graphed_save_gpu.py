@@ -360,8 +360,6 @@ print("OK")
 
 
 @pytest.mark.gpu
-@pytest.mark.xfail(reason="known waste: a loaded key keeps the scratch inputs it was loaded "
-                          "with for as long as it lives", strict=True)
 def test_a_loaded_key_keeps_its_pool_and_not_a_scratch_input(tmp_path):
     _save_then_load(tmp_path, BIG_INPUTS, BIG_SAVE, BIG_LOAD)
 
