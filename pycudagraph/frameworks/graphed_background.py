@@ -102,4 +102,3 @@ class BackgroundCaptures:
                 finish(job, entry, error)
             except Exception:  # noqa: BLE001 - never let the thread die with jobs queued
                 pass
-            del capture, finish, job, entry, error  # hold the callable only while working
