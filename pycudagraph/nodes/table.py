@@ -154,8 +154,11 @@ class NodeTable:
                           "its execs keep running; build or change a new Graph instead")
 
     def kill(self, reason: str) -> None:
-        """The raw graph is gone: its nodes and inner graphs refuse from now on."""
+        """The raw graph is gone: its nodes and inner graphs refuse from now on. A
+        wrapper that owns no raw graph is no longer kept by its table (nothing is left
+        that needs it), so it goes with its last reference, not at a collection."""
         self.dead = reason
+        self.keep_graph = None
         self.nodes.clear()
         self.ledger.clear()
         for child in list(self.children):

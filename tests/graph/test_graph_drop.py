@@ -73,3 +73,12 @@ def test_a_graph_that_owns_nothing_stays_while_its_nodes_do(destroyed):
     assert gone() is not None and node.graph is gone()
     node.check_live()
     assert h not in destroyed  # not its to destroy
+
+
+def test_an_inner_graph_wrapper_goes_once_its_graph_is_gone(destroyed):
+    g = fake_graph()  # a wrapper of a graph it does not own (a body, a child graph)
+    fake_kernel_node(g)
+    g.table.kill("belongs to a node of Graph 0x1, which was collected")  # as its parent goes
+    gone = weakref.ref(g)
+    del g
+    assert gone() is None, "a wrapper whose graph is gone waits for the collector"
