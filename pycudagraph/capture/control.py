@@ -91,7 +91,7 @@ def capture_info(stream, graph: Graph | None = None) -> CaptureInfo:
     name = _STATUS.get(int(status), "unknown")
     if name != "active" or raw is None or not int(raw):
         return CaptureInfo(name, int(cid or 0), None, [], None if data is None else [])
-    g = graph if graph is not None and graph.table.h == int(raw) else Graph._wrap(raw, owner=s)
+    g = graph if graph is not None and graph.table.h == int(raw) else Graph.wrap(raw, owner=s)
     nodes = [g.table.node(d) for d in deps]
     ports = None if data is None else [port_name(d) for d in data]
     return CaptureInfo(name, int(cid), g, nodes, ports)

@@ -39,8 +39,7 @@ class GraphClone:
             if why:
                 exc.set_hint(why)
             raise
-        new = type(self)._wrap(raw, owned=True)
-        new._origin = self
+        new = self._wrap(raw, owned=True, origin=self)
         new.table.ledger.keep_also(self.keepalive())
         if self.table in _holding_user_objects:  # a clone holds the same user objects
             _holding_user_objects.add(new.table)

@@ -78,10 +78,12 @@ class Graph(GraphBase, GraphTopology, GraphClone, GraphFeatures, GraphIntrospect
         self._origin = None  # the graph this one is a clone of
 
     @classmethod
-    def _wrap(cls, raw, owner=None, owned: bool = False) -> "Graph":
-        """A Graph object for a ``cudaGraph_t`` made elsewhere (capture, child node)."""
+    def _wrap(cls, raw, owner=None, owned: bool = False, origin=None) -> "Graph":
+        """A Graph object for a ``cudaGraph_t`` made elsewhere (capture, child node, a
+        clone of ``origin``)."""
         self = cls.__new__(cls)
         self._setup(raw, owner)
+        self._origin = origin
         if owned:
             self._fin = graph_release(self, raw)
         return self

@@ -35,7 +35,7 @@ class _EventNode(Node, EventFile):
         for a node not built here)."""
         if self._event is not None:
             return self._event
-        return call(type(self)._get, self.handle)
+        return call(self._get, self.handle)
 
     @property
     def params(self) -> dict:
@@ -52,14 +52,14 @@ class _EventNode(Node, EventFile):
         event : Event
         """
         require_event(event, "set_params")
-        call(type(self)._set, self.handle, event.handle)
+        call(self._set, self.handle, event.handle)
         self._event = event
         self._table.register(self, event)
 
     def exec_set(self, rec, event) -> None:
         """``cudaGraphExecEventRecordNodeSetEvent`` / ``cudaGraphExecEventWaitNodeSetEvent``."""
         require_event(event, "set_params")
-        call(type(self)._exec_set_fn, rec.exec_raw, rec.node.handle, event.handle)
+        call(self._exec_set_fn, rec.exec_raw, rec.node.handle, event.handle)
         rec.hold("event", event)
 
     def describe(self) -> str:
