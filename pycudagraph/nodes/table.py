@@ -306,12 +306,13 @@ def node_arg(table, node, what: str, where: str):
     if not isinstance(node, Node):
         raise ArgumentError(f"{where}: {what} must be a graph node, got {short_repr(node)} "
                             f"({type(node).__name__})")
-    home = node.graph if table is not None else None  # None: its graph is gone
-    if table is not None and (home is None or home.table is not table) \
-            and not table.canonical(node):
+    if table is None or table.canonical(node):
+        return node
+    home = node.graph  # None: its graph is gone
+    if home is None or home.table is not table:
         node.check_live()  # a node of a destroyed graph: say so (ClosedError)
         raise ArgumentError(f"{where}: {what} {node!r} belongs to another graph "
-                            f"({node.graph!r}), not to {table.graph!r}")
+                            f"({home!r}), not to {table.graph!r}")
     return node
 
 
