@@ -184,6 +184,77 @@ PyObject *add_kernel_nodes(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
     return st < 0 ? NULL : PyLong_FromSsize_t(done);
 }
 
+/* What add_param_nodes and add_record_nodes share: n records of rb, each one's
+ * dependencies (u32 positions in db of earlier records) resolved and its node added
+ * (cuGraphAddKernelNode) with the params struct params(ctx, i, record) gives, NULL for a
+ * record the caller does not take here (code -1, no call made for it). Stops at the first
+ * record it does not add: (handles of the nodes added before it, code), code 0 when every
+ * node was added, else the refusal's CUresult or -1. */
+typedef const void *(*params_fn)(void *ctx, Py_ssize_t i, const uint32_t *r);
+
+static PyObject *add_records(void *graph_h, Py_buffer *rb, Py_buffer *db, params_fn params,
+                             void *ctx)
+{
+    Py_ssize_t n = rb->len / (R_WORDS * 4), ndeps = db->len / 4, i = 0;
+    void **handles = PyMem_Malloc(sizeof(void *) * (n ? n : 1));
+    void **deps = PyMem_Malloc(sizeof(void *) * (ndeps ? ndeps : 1));
+    uint32_t *ix = PyMem_Malloc(sizeof(uint32_t) * (ndeps ? ndeps : 1));
+    PyObject *out = NULL, *list = NULL;
+    int code = 0;
+    if (!handles || !deps || !ix) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (; i < n && !code; i++) {
+        uint32_t r[R_WORDS];
+        memcpy(r, (const char *)rb->buf + i * sizeof r, sizeof r);
+        if ((uint64_t)r[R_DEP_FIRST] + r[R_DEP_COUNT] > (uint64_t)ndeps) {
+            code = -1;
+            break;
+        }
+        /* the u32 indices copied out (the buffer needs no alignment), then resolved */
+        memcpy(ix, (const char *)db->buf + 4 * (size_t)r[R_DEP_FIRST], 4 * (size_t)r[R_DEP_COUNT]);
+        const void *pp = resolve_deps(deps, ix, r[R_DEP_COUNT], handles, i) ? params(ctx, i, r)
+                                                                             : NULL;
+        if (!pp) {
+            code = -1;
+            break;
+        }
+        void *h = NULL;
+        code = (int)S.add_kernel(&h, graph_h, r[R_DEP_COUNT] ? deps : NULL, r[R_DEP_COUNT], pp);
+        if (code)
+            break;
+        handles[i] = h;
+    }
+    if (!(list = PyList_New(i)))
+        goto done;
+    for (Py_ssize_t j = 0; j < i; j++) {
+        PyObject *h = PyLong_FromVoidPtr(handles[j]);
+        if (!h)
+            goto done;
+        PyList_SET_ITEM(list, j, h);
+    }
+    out = Py_BuildValue("(Oi)", list, code);
+done:
+    Py_XDECREF(list);
+    PyMem_Free(handles);
+    PyMem_Free(deps);
+    PyMem_Free(ix);
+    return out;
+}
+
+typedef struct {
+    char *base;
+    Py_ssize_t stride;
+} strided;
+
+static const void *strided_params(void *ctx, Py_ssize_t i, const uint32_t *r)
+{
+    (void)r;
+    strided *c = ctx;
+    return c->base + i * c->stride;
+}
+
 /* add_param_nodes(graph_h, params_addr, stride, recs, deps) -> (handles, code):
  * cuGraphAddKernelNode for each of the n records with the params struct at params_addr +
  * i * stride (CUDA_KERNEL_NODE_PARAMS_v2, written by the caller: fast.add_function_nodes),
@@ -216,51 +287,108 @@ PyObject *add_param_nodes(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
         PyBuffer_Release(&rb);
         return NULL;
     }
-    Py_ssize_t n = rb.len / (R_WORDS * 4), ndeps = db.len / 4, i = 0;
-    void **handles = PyMem_Malloc(sizeof(void *) * (n ? n : 1));
-    void **deps = PyMem_Malloc(sizeof(void *) * (ndeps ? ndeps : 1));
-    uint32_t *ix = PyMem_Malloc(sizeof(uint32_t) * (ndeps ? ndeps : 1));
-    PyObject *out = NULL, *list = NULL;
-    int code = 0;
-    if (!handles || !deps || !ix) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (; i < n && !code; i++) {
-        uint32_t r[R_WORDS];
-        memcpy(r, (const char *)rb.buf + i * sizeof r, sizeof r);
-        if ((uint64_t)r[R_DEP_FIRST] + r[R_DEP_COUNT] > (uint64_t)ndeps) {
-            code = -1;
-            break;
-        }
-        /* the u32 indices copied out (the buffer needs no alignment), then resolved */
-        memcpy(ix, (const char *)db.buf + 4 * (size_t)r[R_DEP_FIRST], 4 * (size_t)r[R_DEP_COUNT]);
-        if (!resolve_deps(deps, ix, r[R_DEP_COUNT], handles, i)) {
-            code = -1;
-            break;
-        }
-        void *h = NULL;
-        code = (int)S.add_kernel(&h, graph_h, r[R_DEP_COUNT] ? deps : NULL, r[R_DEP_COUNT],
-                                 (char *)params + i * stride);
-        if (code)
-            break;
-        handles[i] = h;
-    }
-    if (!(list = PyList_New(i)))
-        goto done;
-    for (Py_ssize_t j = 0; j < i; j++) {
-        PyObject *h = PyLong_FromVoidPtr(handles[j]);
-        if (!h)
-            goto done;
-        PyList_SET_ITEM(list, j, h);
-    }
-    out = Py_BuildValue("(Oi)", list, code);
-done:
-    Py_XDECREF(list);
-    PyMem_Free(handles);
-    PyMem_Free(deps);
-    PyMem_Free(ix);
+    strided c = {params, stride};
+    PyObject *out = add_records(graph_h, &rb, &db, strided_params, &c);
     PyBuffer_Release(&rb);
+    PyBuffer_Release(&db);
+    return out;
+}
+
+enum { MAX_RECORD_PARAMS = 64 };
+
+typedef struct {
+    PyObject *kernels;
+    const char *args;
+    Py_ssize_t nargs;
+    kparams head;                       /* rewritten per record: the driver copies it */
+    uint64_t ptrs[MAX_RECORD_PARAMS];   /* what head.kernel_params points at */
+} record_ctx;
+
+/* The params struct of record r: its kernel's plan (func, 1-D limits, slots) and its
+ * argument bytes in place; NULL for a record not taken here (no plan or limits, a launch
+ * not 1-D or over them, an argument length not the plan's). */
+static const void *record_params(void *ctx, Py_ssize_t i, const uint32_t *r)
+{
+    (void)i;
+    record_ctx *c = ctx;
+    if (r[R_KERNEL] >= (uint64_t)PyTuple_GET_SIZE(c->kernels))
+        return NULL;
+    PyObject *kernel = PyTuple_GET_ITEM(c->kernels, r[R_KERNEL]);
+    if (!PyObject_TypeCheck(kernel, &KernelBase_Type))
+        return NULL;
+    PyObject *hot = ((kernel_obj *)kernel)->hot;
+    const plan_head *p = hot ? hot_plan(hot) : NULL;
+    if (!p || !p->func || !p->block1 || p->n > MAX_RECORD_PARAMS || r[R_GRID + 1] != 1 ||
+        r[R_GRID + 2] != 1 || r[R_BLOCK + 1] != 1 || r[R_BLOCK + 2] != 1 || !r[R_GRID] ||
+        !r[R_BLOCK] || r[R_GRID] > p->grid1 || r[R_BLOCK] > p->block1 || r[R_SHM] > p->smem)
+        return NULL;
+    uint32_t start = HEADER + 8 * p->n;
+    if (p->size < start || r[R_ARG_LEN] != p->size - start ||
+        (uint64_t)r[R_ARG_OFF] + r[R_ARG_LEN] > (uint64_t)c->nargs)
+        return NULL;
+    const plan_slot *slots = (const plan_slot *)(p + 1);
+    const char *base = c->args + r[R_ARG_OFF];
+    for (uint32_t k = 0; k < p->n; k++) {
+        if (slots[k].offset < start || slots[k].offset >= p->size)
+            return NULL;
+        c->ptrs[k] = (uint64_t)(uintptr_t)(base + (slots[k].offset - start));
+    }
+    memset(&c->head, 0, sizeof c->head);
+    c->head.func = p->func;
+    memcpy(c->head.grid, r + R_GRID, 3 * sizeof(uint32_t));
+    memcpy(c->head.block, r + R_BLOCK, 3 * sizeof(uint32_t));
+    c->head.shared_mem = r[R_SHM];
+    c->head.kernel_params = (uint64_t)(uintptr_t)c->ptrs;
+    return &c->head;
+}
+
+/* add_record_nodes(graph_h, kernels, recs, argbytes, deps) -> (handles, code):
+ * cuGraphAddKernelNode for each record (kernels: a tuple of Kernels; recs, argbytes and
+ * deps as add_kernel_nodes reads them) with its params struct written here from its
+ * kernel's plan, its arguments read where they lie in argbytes, which must stay alive and
+ * unchanged while the call runs (the driver copies them); no Python object made per node
+ * but its handle. (handles, code) as add_param_nodes returns them, code -1 also for a
+ * record whose kernel has no plan or limits here or whose launch is not 1-D or over them:
+ * the caller removes what was added and adds the run its own way (fast.add_function_nodes),
+ * which checks and names what is wrong. None when the call is not made here (no entry
+ * point, no context marked, several devices in use). */
+PyObject *add_record_nodes(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
+{
+    if (nargs != 5 || !PyTuple_CheckExact(a[1])) {
+        PyErr_SetString(PyExc_TypeError, "add_record_nodes(graph_h, kernels: tuple, recs, "
+                        "argbytes, deps)");
+        return NULL;
+    }
+    void *graph_h;
+    if (!S.add_kernel || !ready() || S.multi || as_ptr(a[0], &graph_h)) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    Py_buffer rb, ab, db;
+    if (view(a[2], &rb))
+        return NULL;
+    if (view(a[3], &ab)) {
+        PyBuffer_Release(&rb);
+        return NULL;
+    }
+    if (view(a[4], &db)) {
+        PyBuffer_Release(&rb);
+        PyBuffer_Release(&ab);
+        return NULL;
+    }
+    record_ctx *c = PyMem_Malloc(sizeof *c);
+    PyObject *out = NULL;
+    if (!c) {
+        PyErr_NoMemory();
+    } else {
+        c->kernels = a[1];
+        c->args = ab.buf;
+        c->nargs = ab.len;
+        out = add_records(graph_h, &rb, &db, record_params, c);
+        PyMem_Free(c);
+    }
+    PyBuffer_Release(&rb);
+    PyBuffer_Release(&ab);
     PyBuffer_Release(&db);
     return out;
 }

@@ -50,7 +50,7 @@ __all__ = ["launch_graph", "launch_kernel", "add_kernel", "set_arg", "set_args",
            "exec_update", "graph_instantiate", "native_status", "layout_plan", "kernel_plan",
            "use_driver_library", "NATIVE_ENV", "ExecBase", "ExecNodeBase", "ArgPackBase",
            "LayoutBase", "KernelBase", "GraphBase", "Plan", "register_node", "node_live",
-           "add_kernel_nodes", "add_function_node", "add_function_nodes"]
+           "add_kernel_nodes", "add_function_node", "add_function_nodes", "add_record_nodes"]
 
 _native = routes.native  # the C extension, or None (routes.native_reason says why)
 _f = routes.driver  # libcuda's entry points, as ctypes functions
@@ -371,6 +371,35 @@ def add_function_nodes(graph_h: int, params, recs, deps) -> list[int]:
         if code < 0:
             raise ArgumentError(f"add_function_nodes: record {len(handles)}: a dependency is "
                                 "not an earlier record of the call (or past the deps given)")
+        check.report("cuGraphAddKernelNode", code, (graph_h, len(handles)),
+                     "cudaGraphAddKernelNode")
+    return handles
+
+
+_record_nodes = getattr(_native, "add_record_nodes", None)
+
+
+def add_record_nodes(graph_h: int, kernels: tuple, recs, args, deps) -> list[int] | None:
+    """``cuGraphAddKernelNode`` (``cudaGraphAddKernelNode``) for each record of a run of
+    kernel records (:func:`add_kernel_nodes`'s ``kernels``, ``recs``, ``argbytes`` and
+    ``deps``, checked by the caller: :func:`.bulk.checked_records`), each params struct
+    written in compiled code from its kernel's plan (function, 1-D limits, argument
+    places) with no Python work per node. Returns the node handles; None where the
+    compiled route does not take the whole run (no extension or the ctypes route, several
+    devices in use, a kernel whose limits are not read yet, a launch not 1-D or over them):
+    the nodes it added are removed first, and the caller adds the run its own way
+    (:func:`add_function_nodes`), which checks and names what is wrong. A driver refusal
+    removes what was added and raises: the graph is as it was."""
+    _ensure()
+    got = _record_nodes(graph_h, kernels, recs, args, deps) if _record_nodes is not None else None
+    if got is None:
+        return None
+    handles, code = got
+    if code:
+        for h in reversed(handles):
+            _f.destroy_node(h)
+        if code < 0:
+            return None
         check.report("cuGraphAddKernelNode", code, (graph_h, len(handles)),
                      "cudaGraphAddKernelNode")
     return handles

@@ -176,3 +176,40 @@ def test_records_prepared_once_are_added_run_by_run_as_separate_runs_would_be(na
             raise AssertionError("a size mismatch was not refused")
         assert stub.calls("cuGraphAddKernelNode") == made
     ''', native)
+
+
+@both
+def test_a_run_of_kernel_records_is_added_in_compiled_code_or_handed_back(native):
+    # fast.add_record_nodes: each params struct written in C from the kernel's plan and the
+    # argument bytes in place, one add per record; a record it does not take (a launch over
+    # the kernel's limits) and the ctypes route hand the run back (None), nothing left added
+    run('''
+        import struct
+        from pycudagraph._cuda import bulk
+        k.check_config(1, 32)  # its limits read, as the loader's first-record check does
+        recs = np.zeros(3, bulk.RECORD)
+        recs["grid"] = [(2, 1, 1), (3, 1, 1), (4, 1, 1)]
+        recs["block"] = [(32, 1, 1), (64, 1, 1), (128, 1, 1)]
+        recs["shared_mem"] = [0, 16, 0]
+        n = bulk.arg_length(k)  # float* y, float a, int n: 16 bytes of slots
+        blocks = [struct.pack("<Qfi", 0x7F00_0000_1000 * (i + 1), 0.5 + i, 3 + i) for i in range(3)]
+        args = np.frombuffer(b"".join(blocks), np.uint8).copy()
+        recs["arg_offset"], recs["arg_length"] = [0, n, 2 * n], n
+        deps = np.array([0, 1], "<u4")
+        recs["dep_first"], recs["dep_count"] = [0, 0, 1], [0, 1, 1]
+        before = stub.calls("cuGraphAddKernelNode")
+        got = fast.add_record_nodes(0x7000, (k,), recs, args, deps)
+        if not COMPILED:
+            assert got is None and stub.calls("cuGraphAddKernelNode") == before
+        else:
+            assert got == [0xABC000 + before + i + 1 for i in range(3)], got
+            assert stub.header() == (k.current_function(), 4, 1, 1, 128, 1, 1, 0), stub.header()
+            assert stub.ints(2) == (0x7000, 1) and stub.deps(1) == got[1:2]
+            assert stub.values(k.params) == (0x7F00_0000_1000 * 3, 2.5, 5), stub.values(k.params)
+            # a launch over the kernel's 1024 threads: handed back, what was added removed
+            recs["block"][2] = (2048, 1, 1)
+            added, gone = stub.calls("cuGraphAddKernelNode"), stub.calls("cuGraphDestroyNode")
+            assert fast.add_record_nodes(0x7000, (k,), recs, args, deps) is None
+            assert stub.calls("cuGraphAddKernelNode") == added + 2
+            assert stub.calls("cuGraphDestroyNode") == gone + 2
+    ''', native)
