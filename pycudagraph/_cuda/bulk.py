@@ -244,8 +244,9 @@ def ready(kernels, r, used=None) -> None:
                                 b[0] if b[1:] == [1, 1] else tuple(b), int(r["shared_mem"][i]))
 
 
-def _values(kernel, data) -> list:
-    """The argument values whose packing is ``data`` (the Layout's argument slots)."""
+def arg_values(kernel, data) -> list:
+    """The argument values whose packing is ``data`` (the Layout's argument slots):
+    pointers and handles as ints, structs and vectors as bytes. No CUDA call."""
     layout = kernel.layout
     base, out = layout.values_offset, []
     for p, st, off in zip(layout.params, layout.slots, layout.offsets):
@@ -262,6 +263,40 @@ def _values(kernel, data) -> list:
     return out
 
 
+def _dims(d: list):
+    """A 3-dimension launch size as ``check_config`` takes it fastest: an int for 1-D."""
+    return d[0] if d[1] == 1 and d[2] == 1 else tuple(d)
+
+
+def check_launches(kernels, r, used=None) -> None:
+    """Every record's launch within its kernel's limits (``Kernel.check_config``; what the
+    driver does not check when a node is added). Judged first for all records at once:
+    the largest grid, block and shared memory any record asks for, dimension by dimension,
+    against each kernel used; where that does not fit a kernel, each distinct launch of its
+    records is judged and the first record whose launch does not fit is named
+    (:class:`ArgumentError`). ``used``: :func:`used_kernels`, found when not given.
+    ``cuFuncGetAttribute`` once per kernel."""
+    if not len(r):
+        return
+    grid, block, smem = r["grid"], r["block"], r["shared_mem"]
+    top = (_dims(grid.max(axis=0).tolist()), _dims(block.max(axis=0).tolist()), int(smem.max()))
+    for j in (used or used_kernels(r))[0]:
+        try:
+            kernels[j].check_config(*top)
+            continue
+        except ArgumentError:
+            pass
+        seen = set()
+        for at in np.flatnonzero(r["kernel"] == j).tolist():
+            launch = (_dims(grid[at].tolist()), _dims(block[at].tolist()), int(smem[at]))
+            if launch not in seen:
+                seen.add(launch)
+                try:
+                    kernels[j].check_config(*launch)
+                except ArgumentError as exc:
+                    raise ArgumentError(f"{_WHAT}: record {at}: {exc}") from None
+
+
 def add_rest(graph, kernels, r, argbytes, d, made: list) -> None:
     """Add nodes ``len(made)`` on of checked records ``r`` through ``graph.add_kernel``
     (``cuGraphAddKernelNode``), appending each to ``made``."""
@@ -270,7 +305,7 @@ def add_rest(graph, kernels, r, argbytes, d, made: list) -> None:
         rec = r[i]
         k = kernels[int(rec["kernel"])]
         off, first, count = int(rec["arg_offset"]), int(rec["dep_first"]), int(rec["dep_count"])
-        values = _values(k, args[off:off + int(rec["arg_length"])])
+        values = arg_values(k, args[off:off + int(rec["arg_length"])])
         deps = [made[j] for j in d[first:first + count].tolist()]
         made.append(graph.add_kernel(k, tuple(rec["grid"].tolist()),
                                      tuple(rec["block"].tolist()), values,

@@ -166,6 +166,16 @@ class Kernel(fast.KernelBase, KernelChecks, KernelParamBlock):
         ordinal = current_device() if dev is None else Device(dev).ordinal
         return self._function(ordinal)
 
+    def current_function(self) -> int:
+        """The kernel's ``CUfunction`` on the device pycudagraph made current in this thread
+        (what :meth:`pack` and a launch name): unlike :meth:`function`, no ``cudaGetDevice``
+        when that device is known; ``cuKernelGetFunction`` once per device."""
+        dev = thread_state.device
+        if dev is None:
+            dev = ensure_device()
+        func, fdev = self._func
+        return func if fdev == dev else self._function(dev)
+
     def _function(self, ordinal: int) -> int:
         func = self._funcs.get(ordinal)
         if func is None:

@@ -17,11 +17,12 @@ import struct
 
 import numpy as np
 
-from .._cuda import call, check, context, dr, fast, versions
-from .._cuda.bulk import RECORD_WORDS, arg_length, spans
+from .._cuda import call, check, context, dr, fast, rt, versions
+from .._cuda.bulk import RECORD_WORDS, arg_length, spans, used_kernels
 from ..compile.kernel import Kernel
 from ..compile.program import Module, device_arch
 from ..errors import GraphFileError, PyCudaGraphError
+from ..nodes.deferred_nodes import add_run, deferrable
 from ..nodes.kernel_file import reader
 from .modules import image_plan, load_module, parse_arch
 from .schema import record_classes
@@ -35,6 +36,10 @@ from ..runtime.values import path_arg
 __all__ = ["load", "image_plan", "parse_arch"]  # (those two live in .modules)
 
 _U64 = struct.Struct("<Q")
+#: Runs of at least this many kernel records are added with no object per node (made on
+#: first use): below it, the whole-run params and checks cost more than the objects save
+#: (about 0.1 ms a run against 0.4-1 us a node, measured on the driver stub and an H200).
+DEFER_FROM = 128
 
 
 class _Loader:
@@ -61,6 +66,7 @@ class _Loader:
         self.held_bytes = HeldBytes
         self.runs = Runs(gf.bulk, sorted(self.m["slots"])) if gf.bulk is not None else None
         self.named = None  # (positions, records) of the records of kernels saved by name
+        self.funcs: dict = {}  # kernel index -> its CUfunction, for runs added with no objects
 
     def fail(self, what: str):
         raise GraphFileError(f"{self.source}: {what}")
@@ -205,7 +211,7 @@ class _Loader:
             if nd["type"] == RUN:
                 self.run(g, nd, nodes, deps_of)
                 continue
-            deps = [nodes[i] for i in deps_of.get(j, ())]
+            deps = [_node(g, nodes[i]) for i in deps_of.get(j, ())]
             try:
                 nodes.append(classes[nd["type"]].from_record(g, deps, nd, self))
             except GraphFileError:
@@ -217,29 +223,35 @@ class _Loader:
             g.table.ledger.keep_also(*kept.values())  # the graph, and its execs, keep them
         for a, b, port in ported:
             try:
-                g.add_dependency(nodes[a], nodes[b], port)
+                g.add_dependency(_node(g, nodes[a]), _node(g, nodes[b]), port)
             except PyCudaGraphError as exc:
                 self.fail(f"the {port} edge {gd['nodes'][a]['id']} -> {gd['nodes'][b]['id']}: {exc}")
 
     def run(self, g, nd: dict, nodes: list, deps_of: dict) -> None:
         """A run of kernel nodes from the binary records (one ``cuGraphAddKernelNode`` each:
-        ``fast.add_kernel_nodes`` for kernels pycudagraph compiled, :meth:`by_name` for
-        those saved by name), then the edges into it from nodes before the run (one
-        ``cudaGraphAddDependencies`` for them all)."""
+        for kernels pycudagraph compiled, a long run (:data:`DEFER_FROM`) with no object
+        made per node where its kernels allow it
+        (:func:`~pycudagraph.nodes.deferred_nodes.add_run`: ``nodes`` gets their handles,
+        the table makes a node's object on first use), else ``fast.add_kernel_nodes``;
+        :meth:`by_name` for those saved by name), then the edges into it from nodes before
+        the run (one ``cudaGraphAddDependencies`` for them all)."""
         first, count, j = nd["first"], nd["count"], len(nodes)
         recs, args, deps = self.runs.run(first, count, self.bound, self.allocs, self.kept)
+        kt = self.kernel_tuple
         try:
             if by_name(self.m["kernels"][int(recs["kernel"][0])]):  # a run holds one kind
                 nodes.extend(self.by_name(g, recs, args, deps, first))
-            else:
-                nodes.extend(fast.add_kernel_nodes(g, self.kernel_tuple, recs, args, deps,
-                                                   file_checked=True))
+            elif (count >= DEFER_FROM and check.tracer is None
+                  and deferrable(kt, (used := used_kernels(recs))[0])):
+                nodes.extend(add_run(g.table, kt, self.funcs, recs, deps, args, used))
+            else:  # (a trace open shows the nodes' calls one by one)
+                nodes.extend(fast.add_kernel_nodes(g, kt, recs, args, deps, file_checked=True))
             if deps_of:  # (none when every edge into the run is inside it: a chain)
                 frm, to = [], []
                 for b in range(j, j + count):
                     for a in deps_of.get(b, ()):
-                        frm.append(nodes[a].handle)
-                        to.append(nodes[b].handle)
+                        frm.append(_handle(nodes[a]))
+                        to.append(_handle(nodes[b]))
                 if frm:  # the file's check put each edge once, from an earlier node to a
                     # later one (schema.py): no cycle or duplicate to look for, one call
                     versions.graph_add_dependencies(g.table.raw, frm, to)
@@ -356,6 +368,16 @@ class _Loader:
         if got[1] is not None:
             self.kept[id(got[1])] = got[1]
         return got[0]
+
+
+def _node(g, x):
+    """The node ``x`` of ``g`` stands for: itself, or (an int) the node of that handle."""
+    return g.table.node(x) if type(x) is int else x
+
+
+def _handle(x):
+    """The raw handle of a node, or of a node handle given as an int."""
+    return rt.cudaGraphNode_t(x) if type(x) is int else x.handle
 
 
 def load(path, bind: dict | None = None, resolve=None) -> Graph:

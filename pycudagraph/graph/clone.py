@@ -43,6 +43,7 @@ class GraphClone:
         new.table.ledger.keep_also(self.keepalive())
         if self.table in _holding_user_objects:  # a clone holds the same user objects
             _holding_user_objects.add(new.table)
+        self.table.settle()  # a loaded graph's kernel nodes: their objects, names and all
         for node in list(self.table.nodes.values()):  # so clone.nodes carries what we know
             new.find(node)
         return new

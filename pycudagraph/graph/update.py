@@ -111,8 +111,10 @@ class ExecUpdate:
             entry = taken.get(key)
             if entry is not None and entry[0] is node:
                 return entry[1:]
-        if table.canonical(node) and not table.built(node):
-            return ()
+        if table.canonical(node):
+            if not table.built(node):
+                return ()
+            return table.as_added(node)  # made from a loaded graph's record after the exec
         return None
 
     def _retire_fn(self) -> "Retirer":
@@ -278,7 +280,7 @@ class ExecUpdate:
         new_nodes = versions.graph_nodes(table.raw_handle)
         for old_raw, new_raw in zip(old_nodes, new_nodes):
             old, new = old_table.node(old_raw), table.node(new_raw)
-            source = _entry(taken, new)
+            source = _entry(taken, new, table)
             rec = old.exec_record(self.handle, source, self._retire_fn())
             self._nodes[id(old)] = rec
             if new is not old:
@@ -302,7 +304,7 @@ class ExecUpdate:
             old = otable.nodes.get(h)
             if old is None or type(old) is not type(new):
                 old = otable.register(new.copy_for(otable, h))
-            rec = old.exec_record(self.handle, _entry(taken, new), self._retire_fn())
+            rec = old.exec_record(self.handle, _entry(taken, new, table), self._retire_fn())
             self._nodes[id(old)] = rec
             if type(rec.args) is CapturedArgs:  # the bytes the update took
                 rec.args = CapturedArgs.of(new)
@@ -344,11 +346,13 @@ class ExecUpdate:
         return True
 
 
-def _entry(taken: list, node) -> tuple:
-    """What ``node`` kept in the copies ``taken`` (``()`` for a node read back)."""
+def _entry(taken: list, node, table) -> tuple:
+    """What ``node`` (of ``table``) kept in the copies ``taken``: for a node whose object
+    was made after they were taken, from a loaded graph's record, what it was added with
+    (:meth:`NodeTable.as_added`); ``()`` for a node read back."""
     key = id(node)
     for d in taken:
         entry = d.get(key)
         if entry is not None and entry[0] is node:
             return entry[1:]
-    return ()
+    return table.as_added(node) or ()

@@ -87,7 +87,11 @@ class NodeTable:
     h : int
         The raw graph handle as an int.
     nodes : dict
-        Node handle -> node object, one object per node (read back on first use).
+        Node handle -> node object, one object per node (read back, or made from a graph
+        file's records, on first use).
+    deferred : DeferredKernelNodes or None
+        The records of kernel nodes added without their objects (a loaded graph's), which
+        :meth:`node` makes them from.
     execs : ExecRefs
         The execs that need this raw graph, held weakly: made from it, or updated with it
         and not yet paired. ``Graph.close`` destroys the raw graph after the last one.
@@ -99,7 +103,7 @@ class NodeTable:
     """
 
     __slots__ = ("graph_ref", "keep_graph", "h", "raw_handle", "nodes", "ledger", "children",
-                 "owner", "closed", "dead", "make_child", "execs", "__weakref__")
+                 "owner", "closed", "dead", "make_child", "execs", "deferred", "__weakref__")
 
     def __init__(self, graph, raw, owner, make_child):
         self.graph_ref = _ref(graph)
@@ -119,6 +123,7 @@ class NodeTable:
         self.make_child = make_child  # (raw, owner node) -> the Graph wrapper of an inner graph
         self.execs = ExecRefs()  # execs that need the raw graph (made from it, or
         # updated with it and not yet paired): close() destroys it after the last one
+        self.deferred = None  # kernel nodes added with no object yet (a loaded graph's)
 
     # The raw graph ---------------------------------------------------------------------
 
@@ -159,6 +164,7 @@ class NodeTable:
         that needs it), so it goes with its last reference, not at a collection."""
         self.dead = reason
         self.keep_graph = None
+        self.deferred = None
         self.nodes.clear()
         self.ledger.clear()
         for child in list(self.children):
@@ -212,6 +218,8 @@ class NodeTable:
     def forget(self, node) -> None:
         """``node`` was removed from the graph; its inner graphs die with it."""
         self.nodes.pop(int(node), None)
+        if self.deferred is not None:
+            self.deferred.forget(int(node))
         for child in list(self.children):
             if child.table.owner is node:
                 child.table.kill(f"belongs to {type(node).__name__} 0x{int(node):x}, which "
@@ -221,13 +229,36 @@ class NodeTable:
     # Reading -------------------------------------------------------------------------
 
     def node(self, raw):
-        """The node object for a raw handle (made once, then reused)."""
+        """The node object for a raw handle (made once, then reused): a kernel node added
+        without its object made from its record (:attr:`deferred`), any other read back
+        from the driver."""
         h = int(raw)
         node = self.nodes.get(h)
         if node is None:
+            if self.deferred is not None:
+                node = self.deferred.make(self, h)
+                if node is not None:
+                    return node
             from .registry import read_node
             node = self.nodes[h] = read_node(self, h)
         return node
+
+    def settle(self) -> None:
+        """Make the object of every kernel node added without one (:attr:`deferred`), so
+        :attr:`nodes` holds every node this table knows of. No CUDA call."""
+        later = self.deferred
+        if later is not None:
+            for h in later.handles():
+                later.make(self, h)
+
+    def as_added(self, node):
+        """What ``node`` kept when it was added, for a node whose object was made later from
+        its record (:attr:`deferred`): ``(its packed launch then,)``, which an exec made
+        before the object was finds it by; None for any other node. No CUDA call."""
+        later = self.deferred
+        if later is None or later.make(self, int(node)) is not node:
+            return None
+        return (later.pack(int(node)),)
 
     def canonical(self, node) -> bool:
         """Whether ``node`` is this table's object for its handle."""

@@ -292,11 +292,32 @@ def test_a_1000_node_chain_loads_on_the_stub_as_its_json_records_do(native):
             made = stub.calls("cuGraphAddKernelNode")
             loader.fill(g, gf.manifest["root"])
             assert stub.calls("cuGraphAddKernelNode") - made == 1000, stub.calls("cuGraphAddKernelNode") - made
-            assert stub.deps(1) == [list(g.table.nodes)[-2]], (stub.deps(1), list(g.table.nodes)[-3:])
-            graphs.append(g)
+            handles = list(g.table.nodes) if version == (1, 0) else g.table.deferred.handles()
+            assert stub.deps(1) == [handles[-2]], (stub.deps(1), handles[-3:])
+            graphs.append((g, handles))
         assert not rechecked  # the file's check is not made twice: the add checks the lengths
-        a, b = ([n for n in g.table.nodes.values()] for g in graphs)
-        assert len(a) == len(b) == 1000
+        # the records' nodes were added with no object: each is made on first use, a
+        # KernelNode as the JSON record's, once (asked again, the same object)
+        g, handles = graphs[1]
+        assert len(g.table.nodes) == 0 and len(handles) == 1000
+        # with no node object to hold them, the graph's ledger (which its execs keep) holds
+        # the kernels, and so their modules
+        assert all(g.table.ledger.uses(k) for k in ks)
+        a = list(graphs[0][0].table.nodes.values())
+        # several threads asking for the same nodes at once get one object each
+        got = [None] * 6
+        def ask(t):
+            got[t] = [g.table.node(h) for h in (handles[::-1] if t % 2 else handles)]
+        threads = [threading.Thread(target=ask, args=(t,)) for t in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        b = got[0]
+        assert all(x[::-1 if t % 2 else 1] == b and all(p is q for p, q in zip(x[::-1 if t % 2 else 1], b))
+                   for t, x in enumerate(got))
+        assert all(g.table.node(h) is n for h, n in zip(handles, b))
+        assert len(a) == len(b) == len(g.table.nodes) == 1000
         for i, (x, y) in enumerate(zip(a, b)):
             assert type(y) is KernelNode and y._pack.kernel is ks[i % 2]
             assert x._pack.raw()[8:36] == y._pack.raw()[8:36]
@@ -315,6 +336,46 @@ def test_a_1000_node_chain_loads_on_the_stub_as_its_json_records_do(native):
             assert "kernel nodes 0..999" in str(exc) and "argument bytes" in str(exc), exc
         else:
             raise AssertionError("no GraphFileError")
+    ''', native)
+
+
+@both
+def test_a_record_over_its_kernels_launch_limits_is_refused(native):
+    """The driver checks no launch limits when a node is added: a run's records are
+    checked against each kernel's: a short run node by node as it is added (what was
+    added is removed: on a GPU, the graph files' GPU tests), a long one (added with no
+    object per node) in compiled code up to the record, removed, then named by the check
+    of every launch."""
+    run('''
+        import copy
+        from pycudagraph.files import archive as files, bulk_format, load as file_load
+        from tests.graph.test_graph_files_bulk import chain_manifest, CHAIN, CUBIN
+        ks = [fake_kernel(sig, name, kernel_threads=128) for name, sig, _ in CHAIN]
+        bufs = {s: buffer() for s in "xy"}
+        for b in bufs.values():
+            b.nbytes = 1 << 16
+        for count in (40, file_load.DEFER_FROM + 10):
+            v1 = chain_manifest(count)
+            v1["root"]["nodes"][7]["block"] = [256, 1, 1]  # over the kernel's 128 threads
+            v2, sections = bulk_format.pack(copy.deepcopy(v1), CUBIN, dict(enumerate(ks)))
+            gf = files.decode(files.encode(v2, sections))
+            loader = file_load._Loader(gf, bufs, None, "test")
+            loader.use(ks)
+            g = fake_graph()
+            made = stub.calls("cuGraphAddKernelNode")
+            gone = stub.calls("cuGraphDestroyNode")
+            try:
+                loader.fill(g, gf.manifest["root"])
+            except pcg.GraphFileError as exc:
+                assert f"kernel nodes 0..{count - 1}" in str(exc) and "128" in str(exc), exc
+                assert "record 7" in str(exc) or count < file_load.DEFER_FROM, exc
+            else:
+                raise AssertionError("no GraphFileError")
+            assert g.table.deferred is None, count
+            if count >= file_load.DEFER_FROM:  # what was added (compiled: up to record 7)
+                added = stub.calls("cuGraphAddKernelNode") - made  # was removed
+                assert added in (0, 7) and stub.calls("cuGraphDestroyNode") - gone == added
+                assert not g.table.nodes
     ''', native)
 
 

@@ -2,7 +2,8 @@
 kernels (with a memset before it and a kernel in a child graph) saved as binary records,
 loaded with other buffers; the loaded graph computes what the built one does, its nodes
 are ordinary kernel nodes (``set_arg`` by name on the exec, ``set_params`` on the node,
-a whole-graph update), and it saves again as format 2."""
+a whole-graph update), made from their records on first use, also after an exec was made,
+which keeps what it launches, and it saves again as format 2."""
 
 import os
 import subprocess
@@ -90,6 +91,40 @@ s.synchronize()
 np.testing.assert_allclose(y2.to_numpy(np.float32), y.to_numpy(np.float32), rtol=1e-5, atol=1e-6)
 print("SET_ARG by name")
 
+# an exec made before any node object: the objects are made from the records on first
+# use, and the exec finds its own parameters by them (not the graph's, changed since)
+late = pcg.load(path, bind={"x": x2, "y": y2})
+late_exe = late.instantiate()
+# none yet but the last of the chain, which the child graph node after it depends on
+assert sum(type(n) is pcg.KernelNode for n in late.table.nodes.values()) == 1
+node = next(n for n in late.nodes if n.type == "kernel" and n.params.args.get("a") == 0.25)
+assert type(node) is pcg.KernelNode and node.kernel.name == "axpy"
+node.set_params(args={"n": 0})  # the graph's node only: the exec still has n = N
+late_exe.set_arg(node, "a", 2.0)  # by name, on the exec's parameters
+late_exe.launch(s)
+s.synchronize()
+np.testing.assert_allclose(y2.to_numpy(np.float32), y.to_numpy(np.float32), rtol=1e-5, atol=1e-6)
+del late, node  # the exec keeps what it launches (the kernels' module)
+import gc
+gc.collect()
+late_exe.launch(s)
+s.synchronize()
+np.testing.assert_allclose(y2.to_numpy(np.float32), y.to_numpy(np.float32), rtol=1e-5, atol=1e-6)
+print("LATE objects")
+
+# a clone of a loaded graph carries its kernel nodes as the loaded ones are (names and all);
+# a node removed goes from what the table would make objects from
+fresh = pcg.load(path, bind={"x": x2, "y": y2})
+twin = fresh.clone()
+kinds = [type(n).__name__ for n in twin.nodes if n.type == "kernel"]
+assert kinds == ["KernelNode"] * NODES, set(kinds)
+assert twin.find(fresh.nodes[5]).kernel is fresh.nodes[5].kernel
+gone = fresh.nodes[3]
+handle = int(gone)
+fresh.remove_node(gone)
+assert handle not in fresh.table.deferred.handles() and len(fresh.nodes) == NODES + 1
+print("CLONE and REMOVE")
+
 loaded.save(path2, slots={"x": x2, "y": y2})
 again = pcg.load(path2, bind={"x": x, "y": y})
 assert files.read_file(path2).version == (2, 0)
@@ -111,3 +146,4 @@ def test_a_chain_saved_as_records_loads_and_stays_an_ordinary_graph(tmp_path):
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"exit {proc.returncode}\n{out[-4000:]}"
     assert "LOADED equal" in out and "SET_ARG by name" in out and "HEALTHY" in out, out
+    assert "LATE objects" in out and "CLONE and REMOVE" in out, out
