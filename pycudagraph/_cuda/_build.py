@@ -19,7 +19,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 #: The extension's C files (one module, ``_native_module.c`` defines it) and its header.
 SOURCES = ("_native_module.c", "_native_calls.c", "_native_convert.c", "_native_method.c",
            "_native_nodes.c", "_native_types.c", "_native_lookup.c", "_native_plan.c",
-           "_native_deps.c", "_native_bulk.c")
+           "_native_deps.c", "_native_bulk.c", "_native_checks.c")
 HEADERS = ("_native.h",)
 #: The sleepable memory table, a module of its own (``pycudagraph._cuda._vmm``), built beside
 #: the hot path whatever PYCUDAGRAPH_NO_NATIVE says (that variable only picks the hot route).

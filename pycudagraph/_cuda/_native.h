@@ -227,6 +227,7 @@ int node_added(PyObject *table, PyObject *node, PyObject *pack, void *node_h);
 PyObject *add_kernel_nodes(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
 PyObject *add_param_nodes(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
 PyObject *add_record_nodes(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
+PyObject *records_pass(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
 
 /* _native_method.c: KernelBase (Kernel.launch) and GraphBase (Graph.add_kernel) */
 typedef struct {

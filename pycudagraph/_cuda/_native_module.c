@@ -223,6 +223,9 @@ static PyMethodDef methods[] = {
     FAST(add_record_nodes, "add_record_nodes(graph_h, kernels, recs, argbytes, deps) -> "
                            "(handles, CUresult), or None if not made here: "
                            "cuGraphAddKernelNode per record, params from its kernel's plan"),
+    FAST(records_pass, "records_pass(recs, nargs, ndeps, relocs, blocks, nkernels, sizes, "
+                       "nslots) -> bool: a graph file's kernel records and relocations pass "
+                       "every check (one pass, no CUDA call)"),
     FAST(register_node, "register_node(table, node, *keep) -> node: NodeTable.register "
                         "(nodes[int(node)] = node, the ledger holds (node, *keep))"),
     {"node_live", node_live_py, METH_O, "node_live(node) -> bool: Node.live's rule, not "

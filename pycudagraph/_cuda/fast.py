@@ -50,7 +50,8 @@ __all__ = ["launch_graph", "launch_kernel", "add_kernel", "set_arg", "set_args",
            "exec_update", "graph_instantiate", "native_status", "layout_plan", "kernel_plan",
            "use_driver_library", "NATIVE_ENV", "ExecBase", "ExecNodeBase", "ArgPackBase",
            "LayoutBase", "KernelBase", "GraphBase", "Plan", "register_node", "node_live",
-           "add_kernel_nodes", "add_function_node", "add_function_nodes", "add_record_nodes"]
+           "add_kernel_nodes", "add_function_node", "add_function_nodes", "add_record_nodes",
+           "records_pass"]
 
 _native = routes.native  # the C extension, or None (routes.native_reason says why)
 _f = routes.driver  # libcuda's entry points, as ctypes functions
@@ -377,6 +378,10 @@ def add_function_nodes(graph_h: int, params, recs, deps) -> list[int]:
 
 
 _record_nodes = getattr(_native, "add_record_nodes", None)
+#: ``records_pass(recs, nargs, ndeps, relocs, blocks, nkernels, sizes, nslots) -> bool``: a
+#: graph file's kernel records and relocations judged in one pass in compiled code
+#: (``files/bulk_format.records_pass``); None on the ctypes route.
+records_pass = getattr(_native, "records_pass", None)
 
 
 def add_record_nodes(graph_h: int, kernels: tuple, recs, args, deps) -> list[int] | None:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._cuda import fast
 from .._cuda.bulk import RECORD, spans
 from ..nodes.registry import REGISTRY
 
@@ -224,6 +225,15 @@ def _records_pass(r, args, d, rel, blocks, kernels: int, names: list, sizes) -> 
     return bool(size.min() >= 0 and (offset <= size.astype(np.uint64)).all())
 
 
+def records_pass(r, args, d, rel, blocks, kernels: int, names: list, sizes) -> bool:
+    """:func:`_records_pass`, in one pass in compiled code where the extension is built
+    (``_native.records_pass``, the same checks entry by entry), else with whole-array
+    steps. No CUDA call."""
+    if fast.records_pass is None:
+        return _records_pass(r, args, d, rel, blocks, kernels, names, sizes)
+    return fast.records_pass(r, len(args), len(d), rel, blocks, kernels, sizes, len(names))
+
+
 def check_sections(c, bulk, sections) -> tuple:
     """Check the binary sections the manifest's ``bulk`` names; ``(records, args, deps,
     relocs)`` as arrays. ``c``: the manifest's checker (its kernels and slots checked).
@@ -239,7 +249,7 @@ def check_sections(c, bulk, sections) -> tuple:
     blocks = np.array([k.get("block", -1) for k in c.manifest_kernels] or [0], np.int64)
     names = sorted(c.slots)
     sizes = np.array([c.memory.get(n, -1) for n in names] or [0], np.int64)
-    if not _records_pass(r, args, d, rel, blocks, len(c.manifest_kernels), names, sizes):
+    if not records_pass(r, args, d, rel, blocks, len(c.manifest_kernels), names, sizes):
         _name_first_wrong(c, r, args, d, rel, blocks, names, sizes)
     return r, args, d, rel
 
@@ -363,7 +373,8 @@ class Runs:
                 slot = part["kind"] == 0
                 allocated = not slot.all()
                 slot_base = np.zeros(len(self.names) or 1, np.uint64)
-                for t in np.unique(target[slot] if allocated else target).tolist():
+                used = target[slot] if allocated else target  # (bincount: no sort)
+                for t in np.flatnonzero(np.bincount(used)).tolist():
                     b = bound[self.names[t]]  # the slots these records use: kept by the graph
                     slot_base[t] = b.addr
                     if b.obj is not None:
