@@ -228,6 +228,10 @@ PyObject *add_kernel_nodes(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
 PyObject *add_param_nodes(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
 PyObject *add_record_nodes(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
 PyObject *records_pass(PyObject *m, PyObject *const *a, Py_ssize_t nargs);
+/* Read-only C-contiguous buffers of n objects (_native_bulk.c): 0, or -1 with an error set
+ * and none held; release_views lets the n go. */
+int views(Py_buffer *b, PyObject *const *objs, int n);
+void release_views(Py_buffer *b, int n);
 
 /* _native_method.c: KernelBase (Kernel.launch) and GraphBase (Graph.add_kernel) */
 typedef struct {

@@ -127,10 +127,23 @@ done:
     return status;
 }
 
-/* A read-only C-contiguous buffer of a (bytes, bytearray, memoryview, numpy array). */
-static int view(PyObject *o, Py_buffer *b)
+/* Read-only C-contiguous buffers of the n objects (bytes, bytearray, memoryview, numpy
+ * array) into b[0 .. n): 0, or -1 with an error set and none of them held. */
+int views(Py_buffer *b, PyObject *const *objs, int n)
 {
-    return PyObject_GetBuffer(o, b, PyBUF_C_CONTIGUOUS);
+    for (int i = 0; i < n; i++) {
+        if (PyObject_GetBuffer(objs[i], &b[i], PyBUF_C_CONTIGUOUS)) {
+            release_views(b, i);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void release_views(Py_buffer *b, int n)
+{
+    while (n-- > 0)
+        PyBuffer_Release(&b[n]);
 }
 
 PyObject *add_kernel_nodes(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
@@ -141,18 +154,10 @@ PyObject *add_kernel_nodes(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *table = a[0], *kernels = a[1], *made = a[5];
-    Py_buffer rb, ab, db;
-    if (view(a[2], &rb))
+    Py_buffer v[3];   /* recs, argbytes, deps */
+    if (views(v, a + 2, 3))
         return NULL;
-    if (view(a[3], &ab)) {
-        PyBuffer_Release(&rb);
-        return NULL;
-    }
-    if (view(a[4], &db)) {
-        PyBuffer_Release(&rb);
-        PyBuffer_Release(&ab);
-        return NULL;
-    }
+    Py_buffer rb = v[0], ab = v[1], db = v[2];
     Py_ssize_t n = rb.len / (R_WORDS * 4), nk = PyTuple_GET_SIZE(kernels), done = 0;
     Py_ssize_t ndeps = db.len / 4;
     void **handles = n ? PyMem_Malloc(sizeof(void *) * n) : NULL;
@@ -178,9 +183,7 @@ PyObject *add_kernel_nodes(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
         done += st == 1;
     }
     PyMem_Free(handles);
-    PyBuffer_Release(&rb);
-    PyBuffer_Release(&ab);
-    PyBuffer_Release(&db);
+    release_views(v, 3);
     return st < 0 ? NULL : PyLong_FromSsize_t(done);
 }
 
@@ -280,17 +283,12 @@ PyObject *add_param_nodes(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
         PyErr_Clear();
         Py_RETURN_NONE;
     }
-    Py_buffer rb, db;
-    if (view(a[3], &rb))
+    Py_buffer v[2];   /* recs, deps */
+    if (views(v, a + 3, 2))
         return NULL;
-    if (view(a[4], &db)) {
-        PyBuffer_Release(&rb);
-        return NULL;
-    }
     strided c = {params, stride};
-    PyObject *out = add_records(graph_h, &rb, &db, strided_params, &c);
-    PyBuffer_Release(&rb);
-    PyBuffer_Release(&db);
+    PyObject *out = add_records(graph_h, &v[0], &v[1], strided_params, &c);
+    release_views(v, 2);
     return out;
 }
 
@@ -364,31 +362,20 @@ PyObject *add_record_nodes(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
         PyErr_Clear();
         Py_RETURN_NONE;
     }
-    Py_buffer rb, ab, db;
-    if (view(a[2], &rb))
+    Py_buffer v[3];   /* recs, argbytes, deps */
+    if (views(v, a + 2, 3))
         return NULL;
-    if (view(a[3], &ab)) {
-        PyBuffer_Release(&rb);
-        return NULL;
-    }
-    if (view(a[4], &db)) {
-        PyBuffer_Release(&rb);
-        PyBuffer_Release(&ab);
-        return NULL;
-    }
     record_ctx *c = PyMem_Malloc(sizeof *c);
     PyObject *out = NULL;
     if (!c) {
         PyErr_NoMemory();
     } else {
         c->kernels = a[1];
-        c->args = ab.buf;
-        c->nargs = ab.len;
-        out = add_records(graph_h, &rb, &db, record_params, c);
+        c->args = v[1].buf;
+        c->nargs = v[1].len;
+        out = add_records(graph_h, &v[0], &v[2], record_params, c);
         PyMem_Free(c);
     }
-    PyBuffer_Release(&rb);
-    PyBuffer_Release(&ab);
-    PyBuffer_Release(&db);
+    release_views(v, 3);
     return out;
 }

@@ -77,50 +77,30 @@ static int relocs_ok(const Py_buffer *rb, const Py_buffer *lb, const long long *
 
 PyObject *records_pass(PyObject *m, PyObject *const *a, Py_ssize_t nargs)
 {
-    long long v[5];
     if (nargs != 8) {
         PyErr_SetString(PyExc_TypeError, "records_pass(recs, nargs, ndeps, relocs, blocks, "
                         "nkernels, sizes, nslots)");
         return NULL;
     }
-    const int ints[5] = {1, 2, 5, 7, -1};
-    for (int i = 0; ints[i] >= 0; i++)
-        if ((v[i] = PyLong_AsLongLong(a[ints[i]])) == -1 && PyErr_Occurred())
+    long long num[4];   /* nargs, ndeps, nkernels, nslots */
+    const int at[4] = {1, 2, 5, 7};
+    for (int i = 0; i < 4; i++)
+        if ((num[i] = PyLong_AsLongLong(a[at[i]])) == -1 && PyErr_Occurred())
             return NULL;
-    Py_buffer rb, lb, bb, sb;
-    int got = 0, ok = 0;
-    if (PyObject_GetBuffer(a[0], &rb, PyBUF_C_CONTIGUOUS))
+    PyObject *const objs[4] = {a[0], a[3], a[4], a[6]};
+    Py_buffer v[4];   /* recs, relocs, blocks, sizes */
+    if (views(v, objs, 4))
         return NULL;
-    got++;
-    if (!PyObject_GetBuffer(a[3], &lb, PyBUF_C_CONTIGUOUS)) {
-        got++;
-        if (!PyObject_GetBuffer(a[4], &bb, PyBUF_C_CONTIGUOUS)) {
-            got++;
-            if (!PyObject_GetBuffer(a[6], &sb, PyBUF_C_CONTIGUOUS))
-                got++;
-        }
-    }
-    if (got == 4) {
-        if (rb.len % (W_WORDS * 4) || lb.len % RELOC_BYTES || bb.len % 8 || sb.len % 8) {
-            PyErr_SetString(PyExc_ValueError, "records_pass: a table is not a whole number "
-                            "of entries");
-            got = -got;
-        } else if (rb.len == 0) {
-            ok = lb.len == 0;
-        } else {
-            ok = records_ok(&rb, v[0], v[1], bb.buf, bb.len / 8, v[2]) &&
-                 relocs_ok(&rb, &lb, sb.buf, sb.len / 8, v[3]);
-        }
-    }
-    int n = got < 0 ? -got : got;
-    if (n > 3)
-        PyBuffer_Release(&sb);
-    if (n > 2)
-        PyBuffer_Release(&bb);
-    if (n > 1)
-        PyBuffer_Release(&lb);
-    PyBuffer_Release(&rb);
-    if (got != 4)
-        return NULL;
-    return PyBool_FromLong(ok);
+    int ok = 0, whole = !(v[0].len % (W_WORDS * 4) || v[1].len % RELOC_BYTES ||
+                          v[2].len % 8 || v[3].len % 8);
+    if (!whole)
+        PyErr_SetString(PyExc_ValueError, "records_pass: a table is not a whole number of "
+                        "entries");
+    else if (v[0].len == 0)
+        ok = v[1].len == 0;
+    else
+        ok = records_ok(&v[0], num[0], num[1], v[2].buf, v[2].len / 8, num[2]) &&
+             relocs_ok(&v[0], &v[1], v[3].buf, v[3].len / 8, num[3]);
+    release_views(v, 4);
+    return whole ? PyBool_FromLong(ok) : NULL;
 }
