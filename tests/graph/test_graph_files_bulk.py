@@ -14,7 +14,7 @@ from hypothesis import given, settings, strategies as st
 
 import pycudagraph as pcg
 from pycudagraph._cuda import fast
-from pycudagraph._cuda.bulk import check_records, checked_records
+from pycudagraph._cuda.bulk import RECORD as RECORD_DTYPE, check_records, checked_records
 from pycudagraph.files import archive as files
 from pycudagraph.files import bulk_format
 from tests.support.fakes import fake_kernel
@@ -418,3 +418,34 @@ def test_runs_write_slot_and_allocation_addresses_into_the_argument_bytes():
     words = struct.unpack("<6Q", args.tobytes())
     assert words == (0x2008, 0x9010, 0, 0x1004, 0, 0) and len(recs) == 2
     assert set(map(id, kept.values())) == {id(x), id(y)}
+
+
+_U32 = st.integers(0, (1 << 32) - 1)
+#: a record's words, mostly near what a file holds (so the relocations' checks are reached)
+_RECORD = st.tuples(st.integers(0, 3), st.integers(0, 3), st.just(1), st.just(1),
+                    st.sampled_from([1, 32, 1024, 1025]), st.just(1), st.just(1),
+                    st.integers(0, 16), st.integers(0, 48), st.sampled_from([0, 12, 16]),
+                    st.integers(0, 8), st.integers(0, 3)) | st.tuples(*[_U32] * 12)
+
+
+@pytest.mark.skipif(fast.records_pass is None, reason="the hot path is not compiled here "
+                    "(PYCUDAGRAPH_NO_NATIVE=1 or no C compiler): the numpy pass is the check")
+@settings(max_examples=400, deadline=None)
+@given(st.integers(1, 3), st.lists(_RECORD, max_size=5),
+       st.lists(st.tuples(st.integers(0, 6), st.integers(0, 40), st.integers(0, 2),
+                          st.integers(0, 3), st.integers(0, 1 << 20)), max_size=6),
+       st.lists(st.integers(-1, 1 << 20), max_size=3), st.integers(0, 64), st.integers(0, 8))
+def test_the_compiled_pass_judges_any_tables_as_the_numpy_pass(nk, recs, rels, slot_sizes,
+                                                                nargs, ndeps):
+    """Records, relocations (slots and allocations), argument blocks and slot sizes of any
+    values: the compiled pass and the numpy pass agree on every one."""
+    r = np.array(recs, "<u4").reshape(-1, 12).view(RECORD_DTYPE).reshape(-1)
+    rel = np.zeros(len(rels), bulk_format.RELOC)
+    for i, (ri, at, kind, target, offset) in enumerate(sorted(rels)):
+        rel[i] = (ri, at, kind, target, offset)
+    blocks = np.array([16, 12, -1][:nk], np.int64)
+    names = [f"s{i}" for i in range(len(slot_sizes))]
+    sizes = np.array(slot_sizes or [0], np.int64)
+    args, d = np.zeros(nargs, np.uint8), np.zeros(ndeps, "<u4")
+    want = bulk_format._records_pass(r, args, d, rel, blocks, nk, names, sizes)
+    assert fast.records_pass(r, nargs, ndeps, rel, blocks, nk, sizes, len(names)) == want
