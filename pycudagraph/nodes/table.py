@@ -256,9 +256,13 @@ class NodeTable:
         its record (:attr:`deferred`): ``(its packed launch then,)``, which an exec made
         before the object was finds it by; None for any other node. No CUDA call."""
         later = self.deferred
-        if later is None or later.make(self, int(node)) is not node:
+        if later is None:
             return None
-        return (later.pack(int(node)),)
+        h = int(node)
+        pack = later.pack(h)  # None: not one of the records (a node added since, say)
+        if pack is None or later.make(self, h) is not node:
+            return None
+        return (pack,)
 
     def canonical(self, node) -> bool:
         """Whether ``node`` is this table's object for its handle."""
