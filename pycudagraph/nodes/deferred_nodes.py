@@ -133,9 +133,9 @@ class DeferredKernelNodes:
                        (g0, g1, g2), (b0, b1, b2), smem, func=self.funcs[j])
 
     def make(self, table, h: int):
-        """The :class:`KernelNode` of handle ``h``, made and recorded in ``table`` once (a
-        second thread asking meanwhile gets the same object), or None for a handle that is
-        not one of these nodes. No CUDA call."""
+        """``table``'s node of handle ``h``: the one it has, else the :class:`KernelNode`
+        made from its record and recorded in ``table``, once (a second thread asking
+        meanwhile gets the same object); None for a handle neither knows. No CUDA call."""
         with self.lock:
             node = table.nodes.get(h)
             if node is not None or h not in self._indexed():
@@ -143,7 +143,7 @@ class DeferredKernelNodes:
         pack = self.pack(h)
         with self.lock:
             node = table.nodes.get(h)
-            if node is None:
+            if node is None and pack is not None:  # (None: forgotten meanwhile)
                 node = table.register(KernelNode(table, h, pack), pack)
             return node
 
