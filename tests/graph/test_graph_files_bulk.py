@@ -449,3 +449,34 @@ def test_the_compiled_pass_judges_any_tables_as_the_numpy_pass(nk, recs, rels, s
     args, d = np.zeros(nargs, np.uint8), np.zeros(ndeps, "<u4")
     want = bulk_format._records_pass(r, args, d, rel, blocks, nk, names, sizes)
     assert fast.records_pass(r, nargs, ndeps, rel, blocks, nk, sizes, len(names)) == want
+
+
+@both
+def test_a_long_run_loaded_with_a_trace_open_shows_every_node_added(native):
+    """With a trace open a run of any length takes the node-by-node add, whose calls the
+    trace records one by one; with none, a long run is added with no object per node."""
+    run('''
+        import copy
+        from pycudagraph.files import archive as files, bulk_format, load as file_load
+        from tests.graph.test_graph_files_bulk import chain_manifest, CHAIN, CUBIN
+        ks = [fake_kernel(sig, name) for name, sig, _ in CHAIN]
+        bufs = {s: buffer() for s in "xy"}
+        for b in bufs.values():
+            b.nbytes = 1 << 16
+        count = file_load.DEFER_FROM + 22
+        v2, sections = bulk_format.pack(chain_manifest(count), CUBIN, dict(enumerate(ks)))
+        gf = files.decode(files.encode(v2, sections))
+        for traced in (True, False):
+            loader = file_load._Loader(gf, bufs, None, "test")
+            loader.use(ks)
+            g = fake_graph()
+            if traced:
+                with pcg.trace() as t:
+                    loader.fill(g, gf.manifest["root"])
+                adds = [c for c in t.calls if "GraphAddKernelNode" in str(c)]
+                assert len(adds) == count, (len(adds), t.calls[:3])
+                assert len(g.table.nodes) == count and g.table.deferred is None
+            else:
+                loader.fill(g, gf.manifest["root"])
+                assert not g.table.nodes and len(g.table.deferred.handles()) == count
+    ''', native)
