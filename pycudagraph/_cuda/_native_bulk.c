@@ -56,6 +56,17 @@ static int resolve_deps(void **deps, const uint32_t *ix, uint32_t count, void *c
     return 1;
 }
 
+/* Whether record r's launch is one the compiled adds take with plan p: the plan names a
+ * function whose limits are read, the launch is 1-D and within them, and the record's
+ * argument bytes are the plan's argument slots. */
+static int record_fits(const plan_head *p, const uint32_t *r)
+{
+    return p->func && p->block1 && r[R_GRID + 1] == 1 && r[R_GRID + 2] == 1 &&
+           r[R_BLOCK + 1] == 1 && r[R_BLOCK + 2] == 1 && r[R_GRID] && r[R_BLOCK] &&
+           r[R_GRID] <= p->grid1 && r[R_BLOCK] <= p->block1 && r[R_SHM] <= p->smem &&
+           p->size >= HEADER + 8 * p->n && r[R_ARG_LEN] == p->size - (HEADER + 8 * p->n);
+}
+
 /* One node: 1 added (appended to made), 0 not added here (no error set), -1 error set. */
 static int one(PyObject *table, PyObject *kernel, const uint32_t *r, const char *args,
                const uint32_t *dep_ix, void **handles, Py_ssize_t i, PyObject *made)
@@ -64,11 +75,8 @@ static int one(PyObject *table, PyObject *kernel, const uint32_t *r, const char 
     const plan_head *p = hot ? hot_plan(hot) : NULL;
     void *graph_h;
     PyObject *nodes, *layout = p ? plan_layout(hot) : NULL;
-    if (!layout || !p->simple || !p->func || !p->block1 || table_open(table, &graph_h, &nodes) ||
-        r[R_GRID + 1] != 1 || r[R_GRID + 2] != 1 || r[R_BLOCK + 1] != 1 ||
-        r[R_BLOCK + 2] != 1 || !r[R_GRID] || !r[R_BLOCK] || r[R_GRID] > p->grid1 ||
-        r[R_BLOCK] > p->block1 || r[R_SHM] > p->smem ||
-        r[R_ARG_LEN] != p->size - (HEADER + 8 * p->n) || r[R_DEP_COUNT] > STACK_DEPS)
+    if (!layout || !p->simple || !record_fits(p, r) || table_open(table, &graph_h, &nodes) ||
+        r[R_DEP_COUNT] > STACK_DEPS)
         return 0;
     void *deps[STACK_DEPS];
     if (!resolve_deps(deps, dep_ix, r[R_DEP_COUNT], handles, i))
@@ -316,14 +324,10 @@ static const void *record_params(void *ctx, Py_ssize_t i, const uint32_t *r)
         return NULL;
     PyObject *hot = ((kernel_obj *)kernel)->hot;
     const plan_head *p = hot ? hot_plan(hot) : NULL;
-    if (!p || !p->func || !p->block1 || p->n > MAX_RECORD_PARAMS || r[R_GRID + 1] != 1 ||
-        r[R_GRID + 2] != 1 || r[R_BLOCK + 1] != 1 || r[R_BLOCK + 2] != 1 || !r[R_GRID] ||
-        !r[R_BLOCK] || r[R_GRID] > p->grid1 || r[R_BLOCK] > p->block1 || r[R_SHM] > p->smem)
-        return NULL;
-    uint32_t start = HEADER + 8 * p->n;
-    if (p->size < start || r[R_ARG_LEN] != p->size - start ||
+    if (!p || p->n > MAX_RECORD_PARAMS || !record_fits(p, r) ||
         (uint64_t)r[R_ARG_OFF] + r[R_ARG_LEN] > (uint64_t)c->nargs)
         return NULL;
+    uint32_t start = HEADER + 8 * p->n;
     const plan_slot *slots = (const plan_slot *)(p + 1);
     const char *base = c->args + r[R_ARG_OFF];
     for (uint32_t k = 0; k < p->n; k++) {

@@ -230,6 +230,11 @@ def checked_records(kernels, r, d, used=None) -> tuple:
     return r, d
 
 
+def _dims(d: list):
+    """A 3-dimension launch size as ``check_config`` takes it fastest: an int for 1-D."""
+    return d[0] if d[1] == 1 and d[2] == 1 else tuple(d)
+
+
 def ready(kernels, r, used=None) -> None:
     """Each kernel the records use loaded and its launch limits read (``cuFuncGetAttribute``
     once per kernel: ``Kernel.check_config``), checked against its first record (``used``:
@@ -240,8 +245,7 @@ def ready(kernels, r, used=None) -> None:
         return
     for j, i in zip(*(used or used_kernels(r))):
         g, b = r["grid"][i].tolist(), r["block"][i].tolist()
-        kernels[j].check_config(g[0] if g[1:] == [1, 1] else tuple(g),
-                                b[0] if b[1:] == [1, 1] else tuple(b), int(r["shared_mem"][i]))
+        kernels[j].check_config(_dims(g), _dims(b), int(r["shared_mem"][i]))
 
 
 def arg_values(kernel, data) -> list:
@@ -261,11 +265,6 @@ def arg_values(kernel, data) -> list:
         else:
             out.append(st.unpack_from(data, at)[0])
     return out
-
-
-def _dims(d: list):
-    """A 3-dimension launch size as ``check_config`` takes it fastest: an int for 1-D."""
-    return d[0] if d[1] == 1 and d[2] == 1 else tuple(d)
 
 
 def check_launches(kernels, r, used=None) -> None:
