@@ -47,11 +47,11 @@ from pathlib import Path
 
 from .._cuda import ensure_device
 from ..errors import ArgumentError, GraphFileError, GraphFileWarning, PyCudaGraphError
+from ..runtime.values import progress_arg
 from .child import import_ref
 from .memory import Snapshot, graph_events, graph_regions, slot_objects, top_sites
 from .prefix import Trial, bisect_first, graph_order, prefix_graph
-from .report import (fields_lines, findings_for, graph_of, node_name, positive, progress_arg,
-                     trials_line)
+from .report import fields_lines, findings_for, graph_of, node_name, positive, trials_line
 from .worker import Worker, exit_text
 
 __all__ = ["find_fault", "FaultReport", "resolve_ref"]

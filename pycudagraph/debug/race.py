@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..runtime.stream import Stream
+from ..runtime.values import progress_arg
 from .memory import Snapshot, graph_regions, site_spans, top_sites
 from .prefix import Trial, ancestors, bisect_first, chained_graph, graph_order, prefix_graph
-from .report import graph_of, node_name, positive, progress_arg, trials_line
+from .report import graph_of, node_name, positive, trials_line
 
 __all__ = ["find_race", "RaceReport", "RacePair", "overlap"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import ArgumentError, PyCudaGraphError
 
-__all__ = ["graph_of", "node_name", "fields_lines", "value_text", "positive", "progress_arg",
+__all__ = ["graph_of", "node_name", "fields_lines", "value_text", "positive",
            "findings_for", "trials_line"]
 
 
@@ -31,14 +31,6 @@ def positive(value, where: str, name: str, integer: bool = False):
         what = "an int >= 1" if integer else "a number of seconds > 0"
         raise ArgumentError(f"{where}: {name} must be {what}, got {value!r}")
     return value
-
-
-def progress_arg(progress, where: str):
-    """``progress`` checked: None or a callable taking one line of text."""
-    if progress is not None and not callable(progress):
-        raise ArgumentError(f"{where}: progress must be None or a callable taking one line "
-                            f"of text (print, a logger's info), got {type(progress).__name__}")
-    return progress
 
 
 def node_name(node) -> str:

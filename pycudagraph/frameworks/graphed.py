@@ -168,13 +168,14 @@ class GraphedCallable(NewKeys):
             self._background.cancel()
             self._keys.clear()
 
-    def save(self, path, module=None, bind=None):
+    def save(self, path, module=None, bind=None, progress=None):
         """Save every captured key to the folder ``path`` for :func:`pycudagraph.load_graphed`
         (:func:`~pycudagraph.frameworks.graphed_save.save_graphed`): each key's graph file,
-        weights and buffers bound by name, capture pools as sizes. ``cuGraphKernelNodeGetParams``
-        and ``cuMemGetAddressRange`` per address, the calls of ``Graph.save``."""
+        weights and buffers bound by name, capture pools as sizes; ``progress`` (``print``, a
+        logger's ``info``) gets a line after each key. ``cuGraphKernelNodeGetParams`` and
+        ``cuMemGetAddressRange`` per address, the calls of ``Graph.save``."""
         from .graphed_save import save_graphed
-        return save_graphed(self, path, module=module, bind=bind)
+        return save_graphed(self, path, module=module, bind=bind, progress=progress)
 
     def adopt(self, entry) -> None:
         """Add ``entry``, a :class:`GraphedEntry` made elsewhere (a key loaded by

@@ -37,12 +37,13 @@ from ..capture.capture import capture
 from ..files.load import load
 from ..runtime.device import Device, device as device_scope, device_count
 from ..runtime.stream import Stream
-from ..runtime.values import path_arg
+from ..runtime.values import Progress, path_arg
 from .arrays import array_info, flatten
 from .graphed import GraphedEntry, graphed
 from .graphed_bind import Span, bindings, describe, versions
 from .graphed_index import check_arch, compare_bindings, read_index, slot_kind, version_differences
 from .graphed_make import ByteBase, Maker
+from .graphed_templates import describe_key
 from .kernel_probe import KernelFinder
 from .ops import framework_streams
 from .pools import CapturePool
@@ -251,27 +252,8 @@ def _check_files(ix: dict, folder: Path) -> None:
                                  "replaced)")
 
 
-def _describe_key(rec: dict) -> str:
-    arrays = []
-
-    def walk(t):
-        (kind, v), = t.items()
-        if kind == "array":
-            arrays.append(f"{tuple(v['shape'])} {v['dtype']}")
-        elif kind in ("tuple", "list"):
-            for x in v:
-                walk(x)
-        elif kind == "dict":
-            for _, x in v:
-                walk(x)
-
-    for t in rec["args"] + [t for _, t in rec["kwargs"]]:
-        walk(t)
-    return f"{rec['file']} ({', '.join(arrays) or 'no arrays'})"
-
-
 def load_graphed(path, fn_or_module, *, module=None, bind=None, strict: bool = False,
-                 **options):
+                 progress=None, **options):
     """A :class:`~pycudagraph.GraphedCallable` of ``fn_or_module`` whose keys are the graphs
     ``f.save(path)`` wrote: they replay with no capture of the model.
 
@@ -291,6 +273,9 @@ def load_graphed(path, fn_or_module, *, module=None, bind=None, strict: bool = F
     strict : bool
         Raise instead of capturing a key that cannot be loaded (a kernel not found, other
         framework versions, a graph file this process cannot load).
+    progress : callable, optional
+        Called with one line of text after the checks, after the library kernels are
+        found and after each key (``print``, a logger's ``info``).
     **options
         Passed to :func:`~pycudagraph.graphed` (``check=True`` compares each key's first
         call with eager execution).
@@ -320,7 +305,8 @@ def load_graphed(path, fn_or_module, *, module=None, bind=None, strict: bool = F
     if not callable(fn_or_module):
         raise ArgumentError(f"load_graphed needs the saved function or module, got "
                             f"{type(fn_or_module).__name__}")
-    t0 = time.perf_counter()
+    tell = Progress(progress, "load_graphed")
+    t0 = start = time.perf_counter()
     ix = read_index(folder)
     f = graphed(fn_or_module, **options)
     report = f.load_report = LoadReport(str(folder))
@@ -336,12 +322,14 @@ def load_graphed(path, fn_or_module, *, module=None, bind=None, strict: bool = F
     _check_files(ix, folder)
     keys = ix["keys"]
     report.seconds["check"] = time.perf_counter() - t0
+    tell(f"index, model and {len(keys)} key file(s) checked", report.seconds["check"])
     differ = version_differences(ix, versions())
     if differ:
         why = "the frameworks differ from the saving process's: " + "; ".join(differ)
         if strict:
             raise GraphFileError(f"{folder}: {why}")
         _fall_back(f, report, {i: why for i in range(len(keys))}, keys)
+        tell(f"0 of {len(keys)} key(s) loaded: {why}", time.perf_counter() - start)
         return f
     torch = loaded.torch()
     if ix["versions"]["torch"] is not None and torch is not None:
@@ -355,39 +343,51 @@ def load_graphed(path, fn_or_module, *, module=None, bind=None, strict: bool = F
     report.probes, report.kernels = finder.probes, len(finder.table)
     report.module_hits = finder.module_hits
     report.seconds["kernels"] = time.perf_counter() - t0
+    tell(f"{report.kernels} library kernel(s) found, {report.probes} probe capture(s) for "
+         f"{report.kernel_sets} kernel set(s)", report.seconds["kernels"])
     t0 = time.perf_counter()
     failed = {}
-    entry_class = GraphedEntry
     for i, rec in enumerate(keys):
-        missing = finder.missing(rec["kernels"], _variants(rec))
-        if missing:
-            why = (f"{len(missing)} kernel(s) not found in this process: "
-                   f"{', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}")
-            probe = [w for k, w in finder.failures.items() if finder.needs[k] == finder.needs[i]]
-            failed[i] = why + (f" (its probe capture failed: {probe[0]})" if probe else "")
-            continue
-        try:
-            with device_scope(rec["device"]):
-                entry = loader.entry(rec, finder, entry_class)
-                f.adopt(entry)
-        except (GraphFileError, ArgumentError, PyCudaGraphError) as exc:
-            failed[i] = str(exc)
-            continue
-        except Exception as exc:  # noqa: BLE001 - a framework's refusal (memory ...): said
-            failed[i] = f"{type(exc).__name__}: {exc}"
+        t1 = time.perf_counter()
+        entry, why = _load_key(f, loader, finder, rec, i)
+        if entry is None:
+            failed[i] = why
+            tell(f"key {i + 1}/{len(keys)} not loaded: {describe_key(rec)}: {why}")
             continue
         report.loaded += 1
+        tell(f"key {i + 1}/{len(keys)} loaded: {describe_key(rec)}", time.perf_counter() - t1)
         if entry.plan.unproven and not getattr(f, "check", False):
             warnings.warn(f"load_graphed({folder}): rebinding cannot be proven right for "
-                          f"{_describe_key(rec)}: {entry.plan.unproven[0]}; pass check=True "
+                          f"{describe_key(rec)}: {entry.plan.unproven[0]}; pass check=True "
                           "to compare with eager execution", RuntimeWarning, stacklevel=2)
     report.seconds["graphs"] = time.perf_counter() - t0
+    tell(f"{report.loaded} of {len(keys)} key(s) loaded", time.perf_counter() - start)
     report.seconds.update(loader.seconds)
     if failed and strict:
         i, why = next(iter(failed.items()))
-        raise GraphFileError(f"{folder}: {_describe_key(keys[i])}: {why}")
+        raise GraphFileError(f"{folder}: {describe_key(keys[i])}: {why}")
     _fall_back(f, report, failed, keys)
     return f
+
+
+def _load_key(f, loader: _Loader, finder: KernelFinder, rec: dict, i: int) -> tuple:
+    """``(entry, None)``: key ``i`` loaded and added to ``f``; ``(None, why)`` when it
+    cannot be (its kernels not found, its file refused here, a framework's refusal)."""
+    missing = finder.missing(rec["kernels"], _variants(rec))
+    if missing:
+        why = (f"{len(missing)} kernel(s) not found in this process: "
+               f"{', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}")
+        probe = [w for k, w in finder.failures.items() if finder.needs[k] == finder.needs[i]]
+        return None, why + (f" (its probe capture failed: {probe[0]})" if probe else "")
+    try:
+        with device_scope(rec["device"]):
+            entry = loader.entry(rec, finder, GraphedEntry)
+            f.adopt(entry)
+    except (GraphFileError, ArgumentError, PyCudaGraphError) as exc:
+        return None, str(exc)
+    except Exception as exc:  # noqa: BLE001 - a framework's refusal (memory ...): said
+        return None, f"{type(exc).__name__}: {exc}"
+    return entry, None
 
 
 def _fall_back(f, report: LoadReport, failed: dict, keys: list) -> None:
@@ -395,7 +395,7 @@ def _fall_back(f, report: LoadReport, failed: dict, keys: list) -> None:
     if not failed:
         return
     report.fallback.update(failed)
-    lines = "; ".join(f"{_describe_key(keys[i])}: {why}" for i, why in list(failed.items())[:3])
+    lines = "; ".join(f"{describe_key(keys[i])}: {why}" for i, why in list(failed.items())[:3])
     more = f"; and {len(failed) - 3} more" if len(failed) > 3 else ""
     warnings.warn(f"load_graphed({report.path}): {len(failed)} of {len(keys)} key(s) will be "
                   f"captured on their first call instead of loaded: {lines}{more}",

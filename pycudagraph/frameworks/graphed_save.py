@@ -30,6 +30,7 @@ import hashlib
 import math
 import os
 import shutil
+import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,12 +40,12 @@ from ..compile.nvrtc_compile import device_arch
 from ..errors import ArgumentError, GraphFileError, GraphFileWarning, PyCudaGraphError
 from ..files.save import save_graph
 from ..runtime.device import Device, device as device_scope
-from ..runtime.values import path_arg
+from ..runtime.values import Progress, path_arg
 from .arrays import array_info
 from .graphed_bind import Span, bindings, describe, versions
 from .graphed_index import FORMAT, INDEX, VERSION, write_index
 from .graphed_make import loaded_workspace
-from .graphed_templates import SCALARS, KeySkipped, dtype_name, key_templates
+from .graphed_templates import SCALARS, KeySkipped, describe_key, dtype_name, key_templates
 from .graphed_witness import left_overs
 from .kernel_probe import library_functions, mangled, mark_variants
 from .owners import OwnerIndex
@@ -341,10 +342,13 @@ def _name(fn) -> str:
 
 # the folder ------------------------------------------------------------------------------
 
-def save_graphed(f, path, module=None, bind=None) -> SaveReport:
+def save_graphed(f, path, module=None, bind=None, progress=None) -> SaveReport:
     """Save every captured key of the graphed callable ``f`` to the folder ``path`` (see
-    :meth:`GraphedCallable.save <pycudagraph.GraphedCallable.save>`)."""
+    :meth:`GraphedCallable.save <pycudagraph.GraphedCallable.save>`); ``progress`` is
+    called with a line after each key and at the end."""
     path = Path(path_arg(path, "save: path"))
+    tell = Progress(progress, "save")
+    start = time.perf_counter()
     if path.exists() and not (path / INDEX).is_file():
         raise ArgumentError(f"save: {path} exists and is not a saved graphed callable; "
                             "choose another path")
@@ -363,7 +367,8 @@ def save_graphed(f, path, module=None, bind=None) -> SaveReport:
         with device_scope(dev):
             ensure_device()
             arch, gpu = device_arch(dev), Device(dev).name
-            for key, e in entries:
+            for n, (key, e) in enumerate(entries, 1):
+                t0 = time.perf_counter()
                 with device_scope(e.device):
                     try:
                         saver.left_overs = []
@@ -375,6 +380,11 @@ def save_graphed(f, path, module=None, bind=None) -> SaveReport:
                         report.skipped[key] = str(exc)
                     except Exception as exc:  # noqa: BLE001 - a framework's refusal: said
                         report.skipped[key] = f"{type(exc).__name__}: {exc}"
+                if key in report.skipped:
+                    tell(f"key {n}/{len(entries)} left out: {report.skipped[key]}")
+                else:
+                    tell(f"key {n}/{len(entries)} saved: {describe_key(keys[-1])}, "
+                         f"{keys[-1]['nbytes']} bytes", time.perf_counter() - t0)
         if not keys:
             raise ArgumentError("save: no key could be saved: " + "; ".join(report.skipped.values()))
         mark_variants(keys, saver.functions)
@@ -390,6 +400,7 @@ def save_graphed(f, path, module=None, bind=None) -> SaveReport:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     report.keys = len(keys)
+    tell(f"{len(keys)} of {len(entries)} key(s) saved to {path}", time.perf_counter() - start)
     for key, why in report.skipped.items():
         warnings.warn(f"save({path}): a key of {_name(f.fn)} was not saved (it will be "
                       f"captured at load): {why}", RuntimeWarning, stacklevel=3)

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-__all__ = ["KeySkipped", "key_templates", "dtype_name", "SCALARS"]
+__all__ = ["KeySkipped", "key_templates", "dtype_name", "SCALARS", "describe_key"]
 
 #: The Python types an argument or output template holds by value.
 SCALARS = (bool, int, float, str, type(None))
@@ -64,3 +64,24 @@ def key_templates(key) -> tuple[list, list]:
     if aliasing:
         raise KeySkipped("its inputs share memory with each other")
     return [_key_part(a) for a in args], [[name, _key_part(x)] for name, x in kwargs]
+
+
+def describe_key(rec: dict) -> str:
+    """A key record named for people: its file and its arrays' shapes and dtypes
+    (``key-002.pcgraph ((4, 1) int64)``). No CUDA call."""
+    arrays = []
+
+    def walk(t):
+        (kind, v), = t.items()
+        if kind == "array":
+            arrays.append(f"{tuple(v['shape'])} {v['dtype']}")
+        elif kind in ("tuple", "list"):
+            for x in v:
+                walk(x)
+        elif kind == "dict":
+            for _, x in v:
+                walk(x)
+
+    for t in rec["args"] + [t for _, t in rec["kwargs"]]:
+        walk(t)
+    return f"{rec['file']} ({', '.join(arrays) or 'no arrays'})"

@@ -18,7 +18,7 @@ __all__ = ["int_arg", "is_int", "bool_arg", "address_arg", "str_arg", "c_str_arg
            "choice_arg", "seq_arg",
            "str_items_arg",
            "short_repr",
-           "require_callable",
+           "require_callable", "progress_arg", "Progress",
            "require_event", "raw_int", "ADDRESS_MAX"]
 
 #: The largest 64-bit address.
@@ -166,6 +166,34 @@ def require_callable(fn, what: str, where: str):
         raise ArgumentError(f"{where}: {what} must be callable, got {short_repr(fn)} "
                             f"({type(fn).__name__})")
     return fn
+
+
+def progress_arg(progress, where: str):
+    """``progress`` checked: None or a callable taking one line of text (long work tells
+    where it is through it)."""
+    if progress is not None and not callable(progress):
+        raise ArgumentError(f"{where}: progress must be None or a callable taking one line "
+                            f"of text (print, a logger's info), got {type(progress).__name__}")
+    return progress
+
+
+class Progress:
+    """Lines of text for a ``progress`` callable (checked by :func:`progress_arg`), each
+    begun with ``where`` and ended with the time its step took; nothing is made when
+    ``progress`` is None."""
+
+    __slots__ = ("fn", "where")
+
+    def __init__(self, progress, where: str):
+        self.fn = progress_arg(progress, where)
+        self.where = where
+
+    def __call__(self, text: str, seconds: float | None = None) -> None:
+        if self.fn is None:
+            return
+        took = ("" if seconds is None else f" ({1e3 * seconds:.0f} ms)" if seconds < 1
+                else f" ({seconds:.2f} s)")
+        self.fn(f"{self.where}: {text}{took}")
 
 
 def require_event(event, where: str):

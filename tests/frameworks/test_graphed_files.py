@@ -22,6 +22,8 @@ from pycudagraph.frameworks.graphed_index import (FORMAT, INDEX, check_arch, che
 from pycudagraph.frameworks.graphed_load import load_graphed
 from pycudagraph.frameworks.graphed_make import Maker
 from pycudagraph.frameworks.graphed_save import KeySkipped, key_templates
+from pycudagraph.frameworks.graphed_templates import describe_key
+from pycudagraph.runtime.values import Progress
 from pycudagraph.frameworks.owners import Owner
 
 TORCH_ARRAY = {"framework": "torch", "shape": [2, 4], "strides": [4, 1], "dtype": "float32",
@@ -290,6 +292,35 @@ def test_load_refuses_a_model_that_differs_before_any_cuda_call(tmp_path):
     (tmp_path / INDEX).write_bytes((tmp_path / INDEX).read_bytes()[:-40])
     with pytest.raises(GraphFileError, match="truncated"):
         load_graphed(tmp_path, lambda x: x)
+
+
+def test_progress_that_is_not_callable_is_refused_before_anything_is_read(tmp_path):
+    with pytest.raises(ArgumentError, match="load_graphed: progress must be None or a callable"):
+        load_graphed(tmp_path / "absent", lambda x: x, progress=3)
+    f = pcg.graphed(lambda x: x)
+    with pytest.raises(ArgumentError, match="save: progress must be None or a callable"):
+        f.save(tmp_path / "new", progress="yes")
+
+
+def test_progress_lines_name_the_step_and_its_time():
+    lines = []
+    tell = Progress(lines.append, "load_graphed")
+    tell("key 1/2 loaded: key-000.pcgraph ((4, 1) int64)", 0.0123)
+    tell("2 of 2 key(s) loaded", 2.5)
+    tell("no time")
+    Progress(None, "save")("nothing is made")  # no callable: no line, no error
+    assert lines == ["load_graphed: key 1/2 loaded: key-000.pcgraph ((4, 1) int64) (12 ms)",
+                     "load_graphed: 2 of 2 key(s) loaded (2.50 s)", "load_graphed: no time"]
+
+
+def test_a_key_is_described_by_its_file_and_arrays():
+    rec = {"file": "key-002.pcgraph",
+           "args": [{"array": {"shape": [4, 1], "dtype": "int64"}},
+                    {"tuple": [{"value": 3}, {"array": {"shape": [8], "dtype": "float32"}}]}],
+           "kwargs": [["mask", {"dict": [["m", {"array": {"shape": [2, 2], "dtype": "bool"}}]]}]]}
+    assert describe_key(rec) == "key-002.pcgraph ((4, 1) int64, (8,) float32, (2, 2) bool)"
+    assert describe_key({"file": "k.pcgraph", "args": [{"value": 1}], "kwargs": []}) == \
+        "k.pcgraph (no arrays)"
 
 
 def test_bindings_of_a_function_are_found_by_name():

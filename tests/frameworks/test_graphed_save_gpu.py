@@ -198,19 +198,31 @@ TINY_SAVE = """
 f = pcg.graphed(model)
 for b in BUCKETS:
     close(f(IDS[b]), eager(IDS[b]))
-report = f.save(FOLDER)
+lines = []
+report = f.save(FOLDER, progress=lines.append)
 assert report.keys == len(BUCKETS) and not report.skipped, report
+assert len(lines) == len(BUCKETS) + 1, lines  # a line per key, then the whole
+assert lines[0].startswith("save: key 1/%d saved: key-000.pcgraph (" % len(BUCKETS)), lines[0]
+assert lines[-1].startswith("save: %d of %d key(s) saved to " % ((len(BUCKETS),) * 2)), lines[-1]
 names = json.loads(Path(FOLDER, "index.json").read_text())["bindings"]
 assert "param:qkv.weight" in names and "buffer:scale" in names, sorted(names)
 print("OK")
 """
 
 TINY_LOAD = """
+lines = []
 with pcg.trace() as t:
-    f = pcg.load_graphed(FOLDER, model)
+    f = pcg.load_graphed(FOLDER, model, progress=lines.append)
     for b in BUCKETS:
         close(f(IDS[b]), eager(IDS[b]))
 r = f.load_report
+print("\n".join(lines))
+assert lines[0].startswith("load_graphed: index, model and %d key file(s) checked (" % len(BUCKETS))
+assert lines[1].startswith("load_graphed: %d library kernel(s) found, %d probe capture(s)"
+                           % (r.kernels, r.probes)), lines[1]
+assert [ln.split(":")[1] for ln in lines[2:-1]] == [
+    " key %d/%d loaded" % (i + 1, len(BUCKETS)) for i in range(len(BUCKETS))], lines
+assert lines[-1].startswith("load_graphed: %d of %d key(s) loaded (" % ((len(BUCKETS),) * 2))
 begins = [c for c in t.records if c.api.startswith("cudaStreamBeginCapture")]
 print("REPORT", r)
 assert r.loaded == len(BUCKETS) and not r.fallback and f.stats.captures == 0, (r, f.stats)
