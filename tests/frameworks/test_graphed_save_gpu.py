@@ -216,7 +216,7 @@ with pcg.trace() as t:
     for b in BUCKETS:
         close(f(IDS[b]), eager(IDS[b]))
 r = f.load_report
-print("\n".join(lines))
+print("\\n".join(lines))
 assert lines[0].startswith("load_graphed: index, model and %d key file(s) checked (" % len(BUCKETS))
 assert lines[1].startswith("load_graphed: %d library kernel(s) found, %d probe capture(s)"
                            % (r.kernels, r.probes)), lines[1]
