@@ -345,7 +345,10 @@ def defer_free(buf) -> None:
 
 
 def retry_frees() -> None:
-    """Release every deferred buffer that nothing holds any more; never raises."""
+    """Release every deferred buffer that nothing holds any more; never raises (nothing
+    to do, the common case, returns at once)."""
+    if not _pending_frees:
+        return
     for ref in list(_pending_frees):
         buf = ref()
         try:

@@ -22,7 +22,7 @@ from .check import call, runtime_name_text
 from .no_gpu import WITHOUT_GPU, unavailable
 
 __all__ = ["ensure_device", "set_device", "switch_device", "current_device", "stream_device",
-           "cuda_available",
+           "cuda_available", "process_checked",
            "thread_state", "on_first_use", "seen", "multi_hooks"]
 
 
@@ -80,6 +80,12 @@ def _check_process() -> None:
         for fn in on_first_use:
             fn()
         _process["checked"] = True
+
+
+def process_checked() -> bool:
+    """Whether this process has passed its check (a driver and at least one device), with
+    no CUDA call: at exit, CUDA is synchronized only where it was used."""
+    return _process["checked"]
 
 
 def ensure_device() -> int:

@@ -85,7 +85,7 @@ def describe_graph(graph) -> str:
     for n in order:
         what = _listing(n)
         d = ", ".join(str(i) for i in sorted(deps[n])) or "-"
-        lines.append(f"  [{pos[n]}] {str(n.type):<12} id={_local_id(n):<3} node=0x{n._h:x}  "
+        lines.append(f"  [{pos[n]}] {str(n.type):<12} id={_local_id(n):<3} node=0x{int(n):x}  "
                      f"{what}  deps: {d}")
     return "\n".join(lines)
 

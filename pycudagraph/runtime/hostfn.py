@@ -100,7 +100,7 @@ def _drain_at_exit() -> None:
     """At exit: let queued host nodes run now, not into a finalizing interpreter."""
     if len(_registry):
         from .._cuda import context, rt
-        if context._process["checked"]:
+        if context.process_checked():
             rt.cudaDeviceSynchronize()
 
 

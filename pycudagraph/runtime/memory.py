@@ -349,8 +349,7 @@ class _ViewOwner:
 
 def _view_gone(_ref) -> None:
     try:  # a weakref callback: never raises
-        if _lifetime._pending_frees:
-            _lifetime.retry_frees()
+        _lifetime.retry_frees()
     except BaseException:  # noqa: BLE001
         pass
 

@@ -11,8 +11,12 @@ from __future__ import annotations
 import functools
 import os
 import warnings
+import weakref
 
-__all__ = ["install", "enabled"]
+__all__ = ["install", "enabled", "wrapped"]
+
+#: The methods :func:`install` wrapped (so a second install wraps nothing twice).
+_WRAPPED: "weakref.WeakSet" = weakref.WeakSet()
 
 _RANGES = (("graph.exec", "GraphExec", "launch", "cudaGraphLaunch"),
            ("graph.exec", "GraphExec", "upload", "cudaGraphUpload"),
@@ -53,8 +57,16 @@ def _wrap(fn, label: str, push, pop):
             return fn(*args, **kwargs)
         finally:
             pop()
-    wrapper._pycudagraph_nvtx = True
+    _WRAPPED.add(wrapper)
     return wrapper
+
+
+def wrapped(fn) -> bool:
+    """Whether ``fn`` is a method :func:`install` wrapped with an NVTX range."""
+    try:
+        return fn in _WRAPPED
+    except TypeError:  # not weakly referable: never wrapped here
+        return False
 
 
 def install(force: bool = False) -> bool:
@@ -71,7 +83,7 @@ def install(force: bool = False) -> bool:
     for module, cls, method, label in _RANGES:
         owner = getattr(importlib.import_module(f"pycudagraph.{module}"), cls)
         fn = getattr(owner, method)
-        if not getattr(fn, "_pycudagraph_nvtx", False):
+        if not wrapped(fn):
             setattr(owner, method, _wrap(fn, label, *funcs))
     enabled = True
     return True
