@@ -33,6 +33,7 @@ import gc
 import hashlib
 import json
 import os
+import re
 import struct
 import tempfile
 from contextlib import contextmanager
@@ -205,6 +206,25 @@ def _no_constant(name):
 
 _PAIRS = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
 _PLAIN = json.JSONDecoder(parse_constant=_no_constant)  # a repeated key: the last one wins
+#: What a member's ``:`` can follow: its key's closing quote, or JSON white space after it.
+_KEY_ENDS = (b'":', b" :", b"\t:", b"\n:", b"\r:")
+#: A ``:`` after a quote and any white space: a key's end, or inside a string, after an
+#: escaped quote or at the string's start.
+_KEY_END = re.compile(rb'"[ \t\n\r]*:')
+
+
+def _member_bound(raw: bytes, members: int) -> bool:
+    """Whether ``members`` (counted in the parsed objects) reaches the number of members
+    the text ``raw`` can hold: then no key repeats, as a repeated key leaves fewer members
+    in the parsed objects than in the text. Every member has one ``:``, after its key's
+    closing quote and any white space; strings may hold more ``:``. Three upper bounds of
+    the members, each tighter and slower than the one before: every ``:``; those right
+    after a quote or a white space character (``"param:w"`` holds a ``:`` after neither);
+    those after a quote and any white space (``"y, ::x"`` holds two after a space, none
+    after a quote)."""
+    return (members == raw.count(b":")
+            or members == sum(raw.count(end) for end in _KEY_ENDS)
+            or members == len(_KEY_END.findall(raw)))
 
 
 def _parse_manifest(raw: bytes, keys_checked: bool = True) -> dict:
@@ -236,9 +256,9 @@ def _named_records(manifest: dict) -> bool:
 def _read_manifest(raw: bytes, tags: list, lenient: bool, sections=None):
     """``(manifest, Checked)``: the manifest parsed and checked, every error as the key-
     checking parse and the check name it. The parse runs without a Python call per object;
-    a repeated key then makes the members the check counts fall short of the ``:`` in the
-    text (each member has one, a string may hold more), and only then, or on an error, the
-    key-checking parse runs to name it (strings with ``:`` in them cost a second parse)."""
+    a repeated key then makes the members the check counts fall short of what the text can
+    hold (:func:`_member_bound`), and only then, or on an error, the key-checking parse runs
+    to name it."""
     from .schema import check_manifest
     if lenient:  # fields the check does not know are not counted: check keys while parsing
         manifest = _parse_manifest(raw)
@@ -249,7 +269,7 @@ def _read_manifest(raw: bytes, tags: list, lenient: bool, sections=None):
     except GraphFileError:
         _parse_manifest(raw)  # a repeated key is named before anything else
         raise
-    if checked.members != raw.count(b":"):
+    if not _member_bound(raw, checked.members):
         _parse_manifest(raw)
     return manifest, checked
 

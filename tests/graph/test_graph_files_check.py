@@ -118,12 +118,35 @@ def test_a_repeated_key_is_named_wherever_it_is():
             files.decode(_file_with_manifest_text(raw.encode()))
 
 
-def test_colons_inside_strings_do_not_hide_a_manifest_or_a_repeated_key():
+def test_colons_inside_strings_do_not_hide_a_manifest_or_a_repeated_key(monkeypatch):
     m = model()
     m["kernels"][0]["signature"] = "float* y, ::cudaGraphConditionalHandle h"  # ':' in a string
     m["writer"] = "a:b:c"
+    parses = []
+    parse = files._parse_manifest
+    monkeypatch.setattr(files, "_parse_manifest",
+                        lambda *a, **k: parses.append(1) or parse(*a, **k))
     gf = files.decode(files.encode(m, SECTIONS))
     assert gf.manifest == m and gf.kernel_args == _kernel_args(m)
+    assert len(parses) == 1  # colons inside strings follow no quote: no second parse
+    text = files._manifest_bytes(m).decode()
+    for raw in (text.replace('"writer":"a:b:c"', '"writer":"a:b:c","writer":"x"', 1),
+                text.replace('"writer":"a:b:c"', '"writer" :"a:b:c", "writer"\t: "d"', 1)):
+        with pytest.raises(pcg.GraphFileError, match="repeats the key 'writer'"):
+            files.decode(_file_with_manifest_text(raw.encode()))
+
+
+@pytest.mark.parametrize("text, members, bound", [
+    ('{"a":1}', 1, True),
+    ('{"a":"x:y"}', 1, True),  # a colon after no quote: not a key's end
+    ('{"a":"y, ::x"}', 1, True),  # colons after a space but no quote
+    ('{"a":"::x","b":2}', 2, False),  # a string's opening quote before a colon: counted
+    ('{"a" :\t1, "b"\n: 2}', 2, True),  # white space before the colon
+    ('{"a":"\\":1"}', 1, False),  # an escaped quote before a colon: counted, bound not met
+    ('{"a":1,"a":2}', 1, False),  # a repeated key: one member parsed of two in the text
+])
+def test_the_member_bound_holds_only_when_no_key_can_repeat(text, members, bound):
+    assert files._member_bound(text.encode(), members) is bound
 
 
 def test_white_space_in_hex_is_not_hexadecimal():
