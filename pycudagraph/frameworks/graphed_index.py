@@ -68,6 +68,8 @@ class _Check:
     def __init__(self, source: str):
         self.source = source
         self.nodes = 0
+        self.slot_kinds: dict = {}  # slot names checked (the keys share most) -> their kind
+        self.names: set = set()  # kernel names checked
 
     def fail(self, where: str, what: str):
         raise GraphFileError(f"{self.source}: index: {where}: {what}")
@@ -223,10 +225,15 @@ def _check_key(c: _Check, key, w: str, ix: dict) -> None:
         c.str_(pair[0], f"{w}.kwargs[{i}][0]", 256)
         _template(c, pair[1], f"{w}.kwargs[{i}][1]", ix, inputs, False, 0)
     _template(c, key["outputs"], f"{w}.outputs", ix, [0], True, 0)
+    kinds = c.slot_kinds
     for i, s in enumerate(c.list_(key["slots"], f"{w}.slots", 1 << 20)):
-        kind = slot_kind(c.str_(s, f"{w}.slots[{i}]", 256))
-        if not kind:
-            c.fail(f"{w}.slots[{i}]", f"{s!r} names no input, pool segment, workspace or binding")
+        kind = kinds.get(s) if type(s) is str else None  # each name checked once
+        if kind is None:
+            kind = slot_kind(c.str_(s, f"{w}.slots[{i}]", 256))
+            if not kind:
+                c.fail(f"{w}.slots[{i}]", f"{s!r} names no input, pool segment, workspace or "
+                                          "binding")
+            kinds[s] = kind
         bad = ((kind[0] == "input" and kind[1] >= inputs[0])
                or (kind[0] == "pool" and (kind[1] >= npools
                                           or kind[2] >= len(ix["pools"][kind[1]]["segments"])))
@@ -234,8 +241,10 @@ def _check_key(c: _Check, key, w: str, ix: dict) -> None:
                or (kind[0] == "binding" and kind[1] not in ix["bindings"]))
         if bad:
             c.fail(f"{w}.slots[{i}]", f"{s!r} names something the index does not have")
+    names = c.names
     for i, n in enumerate(c.list_(key["kernels"], f"{w}.kernels", 1 << 16)):
-        c.str_(n, f"{w}.kernels[{i}]", 4096)
+        if type(n) is not str or n not in names:
+            names.add(c.str_(n, f"{w}.kernels[{i}]", 4096))
     named = set()
     for i, pair in enumerate(c.list_(key.get("variants", []), f"{w}.variants", 1 << 16)):
         if type(pair) is not list or len(pair) != 2:
