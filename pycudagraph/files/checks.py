@@ -27,6 +27,18 @@ def place(where) -> str:
     return str(where)
 
 
+_DISTINCT: dict = {}  # field tuple -> whether it names each field once
+
+
+def _distinct(fields: tuple) -> bool:
+    """Whether ``fields`` names no field twice (then an object of as many members that has
+    each of them has exactly them), kept per tuple."""
+    ok = _DISTINCT.get(fields)
+    if ok is None:
+        ok = _DISTINCT[fields] = len(set(fields)) == len(fields)
+    return ok
+
+
 class FieldChecks:
     """Checks of one field each, against the manifest's slots, sections and allocations
     seen so far; each returns the value it accepted. The node classes' record checks
@@ -47,6 +59,13 @@ class FieldChecks:
         raise GraphFileError(f"manifest: {place(where)}: {what}")
 
     def obj(self, v, where, required, optional=()) -> dict:
+        if type(v) is dict and len(v) == len(required) and _distinct(required):
+            for k in required:  # the usual object: exactly the required fields
+                if k not in v:
+                    break
+            else:
+                self.members += len(v)
+                return v
         if not isinstance(v, dict):
             self.fail(where, f"expected an object, got {type(v).__name__}")
         missing = [k for k in required if k not in v]

@@ -14,6 +14,7 @@ import pycudagraph as pcg
 from pycudagraph.nodes.kernel_file import KERNEL_FIELDS, KernelFile, Unusual
 from pycudagraph.files import schema as file_schema
 from pycudagraph.files import archive as files
+from pycudagraph.files.checks import FieldChecks
 from tests.graph.test_graph_files_format import SECTIONS, WRONG, _paths, _replace, model
 
 #: more values of the kinds a kernel node holds
@@ -180,3 +181,14 @@ def test_a_large_chain_is_taken_in_place():
     finally:
         KernelFile.checked_kernel = staticmethod(original)
     assert not calls and len(gf.kernel_args) == 200
+
+
+def test_an_object_of_the_right_size_with_another_field_is_refused():
+    c = FieldChecks([], False)
+    assert c.obj({"a": 1, "b": 2}, "x", ("a", "b")) == {"a": 1, "b": 2} and c.members == 2
+    with pytest.raises(pcg.GraphFileError, match="x: missing b"):
+        c.obj({"a": 1, "c": 2}, "x", ("a", "b"))
+    with pytest.raises(pcg.GraphFileError, match=r"x: unknown field\(s\) c"):
+        c.obj({"a": 1, "c": 2}, "x", ("a", "a"))  # a field named twice: checked in full
+    with pytest.raises(pcg.GraphFileError, match="expected an object, got list"):
+        c.obj(["a", "b"], "x", ("a", "b"))
