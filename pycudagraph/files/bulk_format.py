@@ -40,7 +40,7 @@ from ..nodes.registry import REGISTRY
 
 __all__ = ["RUN", "RUN_RECORD", "RECORD", "RELOC", "TAGS", "BY_NAME_VERSION", "pack",
            "version_of", "named_records", "named_kernels", "by_name",
-           "check_sections", "check_run", "Runs"]
+           "check_sections", "check_run", "check_runs", "Runs"]
 
 RUN = "kernel_run"
 #: the file type of the records a run stands for
@@ -308,8 +308,9 @@ def _name_first_wrong(c, r, args, d, rel, blocks, names: list, sizes) -> None:
 
 
 def check_run(c, n, where, nid: int, state) -> int:
-    """Check a run entry ``n`` (its first node's id ``nid``) against the records: in order,
-    its dependencies inside the run, its allocation addresses to allocations made before.
+    """Check a run entry ``n`` (its first node's id ``nid``): the next records, in order;
+    its allocation addresses to allocations made before it. Its kernels and dependencies
+    are checked with every other run's when the walk is done (:func:`check_runs`).
     Returns how many nodes it stands for."""
     c.obj(n, where, ("id", "type", "count", "first"))
     if state is None:
@@ -320,21 +321,8 @@ def check_run(c, n, where, nid: int, state) -> int:
     if first + count > len(r):
         c.fail(where, f"records {first}..{first + count} run past the {len(r)} records")
     state.next = first + count
-    recs = r[first:first + count]
-    kinds = state.named[recs["kernel"].astype(np.int64)]
-    if kinds.any() and not kinds.all():
-        c.fail(where, "a run mixes kernels saved by name with kernels pycudagraph compiled")
-    dc = recs["dep_count"].astype(np.int64)
-    total = int(dc.sum())
-    if total:
-        owner = np.repeat(np.arange(count), dc)
-        at = np.repeat(recs["dep_first"].astype(np.int64) - (np.cumsum(dc) - dc), dc) + np.arange(total)
-        late = d[at] >= owner
-        if late.any():
-            j = int(np.argmax(late))
-            c.fail(where, f"node {nid + owner[j]} depends on position {d[at[j]]} of its run, "
-                          "which is not before it")
-    if len(rel):
+    state.runs.append((first, count, where, nid))
+    if state.allocated:  # (relocations into allocations: rare; what is made before counts)
         lo, hi = np.searchsorted(rel["record"], [first, first + count])
         part = rel[lo:hi]
         for e in part[part["kind"] == 1]:
@@ -343,6 +331,38 @@ def check_run(c, n, where, nid: int, state) -> int:
                 c.fail(where, f"record {int(e['record'])} points into allocation {a} at offset "
                               f"{off}, which no earlier mem_alloc node makes")
     return count
+
+
+def check_runs(c, state) -> None:
+    """Every run :func:`check_run` saw (they cover the records in order), in whole-array
+    steps: none mixes kernels saved by name with kernels pycudagraph compiled, and every
+    dependency of a record is an earlier position of its run. The first run wrong is
+    named, and the node."""
+    r, _, d, _ = state.arrays
+    if not state.runs:
+        return
+    firsts = np.array([run[0] for run in state.runs], np.int64)
+    counts = np.array([run[1] for run in state.runs], np.int64)
+    named = state.named[r["kernel"].astype(np.int64)].astype(np.int64)
+    by_name = np.add.reduceat(named, firsts)
+    mixed = (by_name > 0) & (by_name < counts)
+    if mixed.any():
+        c.fail(state.runs[int(np.argmax(mixed))][2],
+               "a run mixes kernels saved by name with kernels pycudagraph compiled")
+    dc = r["dep_count"].astype(np.int64)
+    total = int(dc.sum())
+    if not total:
+        return
+    position = np.arange(len(r)) - np.repeat(firsts, counts)  # each record's place in its run
+    owner = np.repeat(position, dc)
+    at = np.repeat(r["dep_first"].astype(np.int64) - (np.cumsum(dc) - dc), dc) + np.arange(total)
+    late = d[at] >= owner
+    if late.any():
+        j = int(np.argmax(late))
+        record = int(np.repeat(np.arange(len(r)), dc)[j])
+        _, _, where, nid = state.runs[int(np.searchsorted(firsts, record, "right")) - 1]
+        c.fail(where, f"node {nid + owner[j]} depends on position {d[at[j]]} of its run, "
+                      "which is not before it")
 
 
 class Runs:

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..nodes.registry import REGISTRY
-from .bulk_format import RUN, by_name, check_run, check_sections, named_kernels
+from .bulk_format import RUN, by_name, check_run, check_runs, check_sections, named_kernels
 from .checks import MAX_NODES, U32, U48, FieldChecks
 
 __all__ = ["FORMAT", "PORTS", "SLOT_KINDS", "Checked", "check_manifest", "record_classes"]
@@ -138,6 +138,8 @@ class _Checker(FieldChecks):
         self.graph(m["root"], "root", frozenset(), 0)
         if self.bulk is not None and self.bulk.next != len(self.bulk.arrays[0]):
             self.fail("bulk.records", f"records {self.bulk.next}.. belong to no kernel run")
+        if self.bulk is not None:
+            check_runs(self, self.bulk)
 
     def graph(self, g, where, handles, depth: int) -> None:
         """Check a graph; ``handles``: the handle ids declared by the graphs around it."""
@@ -222,10 +224,14 @@ class _Checker(FieldChecks):
 
 class _Bulk:
     """The bulk sections' arrays (records, argument bytes, deps, relocations), per kernel
-    whether it is saved by name, and the next record a kernel run takes."""
+    whether it is saved by name, the next record a kernel run takes, the runs seen
+    (``(first, count, where, node id)``) and whether any relocation is into an allocation."""
 
     def __init__(self, arrays, named):
         self.arrays, self.named, self.next = arrays, named, 0
+        self.runs: list = []
+        rel = arrays[3]
+        self.allocated = bool(len(rel) and (rel["kind"] == 1).any())
 
 
 def check_manifest(manifest, tags, lenient: bool = False, sections=None) -> Checked:

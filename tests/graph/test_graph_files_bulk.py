@@ -171,6 +171,17 @@ def test_a_truncated_section_is_refused(key):
         refused(encode(m, sections, a), f"bulk.{key}: the section is")
 
 
+def test_a_dependency_not_before_its_node_is_named_in_a_later_run():
+    """The runs' dependencies are checked together once the walk is done: the error still
+    names the run entry and the node (a chain split into two runs: the second run's first
+    record depends on position 2, which in its own run is not before it)."""
+    m, sections = packed(6)
+    m["root"]["nodes"] = [{"id": 0, "type": "kernel_run", "count": 3, "first": 0},
+                          {"id": 3, "type": "kernel_run", "count": 3, "first": 3}]
+    refused(files.encode(m, sections), "root.nodes[1] (kernel_run): node 3 depends on "
+                                       "position 2 of its run, which is not before it")
+
+
 def test_damaged_run_entries_and_bulk_names_are_refused():
     m, sections = packed()
     cases = [(lambda m: m["root"]["nodes"][0].update(first=1), "root.nodes[0] (kernel_run).first"),
