@@ -27,6 +27,7 @@ import struct
 from .._cuda import fast
 from ..apply.rebind import exec_walk
 from ..errors import PyCudaGraphError
+from ..nodes.arg_slots import value_marks
 from ..nodes.base import Node
 from ..nodes.captured_args import CapturedArgs
 
@@ -133,17 +134,27 @@ class RebindPlan:
         def inside(values) -> bool:
             return any(lo <= v < hi for v in values for lo, hi, _ in ranges)
 
+        marks = value_marks([(lo, hi) for lo, hi, _ in ranges])
         for node, settable in exec_walk(graph):
-            self._plan_node(node, not settable, which, inside)
+            self._plan_node(node, not settable, which, inside, marks)
 
-    def _plan_node(self, node, inside_child: bool, which, inside) -> None:
+    def _plan_node(self, node, inside_child: bool, which, inside, marks=None) -> None:
         """The node's sites holding an input address, planned (see the module docstring).
-        A kernel node none of whose addresses lies in an input is passed at a look at its
+        A kernel node none of whose addresses lies in an input is passed at a search of its
+        argument bytes for the inputs' ``marks``
+        (:meth:`~pycudagraph.nodes.kernel_sites.KernelSites.may_hold`), or at a look at its
         slot values (:meth:`~pycudagraph.nodes.kernel_sites.KernelSites.addresses`): its
-        sites are made only when one does."""
+        sites are made only when one lies in an input."""
         if node.hidden_addresses:
             self.unproven.append(f"{_label(node)} {node.hidden_addresses}; rebinding does "
                                  "not reach inside it")
+        search = getattr(node, "may_hold", None) if marks is not None else None
+        if search is not None:
+            try:
+                if not search(marks):
+                    return
+            except PyCudaGraphError:
+                pass  # said below, as the sites' reader says it
         quick = getattr(node, "addresses", None)
         if quick is not None:
             try:

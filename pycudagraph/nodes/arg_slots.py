@@ -18,7 +18,7 @@ from ..errors import ArgumentError
 from .facets import Site
 
 __all__ = ["LOWEST", "pointer_slots", "arg_sites", "arg_addresses", "pack_spans", "patch_slot",
-           "patch_slots"]
+           "patch_slots", "value_marks", "checked_marks", "may_hold"]
 
 _U64 = struct.Struct("<Q")
 #: Values below this are never taken for addresses (small numbers, flags).
@@ -68,6 +68,50 @@ def arg_addresses(spans) -> list:
     for _, offset, data in spans:
         out.extend(v for v in _slot_values(data, offset)[1] if v >= LOWEST)
     return out
+
+
+def value_marks(ranges, most: int = 8):
+    """The marks of address ranges ``[(lo, hi), ...]``: for each 64 KiB block the ranges
+    touch, the bytes 2..7 (little-endian) that every 8-byte value inside that block holds;
+    None when there are more than ``most`` (then :func:`may_hold` would cost more than
+    reading the values)."""
+    marks: set = set()
+    for lo, hi in ranges:
+        if hi <= lo:
+            continue
+        first, last = lo >> 16, (hi - 1) >> 16
+        if last - first + 1 + len(marks) > most:
+            return None
+        marks.update(top.to_bytes(6, "little") for top in range(first, last + 1))
+    return tuple(marks)
+
+
+_MARKS_SEEN: list = [()]  # the last marks checked (a plan passes one tuple for every node)
+
+
+def checked_marks(marks, where: str) -> tuple:
+    """``marks`` checked to be what :func:`value_marks` makes (a tuple of 6-byte marks);
+    :class:`ArgumentError` naming ``where`` otherwise. The last tuple checked is kept, so a
+    plan asking node after node with one tuple checks it once."""
+    if marks is _MARKS_SEEN[0]:
+        return marks
+    if type(marks) is not tuple or not all(type(m) is bytes and len(m) == 6 for m in marks):
+        raise ArgumentError(f"{where}: marks must be what value_marks() makes (a tuple of "
+                            f"6-byte marks), got {type(marks).__name__}")
+    _MARKS_SEEN[0] = marks
+    return marks
+
+
+def may_hold(spans, marks) -> bool:
+    """False only when no argument of ``spans`` can hold a value inside the ranges of
+    ``marks`` (:func:`value_marks`): such a value's bytes 2..7 are one of the marks, and
+    none is anywhere in the arguments' bytes. True says only "look at the values"
+    (:func:`arg_addresses`)."""
+    data = b"".join([d for _, _, d in spans])
+    for mark in marks:
+        if mark in data:
+            return True
+    return False
 
 
 def pack_spans(pack) -> list:

@@ -150,3 +150,15 @@ def test_copy_sites_go_through_exec_set(world, monkeypatch):
     assert len(plan.unproven) == 1 and "table of addresses" in plan.unproven[0]
     plan.apply([0x5000, 0x6000], [0, 1])
     assert set_calls == [(int(copy), {"src": 0x5008}), (int(copy), {"dst": 0x6000})]
+
+
+def test_a_node_holding_no_input_address_is_passed_by_a_search_of_its_bytes(world, monkeypatch):
+    exe, g, node, rec, calls, _ = world
+    looked = []
+    monkeypatch.setattr(pcg.CapturedKernelNode, "addresses",
+                        lambda self: looked.append(1) or [])
+    far = 0x7F00_5000_0000  # no argument holds anything in this input's 64 KiB block
+    plan = rebind_plan.RebindPlan(exe, g, [info(far, 64)])
+    assert plan.slots == [0] and looked == []  # passed at the search: its values not read
+    plan = rebind_plan.RebindPlan(exe, g, [info(X + 8, 8)])  # the block of x: values read
+    assert looked == [1]

@@ -14,7 +14,7 @@ from hypothesis import given, settings, strategies as st
 
 import pycudagraph as pcg
 from pycudagraph._cuda import fast
-from pycudagraph.nodes import captured_args
+from pycudagraph.nodes import arg_slots, captured_args
 from pycudagraph.nodes.arg_slots import LOWEST, arg_addresses, arg_sites, patch_slot, patch_slots
 from pycudagraph.nodes.arg_slots import pointer_slots
 from pycudagraph.nodes.captured_args import CapturedArgs
@@ -214,3 +214,40 @@ def test_a_node_built_from_a_function_reads_its_sites_from_the_bytes_it_was_buil
     node.set_params(args={0: NEW})
     assert made[-1] == "cuGraphKernelNodeSetParams"
     assert node.addresses() == [NEW] and reads.count(node) == 2  # read back now
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 15), st.binary(min_size=0, max_size=48)),
+                min_size=0, max_size=6),
+       st.lists(st.tuples(st.integers(1 << 16, 1 << 48), st.integers(0, 1 << 18)),
+                min_size=1, max_size=3),
+       st.lists(st.integers(0, 40), max_size=4))
+def test_a_search_of_the_bytes_never_passes_a_value_inside_the_ranges(args, ranges, plant):
+    """may_hold is False only when no slot value lies in the ranges; a value planted inside
+    them, at an aligned or unaligned place, is always found."""
+    ranges = [(lo, lo + n) for lo, n in ranges]
+    spans, at, planted = [], 0, False
+    for i, (pad, data) in enumerate(args):
+        data = bytearray(data)
+        if plant:  # one value inside a range, written at any place of the bytes
+            where = plant[i % len(plant)]
+            lo, hi = ranges[i % len(ranges)]
+            if hi > lo and where + 8 <= len(data):
+                data[where:where + 8] = (lo + (where * 7919) % (hi - lo)).to_bytes(8, "little")
+                planted = True
+        at += pad
+        spans.append((i, at, bytes(data)))
+        at += len(data)
+    marks = arg_slots.value_marks(ranges, most=64)
+    if marks is None:
+        return
+    inside = any(lo <= v < hi for v in arg_slots.arg_addresses(spans) for lo, hi in ranges)
+    found = arg_slots.may_hold(spans, marks)
+    assert found or not inside
+    assert found or not planted
+
+
+def test_ranges_over_too_many_blocks_have_no_marks():
+    assert arg_slots.value_marks([(0, 1 << 20)], most=8) is None  # 16 blocks of 64 KiB
+    assert len(arg_slots.value_marks([(0x7F00_0000_FFF8, 0x7F00_0001_0008)])) == 2
+    assert arg_slots.value_marks([(5, 5)]) == ()  # an empty range: nothing can be inside
