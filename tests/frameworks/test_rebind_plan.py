@@ -6,6 +6,8 @@ import ctypes
 import struct
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from cuda.bindings import driver as dr
 from cuda.bindings import runtime as rt
 
@@ -162,3 +164,54 @@ def test_a_node_holding_no_input_address_is_passed_by_a_search_of_its_bytes(worl
     assert plan.slots == [0] and looked == []  # passed at the search: its values not read
     plan = rebind_plan.RebindPlan(exe, g, [info(X + 8, 8)])  # the block of x: values read
     assert looked == [1]
+
+
+def _plan_slots(args, inputs, marks_on: bool):
+    """The slots a plan finds in one captured kernel node of ``args`` ((offset, bytes) per
+    argument) for ``inputs``, with the bytes search on or off."""
+    g = fake_graph()
+    node = fake_read_node(g, pcg.CapturedKernelNode)
+    kargs = KernelArgs(*args)
+    rec = ExecNode(node, rt.cudaGraphExec_t(0xE0), (), lambda old: None)
+    rec.args = kargs.read()
+
+    class Exe:
+        handle = rt.cudaGraphExec_t(0xE0)
+
+        def exec_node(self, n):
+            return rec
+
+    saved = (CapturedArgs.of, rebind_plan.exec_walk, rebind_plan.value_marks)
+    CapturedArgs.of = classmethod(lambda cls, n: kargs.read())
+    rebind_plan.exec_walk = lambda graph: [(node, True)]
+    if not marks_on:
+        rebind_plan.value_marks = lambda ranges: None
+    try:
+        plan = rebind_plan.RebindPlan(Exe(), g, inputs)
+    finally:
+        CapturedArgs.of, rebind_plan.exec_walk, rebind_plan.value_marks = saved
+    return plan.slots, [[[(k, i, d) for _buf, k, i, d in s.slots] for s in plan.sites([n])]
+                        for n in range(len(inputs))]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from([0, 8, 40, 64, 1 << 16, (1 << 16) + 8, 3 << 20]),
+                min_size=1, max_size=12),
+       st.lists(st.integers(0, 4), min_size=1, max_size=12),
+       st.lists(st.tuples(st.sampled_from([X, X + (1 << 16) - 16, Y]),
+                          st.integers(1, 1 << 17)), min_size=1, max_size=2))
+def test_the_bytes_search_changes_no_plan(deltas, kinds, inputs):
+    """The same slots and sites with the search as without it, for arguments holding values
+    inside, at the edges of and outside the inputs, aligned or not, in structs or alone."""
+    args, at = [], 0
+    for j, delta in enumerate(deltas):
+        kind = kinds[j % len(kinds)]
+        base = inputs[j % len(inputs)][0]
+        value = Q.pack(base + delta)
+        data = {0: value, 1: struct.pack("<i", 7), 2: value + Q.pack(1024) + value,
+                3: b"\0" * 4 + value, 4: Q.pack(delta)}[kind]
+        at = (at + 7) // 8 * 8
+        args.append((at, data))
+        at += len(data)
+    infos = [info(ptr, n) for ptr, n in inputs]
+    assert _plan_slots(args, infos, True) == _plan_slots(args, infos, False)
