@@ -27,7 +27,7 @@ import struct
 from .._cuda import fast
 from ..apply.rebind import exec_walk
 from ..errors import PyCudaGraphError
-from ..nodes.arg_slots import value_marks
+from ..nodes.arg_slots import may_hold, value_marks
 from ..nodes.base import Node
 from ..nodes.captured_args import CapturedArgs
 
@@ -141,17 +141,18 @@ class RebindPlan:
     def _plan_node(self, node, inside_child: bool, which, inside, marks=None) -> None:
         """The node's sites holding an input address, planned (see the module docstring).
         A kernel node none of whose addresses lies in an input is passed at a search of its
-        argument bytes for the inputs' ``marks``
-        (:meth:`~pycudagraph.nodes.kernel_sites.KernelSites.may_hold`), or at a look at its
-        slot values (:meth:`~pycudagraph.nodes.kernel_sites.KernelSites.addresses`): its
-        sites are made only when one lies in an input."""
+        argument bytes (:meth:`~pycudagraph.nodes.kernel_sites.KernelSites.arg_spans`) for
+        the inputs' ``marks`` (:func:`~pycudagraph.nodes.arg_slots.may_hold`), or at a
+        look at its slot values
+        (:meth:`~pycudagraph.nodes.kernel_sites.KernelSites.addresses`): its sites are made
+        only when one lies in an input."""
         if node.hidden_addresses:
             self.unproven.append(f"{_label(node)} {node.hidden_addresses}; rebinding does "
                                  "not reach inside it")
-        search = getattr(node, "may_hold", None) if marks is not None else None
-        if search is not None:
+        spans = getattr(node, "arg_spans", None) if marks is not None else None
+        if spans is not None:
             try:
-                if not search(marks):
+                if not may_hold(spans(), marks):
                     return
             except PyCudaGraphError:
                 pass  # said below, as the sites' reader says it

@@ -18,7 +18,7 @@ from ..errors import ArgumentError
 from .facets import Site
 
 __all__ = ["LOWEST", "pointer_slots", "arg_sites", "arg_addresses", "pack_spans", "patch_slot",
-           "patch_slots", "value_marks", "checked_marks", "may_hold"]
+           "patch_slots", "value_marks", "may_hold"]
 
 _U64 = struct.Struct("<Q")
 #: Values below this are never taken for addresses (small numbers, flags).
@@ -84,22 +84,6 @@ def value_marks(ranges, most: int = 8):
             return None
         marks.update(top.to_bytes(6, "little") for top in range(first, last + 1))
     return tuple(marks)
-
-
-_MARKS_SEEN: list = [()]  # the last marks checked (a plan passes one tuple for every node)
-
-
-def checked_marks(marks, where: str) -> tuple:
-    """``marks`` checked to be what :func:`value_marks` makes (a tuple of 6-byte marks);
-    :class:`ArgumentError` naming ``where`` otherwise. The last tuple checked is kept, so a
-    plan asking node after node with one tuple checks it once."""
-    if marks is _MARKS_SEEN[0]:
-        return marks
-    if type(marks) is not tuple or not all(type(m) is bytes and len(m) == 6 for m in marks):
-        raise ArgumentError(f"{where}: marks must be what value_marks() makes (a tuple of "
-                            f"6-byte marks), got {type(marks).__name__}")
-    _MARKS_SEEN[0] = marks
-    return marks
 
 
 def may_hold(spans, marks) -> bool:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..compile.args import ArgPack
 from ..errors import ArgumentError
-from .arg_slots import arg_addresses, arg_sites, checked_marks, may_hold, pack_spans, patch_slot
+from .arg_slots import arg_addresses, arg_sites, pack_spans, patch_slot
 from .captured_args import CapturedArgs
 from .exec_node import ExecNode
 from .facets import site_pairs
@@ -56,14 +56,6 @@ class KernelSites:
         ``cuFuncGetParamInfo``) for a node pycudagraph did not pack."""
         pack = self._pack
         return spans_of(pack if pack is not None else CapturedArgs.of(self))
-
-    def may_hold(self, marks) -> bool:
-        """False only when none of the node's arguments can hold an address inside the
-        ranges of ``marks`` (:func:`~pycudagraph.nodes.arg_slots.value_marks`): a search of
-        their bytes, quicker than :meth:`addresses`, with the same reads
-        (``cuGraphKernelNodeGetParams``, ``cuFuncGetParamInfo`` once for a node read back;
-        no CUDA call for a node built here) and the same errors."""
-        return may_hold(self.arg_spans(), checked_marks(marks, "KernelNode.may_hold"))
 
     def addresses(self) -> list:
         """The addresses of :meth:`sites`, with no site made (a quick look for a range): the
