@@ -217,13 +217,12 @@ def _member_bound(raw: bytes, members: int) -> bool:
     """Whether ``members`` (counted in the parsed objects) reaches the number of members
     the text ``raw`` can hold: then no key repeats, as a repeated key leaves fewer members
     in the parsed objects than in the text. Every member has one ``:``, after its key's
-    closing quote and any white space; strings may hold more ``:``. Three upper bounds of
-    the members, each tighter and slower than the one before: every ``:``; those right
-    after a quote or a white space character (``"param:w"`` holds a ``:`` after neither);
-    those after a quote and any white space (``"y, ::x"`` holds two after a space, none
-    after a quote)."""
-    return (members == raw.count(b":")
-            or members == sum(raw.count(end) for end in _KEY_ENDS)
+    closing quote and any white space; strings may hold more ``:``. Two upper bounds of the
+    members, the second tighter and slower: the ``:`` right after a quote or a white space
+    character (``"param:w"`` holds a ``:`` after neither; with no ``:`` inside strings, every
+    ``:``); those after a quote and any white space (``"y, ::x"`` holds two after a space,
+    none after a quote)."""
+    return (members == sum(raw.count(end) for end in _KEY_ENDS)
             or members == len(_KEY_END.findall(raw)))
 
 
