@@ -40,7 +40,7 @@ class FunctionRecords:
         Per kernel index, the name an error gives it (else "function <index>").
     """
 
-    __slots__ = ("cls", "recs", "deps", "args", "params", "offsets", "cuts")
+    __slots__ = ("cls", "recs", "deps", "args", "params", "spans")
 
     def __init__(self, cls, funcs: dict, sizes: dict, recs, args, deps, names=None):
         self.cls = cls
@@ -49,15 +49,17 @@ class FunctionRecords:
         self.args = np.frombuffer(raw, np.uint8)  # the caller's bytes, not a copy
         top = used[-1] + 1 if used else 0
         func_of, starts = [0] * top, [[] for _ in range(top)]
-        self.offsets, self.cuts = {}, {}
+        # per kernel: (argument index, offset in the parameter space, start, end in its bytes)
+        self.spans = {}
         for k in used:
             func, n = funcs[k], sizes[k]
             try:  # the sizes checked
-                self.offsets[k] = function_offsets(func, n)
+                offsets = function_offsets(func, n)
             except ArgumentError as exc:
                 raise ArgumentError(f"{(names or {}).get(k, f'function {k}')}: {exc}") from None
-            self.cuts[k] = bulk.spans(n)
-            func_of[k], starts[k] = func, [a for a, _ in self.cuts[k]]
+            cuts = bulk.spans(n)
+            self.spans[k] = tuple((i, o, a, b) for i, (o, (a, b)) in enumerate(zip(offsets, cuts)))
+            func_of[k], starts[k] = func, [a for a, _ in cuts]
         self.params = bulk.function_params(func_of, starts, recs, self.args)
 
     def add(self, table, first: int = 0, count: int | None = None) -> list:
@@ -82,10 +84,9 @@ class FunctionRecords:
         lo = min(offs, default=0)  # the run's argument bytes, copied once
         hi = int((recs["arg_offset"] + recs["arg_length"]).max(initial=lo))
         data = self.args[lo:hi].tobytes()
-        cls, made, register, offsets, cuts = self.cls, [], table.register, self.offsets, self.cuts
+        cls, made, register, spans = self.cls, [], table.register, self.spans
         for h, k, off in zip(handles, recs["kernel"].tolist(), offs):
             off -= lo
-            known = [(i, o, data[off + a:off + b])
-                     for i, (o, (a, b)) in enumerate(zip(offsets[k], cuts[k]))]
+            known = [(i, o, data[off + a:off + b]) for i, o, a, b in spans[k]]
             made.append(register(cls(table, h, known=known)))
         return made
