@@ -84,6 +84,8 @@ class _Loader:
         self.orders: dict = {}  # pool index -> the Handoff its keys share
         self._sides: dict = {}
         self._warm: set = set()  # devices a probe ran the callable eagerly on
+        self.kinds: dict = {}  # slot name -> slot_kind(name)
+        self.named_spans: dict = {}  # binding name -> the Span every key binds it to
         self.seconds = {"graph files": 0.0, "instantiate": 0.0, "rebind plans": 0.0}
 
     def side(self, dev: int) -> Stream:
@@ -169,9 +171,11 @@ class _Loader:
         key, infos = flatten(args, kwargs)
         frameworks = frozenset(info.framework for info in infos)
         fw = "torch" if "torch" in frameworks else ("cupy" if "cupy" in frameworks else "")
-        bind = {}
+        bind, kinds, named = {}, self.kinds, self.named_spans
         for name in rec["slots"]:
-            kind = slot_kind(name)
+            kind = kinds.get(name)
+            if kind is None:  # the keys share most names: each read once per load
+                kind = kinds[name] = slot_kind(name)
             if kind[0] == "input":
                 if kind[1] >= len(infos):
                     raise GraphFileError(f"{where}: slot {name!r}: the key has {len(infos)} inputs")
@@ -186,10 +190,13 @@ class _Loader:
             elif kind[0] == "workspace":
                 ws = self.workspace(kind[1], dev, fw)
                 bind[name] = Span(ws.ptr, ws.nbytes, ws.array)
-            else:
-                obj = self.named[name]
-                info = array_info(obj)
-                bind[name] = Span(info.lo, info.hi - info.lo, obj)
+            else:  # a weight or buffer: the same span for every key of this load
+                span = named.get(name)
+                if span is None:
+                    obj = self.named[name]
+                    info = array_info(obj)
+                    span = named[name] = Span(info.lo, info.hi - info.lo, obj)
+                bind[name] = span
         side.synchronize()  # the zeroed workspaces and scratch inputs are ready
         t0 = time.perf_counter()
         graph = load(file, bind=bind, resolve=finder.resolver(_variants(rec)))
