@@ -19,7 +19,7 @@ from .. import _lifetime
 from .._cuda import call, dr, fast
 from .._cuda.context import current_device, ensure_device, seen, stream_device, thread_state
 from .args import ArgPack, Layout
-from ..runtime.device import Device, device
+from ..runtime.device import Device, known_device, trusted_scope
 from .kernel_checks import KernelChecks
 from .limits import KERNEL_LIMITS
 from .adopted import adopt, param_info
@@ -145,7 +145,7 @@ class Kernel(fast.KernelBase, KernelChecks, KernelParamBlock):
         (:meth:`function`). Loads it first if needed (``cudaLibraryGetKernel``)."""
         if self._handle is None:
             self.handle  # noqa: B018 - load on the current device
-        return Device._of(self._dev)
+        return known_device(self._dev)
 
     def function(self, dev=None) -> int:
         """The kernel's ``CUfunction`` on device ``dev`` (default: the current one).
@@ -187,7 +187,7 @@ class Kernel(fast.KernelBase, KernelChecks, KernelParamBlock):
             elif thread_state.device == ordinal:
                 func = int(call(dr.cuKernelGetFunction, dr.CUkernel(self._handle_int)))
             else:
-                with device._trusted(ordinal):
+                with trusted_scope(ordinal):
                     func = int(call(dr.cuKernelGetFunction, dr.CUkernel(self._handle_int)))
             self._funcs[ordinal] = func
             _BY_FUNCTION[func] = self

@@ -23,6 +23,7 @@ from .._cuda.context import current_device, seen, switch_device
 from ..errors import ArgumentError, PyCudaGraphError
 
 __all__ = ["Device", "device", "device_count", "DeviceMismatchError", "check_same_device",
+           "known_device", "trusted_scope",
            "check_access", "peer_pairs", "devices_seen"]
 
 _ATTR = rt.cudaDeviceAttr
@@ -236,13 +237,26 @@ class device:
         self._previous.append(prev)
         if prev != self._target:
             switch_device(self._target)
-        return Device._of(self._target)
+        return known_device(self._target)
 
     def __exit__(self, *exc) -> bool:
         prev = self._previous.pop()
         if prev != self._target:
             switch_device(prev)
         return False
+
+
+def known_device(ordinal: int) -> Device:
+    """The :class:`Device` of an ordinal already known to be valid (no
+    ``cudaGetDeviceCount``): what a stream, event, buffer or kernel says it belongs to.
+    No CUDA call."""
+    return Device._of(ordinal)
+
+
+def trusted_scope(ordinal: int) -> device:
+    """``with device(ordinal):`` for an ordinal already known to be valid (no
+    ``cudaGetDeviceCount``; ``cudaSetDevice`` on entering only when another is current)."""
+    return device._trusted(ordinal)
 
 
 # ----------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from .. import _cuda, _lifetime
 from .._cuda import call, fast, rt
 from .._cuda.context import current_device, seen, thread_state
 from .._lifetime import release
-from .device import Device, device
+from .device import Device, known_device, trusted_scope
 from ..errors import ArgumentError, ClosedError
 from .pointers import (device_pointer, host_array_arg, host_pointer, nbytes_of,
                        register_buffer)
@@ -132,13 +132,13 @@ class DeviceBuffer(_lifetime.Releasable):
     @property
     def device(self) -> Device:
         """The device the memory was allocated on. No CUDA call."""
-        return Device._of(self._dev)
+        return known_device(self._dev)
 
     def _on_own_device(self):
         """Its device current for a synchronous call (a no-op on one GPU): the legacy
         stream synchronized after ``cudaMemcpy`` / ``cudaMemset`` is the current device's."""
         if seen.multi and self._dev != thread_state.device:
-            return device._trusted(self._dev)
+            return trusted_scope(self._dev)
         return contextlib.nullcontext()
 
     @property

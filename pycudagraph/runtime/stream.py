@@ -15,7 +15,7 @@ from .._cuda import call, fast, rt
 from .. import _lifetime
 from .._cuda.context import current_device, seen, stream_device
 from .._lifetime import release
-from .device import Device, check_same_device
+from .device import Device, check_same_device, known_device
 from ..errors import ArgumentError, ClosedError
 from .values import ADDRESS_MAX, address_arg, bool_arg, int_arg, require_event, short_repr
 
@@ -105,7 +105,7 @@ class Stream:
     def device(self) -> Device:
         """The device the stream belongs to (for a wrapped stream ``cuStreamGetDevice``,
         asked once; a default stream belongs to the current device)."""
-        return Device._of(self._ordinal())
+        return known_device(self._ordinal())
 
     def _ordinal(self) -> int:
         dev = self._dev
@@ -209,7 +209,7 @@ def stream_handle(obj) -> int:
     if type(obj) is int and 0 <= obj <= ADDRESS_MAX:
         return obj
     if isinstance(obj, Stream):
-        return obj._live()
+        return obj.ptr
     proto = getattr(obj, "__cuda_stream__", None)
     if proto is not None:
         try:
@@ -295,7 +295,7 @@ class Event(_lifetime.Releasable):
     @property
     def device(self) -> Device:
         """The device the event was created on. No CUDA call."""
-        return Device._of(self._dev)
+        return known_device(self._dev)
 
     def record(self, stream=None) -> "Event":
         """Record the event on ``stream`` (``cudaEventRecord``); returns ``self``.
@@ -312,7 +312,7 @@ class Event(_lifetime.Releasable):
         """
         if seen.multi:
             if type(stream) is Stream:
-                where = stream._dev if stream._dev >= 0 else stream._ordinal()
+                where = stream.device.handle
             else:
                 where = current_device() if stream is None else -1  # -1: not known here
             check_same_device("Event.record", "the event", self._dev, "the stream", where,
@@ -346,8 +346,8 @@ class Event(_lifetime.Releasable):
                                 f"{short_repr(end)} ({type(end).__name__})")
         if seen.multi:
             check_same_device("Event.elapsed_ms", "the start event", self._dev, "the end event",
-                              end._dev)
-        return float(call(rt.cudaEventElapsedTime, self._live(), end._live()))
+                              end.device.handle)
+        return float(call(rt.cudaEventElapsedTime, self._live(), end.handle))
 
     def close(self) -> None:
         """Destroy the event (``cudaEventDestroy``); idempotent.
