@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+from benchmarks.model_file_rebuild import offsets_of
 from tests.support.native_driver import ROOT, stub_path
 
 
@@ -25,7 +26,5 @@ def test_the_rebuild_adds_every_record_and_prints_each_step():
 
 
 def test_the_stand_in_parameter_offsets_align_each_parameter_as_a_kernel_does():
-    sys.path.insert(0, ROOT)
-    from benchmarks.model_file_rebuild import offsets_of
     assert offsets_of([8, 4, 4, 8, 1, 256]) == [(0, 8), (8, 4), (12, 4), (16, 8), (24, 1),
                                                 (32, 256)]
