@@ -30,6 +30,7 @@ N}``), ``{"tuple": [...]}``, ``{"list": [...]}``, ``{"dict": [[str, template], .
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -124,9 +125,11 @@ def _short(v) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def slot_kind(name: str) -> tuple:
     """What a slot name binds: ``("input", i)``, ``("pool", p, s)``, ``("workspace", w)``,
-    ``("binding", name)``, or ``()`` for a name of no kind."""
+    ``("binding", name)``, or ``()`` for a name of no kind. Each name is parsed once (the
+    keys of a saved callable share most of theirs)."""
     for pattern, kind in ((_INPUT, "input"), (_POOL, "pool"), (_WORKSPACE, "workspace")):
         m = pattern.match(name)
         if m:

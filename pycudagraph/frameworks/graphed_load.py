@@ -84,7 +84,6 @@ class _Loader:
         self.orders: dict = {}  # pool index -> the Handoff its keys share
         self._sides: dict = {}
         self._warm: set = set()  # devices a probe ran the callable eagerly on
-        self.kinds: dict = {}  # slot name -> slot_kind(name)
         self.named_spans: dict = {}  # binding name -> the Span every key binds it to
         self.seconds = {"graph files": 0.0, "instantiate": 0.0, "rebind plans": 0.0}
 
@@ -171,11 +170,9 @@ class _Loader:
         key, infos = flatten(args, kwargs)
         frameworks = frozenset(info.framework for info in infos)
         fw = "torch" if "torch" in frameworks else ("cupy" if "cupy" in frameworks else "")
-        bind, kinds, named = {}, self.kinds, self.named_spans
+        bind, named = {}, self.named_spans
         for name in rec["slots"]:
-            kind = kinds.get(name)
-            if kind is None:  # the keys share most names: each read once per load
-                kind = kinds[name] = slot_kind(name)
+            kind = slot_kind(name)
             if kind[0] == "input":
                 if kind[1] >= len(infos):
                     raise GraphFileError(f"{where}: slot {name!r}: the key has {len(infos)} inputs")
