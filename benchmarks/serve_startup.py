@@ -3,7 +3,7 @@ replay of every bucket done", by capturing (``pcg.graphed``) and by loading what
 process saved (``pcg.load_graphed``). Not part of the suite. Run from the repository root
 on a GPU::
 
-    python benchmarks/serve_startup.py [--repeat 3] [--layers 12]
+    python benchmarks/serve_startup.py [--repeat 3] [--layers 12] [--json PATH]
 
 Every measurement runs in a fresh child process (nothing warm but the files on disk): one
 child captures the 20 buckets and saves them (``f.save``), then ``--repeat`` pairs of
@@ -23,7 +23,8 @@ median of each, their ratio (the target: the load path at most 25% of the captur
 the load path step by step (``f.load_report``), then the memory of the 20 keys with one
 capture pool shared by every key against one pool per key (``f.memory()`` where the
 graphed callable has it, else the bytes of the distinct capture pools the keys hold), and
-the GPU and versions.
+the GPU and versions. ``--json PATH`` writes the same to a file, which
+``python docs/_tools/make_pictures.py startup PATH`` draws as the serving page's chart.
 
 The model is ``transformers.GPT2LMHeadModel`` from ``GPT2Config()`` (GPT-2 small: 12 layers,
 768 wide, 124M parameters) with random weights (no download); a decode step is
@@ -168,6 +169,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3, help="timed pairs of children (3)")
     parser.add_argument("--layers", type=int, default=12, help="GPT-2 layers (12)")
+    parser.add_argument("--json", metavar="PATH", help="also write what was measured to PATH "
+                        "(the input of docs/_tools/startup_chart.py)")
     args = parser.parse_args(argv)
     try:
         import torch  # noqa: F401
@@ -214,6 +217,13 @@ def main(argv=None) -> int:
             print(f"  {name:30s} {text}")
         env = child(ENV, {})
         print("\n" + "; ".join(f"{k} {v}" for k, v in env.items()))
+        if args.json:
+            Path(args.json).write_text(json.dumps({
+                "layers": args.layers, "buckets": len(BUCKETS), "repeat": args.repeat,
+                "capture": capture, "load": load, "first_eager": first,
+                "pool_bytes": {"shared": shared["bytes"], "per_key": private["bytes"]},
+                "env": env}, indent=1) + "\n")
+            print(f"wrote {args.json}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0
