@@ -9,6 +9,10 @@
     On a GPU machine: profile the showcase graph (``python -m pycudagraph show --profile``)
     and write docs/_static/profiled.html and docs/_static/profile_table.txt (the table
     ``str(profile)`` prints, with the GPU's name and the method).
+``python docs/_tools/make_pictures.py startup [RESULT.json]``
+    The serving page's start-up chart (docs/_tools/startup_chart.py) from what
+    ``benchmarks/serve_startup.py --json`` wrote (default docs/results/serve_startup_h200.json)
+    -> docs/_static/serve_startup.svg. No GPU needed.
 """
 
 from __future__ import annotations
@@ -67,5 +71,13 @@ def gpu() -> None:
     del keep
 
 
+def startup() -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from startup_chart import write
+    result = Path(sys.argv[2]) if len(sys.argv) > 2 else ROOT / "docs" / "results" / \
+        "serve_startup_h200.json"
+    print(f"wrote {write(result, STATIC / 'serve_startup.svg')}")
+
+
 if __name__ == "__main__":
-    {"shots": shots, "gpu": gpu}[sys.argv[1] if len(sys.argv) > 1 else "shots"]()
+    {"shots": shots, "gpu": gpu, "startup": startup}[sys.argv[1] if len(sys.argv) > 1 else "shots"]()
