@@ -165,6 +165,17 @@ def child(script: str, args: dict, timeout: int = 900) -> dict:
     return json.loads(lines[-1][len("RESULT "):])
 
 
+def result_json(layers: int, capture: list, load: list, first: list, pools: tuple,
+                env: dict) -> str:
+    """What ``--json`` writes: every child's result (capture, load with its
+    ``f.load_report`` steps, first eager call), the pools' bytes and the versions."""
+    shared, private = pools
+    return json.dumps({"layers": layers, "buckets": len(BUCKETS), "repeat": len(capture),
+                       "capture": capture, "load": load, "first_eager": first,
+                       "pool_bytes": {"shared": shared["bytes"], "per_key": private["bytes"]},
+                       "env": env}, indent=1) + "\n"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3, help="timed pairs of children (3)")
@@ -218,11 +229,8 @@ def main(argv=None) -> int:
         env = child(ENV, {})
         print("\n" + "; ".join(f"{k} {v}" for k, v in env.items()))
         if args.json:
-            Path(args.json).write_text(json.dumps({
-                "layers": args.layers, "buckets": len(BUCKETS), "repeat": args.repeat,
-                "capture": capture, "load": load, "first_eager": first,
-                "pool_bytes": {"shared": shared["bytes"], "per_key": private["bytes"]},
-                "env": env}, indent=1) + "\n")
+            Path(args.json).write_text(result_json(args.layers, capture, load, first,
+                                                   (shared, private), env))
             print(f"wrote {args.json}")
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -1,0 +1,43 @@
+"""``benchmarks/serve_startup.py --json``: what it writes is what the serving page's chart
+(docs/_tools/startup_chart.py) draws, every child's result kept. CPU only: the children's
+results are made up here in the shape the children print them."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+from benchmarks import serve_startup
+
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("startup_chart",
+                                               ROOT / "docs" / "_tools" / "startup_chart.py")
+chart_mod = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(chart_mod)
+
+
+def _load(ms):
+    return {"ms": ms, "captures": 0, "loaded": 20, "fallback": 0, "probes": 3,
+            "kernel_sets": 10, "kernels": 51, "module_hits": 12,
+            "seconds": {"check": 0.008, "kernels": 0.35, "graphs": 0.17, "graph files": 0.11,
+                        "instantiate": 0.027, "rebind plans": 0.027}}
+
+
+def test_what_json_writes_is_what_the_chart_draws(tmp_path):
+    capture = [{"ms": 800.0, "captures": 20}, {"ms": 820.0, "captures": 20},
+               {"ms": 790.0, "captures": 20}]
+    load = [_load(580.0), _load(600.0), _load(570.0)]
+    first = [{"ms": 230.0}, {"ms": 220.0}, {"ms": 240.0}]
+    pools = ({"bytes": 416 << 20, "reserved": 1}, {"bytes": 1146 << 20, "reserved": 2})
+    env = {"gpu": "NVIDIA H200 (sm_90)", "torch": "2.11.0"}
+    text = serve_startup.result_json(12, capture, load, first, pools, env)
+    result = json.loads(text)
+    assert result["repeat"] == 3 and result["buckets"] == len(serve_startup.BUCKETS)
+    assert result["load"] == load and result["capture"] == capture  # every child, as printed
+    assert result["pool_bytes"] == {"shared": 416 << 20, "per_key": 1146 << 20}
+    path = tmp_path / "result.json"
+    path.write_text(text)
+    rows = {label: total for label, total, _ in chart_mod.bars(json.loads(path.read_text()))}
+    assert rows == {"capture path": 800.0, "load path": 580.0, "one eager call": 230.0}
+    assert "<svg" in chart_mod.write(path, tmp_path / "chart.svg").read_text()
