@@ -165,6 +165,18 @@ def child(script: str, args: dict, timeout: int = 900) -> dict:
     return json.loads(lines[-1][len("RESULT "):])
 
 
+def per_bucket(cap_ms: float, first_ms: float, load: dict) -> str:
+    """What one more bucket costs each path: a load, its key's share of ``graphs`` (graph
+    file, instantiate, rebinding plan) as ``load`` (a load child's result) measured it; a
+    capture, the capture path less one eager call, shared out over the buckets."""
+    n = len(BUCKETS)
+    loaded = 1000 * load["seconds"]["graphs"] / max(load["loaded"], 1)
+    captured = (cap_ms - first_ms) / n
+    return (f"per bucket: a load {loaded:.1f} ms (its graph file, instantiate and rebinding "
+            f"plan), a capture {captured:.1f} ms (the capture path less one eager call, over "
+            f"{n} buckets): {loaded / captured:.0%}")
+
+
 def result_json(layers: int, capture: list, load: list, first: list, pools: tuple,
                 env: dict) -> str:
     """What ``--json`` writes: every child's result (capture, load with its
@@ -219,6 +231,7 @@ def main(argv=None) -> int:
               f"({first_ms / cap_ms:.1%} of the capture path): the load path runs the model once "
               "to find the library kernels (their modules load as they first run, cuBLAS "
               "starts), so no load is faster than this")
+        print("  " + per_bucket(cap_ms, first_ms, last))
         shared = child(MEMORY, dict(common, pool="shared"))
         private = child(MEMORY, dict(common, pool="private"))
         print(f"\nmemory of the {len(BUCKETS)} keys' capture pools:")
