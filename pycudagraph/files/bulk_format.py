@@ -380,12 +380,22 @@ class Runs:
                     + rel["at"].astype(np.int64)) if len(rel) else None
         self.words = (np.ndarray((max(len(self.args) - 7, 0),), "<u8", self.args, 0, (1,))
                       if len(rel) else None)
+        # a file whose relocations all point into slots (none into a graph allocation, made
+        # as its node is added) has them all written at the first run, in one step
+        self.slot_only = bool(len(rel)) and bool((rel["kind"] == 0).all())
+        self.slot_objects: dict | None = None  # then: every bound object they point into
 
     def run(self, first: int, count: int, bound: dict, allocs: dict, kept: dict) -> tuple:
         """``(records, argument bytes, deps)`` of records ``first`` ... ``first + count - 1``;
-        the bound buffers their slot addresses point into are added to ``kept``."""
+        the bound buffers their slot addresses point into are added to ``kept`` (for a file
+        whose relocations all point into slots, those of every run: a graph keeps what the
+        file's runs point into)."""
         rel = self.rel
-        if len(rel):
+        if self.slot_only:
+            if self.slot_objects is None:
+                self.slot_objects = self._write_slots(bound)
+            kept.update(self.slot_objects)
+        elif len(rel):
             lo, hi = np.searchsorted(rel["record"], (first, first + count)).tolist()
             if hi > lo:
                 part = rel[lo:hi]
@@ -410,3 +420,18 @@ class Runs:
                     base = slot_base[target]
                 self.words[self.pos[lo:hi]] = base + part["offset"]
         return self.r[first:first + count], self.args, self.d
+
+    def _write_slots(self, bound: dict) -> dict:
+        """Every relocation written (all of them point into slots); ``{id: object}`` of the
+        bound objects they point into."""
+        rel = self.rel
+        target = rel["target"].astype(np.int64)
+        slot_base = np.zeros(len(self.names) or 1, np.uint64)
+        objects: dict = {}
+        for t in np.flatnonzero(np.bincount(target)).tolist():
+            b = bound[self.names[t]]
+            slot_base[t] = b.addr
+            if b.obj is not None:
+                objects[id(b.obj)] = b.obj
+        self.words[self.pos] = slot_base[target] + rel["offset"]
+        return objects

@@ -431,6 +431,29 @@ def test_runs_write_slot_and_allocation_addresses_into_the_argument_bytes():
     assert set(map(id, kept.values())) == {id(x), id(y)}
 
 
+
+def test_relocations_all_into_slots_are_written_once_at_the_first_run():
+    """A file whose relocations all point into slots has every record's addresses written
+    when its first run is asked for (one step for the file, none per run); every run then
+    keeps every bound buffer the file's relocations point into, none it does not."""
+    from types import SimpleNamespace as NS
+    r = np.zeros(3, bulk_format.RECORD)
+    r["arg_offset"], r["arg_length"] = [0, 16, 32], 16
+    rel = np.array([(0, 0, 0, 1, 8), (1, 8, 0, 0, 4), (2, 0, 0, 1, 24)], bulk_format.RELOC)
+    runs = bulk_format.Runs((r, np.zeros(48, np.uint8), np.zeros(0, "<u4"), rel),
+                            ["x", "y", "z"])
+    x, y, z = object(), object(), object()
+    bound = {"x": NS(addr=0x1000, obj=x), "y": NS(addr=0x2000, obj=y),
+             "z": NS(addr=0x3000, obj=z)}
+    kept: dict = {}
+    recs, args, _ = runs.run(0, 1, bound, {}, kept)
+    assert struct.unpack("<6Q", args.tobytes()) == (0x2008, 0, 0, 0x1004, 0x2018, 0)
+    assert len(recs) == 1 and set(map(id, kept.values())) == {id(x), id(y)}
+    args[:] = 0  # not written again by a later run
+    later: dict = {}
+    runs.run(2, 1, bound, {}, later)
+    assert not args.any() and set(map(id, later.values())) == {id(x), id(y)}
+
 _U32 = st.integers(0, (1 << 32) - 1)
 #: a record's words, mostly near what a file holds (so the relocations' checks are reached)
 _RECORD = st.tuples(st.integers(0, 3), st.integers(0, 3), st.just(1), st.just(1),
