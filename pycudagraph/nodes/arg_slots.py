@@ -17,8 +17,8 @@ import struct
 from ..errors import ArgumentError
 from .facets import Site
 
-__all__ = ["LOWEST", "pointer_slots", "arg_sites", "arg_addresses", "pack_spans", "patch_slot",
-           "patch_slots", "value_marks", "may_hold"]
+__all__ = ["LOWEST", "ArgSpans", "pointer_slots", "arg_sites", "arg_addresses", "pack_spans",
+           "patch_slot", "patch_slots", "value_marks", "may_hold"]
 
 _U64 = struct.Struct("<Q")
 #: Values below this are never taken for addresses (small numbers, flags).
@@ -86,12 +86,56 @@ def value_marks(ranges, most: int = 8):
     return tuple(marks)
 
 
+class ArgSpans:
+    """The ``(index, offset, bytes)`` spans of a kernel's arguments kept as the block they
+    lie in, one after another (a graph file's argument bytes): ``cuts`` gives each
+    argument's ``(index, offset in the parameter buffer, start, end)`` in
+    ``data[start:]``, the first starting at 0, each where the one before ends. Read as a
+    list of spans (sliced the first time); :func:`may_hold` reads the block whole."""
+
+    __slots__ = ("data", "start", "cuts", "_spans")
+
+    def __init__(self, data: bytes, start: int, cuts: tuple):
+        self.data, self.start, self.cuts = data, start, cuts
+        self._spans = None
+
+    def spans(self) -> list:
+        """The spans, sliced from the block (once)."""
+        if self._spans is None:
+            d, s = self.data, self.start
+            self._spans = [(i, o, d[s + a:s + b]) for i, o, a, b in self.cuts]
+        return self._spans
+
+    def block(self) -> bytes:
+        """Every argument's bytes, one after another (what joining the spans gives)."""
+        return self.data[self.start:self.start + self.cuts[-1][3]] if self.cuts else b""
+
+    def __iter__(self):
+        return iter(self.spans())
+
+    def __len__(self) -> int:
+        return len(self.cuts)
+
+    def __getitem__(self, k):
+        return self.spans()[k]
+
+    def __eq__(self, other) -> bool:  # as the list of spans it stands for
+        if isinstance(other, (ArgSpans, list, tuple)):
+            return self.spans() == list(other)
+        return NotImplemented
+
+    __hash__ = None  # compared by value, as a list
+
+    def __repr__(self) -> str:
+        return repr(self.spans())
+
+
 def may_hold(spans, marks) -> bool:
     """False only when no argument of ``spans`` can hold a value inside the ranges of
     ``marks`` (:func:`value_marks`): such a value's bytes 2..7 are one of the marks, and
     none is anywhere in the arguments' bytes. True says only "look at the values"
     (:func:`arg_addresses`)."""
-    data = b"".join([d for _, _, d in spans])
+    data = spans.block() if type(spans) is ArgSpans else b"".join([d for _, _, d in spans])
     for mark in marks:
         if mark in data:
             return True

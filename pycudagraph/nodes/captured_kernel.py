@@ -25,7 +25,7 @@ class CapturedKernelNode(KernelNode):
 
     __slots__ = ("_known",)  # the argument spans it was built with, until changed here
 
-    def __init__(self, table, h: int, pack=None, known: list | None = None):
+    def __init__(self, table, h: int, pack=None, known=None):
         super().__init__(table, h, pack)
         self._known = known
 
@@ -71,8 +71,10 @@ class CapturedKernelNode(KernelNode):
 
     def arg_spans(self) -> list:
         """``(index, offset, bytes)`` of every argument as the graph holds it: the bytes it
-        was built with (:meth:`build_function`) until :meth:`set_params` changes them, else
-        read back (``cuGraphKernelNodeGetParams``, ``cuFuncGetParamInfo``)."""
+        was built with (:meth:`build_function`; for records of a graph file an
+        :class:`~pycudagraph.nodes.arg_slots.ArgSpans` over the file's bytes) until
+        :meth:`set_params` changes them, else read back (``cuGraphKernelNodeGetParams``,
+        ``cuFuncGetParamInfo``)."""
         known = self._known
         return known if known is not None else CapturedArgs.of(self).spans()
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from .._cuda import bulk, fast
 from ..errors import ArgumentError
+from .arg_slots import ArgSpans
 from .captured_args import function_offsets
 
 __all__ = ["FunctionRecords"]
@@ -86,7 +87,5 @@ class FunctionRecords:
         data = self.args[lo:hi].tobytes()
         cls, made, register, spans = self.cls, [], table.register, self.spans
         for h, k, off in zip(handles, recs["kernel"].tolist(), offs):
-            off -= lo
-            known = [(i, o, data[off + a:off + b]) for i, o, a, b in spans[k]]
-            made.append(register(cls(table, h, known=known)))
+            made.append(register(cls(table, h, known=ArgSpans(data, off - lo, spans[k]))))
         return made

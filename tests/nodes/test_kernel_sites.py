@@ -245,6 +245,15 @@ def test_a_search_of_the_bytes_never_passes_a_value_inside_the_ranges(args, rang
     found = arg_slots.may_hold(spans, marks)
     assert found or not inside
     assert found or not planted
+    # the same arguments kept as one block (a graph file's bytes) read and search the same
+    block, cuts, start = b"".join(d for _, _, d in spans), [], 0
+    for i, offset, data in spans:
+        cuts.append((i, offset, start, start + len(data)))
+        start += len(data)
+    held = arg_slots.ArgSpans(b"pad" + block + b"tail", 3, tuple(cuts))
+    assert arg_slots.may_hold(held, marks) == found and held.block() == block
+    assert held == spans and list(held) == spans and len(held) == len(spans)
+    assert arg_slots.arg_addresses(held) == arg_slots.arg_addresses(spans)
 
 
 def test_ranges_over_too_many_blocks_have_no_marks():
