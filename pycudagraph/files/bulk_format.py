@@ -393,7 +393,10 @@ class Runs:
         rel = self.rel
         if self.slot_only:
             if self.slot_objects is None:
-                self.slot_objects = self._write_slots(bound)
+                self.slot_objects = {}
+                target = rel["target"].astype(np.int64)
+                base = self._slot_bases(target, bound, self.slot_objects)
+                self.words[self.pos] = base[target] + rel["offset"]
             kept.update(self.slot_objects)
         elif len(rel):
             lo, hi = np.searchsorted(rel["record"], (first, first + count)).tolist()
@@ -402,13 +405,7 @@ class Runs:
                 target = part["target"].astype(np.int64)
                 slot = part["kind"] == 0
                 allocated = not slot.all()
-                slot_base = np.zeros(len(self.names) or 1, np.uint64)
-                used = target[slot] if allocated else target  # (bincount: no sort)
-                for t in np.flatnonzero(np.bincount(used)).tolist():
-                    b = bound[self.names[t]]  # the slots these records use: kept by the graph
-                    slot_base[t] = b.addr
-                    if b.obj is not None:
-                        kept[id(b.obj)] = b.obj
+                slot_base = self._slot_bases(target[slot] if allocated else target, bound, kept)
                 if allocated:
                     made = set(target[~slot].tolist())
                     alloc_base = np.zeros(max(made) + 1, np.uint64)
@@ -421,17 +418,13 @@ class Runs:
                 self.words[self.pos[lo:hi]] = base + part["offset"]
         return self.r[first:first + count], self.args, self.d
 
-    def _write_slots(self, bound: dict) -> dict:
-        """Every relocation written (all of them point into slots); ``{id: object}`` of the
-        bound objects they point into."""
-        rel = self.rel
-        target = rel["target"].astype(np.int64)
-        slot_base = np.zeros(len(self.names) or 1, np.uint64)
-        objects: dict = {}
-        for t in np.flatnonzero(np.bincount(target)).tolist():
+    def _slot_bases(self, used, bound: dict, kept: dict):
+        """Per slot index, the address of the buffer bound to it, for the slots ``used``
+        names (the rest 0); the bound objects among them are added to ``kept``."""
+        base = np.zeros(len(self.names) or 1, np.uint64)
+        for t in np.flatnonzero(np.bincount(used)).tolist():  # (bincount: no sort)
             b = bound[self.names[t]]
-            slot_base[t] = b.addr
+            base[t] = b.addr
             if b.obj is not None:
-                objects[id(b.obj)] = b.obj
-        self.words[self.pos] = slot_base[target] + rel["offset"]
-        return objects
+                kept[id(b.obj)] = b.obj
+        return base
