@@ -69,7 +69,6 @@ class _Check:
     def __init__(self, source: str):
         self.source = source
         self.nodes = 0
-        self.slot_kinds: dict = {}  # slot names checked (the keys share most) -> their kind
         self.names: set = set()  # kernel names checked
 
     def fail(self, where: str, what: str):
@@ -228,15 +227,10 @@ def _check_key(c: _Check, key, w: str, ix: dict) -> None:
         c.str_(pair[0], f"{w}.kwargs[{i}][0]", 256)
         _template(c, pair[1], f"{w}.kwargs[{i}][1]", ix, inputs, False, 0)
     _template(c, key["outputs"], f"{w}.outputs", ix, [0], True, 0)
-    kinds = c.slot_kinds
     for i, s in enumerate(c.list_(key["slots"], f"{w}.slots", 1 << 20)):
-        kind = kinds.get(s) if type(s) is str else None  # each name checked once
-        if kind is None:
-            kind = slot_kind(c.str_(s, f"{w}.slots[{i}]", 256))
-            if not kind:
-                c.fail(f"{w}.slots[{i}]", f"{s!r} names no input, pool segment, workspace or "
-                                          "binding")
-            kinds[s] = kind
+        kind = slot_kind(c.str_(s, f"{w}.slots[{i}]", 256))  # (each name parsed once)
+        if not kind:
+            c.fail(f"{w}.slots[{i}]", f"{s!r} names no input, pool segment, workspace or binding")
         bad = ((kind[0] == "input" and kind[1] >= inputs[0])
                or (kind[0] == "pool" and (kind[1] >= npools
                                           or kind[2] >= len(ix["pools"][kind[1]]["segments"])))
