@@ -26,14 +26,15 @@ from ..nodes.deferred_nodes import add_run, deferrable
 from ..nodes.kernel_file import reader
 from .modules import image_plan, load_module, parse_arch
 from .schema import record_classes
+from .slot_sites import file_sites
 from .slots import Address, DeviceView, HeldBytes, bind_slots
-from .archive import gc_paused, read_file
+from .archive import decode, gc_paused, read_file
 from .bulk_format import RUN, RUN_RECORD, Runs, by_name, named_kernels
 from ..graph.graph import Graph
 from .host_registry import host_fn
 from ..runtime.values import path_arg
 
-__all__ = ["load", "image_plan", "parse_arch"]  # (those two live in .modules)
+__all__ = ["load", "load_with_sites", "image_plan", "parse_arch"]  # (those two live in .modules)
 
 _U64 = struct.Struct("<Q")
 #: Runs of at least this many kernel records are added with no object per node (made on
@@ -67,6 +68,7 @@ class _Loader:
         self.runs = Runs(gf.bulk, sorted(self.m["slots"])) if gf.bulk is not None else None
         self.named = None  # (positions, records) of the records of kernels saved by name
         self.funcs: dict = {}  # kernel index -> its CUfunction, for runs added with no objects
+        self.named_runs: list = []  # (first record, its nodes) of each run of kernels saved by name
 
     def fail(self, what: str):
         raise GraphFileError(f"{self.source}: {what}")
@@ -272,7 +274,9 @@ class _Loader:
         entries = self.m["kernels"]
         if check.tracer is None:
             at, named = self.function_records()
-            return named.add(table, int(np.searchsorted(at, first)), len(recs))
+            made = named.add(table, int(np.searchsorted(at, first)), len(recs))
+            self.named_runs.append((first, made))
+            return made
         build, made = cls.build_function, []
         data = memoryview(args)
         cuts = {}
@@ -285,6 +289,7 @@ class _Loader:
             made.append(build(table, [made[d] for d in deps[df:df + dc].tolist()], self.kernels[k],
                               (g0, g1, g2), (b0, b1, b2), shared,
                               [block_bytes[a:b] for a, b in cut]))
+        self.named_runs.append((first, made))
         return made
 
     def function_records(self) -> tuple:
@@ -419,8 +424,22 @@ def load(path, bind: dict | None = None, resolve=None) -> Graph:
     ...). Nothing in the file is executed on the host: the manifest is JSON, checked field
     by field before use.
     """
+    return load_with_sites(path, bind, resolve)[0]
+
+
+def load_with_sites(path, bind: dict | None = None, resolve=None, slots=(),
+                    data: bytes | None = None) -> tuple:
+    """``(graph, sites)``: :func:`load`, and where the file's relocations put the addresses
+    of ``slots`` (slot names) in the nodes of its kernels saved by name
+    (:func:`.slot_sites.file_sites`; None when no slot is asked for). ``data``: the file's
+    bytes when the caller has read them already (checked here as a read file is)."""
     path = path_arg(path, "load: path")
     with gc_paused():
-        loader = _Loader(read_file(path), bind, resolve, str(path))
+        gf = read_file(path) if data is None else decode(data, str(path))
+        loader = _Loader(gf, bind, resolve, str(path))
         loader.prepare()
-        return loader.build()
+        graph = loader.build()
+        if not slots or loader.runs is None:
+            return graph, None
+        return graph, file_sites(loader.runs, loader.m["kernels"], loader.named_runs,
+                                 loader.bound, slots)

@@ -34,7 +34,7 @@ from .._cuda import ensure_device
 from ..compile.nvrtc_compile import device_arch
 from ..errors import ArgumentError, GraphFileError, PyCudaGraphError
 from ..capture.capture import capture
-from ..files.load import load
+from ..files.load import load_with_sites
 from ..runtime.device import Device, device as device_scope, device_count
 from ..runtime.stream import Stream
 from ..runtime.values import Progress, path_arg
@@ -86,6 +86,7 @@ class _Loader:
         self._warm: set = set()  # devices a probe ran the callable eagerly on
         self.named_spans: dict = {}  # binding name -> the Span every key binds it to
         self.seconds = {"graph files": 0.0, "instantiate": 0.0, "rebind plans": 0.0}
+        self.data: dict = {}  # key file name -> its bytes, read and checked against the index
 
     def side(self, dev: int) -> Stream:
         side = self._sides.get(dev)
@@ -170,10 +171,11 @@ class _Loader:
         key, infos = flatten(args, kwargs)
         frameworks = frozenset(info.framework for info in infos)
         fw = "torch" if "torch" in frameworks else ("cupy" if "cupy" in frameworks else "")
-        bind, named = {}, self.named_spans
+        bind, named, inputs = {}, self.named_spans, []
         for name in rec["slots"]:
             kind = slot_kind(name)
             if kind[0] == "input":
+                inputs.append(name)
                 if kind[1] >= len(infos):
                     raise GraphFileError(f"{where}: slot {name!r}: the key has {len(infos)} inputs")
                 info = infos[kind[1]]  # bound, not kept: every call rebinds the key's
@@ -196,11 +198,12 @@ class _Loader:
                 bind[name] = span
         side.synchronize()  # the zeroed workspaces and scratch inputs are ready
         t0 = time.perf_counter()
-        graph = load(file, bind=bind, resolve=finder.resolver(_variants(rec)))
+        graph, sites = load_with_sites(file, bind, finder.resolver(_variants(rec)), inputs,
+                                       self.data.pop(rec["file"], None))
         t1 = time.perf_counter()
         exe = graph.instantiate()
         t2 = time.perf_counter()
-        plan = RebindPlan(exe, graph, infos)
+        plan = RebindPlan(exe, graph, infos, sites)
         steps = self.seconds
         steps["graph files"] += t1 - t0
         steps["instantiate"] += t2 - t1
@@ -240,8 +243,10 @@ def _variants(rec: dict) -> dict:
     return dict(rec.get("variants", ()))
 
 
-def _check_files(ix: dict, folder: Path) -> None:
-    """Every key file has the size and SHA-256 the index says. No CUDA call."""
+def _check_files(ix: dict, folder: Path) -> dict:
+    """Every key file has the size and SHA-256 the index says: ``{file name: its bytes}``
+    (each key's load decodes them, not read again). No CUDA call."""
+    out = {}
     for rec in ix["keys"]:
         file = folder / rec["file"]
         try:
@@ -254,6 +259,8 @@ def _check_files(ix: dict, folder: Path) -> None:
         if hashlib.sha256(data).hexdigest() != rec["sha256"]:
             raise GraphFileError(f"{file}: its SHA-256 differs from the index's (damaged or "
                                  "replaced)")
+        out[rec["file"]] = data
+    return out
 
 
 def load_graphed(path, fn_or_module, *, module=None, bind=None, strict: bool = False,
@@ -323,7 +330,7 @@ def load_graphed(path, fn_or_module, *, module=None, bind=None, strict: bool = F
         with device_scope(dev):
             ensure_device()
             check_arch(ix, device_arch(dev), Device(dev).name, str(folder))
-    _check_files(ix, folder)
+    data = _check_files(ix, folder)
     keys = ix["keys"]
     report.seconds["check"] = time.perf_counter() - t0
     tell(f"index, model and {len(keys)} key file(s) checked", report.seconds["check"])
@@ -339,6 +346,7 @@ def load_graphed(path, fn_or_module, *, module=None, bind=None, strict: bool = F
     if ix["versions"]["torch"] is not None and torch is not None:
         torch.cuda.init()  # PyTorch takes part in probes and pools once initialized
     loader = _Loader(f, ix, folder, named)
+    loader.data = data
     t0 = time.perf_counter()
     finder = KernelFinder([set(rec["kernels"]) for rec in keys], loader.probe,
                           [_variants(rec) for rec in keys])
@@ -364,6 +372,7 @@ def load_graphed(path, fn_or_module, *, module=None, bind=None, strict: bool = F
             warnings.warn(f"load_graphed({folder}): rebinding cannot be proven right for "
                           f"{describe_key(rec)}: {entry.plan.unproven[0]}; pass check=True "
                           "to compare with eager execution", RuntimeWarning, stacklevel=2)
+    loader.data.clear()  # (the bytes of keys that fell back)
     report.seconds["graphs"] = time.perf_counter() - t0
     tell(f"{report.loaded} of {len(keys)} key(s) loaded", time.perf_counter() - start)
     report.seconds.update(loader.seconds)

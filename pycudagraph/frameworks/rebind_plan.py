@@ -13,6 +13,12 @@ per kernel node touched; any other site is written by its node's
 :meth:`~pycudagraph.nodes.base.Node.write_site` (``cudaGraphExecMemcpyNodeSetParams1D`` /
 ``cudaGraphExecMemsetNodeSetParams`` for copies and memsets): nothing is searched again.
 
+A graph loaded from a file (``pcg.load_graphed``) says where its library kernels hold the
+inputs' addresses: its relocations into the inputs' slots
+(:func:`~pycudagraph.files.slot_sites.file_sites`); those nodes are planned from them,
+their bytes not searched, and a byte pattern that only happens to lie inside an input's
+range is never taken for its address.
+
 What cannot be proven by looking at the graph is listed in :attr:`RebindPlan.unproven`
 (a host-to-device copy may upload a table of addresses; a node whose addresses cannot be
 read, or that may use addresses its sites do not show, such as a host node):
@@ -103,6 +109,10 @@ class RebindPlan:
         Its captured graph.
     inputs : list of ArrayInfo
         The inputs as captured (their ``ptr``, ``lo``, ``hi``).
+    known : FileSites, optional
+        For a graph loaded from a file: the nodes whose addresses its relocations give
+        (:class:`~pycudagraph.files.slot_sites.FileSites`, for the inputs' slots); their
+        sites are taken from it, their bytes not searched.
 
     Attributes
     ----------
@@ -115,7 +125,7 @@ class RebindPlan:
         Why rebinding could still miss an address (see the module docstring).
     """
 
-    def __init__(self, exe, graph, inputs):
+    def __init__(self, exe, graph, inputs, known=None):
         self.exe = exe
         self._raw = int(exe.handle)
         self.bound = [info.ptr for info in inputs]
@@ -135,39 +145,27 @@ class RebindPlan:
             return any(lo <= v < hi for v in values for lo, hi, _ in ranges)
 
         marks = value_marks([(lo, hi) for lo, hi, _ in ranges])
+        accounted = known.accounted if known is not None else ()
         for node, settable in exec_walk(graph):
+            if id(node) in accounted:  # its file says where its input addresses are
+                sites = known.sites.get(id(node))
+                if sites is not None or node.hidden_addresses:
+                    self._plan_node(node, not settable, which, inside, sites=sites or [])
+                continue
             self._plan_node(node, not settable, which, inside, marks)
 
-    def _plan_node(self, node, inside_child: bool, which, inside, marks=None) -> None:
+    def _plan_node(self, node, inside_child: bool, which, inside, marks=None,
+                   sites=None) -> None:
         """The node's sites holding an input address, planned (see the module docstring).
-        A kernel node none of whose addresses lies in an input is passed at a search of its
-        argument bytes (:meth:`~pycudagraph.nodes.kernel_sites.KernelSites.arg_spans`) for
-        the inputs' ``marks`` (:func:`~pycudagraph.nodes.arg_slots.may_hold`), or at a
-        look at its slot values
-        (:meth:`~pycudagraph.nodes.kernel_sites.KernelSites.addresses`): its sites are made
-        only when one lies in an input."""
+        ``sites``: the node's sites as its graph file's relocations give them (nothing is
+        searched); else those :meth:`_sites` finds."""
         if node.hidden_addresses:
             self.unproven.append(f"{_label(node)} {node.hidden_addresses}; rebinding does "
                                  "not reach inside it")
-        spans = getattr(node, "arg_spans", None) if marks is not None else None
-        if spans is not None:
-            try:
-                if not may_hold(spans(), marks):
-                    return
-            except PyCudaGraphError:
-                pass  # said below, as the sites' reader says it
-        quick = getattr(node, "addresses", None)
-        if quick is not None:
-            try:
-                if not inside(quick()):
-                    return
-            except PyCudaGraphError:
-                pass  # said below, as the sites' reader says it
-        try:
-            sites = [s for s in node.sites() if s.role == "use"]
-        except PyCudaGraphError as exc:  # arguments in 'extra', bodies the driver hides
-            self.unproven.append(f"{_label(node)}: its addresses cannot be read ({exc})")
-            return
+        if sites is None:
+            sites = self._sites(node, inside, marks)
+            if sites is None:
+                return
         if any(s.side == _HOST_SIDE and s.place == "src" for s in sites):
             self.unproven.append(f"{_label(node)} copies host memory to the device: if it "
                                  "uploads a table of addresses, rebinding cannot see them")
@@ -194,6 +192,34 @@ class RebindPlan:
             site = _NodeSite(node, rec)
             site.fields = others
             self._add(site, [i for _, i, _ in others])
+
+    def _sites(self, node, inside, marks) -> list | None:
+        """The node's sites in use; None when none can lie in an input or they cannot be
+        read (said in :attr:`unproven`). A kernel node none of whose addresses lies in an
+        input is passed at a search of its argument bytes
+        (:meth:`~pycudagraph.nodes.kernel_sites.KernelSites.arg_spans`) for the inputs'
+        ``marks`` (:func:`~pycudagraph.nodes.arg_slots.may_hold`), or at a look at its slot
+        values (:meth:`~pycudagraph.nodes.kernel_sites.KernelSites.addresses`): its sites
+        are made only when one lies in an input."""
+        spans = getattr(node, "arg_spans", None) if marks is not None else None
+        if spans is not None:
+            try:
+                if not may_hold(spans(), marks):
+                    return None
+            except PyCudaGraphError:
+                pass  # said below, as the sites' reader says it
+        quick = getattr(node, "addresses", None)
+        if quick is not None:
+            try:
+                if not inside(quick()):
+                    return None
+            except PyCudaGraphError:
+                pass  # said below, as the sites' reader says it
+        try:
+            return [s for s in node.sites() if s.role == "use"]
+        except PyCudaGraphError as exc:  # arguments in 'extra', bodies the driver hides
+            self.unproven.append(f"{_label(node)}: its addresses cannot be read ({exc})")
+            return None
 
     def _add(self, site, inputs: list) -> None:
         for i in inputs:

@@ -78,6 +78,13 @@ print("REPORT", r)
 assert r.loaded == len(BUCKETS) and not r.fallback, r
 assert f.stats.captures == 0 and f.stats.replays == len(BUCKETS), f.stats
 assert len(begins) == r.probes <= r.kernel_sets, (len(begins), r)
+from types import SimpleNamespace
+from pycudagraph.frameworks.rebind_plan import RebindPlan
+for e in f.graphs.values():  # the plan from the file's relocations = a search of every node
+    searched = RebindPlan(e.exec, e.graph, [SimpleNamespace(ptr=p, lo=lo, hi=hi)
+                                            for p, lo, hi in e.plan.captured])
+    assert e.plan.slots == searched.slots and e.plan.slots[0] >= 1, (e.plan.slots,
+                                                                     searched.slots)
 saved = torch.load(FOLDER + ".outputs.pt")
 for b in BUCKETS:
     torch.testing.assert_close(outs[b], eager(IDS[b]), **TOL)
@@ -227,6 +234,13 @@ begins = [c for c in t.records if c.api.startswith("cudaStreamBeginCapture")]
 print("REPORT", r)
 assert r.loaded == len(BUCKETS) and not r.fallback and f.stats.captures == 0, (r, f.stats)
 assert len(begins) == r.probes <= r.kernel_sets, (len(begins), r)
+from types import SimpleNamespace
+from pycudagraph.frameworks.rebind_plan import RebindPlan
+for e in f.graphs.values():  # the plan from the file's relocations = a search of every node
+    searched = RebindPlan(e.exec, e.graph, [SimpleNamespace(ptr=p, lo=lo, hi=hi)
+                                            for p, lo, hi in e.plan.captured])
+    assert e.plan.slots == searched.slots and e.plan.slots[0] >= 1, (e.plan.slots,
+                                                                     searched.slots)
 with torch.no_grad():
     model.scale.fill_(2.0)  # a buffer, bound by name
 close(f(IDS[7]), eager(IDS[7]))

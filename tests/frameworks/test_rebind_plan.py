@@ -215,3 +215,31 @@ def test_the_bytes_search_changes_no_plan(deltas, kinds, inputs):
         at += len(data)
     infos = [info(ptr, n) for ptr, n in inputs]
     assert _plan_slots(args, infos, True) == _plan_slots(args, infos, False)
+
+
+def test_a_node_its_file_accounts_for_is_planned_from_the_file_alone(world, monkeypatch):
+    from pycudagraph.files.slot_sites import FileSites
+    from pycudagraph.nodes.facets import Site
+    exe, g, node, rec, calls, _ = world
+    monkeypatch.setattr(pcg.CapturedKernelNode, "sites",
+                        lambda self: pytest.fail("a node its file accounts for is searched"))
+    # the file relocates x+16 (arg 0) and y+8 (arg 2 +16); x in the struct and x+40 are
+    # byte patterns the file did not put there: not taken for x's address
+    known = FileSites({id(node)}, {id(node): [Site("arg 0", 0, X + 16, arg=0),
+                                              Site("arg 2 +16", 16, Y + 8, arg=2)]})
+    plan = rebind_plan.RebindPlan(exe, g, [info(X, 64), info(Y, 32)], known)
+    assert plan.slots == [1, 1] and plan.unproven == []
+    X2 = 0x7F00_2000_0000
+    assert plan.apply([X2, Y + 64], [0, 1]) == 1
+    args = calls[-1][2]
+    assert Q.unpack(args[0])[0] == X2 + 16
+    assert [Q.unpack_from(args[2], k)[0] for k in (0, 8, 16, 24)] == [X, 1024, Y + 72, X + 40]
+
+
+def test_a_node_its_file_accounts_for_with_no_input_site_is_passed(world, monkeypatch):
+    from pycudagraph.files.slot_sites import FileSites
+    exe, g, node, rec, calls, _ = world
+    monkeypatch.setattr(pcg.CapturedKernelNode, "sites",
+                        lambda self: pytest.fail("a node its file accounts for is searched"))
+    plan = rebind_plan.RebindPlan(exe, g, [info(X, 64)], FileSites({id(node)}, {}))
+    assert plan.slots == [0] and plan.sites([0]) == []
