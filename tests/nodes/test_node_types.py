@@ -71,9 +71,9 @@ def test_host_node_runs_and_errors_are_raised(stream):
     g2 = pcg.Graph()
     g2.add_host(boom)
     exe2 = g2.instantiate()
-    exe2.launch(stream)
     with pytest.raises(pcg.HostCallbackError, match="inside the host node") as info:
-        exe2.synchronize()
+        exe2.launch(stream)  # at the launch if the host node already ran (an idle GPU
+        exe2.synchronize()   # runs it at once), else at the synchronize
     assert isinstance(info.value.__cause__, ValueError)
     with pytest.raises(pcg.HostCallbackError):  # at the launch if the host node already ran,
         exe2.launch(stream)                    # else at the next synchronize
