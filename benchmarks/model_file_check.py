@@ -115,13 +115,24 @@ def main(argv=None) -> int:
     print(f"a model's graph file: {opts.layers} layers, {len(data) / 1024:.1f} KiB, "
           f"{kinds.count('kernel_run')} kernel runs, {kinds.count('memset')} memsets, "
           f"{len(gf.manifest['slots'])} slots, {len(gf.bulk[0])} kernel records")
-    print(f"decode, ms (median of {max(opts.repeat, 1)}):")
-    for name, ms in (("container", total - parse - check), ("JSON parse", parse),
-                     ("manifest check", check), ("decode", total)):
-        print(f"  {name:16s}{ms:8.3f}")
-    print(f"Python {platform.python_version()}, pycudagraph {pcg.__version__}, "
-          f"{platform.processor() or platform.machine()}")
+    print_rows(f"decode, ms (median of {max(opts.repeat, 1)}):",
+               (("container", total - parse - check), ("JSON parse", parse),
+                ("manifest check", check), ("decode", total)), 16)
+    print(host_line())
     return 0
+
+
+def print_rows(title: str, rows, width: int) -> None:
+    """``title``, then a line per ``(name, ms)`` row, the names ``width`` wide."""
+    print(title)
+    for name, ms in rows:
+        print(f"  {name:{width}s}{ms:8.3f}")
+
+
+def host_line(*parts: str) -> str:
+    """The Python and pycudagraph versions, ``parts``, then the processor."""
+    return ", ".join((f"Python {platform.python_version()}", f"pycudagraph {pcg.__version__}",
+                      *parts, platform.processor() or platform.machine()))
 
 
 if __name__ == "__main__":

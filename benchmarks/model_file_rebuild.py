@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import platform
 import statistics
 import sys
 import tempfile
@@ -38,7 +37,6 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import pycudagraph as pcg  # noqa: E402
 from pycudagraph._cuda import fast  # noqa: E402
 from pycudagraph._cuda.context import thread_state  # noqa: E402
 from pycudagraph.files import archive as files  # noqa: E402
@@ -46,7 +44,7 @@ from pycudagraph.files import load as file_load  # noqa: E402
 from pycudagraph.files.bulk_format import RUN  # noqa: E402
 from pycudagraph.nodes import captured_args  # noqa: E402
 
-from benchmarks.model_file_check import model_file  # noqa: E402
+from benchmarks.model_file_check import host_line, model_file, print_rows  # noqa: E402
 
 FUNC_BASE = 0x5100_0000  # stand-in CUfunction handles, one per kernel of the file
 
@@ -148,13 +146,11 @@ def measure(gf, bufs: dict, funcs: list, stub, opts) -> int:
             ("  of which the function records", splits[1:]))
     print(f"a model's graph file rebuilt through the driver stub: {opts.layers} layers, "
           f"{runs} kernel runs, {records} kernel records, {len(m['slots'])} slots")
-    print(f"ms (median of {max(opts.repeat, 1)}):")
-    for name, values in rows:
-        print(f"  {name:32s}{statistics.median(values):8.3f}")
+    print_rows(f"ms (median of {max(opts.repeat, 1)}):",
+               [(name, statistics.median(values)) for name, values in rows], 32)
     per_node = statistics.median(builds[1:]) / records * 1e3
     print(f"  {'kernel runs, us per record':32s}{per_node:8.2f}")
-    print(f"Python {platform.python_version()}, pycudagraph {pcg.__version__}, hot path "
-          f"{fast.native_status()}, {platform.processor() or platform.machine()}")
+    print(host_line(f"hot path {fast.native_status()}"))
     return 0
 
 
