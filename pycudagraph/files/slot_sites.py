@@ -67,7 +67,8 @@ def file_sites(runs, entries: list, named_runs: list, bound: dict, slots) -> Fil
         for j, node in enumerate(made):
             node_of[first + j] = node
             out.accounted.add(id(node))
-    wanted = [i for i, name in enumerate(runs.names) if name in set(slots)]
+    asked = set(slots)
+    wanted = [i for i, name in enumerate(runs.names) if name in asked]
     rel = runs.rel
     if not node_of or not wanted or not len(rel):
         return out
