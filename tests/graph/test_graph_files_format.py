@@ -428,6 +428,18 @@ def test_load_refuses_bad_files_before_touching_the_gpu(tmp_path):
         pcg.load(path)
 
 
+def test_bytes_already_read_are_checked_as_a_read_file_is(tmp_path):
+    from pycudagraph.files.load import load_with_sites
+    path = tmp_path / "read.pcgraph"
+    path.write_bytes(good())  # the bytes given are what is checked, not the file on disk
+    with pytest.raises(pcg.GraphFileError, match=r"read\.pcgraph: truncated"):
+        load_with_sites(path, data=good()[:100])
+    damaged = bytearray(good())
+    damaged[-1] ^= 0xFF
+    with pytest.raises(pcg.GraphFileError, match=r"read\.pcgraph: .*checksum"):
+        load_with_sites(path, data=bytes(damaged))
+
+
 def test_load_names_what_the_process_lacks_before_touching_the_gpu(tmp_path):
     m = {"format": "pycudagraph.graph", "writer": "t", "arch": "sm_90",
          "slots": {"h": {"kind": "host", "nbytes": 8}}, "modules": [],
