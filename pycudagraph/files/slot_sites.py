@@ -7,8 +7,9 @@ held in a slot is a relocation (record, byte, slot, offset), written in by the l
 (:class:`.bulk_format.Runs`). So for the nodes of those records the relocations are every
 place a slot's address sits. :func:`file_sites` turns the relocations into the nodes'
 :class:`~pycudagraph.nodes.facets.Site` values, as
-:meth:`~pycudagraph.nodes.base.Node.sites` would give them (place ``"arg i"`` or
-``"arg i +k"``, the byte inside the argument, the address): a rebind plan then knows those
+:meth:`~pycudagraph.nodes.base.Node.sites` would give them
+(:func:`~pycudagraph.nodes.arg_slots.arg_site`: the argument, the byte inside it, the
+address): a rebind plan then knows those
 nodes with no look at their bytes, and never takes a byte pattern that only happens to lie
 inside a slot's range for its address. No CUDA call in this module.
 """
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._cuda.bulk import spans
-from ..nodes.facets import Site
+from ..nodes.arg_slots import arg_site
 
 __all__ = ["FileSites", "file_sites"]
 
@@ -92,8 +93,6 @@ def file_sites(runs, entries: list, named_runs: list, bound: dict, slots) -> Fil
         if id(node) not in out.accounted:
             continue
         a, b = cut[arg]
-        inner = at - a
-        place = f"arg {arg}" if b - a <= 8 else f"arg {arg} +{inner}"
         out.sites.setdefault(id(node), []).append(
-            Site(place, inner, bound[runs.names[target]].addr + offset, arg=arg))
+            arg_site(arg, at - a, bound[runs.names[target]].addr + offset, b - a <= 8))
     return out

@@ -17,8 +17,8 @@ import struct
 from ..errors import ArgumentError
 from .facets import Site
 
-__all__ = ["LOWEST", "ArgSpans", "pointer_slots", "arg_sites", "arg_addresses", "pack_spans",
-           "patch_slot", "patch_slots", "value_marks", "may_hold"]
+__all__ = ["LOWEST", "ArgSpans", "pointer_slots", "arg_site", "arg_sites", "arg_addresses",
+           "pack_spans", "patch_slot", "patch_slots", "value_marks", "may_hold"]
 
 _U64 = struct.Struct("<Q")
 #: Values below this are never taken for addresses (small numbers, flags).
@@ -46,6 +46,13 @@ def pointer_slots(data: bytes, offset: int):
         yield start + 8 * j, v
 
 
+def arg_site(i: int, k: int, value: int, whole: bool) -> Site:
+    """The :class:`Site` of argument ``i`` holding ``value`` at byte ``k`` inside it: place
+    ``"arg i"`` for an argument of 8 bytes or less (``whole``), ``"arg i +k"`` for a slot of
+    a larger one."""
+    return Site(f"arg {i}" if whole else f"arg {i} +{k}", k, value, arg=i)
+
+
 def arg_sites(spans) -> list:
     """The :class:`Site` of every slot of ``spans`` (``(argument index, offset in the
     parameter buffer, bytes)``) holding a value of at least :data:`LOWEST`: place ``"arg i"``
@@ -57,7 +64,7 @@ def arg_sites(spans) -> list:
         for j, v in enumerate(values):
             if v >= LOWEST:
                 k = start + 8 * j
-                out.append(Site(f"arg {i}" if whole else f"arg {i} +{k}", k, v, arg=i))
+                out.append(arg_site(i, k, v, whole))
     return out
 
 
