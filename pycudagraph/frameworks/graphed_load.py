@@ -77,8 +77,9 @@ class LoadReport:
 class _Loader:
     """The memory and kernels of one load (see the module docstring)."""
 
-    def __init__(self, f, ix: dict, folder: Path, named: dict):
+    def __init__(self, f, ix: dict, folder: Path, named: dict, data: dict):
         self.f, self.ix, self.folder, self.named = f, ix, folder, named
+        self.data = data  # key file name -> its bytes, read and checked against the index
         self.pools: dict = {}  # pool index -> (CapturePool, ByteBase, segment starts)
         self.workspaces: dict = {}  # workspace index -> ByteBase
         self.orders: dict = {}  # pool index -> the Handoff its keys share
@@ -86,7 +87,6 @@ class _Loader:
         self._warm: set = set()  # devices a probe ran the callable eagerly on
         self.named_spans: dict = {}  # binding name -> the Span every key binds it to
         self.seconds = {"graph files": 0.0, "instantiate": 0.0, "rebind plans": 0.0}
-        self.data: dict = {}  # key file name -> its bytes, read and checked against the index
 
     def side(self, dev: int) -> Stream:
         side = self._sides.get(dev)
@@ -345,8 +345,7 @@ def load_graphed(path, fn_or_module, *, module=None, bind=None, strict: bool = F
     torch = loaded.torch()
     if ix["versions"]["torch"] is not None and torch is not None:
         torch.cuda.init()  # PyTorch takes part in probes and pools once initialized
-    loader = _Loader(f, ix, folder, named)
-    loader.data = data
+    loader = _Loader(f, ix, folder, named, data)
     t0 = time.perf_counter()
     finder = KernelFinder([set(rec["kernels"]) for rec in keys], loader.probe,
                           [_variants(rec) for rec in keys])
