@@ -2,13 +2,11 @@
 which argument slots hold an input's addresses (exact and interior, in by-value structs,
 only at 8-byte aligned positions, never one past the end), and what a call writes."""
 
-import ctypes
 import struct
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from cuda.bindings import driver as dr
 from cuda.bindings import runtime as rt
 
 import pycudagraph as pcg
@@ -19,6 +17,7 @@ from pycudagraph.nodes import MemcpyParams
 from pycudagraph.nodes.captured_args import CapturedArgs
 from pycudagraph.nodes.exec_node import ExecNode
 from tests.support.fakes import fake_graph, fake_read_node
+from tests.support.fakes import KernelArgs
 
 X, Y = 0x7F00_0000_0000, 0x7F00_1000_0000
 Q = struct.Struct("<Q")
@@ -27,20 +26,6 @@ Q = struct.Struct("<Q")
 def info(ptr, nbytes, lo=None):
     lo = ptr if lo is None else lo
     return ArrayInfo(None, ptr, lo, lo + nbytes, ("k",), "torch", 0)
-
-
-class KernelArgs:
-    """The driver's view of one captured kernel node: argument buffers and their layout."""
-
-    def __init__(self, *args):  # (offset, bytes) per argument
-        self.info = [(off, len(data)) for off, data in args]
-        self.bufs = [ctypes.create_string_buffer(data, len(data)) for _, data in args]
-        self.ptrs = (ctypes.c_void_p * len(args))(*[ctypes.addressof(b) for b in self.bufs])
-
-    def read(self):
-        p = dr.CUDA_KERNEL_NODE_PARAMS()
-        p.kernelParams = ctypes.addressof(self.ptrs)
-        return CapturedArgs(p, self.info)
 
 
 @pytest.fixture

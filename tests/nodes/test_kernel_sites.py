@@ -20,7 +20,7 @@ from pycudagraph.nodes.arg_slots import pointer_slots
 from pycudagraph.nodes.captured_args import CapturedArgs
 from pycudagraph.nodes.facets import Site
 from tests.support.fakes import fake_exec, fake_graph, fake_kernel, fake_kernel_node, fake_node
-from tests.support.fakes import fake_read_node
+from tests.support.fakes import KernelArgs, fake_read_node
 
 pytestmark = pytest.mark.usefixtures("cpu_device")
 
@@ -73,20 +73,6 @@ def test_built_write_sites_goes_through_the_exec_copy(monkeypatch):
 
 
 # a node read back from the driver ------------------------------------------------------
-
-class KernelArgs:
-    """The driver's view of one captured kernel node: argument buffers and their layout."""
-
-    def __init__(self, *args):  # (offset, bytes) per argument
-        self.info = [(off, len(data)) for off, data in args]
-        self.bufs = [ctypes.create_string_buffer(data, len(data)) for _, data in args]
-        self.ptrs = (ctypes.c_void_p * len(args))(*[ctypes.addressof(b) for b in self.bufs])
-
-    def read(self):
-        p = dr.CUDA_KERNEL_NODE_PARAMS()
-        p.kernelParams = ctypes.addressof(self.ptrs)
-        return CapturedArgs(p, self.info)
-
 
 @pytest.fixture
 def captured(monkeypatch):

@@ -6,8 +6,10 @@ a test that expects an error. Device limits are mocked with an H100's values.
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 
+from cuda.bindings import driver as dr
 from cuda.bindings import runtime as rt
 
 import pycudagraph as pcg
@@ -17,6 +19,7 @@ from pycudagraph.compile.args import Layout
 from pycudagraph.graph.exec import GraphExec
 from pycudagraph.runtime.memory import DeviceBuffer
 from pycudagraph.compile.signature import parse_params
+from pycudagraph.nodes.captured_args import CapturedArgs
 
 _ids = itertools.count(0x7000_0000, 0x100)
 
@@ -124,3 +127,17 @@ def fake_edges(monkeypatch, *edges) -> None:
                 [rt.cudaGraphNode_t(int(b)) for _, b in pairs],
                 [rt.cudaGraphEdgeData() for _ in pairs])
     monkeypatch.setattr(_versions, "graph_get_edges_with_data", get)
+
+
+class KernelArgs:
+    """The driver's view of one captured kernel node: argument buffers and their layout."""
+
+    def __init__(self, *args):  # (offset, bytes) per argument
+        self.info = [(off, len(data)) for off, data in args]
+        self.bufs = [ctypes.create_string_buffer(data, len(data)) for _, data in args]
+        self.ptrs = (ctypes.c_void_p * len(args))(*[ctypes.addressof(b) for b in self.bufs])
+
+    def read(self):
+        p = dr.CUDA_KERNEL_NODE_PARAMS()
+        p.kernelParams = ctypes.addressof(self.ptrs)
+        return CapturedArgs(p, self.info)
