@@ -144,20 +144,8 @@ class Graph(GraphBase, GraphTopology, GraphClone, GraphFeatures, GraphIntrospect
                             device_updatable: bool | None = None) -> KernelNode:
         """:meth:`add_kernel` (``cuGraphAddKernelNode``, i.e. ``cudaGraphAddKernelNode``) for
         what the base's method does not take: attribute keywords, a call it does not parse.
-
-        Parameters
-        ----------
-        kernel : Kernel
-        grid, block : int or tuple of up to 3 ints
-        args : sequence
-            One value per kernel parameter (packed from the kernel's signature).
-        shared_mem : int
-            Dynamic shared memory in bytes.
-        deps : sequence of Node
-        priority, cluster, cooperative, access_policy, mem_sync_domain, device_updatable
-            Kernel-node attributes, set with ``cudaGraphKernelNodeSetAttribute`` when not
-            ``None`` (:mod:`pycudagraph.nodes.attributes`; ``node.attributes`` reads them).
-        """
+        The parameters are :meth:`add_kernel`'s (the base's docstring,
+        :class:`pycudagraph._cuda.hot_base.GraphBase`)."""
         if (priority is None and cluster is None and cooperative is None and access_policy is None
                 and mem_sync_domain is None and device_updatable is None):  # the common case
             return add_kernel_node(self.table, deps, kernel, grid, block, args, shared_mem)
