@@ -1,6 +1,8 @@
 """``python -m pycudagraph {info, demo, show, bench}`` (also the ``pycudagraph`` script).
 
-``info``   versions, devices and the graph features this driver supports
+``info``   versions, devices and the graph features this driver supports; ``info PATH``:
+           what a graph file or a saved graphed callable holds (:mod:`pycudagraph.cli.path_info`,
+           no GPU needed)
 ``demo``   the guided demo (:mod:`pycudagraph.cli.demo`); options after ``demo`` go to it
 ``show``   the interactive page of a graph (:mod:`pycudagraph.cli.show`); options after
            ``show`` go to it (``show --model`` works without a GPU)
@@ -16,7 +18,7 @@ import sys
 from pathlib import Path
 
 from .._cuda.no_gpu import WITHOUT_GPU
-from ..errors import CudaNotAvailableError
+from ..errors import CudaNotAvailableError, GraphFileError
 
 __all__ = ["main"]
 
@@ -32,7 +34,17 @@ def _no_gpu(command: str, exc: CudaNotAvailableError) -> int:
 
 def _info(rest: list[str]) -> int:
     """Versions, NVRTC and the hot path always; without a usable GPU then one sentence on
-    stderr saying what is missing, and exit status 1."""
+    stderr saying what is missing, and exit status 1. With a path (``rest``): what that
+    graph file or saved graphed callable holds (:mod:`.path_info`, no CUDA call); a file a
+    load refuses is said on stderr, exit status 1."""
+    if rest:
+        from . import path_info
+        try:
+            print(path_info.describe_path(rest[0]), flush=True)
+        except GraphFileError as exc:
+            print(f"pycudagraph info: {exc}", file=sys.stderr)
+            return 1
+        return 0
     from . import info
     try:
         data = info.collect()
@@ -124,7 +136,14 @@ def _parser() -> argparse.ArgumentParser:
         description="pycudagraph: a Python binding to the CUDA Graph runtime API.")
     parser.add_argument("--version", action="version", version=f"pycudagraph {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="{info,demo,show,bench}")
-    sub.add_parser("info", help="versions, devices and the graph features this driver supports")
+    info = sub.add_parser("info", help="versions, devices and the graph features this driver "
+                                       "supports; with PATH, what a graph file or a saved "
+                                       "graphed callable holds (no GPU needed)")
+    info.description = ("Versions, devices and the graph features this driver supports; with "
+                        "PATH, what a graph file or a saved graphed callable holds, read and "
+                        "checked as a load checks them, with no CUDA call.")
+    info.add_argument("path", nargs="?", help="a graph file (Graph.save) or the folder of a "
+                                              "saved graphed callable (f.save)")
     for name, text in (("demo", "run the guided demo; options after 'demo' go to it"),
                        ("show", "write the interactive page of a graph; options after 'show' "
                                 "go to it"),
@@ -148,4 +167,6 @@ def main(argv=None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    if args.command == "info":
+        return _info([args.path] if args.path else [])
     return _COMMANDS[args.command](getattr(args, "args", []))

@@ -31,6 +31,7 @@ N}``), ``{"tuple": [...]}``, ``{"list": [...]}``, ``{"dict": [[str, template], .
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import math
 import re
@@ -39,8 +40,8 @@ from pathlib import Path
 from ..errors import GraphFileError
 
 __all__ = ["INDEX", "FORMAT", "VERSION", "read_index", "write_index", "check_index",
-           "check_arch", "version_differences", "compare_bindings", "slot_kind",
-           "BINDING_PREFIXES"]
+           "check_key_files", "check_arch", "version_differences", "compare_bindings",
+           "slot_kind", "BINDING_PREFIXES"]
 
 INDEX = "index.json"
 FORMAT = "pycudagraph.graphed"
@@ -353,6 +354,27 @@ def read_index(folder) -> dict:
         raise GraphFileError(f"{path}: not a JSON index (truncated or damaged?): "
                              f"{str(exc)[:200]}") from None
     return check_index(ix, str(path))
+
+
+def check_key_files(ix: dict, folder: Path) -> dict:
+    """Every key file of a checked index has the size and SHA-256 the index says:
+    ``{file name: its bytes}`` (a load decodes them, not read again). Raises
+    :class:`GraphFileError` naming the file. No CUDA call."""
+    out = {}
+    for rec in ix["keys"]:
+        file = folder / rec["file"]
+        try:
+            data = file.read_bytes()
+        except OSError as exc:
+            raise GraphFileError(f"{file}: cannot read it: {exc.strerror or exc}") from None
+        if len(data) != rec["nbytes"]:
+            raise GraphFileError(f"{file}: {len(data)} bytes, the index says {rec['nbytes']} "
+                                 "(truncated or replaced)")
+        if hashlib.sha256(data).hexdigest() != rec["sha256"]:
+            raise GraphFileError(f"{file}: its SHA-256 differs from the index's (damaged or "
+                                 "replaced)")
+        out[rec["file"]] = data
+    return out
 
 
 def write_index(folder, ix: dict) -> None:

@@ -24,7 +24,6 @@ its graph file cannot be loaded here. ``strict=True`` raises instead.
 
 from __future__ import annotations
 
-import hashlib
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -41,7 +40,8 @@ from ..runtime.values import Progress, path_arg
 from .arrays import array_info, flatten
 from .graphed import GraphedEntry, graphed
 from .graphed_bind import Span, bindings, describe, versions
-from .graphed_index import check_arch, compare_bindings, read_index, slot_kind, version_differences
+from .graphed_index import (check_arch, check_key_files, compare_bindings, read_index,
+                            slot_kind, version_differences)
 from .graphed_make import ByteBase, Maker
 from .graphed_templates import describe_key
 from .kernel_probe import KernelFinder
@@ -243,26 +243,6 @@ def _variants(rec: dict) -> dict:
     return dict(rec.get("variants", ()))
 
 
-def _check_files(ix: dict, folder: Path) -> dict:
-    """Every key file has the size and SHA-256 the index says: ``{file name: its bytes}``
-    (each key's load decodes them, not read again). No CUDA call."""
-    out = {}
-    for rec in ix["keys"]:
-        file = folder / rec["file"]
-        try:
-            data = file.read_bytes()
-        except OSError as exc:
-            raise GraphFileError(f"{file}: cannot read it: {exc.strerror or exc}") from None
-        if len(data) != rec["nbytes"]:
-            raise GraphFileError(f"{file}: {len(data)} bytes, the index says {rec['nbytes']} "
-                                 "(truncated or replaced)")
-        if hashlib.sha256(data).hexdigest() != rec["sha256"]:
-            raise GraphFileError(f"{file}: its SHA-256 differs from the index's (damaged or "
-                                 "replaced)")
-        out[rec["file"]] = data
-    return out
-
-
 def load_graphed(path, fn_or_module, *, module=None, bind=None, strict: bool = False,
                  progress=None, **options):
     """A :class:`~pycudagraph.GraphedCallable` of ``fn_or_module`` whose keys are the graphs
@@ -330,7 +310,7 @@ def load_graphed(path, fn_or_module, *, module=None, bind=None, strict: bool = F
         with device_scope(dev):
             ensure_device()
             check_arch(ix, device_arch(dev), Device(dev).name, str(folder))
-    data = _check_files(ix, folder)
+    data = check_key_files(ix, folder)
     keys = ix["keys"]
     report.seconds["check"] = time.perf_counter() - t0
     tell(f"index, model and {len(keys)} key file(s) checked", report.seconds["check"])
