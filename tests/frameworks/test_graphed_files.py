@@ -17,8 +17,8 @@ from pycudagraph.errors import ArgumentError, GraphFileError
 from pycudagraph.frameworks import graphed_save, kernel_probe
 from pycudagraph.frameworks.graphed_bind import Span, bindings, describe
 from pycudagraph.frameworks.graphed_index import (FORMAT, INDEX, check_arch, check_index,
-                                                  compare_bindings, read_index, slot_kind,
-                                                  version_differences, write_index)
+                                                  check_key_files, compare_bindings, read_index,
+                                                  slot_kind, version_differences, write_index)
 from pycudagraph.frameworks.graphed_load import load_graphed
 from pycudagraph.frameworks.graphed_make import Maker
 from pycudagraph.frameworks.graphed_save import KeySkipped, key_templates
@@ -292,6 +292,23 @@ def test_load_refuses_a_model_that_differs_before_any_cuda_call(tmp_path):
     (tmp_path / INDEX).write_bytes((tmp_path / INDEX).read_bytes()[:-40])
     with pytest.raises(GraphFileError, match="truncated"):
         load_graphed(tmp_path, lambda x: x)
+
+
+def test_key_files_are_read_once_and_checked_against_the_index(tmp_path):
+    import hashlib
+    ix = sample()
+    data = b"graph file bytes"
+    ix["keys"][0].update(nbytes=len(data), sha256=hashlib.sha256(data).hexdigest())
+    with pytest.raises(GraphFileError, match="key-000.pcgraph: cannot read it"):
+        check_key_files(ix, tmp_path)
+    (tmp_path / "key-000.pcgraph").write_bytes(data)
+    assert check_key_files(ix, tmp_path) == {"key-000.pcgraph": data}
+    (tmp_path / "key-000.pcgraph").write_bytes(data[:-1])
+    with pytest.raises(GraphFileError, match="15 bytes, the index says 16 .truncated or replaced"):
+        check_key_files(ix, tmp_path)
+    (tmp_path / "key-000.pcgraph").write_bytes(data.upper())
+    with pytest.raises(GraphFileError, match="SHA-256 differs from the index's"):
+        check_key_files(ix, tmp_path)
 
 
 def test_progress_that_is_not_callable_is_refused_before_anything_is_read(tmp_path):
