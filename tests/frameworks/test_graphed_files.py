@@ -3,6 +3,7 @@ the index's checks (every field, truncation, random damage with hypothesis), a m
 differs from the saved one, another GPU architecture, other framework versions, the key
 templates, where each address of a graph is saved, and the kernel finder's probes."""
 
+import hashlib
 import json
 import string
 from types import SimpleNamespace
@@ -295,7 +296,6 @@ def test_load_refuses_a_model_that_differs_before_any_cuda_call(tmp_path):
 
 
 def test_key_files_are_read_once_and_checked_against_the_index(tmp_path):
-    import hashlib
     ix = sample()
     data = b"graph file bytes"
     ix["keys"][0].update(nbytes=len(data), sha256=hashlib.sha256(data).hexdigest())
