@@ -78,9 +78,9 @@ def _locate(obj, write: bool = False) -> tuple[int, bool, int | None]:
     if getattr(obj, "type", None) == "mem_alloc" and hasattr(obj, "nbytes_at_build"):
         return obj.ptr, True, obj.nbytes_at_build  # a MemAllocNode: graph memory
     if isinstance(obj, DeviceBuffer):
-        return obj._live(), True, obj.nbytes  # a freed buffer raises ClosedError
+        return obj.handle, True, obj.nbytes  # a freed buffer raises ClosedError
     if isinstance(obj, PinnedBuffer):
-        return obj._live(), False, obj.nbytes
+        return obj.handle, False, obj.nbytes
     if isinstance(obj, np.ndarray):
         return host_pointer(obj, writable=write), False, obj.nbytes
     if isinstance(obj, (int, np.integer)) and not isinstance(obj, bool):
