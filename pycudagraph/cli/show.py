@@ -33,6 +33,9 @@ modes:
                     or an event), so the page shows the file's structure and
                     parameters; the graph is not launched, except with --profile,
                     which runs it on those zeroed stand-ins
+  show FILE --model the page of a graph file from the file alone: no GPU needed (its
+                    nodes, launch fields and argument bytes as saved, addresses as the
+                    slots they point into, no times)
 
 The page goes to --out (default {DEFAULT_OUT}); its path is printed.
 """
@@ -87,7 +90,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", action="store_true", help="colour the nodes by GPU time")
     p.add_argument("--repeats", type=int, default=10, help="launches to profile (default 10)")
     p.add_argument("--model", action="store_true",
-                   help="a CPU-side model of the showcase graph (works without a GPU)")
+                   help="a CPU-side model of the showcase graph, or with FILE the page of "
+                        "the file alone (works without a GPU)")
     return p
 
 
@@ -110,6 +114,20 @@ def _write_model(out: Path) -> int:
     from .show_model import showcase_model
     out.write_text(render_page(showcase_model()), encoding="utf-8")
     print(f"wrote {out} (a model of the showcase graph, drawn without a GPU)")
+    return 0
+
+
+def _write_file_model(path: Path, out: Path) -> int:
+    from ..errors import GraphFileError
+    from ..files.archive import read_file
+    from ..inspect.file_page import file_model
+    from ..inspect.html import render_page
+    try:
+        model = file_model(read_file(path), f"pycudagraph graph {path.name} (from the file)")
+    except GraphFileError as exc:
+        return _fail(str(exc), 1)
+    out.write_text(render_page(model), encoding="utf-8")
+    print(f"wrote {out} (the graph file {path.name}, drawn from the file without a GPU)")
     return 0
 
 
@@ -160,14 +178,16 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.repeats < 1:
         p.error("--repeats must be positive")
-    if args.model and (args.file is not None or args.profile):
-        p.error("--model draws the showcase model: no FILE, no --profile")
+    if args.model and args.profile:
+        p.error("--model draws without a GPU: no --profile")
     problem = _out_problem(args.out)
     if problem is not None:
         return _fail(problem, 2)
     if args.file is not None and not args.file.is_file():
         return _fail(f"{args.file}: no such graph file", 2)
     try:
+        if args.model and args.file is not None:
+            return _write_file_model(args.file, args.out)
         if args.model:
             return _write_model(args.out)
         return _on_gpu(args)

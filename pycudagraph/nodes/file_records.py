@@ -35,12 +35,29 @@ structure nodes; the memory nodes' are in :mod:`.memory_file`, the kernel's in
 
 from __future__ import annotations
 
+import json
+
 __all__ = ["FileRecord", "HostFile", "EmptyFile", "EventFile", "ChildGraphFile",
-           "ConditionalFile", "COND_BODIES"]
+           "ConditionalFile", "COND_BODIES", "record_text"]
 
 #: conditional kind -> (fewest, most) bodies
 COND_BODIES = {"if": (1, 1), "if_else": (2, 2), "while": (1, 1), "switch": (1, 1024)}
 _GENERIC = (("fields", "sites"), ())
+
+
+def record_text(value) -> str:
+    """A JSON value of a record as people read it: a reference to a slot or an allocation
+    (``{"slot", "offset"}``) as ``slot x + 0x40``, a string as it is, anything else as
+    compact JSON (at most 120 characters). No CUDA call."""
+    if type(value) is dict and len(value) == 2 and "offset" in value:
+        if "slot" in value:
+            return f"slot {value['slot']} + 0x{int(value['offset']):x}"
+        if "alloc" in value:
+            return f"the allocation of node {value['alloc']} + 0x{int(value['offset']):x}"
+    if isinstance(value, str):
+        return value
+    text = json.dumps(value, separators=(", ", ": "))
+    return text if len(text) <= 120 else text[:117] + "..."
 
 
 class FileRecord:
@@ -113,6 +130,27 @@ class FileRecord:
     def record_graphs(cls, n) -> list:
         """The records of the graphs a record holds (none here). No CUDA call."""
         return []
+
+    @classmethod
+    def record_view(cls, n, kernels: list) -> tuple:
+        """``(label, details, args)`` of record ``n`` as a page shows it, from the file alone
+        (``show FILE --model``): the label, ``[[key, text]]`` of its fields and of the
+        references its sites hold (``slot x + 0x40``), and ``[[argument, hex, note]]`` of
+        argument bytes (none here). The graphs it holds (:meth:`record_graphs`) are drawn,
+        not listed. ``kernels``: the manifest's kernel entries. No CUDA call."""
+        inner = {id(g) for g in cls.record_graphs(n)}
+        details = []
+        for key, value in n.items():
+            if key in ("id", "type") or id(value) in inner or (
+                    type(value) is list and value and all(id(v) in inner for v in value)):
+                continue
+            if key == "fields" and type(value) is dict:
+                details.extend([name, record_text(v)] for name, v in value.items())
+            elif key == "sites" and type(value) is list:
+                details.extend([str(place), record_text(ref)] for place, ref in value)
+            else:
+                details.append([key, record_text(value)])
+        return n["type"], details, []
 
     @classmethod
     def bulk_record(cls, n, kernels: list, loaded: dict) -> bool:

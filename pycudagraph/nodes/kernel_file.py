@@ -24,7 +24,7 @@ from ..compile.kernel import kernel_for_function
 from ..errors import CudaError, NotSupportedError
 from .arg_slots import pointer_slots
 from .attributes import ATTRIBUTES, AccessPolicyWindow
-from .file_records import FileRecord
+from .file_records import FileRecord, record_text
 
 __all__ = ["KernelFile", "Unusual", "KERNEL_FIELDS", "reader", "value"]
 
@@ -192,6 +192,20 @@ class KernelFile(FileRecord):
                 for i, a in enumerate(args)]
 
     # load ------------------------------------------------------------------------------
+
+    @classmethod
+    def record_view(cls, n, kernels: list) -> tuple:
+        """``(label, details, args)`` of a kernel record (format 1) as a page shows it
+        (:meth:`FileRecord.record_view <pycudagraph.nodes.file_records.FileRecord.record_view>`):
+        the kernel's name, its launch fields, each argument's bytes with the references
+        its relocations hold. No CUDA call."""
+        name = kernels[n["kernel"]]["name"]
+        details = [["name", name]] + [[key, record_text(n[key])] for key in n
+                                      if key not in ("id", "type", "kernel", "args")]
+        args = [[f"arg {i}", a["hex"], "; ".join(f"byte {b}: {record_text(ref)}"
+                                                  for b, ref in a["relocs"])]
+                for i, a in enumerate(n["args"])]
+        return name, details, args
 
     @classmethod
     def record_needs(cls, n, into) -> None:

@@ -35,7 +35,7 @@ def test_show_model_writes_the_page_without_a_gpu(tmp_path):
 
 def test_show_refuses_what_the_model_cannot_do(capsys):
     assert cli.main(["show", "--model", "--profile"]) == 2
-    assert "no FILE, no --profile" in capsys.readouterr().err
+    assert "--model draws without a GPU: no --profile" in capsys.readouterr().err
     assert cli.main(["show", "--repeats", "0"]) == 2
     assert cli.main(["show", "--help"]) == 0
     assert "graph file saved with Graph.save" in capsys.readouterr().out

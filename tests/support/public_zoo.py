@@ -104,12 +104,14 @@ FUZZED = ["graph", "exec", "kernel", "stream", "event", "buffer", "pinned", "ker
 #: Methods left out: those that take nothing to fuzz and end the object (close, free), and
 #: the node-class protocol the graph and exec layers call with their own internal objects
 #: (a NodeTable, an ExecNode record), which no user passes, and the graph-file record
-#: protocol that files/ calls with its own saver and loader objects (bad records are
-#: refused by the file checks, fuzzed in tests/graph/test_graph_files_format.py).
+#: protocol that files/ (and the page of a file, inspect/file_page.py) calls with its own
+#: saver and loader objects and checked records (bad records are refused by the file
+#: checks, fuzzed in tests/graph/test_graph_files_format.py).
 SKIP = {"close", "free", "synchronize", "build", "build_3d", "build_function", "read",
         "exec_record", "exec_set", "exec_set_3d", "copy_for", "write_site",
         "check_fields", "check_record", "checked_kernel", "file_declare", "from_record",
-        "record_graphs", "record_needs", "to_record", "usual_kernel", "bulk_record"}
+        "record_graphs", "record_needs", "record_view", "to_record", "usual_kernel",
+        "bulk_record"}
 #: Public names that are not entry points to fuzz: enums (Python's own lookups) and the
 #: records results come in (made by pycudagraph, read by the user).
 NOT_CALLED = {"NodeType", "Profile", "ApplyReport", "GraphDiff", "NodeChange", "Finding",
