@@ -3,7 +3,8 @@ no CUDA call, nothing in the file run, no kernel loaded.
 
 The model is the one :func:`~pycudagraph.inspect.page_model.graph_model` makes of a graph
 in memory (:mod:`pycudagraph.inspect.page_model`), with the node paths a load of the file
-would give (``3``, ``3/body 0/1``). What a page made this way shows of each node is what
+would give (``3``, ``3/body/1``: each body named by its record's class,
+``record_graph_names``). What a page made this way shows of each node is what
 the file holds: a kernel node's name (saved by name or from which module), grid, block,
 shared memory and each argument's bytes with the slot an address in them points into
 (``slot x + 0x100``); another node's fields and the slots its addresses point into. It has
@@ -62,9 +63,10 @@ class _FileModel:
             nid = f"{prefix}{len(ids)}"
             ids.append(nid)
             entry = self.model["nodes"][nid] = self.json_node(nd, nid)
-            for i, body in enumerate(self.classes[nd["type"]].record_graphs(nd)):
-                bid = f"{nid}/body {i}"
-                entry["bodies"].append({"name": f"body {i}", "graph": bid})
+            cls = self.classes[nd["type"]]
+            for name, body in zip(cls.record_graph_names(nd), cls.record_graphs(nd)):
+                bid = f"{nid}/{name}"
+                entry["bodies"].append({"name": name, "graph": bid})
                 self.graph(body, bid, f"{bid}/")
         edges.extend([ids[a], ids[b], port] for a, b, port in gd["edges"])
         self.model["graphs"][gid] = {"nodes": ids, "edges": edges}

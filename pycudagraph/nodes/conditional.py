@@ -36,7 +36,7 @@ from .file_records import ConditionalFile
 from ..runtime.values import address_arg
 
 __all__ = ["ConditionalHandle", "ConditionalNode", "ConditionalParams", "IfNode", "IfElseNode",
-           "WhileNode", "SwitchNode", "KINDS"]
+           "WhileNode", "SwitchNode", "KINDS", "body_names"]
 
 _T = rt.cudaGraphConditionalNodeType
 _OLD_DRIVER = "the kind and bodies of a conditional node not built here (captured or cloned)"
@@ -269,13 +269,13 @@ class ConditionalNode(Node, ConditionalFile):
         """``then`` / ``else`` / ``body`` / ``case i`` by kind, ``body i`` otherwise (as
         :attr:`bodies` reads them: No CUDA call for a node built here,
         ``cudaGraphNodeGetParams`` for one read back)."""
-        count = len(self.bodies)
-        names = list(self._BODY_NAMES)
-        if self.kind == "switch":
-            return [f"case {i}" for i in range(count)]
-        if len(names) >= count:
-            return names[:count]
-        return [f"body {i}" for i in range(count)]
+        return body_names(self.kind, len(self.bodies))
+
+    @classmethod
+    def record_graph_names(cls, n) -> list:
+        """The names of a conditional record's bodies, as :meth:`subgraph_names` gives them
+        for the node the record makes. No CUDA call."""
+        return body_names(n["kind"], len(n["bodies"]))
 
 
 class IfNode(ConditionalNode):
@@ -360,3 +360,14 @@ class SwitchNode(ConditionalNode):
 
 #: kind name -> class
 KINDS = {c.kind: c for c in (IfNode, IfElseNode, WhileNode, SwitchNode)}
+
+
+def body_names(kind: str, count: int) -> list:
+    """The names of the ``count`` bodies of a conditional node of ``kind``: ``then`` /
+    ``else`` / ``body`` / ``case i`` by kind, ``body i`` otherwise. No CUDA call."""
+    if kind == "switch":
+        return [f"case {i}" for i in range(count)]
+    names = list(KINDS[kind]._BODY_NAMES) if kind in KINDS else []
+    if len(names) >= count:
+        return names[:count]
+    return [f"body {i}" for i in range(count)]

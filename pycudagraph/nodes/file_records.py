@@ -132,6 +132,12 @@ class FileRecord:
         return []
 
     @classmethod
+    def record_graph_names(cls, n) -> list:
+        """The names of the graphs of :meth:`record_graphs`, as the node the record makes
+        gives them (``subgraph_names``): ``body i`` here. No CUDA call."""
+        return [f"body {i}" for i in range(len(cls.record_graphs(n)))]
+
+    @classmethod
     def record_view(cls, n, kernels: list) -> tuple:
         """``(label, details, args)`` of record ``n`` as a page shows it, from the file alone
         (``show FILE --model``): the label, ``[[key, text]]`` of its fields and of the
@@ -295,6 +301,11 @@ class ChildGraphFile(FileRecord):
     def record_graphs(cls, n) -> list:
         """The child graph's record. No CUDA call."""
         return [n["graph"]]
+
+    @classmethod
+    def record_graph_names(cls, n) -> list:
+        """``["child"]``, as a child graph node names its graph. No CUDA call."""
+        return ["child"]
 
     @classmethod
     def from_record(cls, graph, deps, n, into):

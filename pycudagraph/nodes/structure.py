@@ -80,8 +80,8 @@ class ChildGraphNode(Node, ChildGraphFile):
         return (self.child,)
 
     def subgraph_names(self) -> list:
-        """``["child"]``. No CUDA call."""
-        return ["child"]
+        """``["child"]`` (:meth:`record_graph_names`). No CUDA call."""
+        return self.record_graph_names(None)
 
 
 class EmptyNode(Node, EmptyFile):

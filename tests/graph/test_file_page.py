@@ -65,11 +65,11 @@ def test_every_node_type_and_nested_graph_is_drawn(every_type):
     types = [n["type"] for n in gf.manifest["root"]["nodes"]]
     assert [nodes[str(i)]["type"] for i in range(len(types))] == types
     loop = str(types.index("conditional"))
-    assert nodes[loop]["bodies"] == [{"name": "body 0", "graph": f"{loop}/body 0"}]
-    assert graphs[f"{loop}/body 0"]["nodes"] == [f"{loop}/body 0/0"]
-    assert nodes[f"{loop}/body 0/0"]["label"] == "step"
+    assert nodes[loop]["bodies"] == [{"name": "body", "graph": f"{loop}/body"}]  # a while
+    assert graphs[f"{loop}/body"]["nodes"] == [f"{loop}/body/0"]
+    assert nodes[f"{loop}/body/0"]["label"] == "step"
     child = str(types.index("child_graph"))
-    assert nodes[f"{child}/body 0/0"]["type"] == "empty"
+    assert nodes[f"{child}/child/0"]["type"] == "empty"
     assert any(port == "programmatic" for _, _, port in graphs["root"]["edges"])
     details = {n["type"]: dict(map(tuple, n["details"])) for n in nodes.values()}
     assert details["host"]["fn"] == "walk.mark" and details["host"]["args"] == '["done", [1, 2], null]'
@@ -135,3 +135,17 @@ def test_whatever_the_reader_accepts_is_drawn_and_counted(every_type):
             node_counts(gf.manifest, gf.bulk[0]["kernel"] if gf.bulk is not None else None)
             read += 1
     assert read > 50, read  # many files the reader accepts were drawn
+
+
+def test_bodies_are_named_as_the_nodes_a_load_makes_name_them():
+    from pycudagraph.files.schema import record_classes
+    from pycudagraph.nodes.conditional import body_names
+    assert body_names("if", 1) == ["then"] and body_names("if_else", 2) == ["then", "else"]
+    assert body_names("while", 1) == ["body"] and body_names("switch", 3) == ["case 0", "case 1", "case 2"]
+    assert body_names("conditional", 2) == ["body 0", "body 1"]  # a kind the driver did not say
+    classes = record_classes()
+    body = {"handles": [], "nodes": [], "edges": []}
+    assert classes["conditional"].record_graph_names(
+        {"kind": "if_else", "bodies": [body, body]}) == ["then", "else"]
+    assert classes["child_graph"].record_graph_names({"graph": body}) == ["child"]
+    assert classes["memset"].record_graph_names({"fields": {}, "sites": []}) == []
