@@ -233,8 +233,6 @@ class ConditionalNode(Node, ConditionalFile):
 
     repeats_bodies = True
     clone_refusal = "CUDA does not clone graphs with conditional nodes"
-    #: Body names by kind, as tree paths and the page show them.
-    _BODY_NAMES: tuple = ()
 
     def fields(self) -> dict:
         """``kind`` and ``handle`` (the :class:`ConditionalHandle`, None when unknown); the
@@ -283,7 +281,6 @@ class IfNode(ConditionalNode):
 
     kind = "if"
     _raw_type = _T.cudaGraphCondTypeIf
-    _BODY_NAMES = ("then",)
     __slots__ = ()
 
     @property
@@ -300,7 +297,6 @@ class IfElseNode(ConditionalNode):
     kind = "if_else"
     _raw_type = _T.cudaGraphCondTypeIf
     _version = 12080
-    _BODY_NAMES = ("then", "else")
     __slots__ = ()
 
     @classmethod
@@ -327,7 +323,6 @@ class WhileNode(ConditionalNode):
 
     kind = "while"
     _raw_type = _T.cudaGraphCondTypeWhile
-    _BODY_NAMES = ("body",)
     __slots__ = ()
 
     @property
@@ -362,12 +357,16 @@ class SwitchNode(ConditionalNode):
 KINDS = {c.kind: c for c in (IfNode, IfElseNode, WhileNode, SwitchNode)}
 
 
+#: the names of a conditional node's bodies by kind (a switch's: ``case i``)
+_BODY_NAMES = {"if": ("then",), "if_else": ("then", "else"), "while": ("body",)}
+
+
 def body_names(kind: str, count: int) -> list:
     """The names of the ``count`` bodies of a conditional node of ``kind``: ``then`` /
     ``else`` / ``body`` / ``case i`` by kind, ``body i`` otherwise. No CUDA call."""
     if kind == "switch":
         return [f"case {i}" for i in range(count)]
-    names = list(KINDS[kind]._BODY_NAMES) if kind in KINDS else []
+    names = _BODY_NAMES.get(kind, ())
     if len(names) >= count:
-        return names[:count]
+        return list(names[:count])
     return [f"body {i}" for i in range(count)]
