@@ -26,17 +26,11 @@ from ..files.bulk_format import RUN, by_name, named_kernels
 from ..files.schema import record_classes
 from ..frameworks.graphed_index import INDEX, check_key_files, read_index, slot_kind
 from ..frameworks.graphed_templates import describe_key
+from ..inspect.page_model import short_bytes
 
 __all__ = ["describe_path", "describe_graph_file", "describe_saved"]
 
 _LISTED = 12  # slots or keys listed one per line; the rest are counted
-
-
-def _size(n: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
 
 
 def _counts(counter: Counter) -> str:
@@ -81,7 +75,7 @@ def describe_graph_file(path) -> str:
     kinds, nested = _graph_summary(gf)
     named = sum(1 for k in m["kernels"] if by_name(k))
     own = len(m["kernels"]) - named
-    lines = [f"graph file: {p} ({_size(p.stat().st_size)}, format "
+    lines = [f"graph file: {p} ({short_bytes(p.stat().st_size)}, format "
              f"{gf.version[0]}.{gf.version[1]}, written by {m['writer'] or 'an unnamed writer'} "
              f"for {m['arch'] or 'no architecture'})",
              f"  nodes: {sum(kinds.values())} ({_counts(kinds) or 'none'})"
@@ -110,10 +104,10 @@ def _slots(slots: dict) -> list[str]:
         return ["  slots: none (pcg.load needs no bind=)"]
     kinds = Counter(s["kind"] for s in slots.values())
     memory = sum(s["nbytes"] for s in slots.values())
-    out = [f"  slots: {len(slots)} ({_counts(kinds)}; {_size(memory)}), each bound by "
+    out = [f"  slots: {len(slots)} ({_counts(kinds)}; {short_bytes(memory)}), each bound by "
            "pcg.load(bind={name: buffer})"]
     for name, s in list(slots.items())[:_LISTED]:
-        out.append(f"    {name}  {s['kind']}  {_size(s['nbytes'])}")
+        out.append(f"    {name}  {s['kind']}  {short_bytes(s['nbytes'])}")
     if len(slots) > _LISTED:
         out.append(f"    ... {len(slots) - _LISTED} more")
     return out
@@ -130,8 +124,8 @@ def describe_saved(folder) -> str:
     lines = [f"saved graphed callable: {folder} (format {ix['format']} "
              f"{ix['version'][0]}.{ix['version'][1]}, written by {ix['writer']})",
              f"  saved from: {ix['function']} on {ix['gpu']} ({ix['arch']}); {versions}",
-             f"  keys: {len(keys)}, {_size(sum(len(b) for b in data.values()))} of graph files, "
-             "each of the size and SHA-256 the index says and checked whole"]
+             f"  keys: {len(keys)}, {short_bytes(sum(len(b) for b in data.values()))} of graph "
+             "files, each of the size and SHA-256 the index says and checked whole"]
     for i, rec in enumerate(keys):  # every file checked whole, the first few listed
         kinds, _ = _graph_summary(archive.decode(data[rec["file"]],
                                                  str(Path(folder) / rec["file"])))
@@ -143,13 +137,13 @@ def describe_saved(folder) -> str:
     b = ix["bindings"]
     kinds = Counter(slot_kind(name)[1].split(":", 1)[0] for name in b)
     lines.append(f"  bindings: {len(b)} ({_counts(kinds) or 'none'}; "
-                 f"{_size(sum(x['nbytes'] for x in b.values()))}), bound by name when loaded")
+                 f"{short_bytes(sum(x['nbytes'] for x in b.values()))}), bound by name when loaded")
     for p, pool in enumerate(ix["pools"]):
-        lines.append(f"  pool {p} ({pool['framework']}): {_size(sum(pool['segments']))} in "
+        lines.append(f"  pool {p} ({pool['framework']}): {short_bytes(sum(pool['segments']))} in "
                      f"{len(pool['segments'])} segment(s), one allocation made when loaded")
     if ix["workspaces"]:
         lines.append(f"  workspaces: {len(ix['workspaces'])} "
-                     f"({_size(sum(ix['workspaces']))}), made anew, zeroed")
+                     f"({short_bytes(sum(ix['workspaces']))}), made anew, zeroed")
     names = set().union(*(rec["kernels"] for rec in keys)) if keys else set()
     sets = {frozenset(rec["kernels"]) for rec in keys if rec["kernels"]}
     lines.append(f"  library kernels to find by name when loaded: {len(names)} "

@@ -6,6 +6,8 @@ nothing)."""
 
 from __future__ import annotations
 
+from ..inspect.page_model import node_entry
+
 __all__ = ["showcase_model", "ModelBuilder"]
 
 N = 1 << 16
@@ -26,10 +28,7 @@ class ModelBuilder:
         g["nodes"].append(nid)
         for d in deps:
             g["edges"].append([d, nid, port])
-        self.model["nodes"][nid] = {"type": type_, "label": label, "path": nid, "bodies": [],
-                                    "details": [list(kv) for kv in details],
-                                    "args": [list(a) for a in args], "time_us": None,
-                                    "share": None, "runs": None, "findings": []}
+        self.model["nodes"][nid] = node_entry(type_, label, nid, details, args)
         return nid
 
     def body(self, owner: str, name: str) -> str:

@@ -16,16 +16,11 @@ from __future__ import annotations
 from ..compile.cxx_names import mangled_bare_name
 from ..files.bulk_format import RUN, by_name
 from ..files.schema import record_classes
-from .page_model import decode_bytes
+from .page_model import decode_bytes, node_entry
 
 __all__ = ["file_model"]
 
 _SHOWN = 64  # bytes of an argument block shown in hex
-
-
-def _entry(type_: str, label: str, path: str, details: list, args: list) -> dict:
-    return {"type": type_, "label": label, "path": path, "bodies": [], "details": details,
-            "args": args, "time_us": None, "share": None, "runs": None, "findings": []}
 
 
 class _FileModel:
@@ -103,14 +98,14 @@ class _FileModel:
             args.extend([f"byte {b}", text, ""] for b, text in relocs)
         details = self.kernel_details(k, rec["grid"].tolist(), rec["block"].tolist(),
                                       int(rec["shared_mem"]))
-        return _entry("kernel", mangled_bare_name(entry["name"]) or entry["name"], nid,
+        return node_entry("kernel", mangled_bare_name(entry["name"]) or entry["name"], nid,
                       details, args)
 
     def json_node(self, nd: dict, nid: str) -> dict:
         """A node of a JSON record, as its class shows it (``record_view``)."""
         label, details, args = self.classes[nd["type"]].record_view(nd, self.m["kernels"])
         args = [[a, hexed, note or decode_bytes(bytes.fromhex(hexed))] for a, hexed, note in args]
-        return _entry(nd["type"], mangled_bare_name(label) or label, nid, details, args)
+        return node_entry(nd["type"], mangled_bare_name(label) or label, nid, details, args)
 
 
 def file_model(gf, title: str = "graph file") -> dict:

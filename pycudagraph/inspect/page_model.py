@@ -15,16 +15,30 @@ import struct
 from ..errors import ArgumentError, PyCudaGraphError
 from .tree import subgraph_ids, walk
 
-__all__ = ["graph_model", "describe_value", "decode_bytes"]
+__all__ = ["graph_model", "describe_value", "decode_bytes", "node_entry", "short_bytes"]
 
 _ADDRESS_KEYS = {"dst", "src", "ptr", "address", "fn", "user_data", "function"}
 
 
-def _fmt_bytes(n: int) -> str:
+def short_bytes(n: int) -> str:
+    """A size in bytes as people read it: ``64.0 KiB``, ``1.5 GiB``, ``12 B``."""
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= size:
-            return f"{n / size:.1f} {unit} ({n} B)"
+            return f"{n / size:.1f} {unit}"
     return f"{n} B"
+
+
+def _fmt_bytes(n: int) -> str:
+    short = short_bytes(n)
+    return short if n < 1 << 10 else f"{short} ({n} B)"
+
+
+def node_entry(type_: str, label: str, path: str, details=(), args=()) -> dict:
+    """A node of the model (see the module docstring), with no bodies, times or findings
+    yet: ``details`` ``[[key, text]]``, ``args`` ``[[name, value, decoded]]``."""
+    return {"type": type_, "label": label, "path": path, "bodies": [],
+            "details": [list(kv) for kv in details], "args": [list(a) for a in args],
+            "time_us": None, "share": None, "runs": None, "findings": []}
 
 
 def describe_value(value, key: str = "") -> str:
@@ -111,9 +125,7 @@ def _args(node, fields: dict) -> list:
 
 
 def _node_entry(node, path: str) -> dict:
-    entry = {"type": str(node.type), "label": node.label(), "path": path, "bodies": [],
-             "details": [], "args": [], "time_us": None, "share": None, "runs": None,
-             "findings": []}
+    entry = node_entry(str(node.type), node.label(), path)
     try:
         fields = node.fields()
         entry["details"] = _details(node, fields)
