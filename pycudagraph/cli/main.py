@@ -142,8 +142,9 @@ def _parser() -> argparse.ArgumentParser:
     info.description = ("Versions, devices and the graph features this driver supports; with "
                         "PATH, what a graph file or a saved graphed callable holds, read and "
                         "checked as a load checks them, with no CUDA call.")
-    info.add_argument("path", nargs="?", help="a graph file (Graph.save) or the folder of a "
-                                              "saved graphed callable (f.save)")
+    info.add_argument("args", nargs="?", default=[], type=lambda path: [path], metavar="path",
+                      help="a graph file (Graph.save) or the folder of a saved graphed "
+                           "callable (f.save)")  # (as a list: what every command is handed)
     for name, text in (("demo", "run the guided demo; options after 'demo' go to it"),
                        ("show", "write the interactive page of a graph; options after 'show' "
                                 "go to it"),
@@ -167,6 +168,4 @@ def main(argv=None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    if args.command == "info":
-        return _info([args.path] if args.path else [])
     return _COMMANDS[args.command](getattr(args, "args", []))
