@@ -32,7 +32,9 @@ modes:
                     stand-in of its saved kind and size (device or pinned host memory,
                     or an event), so the page shows the file's structure and
                     parameters; the graph is not launched, except with --profile,
-                    which runs it on those zeroed stand-ins
+                    which runs it on those zeroed stand-ins. A file with kernels
+                    saved by name from a library (a key of a saved graphed callable)
+                    is drawn from the file alone, as with --model
   show FILE --model the page of a graph file from the file alone: no GPU needed (its
                     nodes, launch fields and argument bytes as saved, addresses as the
                     slots they point into, no times)
@@ -117,7 +119,7 @@ def _write_model(out: Path) -> int:
     return 0
 
 
-def _write_file_model(path: Path, out: Path) -> int:
+def _write_file_model(path: Path, out: Path, why: str = "") -> int:
     from ..errors import GraphFileError
     from ..files.archive import read_file
     from ..inspect.file_page import file_model
@@ -127,8 +129,45 @@ def _write_file_model(path: Path, out: Path) -> int:
     except GraphFileError as exc:
         return _fail(str(exc), 1)
     out.write_text(render_page(model), encoding="utf-8")
-    print(f"wrote {out} (the graph file {path.name}, drawn from the file without a GPU)")
+    print(f"wrote {out} (the graph file {path.name}, drawn from the file without a GPU{why})")
     return 0
+
+
+def library_kernels(path: Path) -> int:
+    """How many kernels the graph file at ``path`` saved by name (a library's: PyTorch's,
+    cuBLAS's): a process that has not loaded that library cannot find them, so ``show``
+    cannot load the file to draw or profile it. Raises
+    :class:`~pycudagraph.GraphFileError` for a file a load refuses. No CUDA call."""
+    from ..files.archive import read_file
+    from ..files.bulk_format import by_name
+    return sum(1 for k in read_file(path).manifest["kernels"] if by_name(k))
+
+
+def _file_of_library_kernels(args) -> int | None:
+    """The answer for ``show FILE`` (on the GPU) when FILE holds library kernels; None when
+    it holds none and the GPU route goes on."""
+    from ..errors import GraphFileError
+    try:
+        named = library_kernels(args.file)
+    except GraphFileError as exc:
+        return _fail(str(exc), 1)
+    if not named:
+        return None
+    if args.profile:
+        return _fail(f"{args.file.name} holds {named} kernel(s) saved by name from a library "
+                     "(PyTorch's, cuBLAS's), which this process cannot find, so it cannot run "
+                     "the graph to profile it. Profile it where it is loaded (the process that "
+                     "calls pcg.load_graphed or pcg.load with resolve=); "
+                     f"`python -m pycudagraph show {args.file} --model` draws it here.", 1)
+    return _write_file_model(args.file, args.out,
+                             f": its {named} kernel(s) saved by name from a library are found "
+                             "only where that library runs")
+
+
+def _names(names, shown: int = 6) -> str:
+    names = list(names)
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
 
 
 def stand_ins(slots: dict, make: dict) -> dict:
@@ -167,7 +206,8 @@ def _gpu_graph(args, stream):
         bind = stand_ins(slots, _factories(pcg, stream))
         stream.synchronize()
         if bind:
-            print(f"{args.file.name}: slot(s) {', '.join(bind)} bound to zeroed stand-ins")
+            print(f"{args.file.name}: {len(bind)} slot(s) ({_names(bind)}) bound to zeroed "
+                  "stand-ins")
         return pcg.load(args.file, bind=bind), None, bind, f"pycudagraph graph {args.file.name}"
     g, check, keep = build_showcase()
     return g, check, keep, "pycudagraph showcase graph"
@@ -190,6 +230,10 @@ def main(argv=None) -> int:
             return _write_file_model(args.file, args.out)
         if args.model:
             return _write_model(args.out)
+        if args.file is not None:
+            answer = _file_of_library_kernels(args)
+            if answer is not None:
+                return answer
         return _on_gpu(args)
     except OSError as exc:  # the page could not be written
         return _fail(f"cannot write {args.out}: {exc.strerror or exc}", 2)

@@ -108,5 +108,30 @@ def test_show_draws_a_saved_file_with_slots(tmp_path):
     assert made.returncode == 0, made.stderr
     out = _run(str(tmp_path / "g.pcgraph"), "--out", str(tmp_path / "g.html"))
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "slot(s) x, y bound to zeroed stand-ins" in out.stdout
+    assert "2 slot(s) (x, y) bound to zeroed stand-ins" in out.stdout
     assert "axpy" in (tmp_path / "g.html").read_text()
+
+
+def test_a_file_of_library_kernels_is_drawn_from_the_file(tmp_path, capsys):
+    """`show FILE` cannot load a file whose kernels a library holds (this process has not
+    loaded the library), so it draws the file alone and says why; --profile is refused with
+    where to profile it instead. Neither needs a GPU."""
+    from pycudagraph.files import archive
+    from tests.graph.test_graph_files_named_kernels import named_manifest, packed
+    m, sections, version = packed(named_manifest(6))
+    path = tmp_path / "key-000.pcgraph"
+    path.write_bytes(archive.encode(m, sections, version=version))
+    assert show.library_kernels(path) == 1
+    assert show.main([str(path), "--out", str(tmp_path / "k.html")]) == 0
+    said = capsys.readouterr().out
+    assert "drawn from the file without a GPU: its 1 kernel(s) saved by name" in said
+    assert "scale" in (tmp_path / "k.html").read_text()
+    assert show.main([str(path), "--profile", "--out", str(tmp_path / "p.html")]) == 1
+    err = capsys.readouterr().err
+    assert "holds 1 kernel(s) saved by name" in err and "--model` draws it here" in err
+    assert not (tmp_path / "p.html").exists()
+
+
+def test_a_long_slot_list_is_shortened():
+    assert show._names([f"s{i}" for i in range(9)]) == "s0, s1, s2, s3, s4, s5 and 3 more"
+    assert show._names(["x", "y"]) == "x, y"
