@@ -88,7 +88,7 @@ for ids in IDS.values():
     f(ids)
 torch.cuda.synchronize()
 report = f.save(ARGS["folder"])
-done(keys=report.keys, skipped=len(report.skipped))
+done(keys=report.keys, skipped=[str(why) for why in report.skipped.values()])
 '''
 
 CAPTURE = MODEL + r'''
@@ -207,7 +207,9 @@ def main(argv=None) -> int:
     common = {"layers": args.layers, "buckets": BUCKETS, "folder": str(work / "gpt2.graphs")}
     try:
         saved = child(SAVE, common)
-        print(f"saved {saved['keys']} keys ({saved['skipped']} left out) to {common['folder']}")
+        print(f"saved {saved['keys']} keys ({len(saved['skipped'])} left out) to {common['folder']}")
+        for why in saved["skipped"]:
+            print(f"  left out: {why}")
         capture, load, first = [], [], []
         for _ in range(args.repeat):
             capture.append(child(CAPTURE, common))
