@@ -183,3 +183,21 @@ def test_ten_thousand_nodes_open_in_a_few_seconds(open_page, tmp_path):
     assert tab.eval("document.querySelectorAll('g.node').length") == 10_000
     assert took < 15.0, f"the 10,000-node page took {took:.1f} s to open"
     assert tab.eval("window.pcgPage.search('k42_17')") == 1
+
+
+@needs_chromium
+def test_a_long_chain_opens_at_its_start_readable_and_fit_shows_it_whole(open_page, fake_model):
+    """A captured model is a chain of hundreds of kernels: fitted whole, each node would be a
+    hairline. The page opens on its first nodes at a readable size; fit shows it whole."""
+    tab = open_page(big_model(300, width=1), "chain.html")
+    first, last = tab.eval("window.pcgPage.box('0')"), tab.eval("window.pcgPage.box('299')")
+    height = tab.eval("window.innerHeight")
+    assert first["h"] >= 0.45 * 38 and 0 <= first["y"] < height
+    assert last["y"] > height  # below the window until fitted
+    assert "its start shown; fit (f) shows all" in tab.eval(
+        "document.getElementById('stats').textContent")
+    tab.eval("window.pcgPage.fit()")
+    assert tab.eval("window.pcgPage.scale()") < 0.45
+    assert 0 <= tab.eval("window.pcgPage.box('299')")["y"] < height
+    small = open_page(fake_model[0], "small.html")
+    assert "its start shown" not in small.eval("document.getElementById('stats').textContent")

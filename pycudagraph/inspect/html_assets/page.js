@@ -163,6 +163,20 @@
     view.y = Math.max(20, (r.height - whole.h * view.k) / 2);
     applyView();
   }
+  // The first view: the whole graph when its nodes stay readable at that size; else (a
+  // long chain of a captured model) its first rows, readable, across the width they need.
+  // The fit button (or f) shows the whole graph.
+  var READABLE = 0.45;
+  function start() {
+    var r = svg.getBoundingClientRect();
+    var k = Math.min((r.width - 40) / Math.max(whole.w, 1), (r.height - 40) / Math.max(whole.h, 1), 1.5);
+    if (k >= READABLE) { fit(); return false; }
+    view.k = Math.max(Math.min((r.width - 40) / Math.max(whole.w, 1), 1), READABLE);
+    view.x = Math.max(20, (r.width - whole.w * view.k) / 2);
+    view.y = 20;
+    applyView();
+    return true;
+  }
   function centreOn(id) {
     var p = placed[id];
     if (!p) return;
@@ -361,6 +375,7 @@
 
   window.pcgPage = {
     nodes: total, rendered: 0, search: search, next: next, select: select, centreOn: centreOn, fit: fit,
+    scale: function () { return view.k; },
     selected: function () { return selected; },
     box: function (id) {   // the node's box on screen, for tests that click it
       var el = viewport.querySelector('g.node[data-id="' + cssEscape(id) + '"] rect.box');
@@ -373,7 +388,7 @@
   var started = performance.now();
   legend();   // first: the header's height settles before the graph is fitted to the rest
   render();
-  fit();
+  if (start()) document.getElementById("stats").textContent += " \u00b7 its start shown; fit (f) shows all";
   window.pcgPage.renderMs = performance.now() - started;
   document.body.setAttribute("data-ready", "1");
 })();
