@@ -111,6 +111,16 @@ def _out_problem(out: Path) -> str | None:
     return None
 
 
+def _folder_problem(folder: Path) -> str:
+    """Why ``show FOLDER`` draws nothing, and which files of it can be drawn."""
+    files = sorted(folder.glob("*.pcgraph"))
+    if not files:
+        return f"{folder} is a folder with no graph file (*.pcgraph); show draws one graph file"
+    more = f" ({len(files)} there)" if len(files) > 1 else ""
+    return (f"{folder} is a folder; show draws one graph file: name one, for example "
+            f"{files[0]}{more}; `python -m pycudagraph info {folder}` says what the folder holds")
+
+
 def _write_model(out: Path) -> int:
     from ..inspect.html import render_page
     from .show_model import showcase_model
@@ -223,6 +233,8 @@ def main(argv=None) -> int:
     problem = _out_problem(args.out)
     if problem is not None:
         return _fail(problem, 2)
+    if args.file is not None and args.file.is_dir():
+        return _fail(_folder_problem(args.file), 2)
     if args.file is not None and not args.file.is_file():
         return _fail(f"{args.file}: no such graph file", 2)
     try:

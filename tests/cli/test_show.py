@@ -135,3 +135,14 @@ def test_a_file_of_library_kernels_is_drawn_from_the_file(tmp_path, capsys):
 def test_a_long_slot_list_is_shortened():
     assert show._names([f"s{i}" for i in range(9)]) == "s0, s1, s2, s3, s4, s5 and 3 more"
     assert show._names(["x", "y"]) == "x, y"
+
+
+def test_a_folder_is_refused_naming_a_file_to_show(tmp_path, capsys):
+    assert show.main([str(tmp_path), "--model", "--out", str(tmp_path / "g.html")]) == 2
+    assert "is a folder with no graph file" in capsys.readouterr().err
+    for name in ("key-001.pcgraph", "key-000.pcgraph"):
+        (tmp_path / name).write_bytes(b"")
+    assert show.main([str(tmp_path), "--out", str(tmp_path / "g.html")]) == 2
+    err = capsys.readouterr().err
+    assert f"name one, for example {tmp_path / 'key-000.pcgraph'} (2 there)" in err
+    assert f"pycudagraph info {tmp_path}" in err and len(err.strip().splitlines()) == 1
