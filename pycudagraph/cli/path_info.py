@@ -148,6 +148,9 @@ def describe_saved(folder) -> str:
     sets = {frozenset(rec["kernels"]) for rec in keys if rec["kernels"]}
     lines.append(f"  library kernels to find by name when loaded: {len(names)} "
                  f"({len(sets)} distinct set(s) among the keys)")
+    if keys:
+        lines.append(f"  the page of a key: python -m pycudagraph show "
+                     f"{Path(folder) / keys[0]['file']}")
     return "\n".join(lines)
 
 

@@ -95,6 +95,7 @@ def test_a_saved_callable_is_described_key_by_key(tmp_path):
     assert "pool 0 (torch): 3.0 MiB in 2 segment(s)" in text
     assert "workspaces: 1 (4.0 KiB)" in text
     assert "library kernels to find by name when loaded: 2 (1 distinct set(s)" in text
+    assert text.endswith(f"the page of a key: python -m pycudagraph show {folder / 'key-000.pcgraph'}")
 
 
 def test_the_command_prints_it_and_exits_0(tmp_path, capsys):
