@@ -167,6 +167,14 @@ def child(script: str, args: dict, timeout: int = 900) -> dict:
     return json.loads(lines[-1][len("RESULT "):])
 
 
+def saved_lines(saved: dict, folder: str) -> str:
+    """What the saving child saved (its ``RESULT``): the keys, and why each key left out
+    was left out (a key left out is captured at load, which the load path then pays)."""
+    lines = [f"saved {saved['keys']} keys ({len(saved['skipped'])} left out) to {folder}"]
+    lines += [f"  left out: {why}" for why in saved["skipped"]]
+    return "\n".join(lines)
+
+
 def per_bucket(cap_ms: float, first_ms: float, load: dict) -> str:
     """What one more bucket costs each path: a load, its key's share of ``graphs`` (graph
     file, instantiate, rebinding plan) as ``load`` (a load child's result) measured it; a
@@ -207,9 +215,7 @@ def main(argv=None) -> int:
     common = {"layers": args.layers, "buckets": BUCKETS, "folder": str(work / "gpt2.graphs")}
     try:
         saved = child(SAVE, common)
-        print(f"saved {saved['keys']} keys ({len(saved['skipped'])} left out) to {common['folder']}")
-        for why in saved["skipped"]:
-            print(f"  left out: {why}")
+        print(saved_lines(saved, common["folder"]))
         capture, load, first = [], [], []
         for _ in range(args.repeat):
             capture.append(child(CAPTURE, common))

@@ -48,3 +48,11 @@ def test_per_bucket_shares_out_the_capture_path_less_one_eager_call():
     line = serve_startup.per_bucket(230.0 + 30.0 * n, 230.0, _load(580.0))
     assert "a load 8.5 ms" in line  # 0.17 s of graphs over 20 keys loaded
     assert "a capture 30.0 ms" in line and line.endswith(f"{8.5 / 30.0:.0%}")
+
+
+def test_a_key_left_out_at_save_is_said_with_its_reason():
+    why = "0x7f00 lies in no block of PyTorch's allocator; the value sits in node 12 arg 1"
+    text = serve_startup.saved_lines({"keys": 19, "skipped": [why]}, "/tmp/g")
+    assert text.splitlines() == ["saved 19 keys (1 left out) to /tmp/g", f"  left out: {why}"]
+    assert serve_startup.saved_lines({"keys": 20, "skipped": []}, "/tmp/g") == \
+        "saved 20 keys (0 left out) to /tmp/g"
