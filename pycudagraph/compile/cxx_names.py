@@ -19,7 +19,7 @@ from .reconcile import reconcile
 from .signature import KernelSignature, Param, param_from_ctype
 
 __all__ = ["is_cxx_name", "bare_name", "template_args", "mangled_scope", "mangled_bare_name",
-           "mangled_template_args", "cxx_params"]
+           "mangled_template_args", "mangled_operation", "short_kernel_name", "cxx_params"]
 
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 
@@ -74,11 +74,16 @@ def template_args(expr: str) -> list[str]:
     return _split_top(inside) if inside else []
 
 
+_DIGITS = frozenset("0123456789")
+
+
 def _number(sym: str, i: int) -> tuple[int, int]:
+    """(the decimal number at ``sym[i]``, the index after it); 0 where none starts there
+    (ASCII digits only: ``str.isdigit`` takes ``²`` too, which ``int`` refuses)."""
     j = i
-    while j < len(sym) and sym[j].isdigit():
+    while j < len(sym) and sym[j] in _DIGITS:
         j += 1
-    return int(sym[i:j]), j
+    return (int(sym[i:j]) if j > i else 0), j
 
 
 def mangled_scope(symbol: str) -> list[str]:
@@ -112,11 +117,12 @@ def mangled_template_args(symbol: str) -> list[str]:
             end = symbol.find("E", i)
             value = symbol[i + 2: end] if end > 0 else ""
             value = "-" + value[1:] if value.startswith("n") else value
-            if not value.lstrip("-").isdigit():
+            digits = value.lstrip("-")
+            if not digits or not set(digits) <= _DIGITS:
                 return []
             args.append(value)
             i = end + 1
-        elif c.isdigit():
+        elif c in _DIGITS:
             n, j = _number(symbol, i)
             if n <= 0 or j + n > len(symbol):
                 return []
@@ -138,7 +144,7 @@ def _scope(symbol: str) -> tuple[list[str], int]:
         while i < len(symbol) and symbol[i] in "KVr":
             i += 1
     parts = []
-    while i < len(symbol) and symbol[i].isdigit():
+    while i < len(symbol) and symbol[i] in _DIGITS:
         n, i = _number(symbol, i)
         if n <= 0 or i + n > len(symbol):
             return [], 0
@@ -149,11 +155,63 @@ def _scope(symbol: str) -> tuple[list[str], int]:
     return parts, i
 
 
+def short_kernel_name(name: str) -> str:
+    """A readable name for a C++-mangled kernel: ``_ZN2at6native6kernelI...`` ->
+    ``at::native::kernel``; any other name as it is."""
+    parts = mangled_scope(name)
+    return "::".join(parts) if parts else name
+
+
 def mangled_bare_name(symbol: str) -> str | None:
     """The function's own identifier in an Itanium-mangled name (``_ZN2ns4axpyIfEEv...``
     -> ``"axpy"``), or None when it cannot be read simply."""
     parts = mangled_scope(symbol)
     return parts[-1] if parts else None
+
+
+def _later_names(symbol: str, i: int) -> list[str]:
+    """The identifiers (source names) of a mangled name from index ``i`` on, read one
+    after another: a length and that many identifier characters; integer literals
+    (``Li4E``) skipped. A guess where the grammar is more than that, good enough for
+    :func:`mangled_operation`."""
+    names = []
+    while i < len(symbol):
+        c = symbol[i]
+        if c == "L" and i + 1 < len(symbol) and symbol[i + 1] in _BUILTIN:
+            end = symbol.find("E", i)
+            i = end + 1 if end > 0 else len(symbol)
+        elif c in _DIGITS:
+            n, j = _number(symbol, i)
+            word = symbol[j: j + n]
+            if n > 0 and len(word) == n and _IDENT.fullmatch(word):
+                names.append(word)
+                i = j + n
+            else:
+                i = j
+        else:
+            i += 1
+    return names
+
+
+_OPERATION = re.compile(r"_kernel|_impl|_cuda|_out$")
+
+
+def mangled_operation(symbol: str) -> str | None:
+    """What a library kernel computes, as its template arguments say, for a page's node:
+    the innermost functor among them (``vectorized_elementwise_kernel<4,
+    BinaryFunctor<float, float, float, MulFunctor<float>>, ...>`` -> ``"MulFunctor"``),
+    else the first operation named like one (``..._kernel_impl``, ``..._kernel_cuda``,
+    ``..._out``: the function a lambda argument was written in, ``"tanh_kernel_cuda"``);
+    None when the name says neither or cannot be read. No CUDA call."""
+    parts, i = _scope(symbol)
+    if not parts:
+        return None
+    names = [w for w in _later_names(symbol, i)
+             if len(w) > 2 and not w.startswith("_GLOBAL__N") and w != parts[-1]]
+    functors = [w for w in names if "Functor" in w or "functor" in w]
+    if functors:
+        return functors[-1]
+    return next((w for w in names if _OPERATION.search(w)), None)
 
 
 def _substitute(sig: KernelSignature, args: list[str]) -> KernelSignature:

@@ -13,10 +13,10 @@ no times and no findings (nothing ran); its addresses are slots, not numbers.
 
 from __future__ import annotations
 
-from ..compile.cxx_names import mangled_bare_name
+from ..compile.cxx_names import short_kernel_name
 from ..files.bulk_format import RUN, by_name
 from ..files.schema import record_classes
-from .page_model import decode_bytes, node_entry
+from .page_model import decode_bytes, node_entry, with_mangled_name
 
 __all__ = ["file_model"]
 
@@ -73,7 +73,7 @@ class _FileModel:
             where = "saved by name: found in a library when loaded"
         else:
             where = f"module {self.m['modules'][entry['module']]['name']!r}"
-        return [["name", name], ["kernel", where], ["grid", "(%d, %d, %d)" % tuple(grid)],
+        return [["kernel", where], ["grid", "(%d, %d, %d)" % tuple(grid)],
                 ["block", "(%d, %d, %d)" % tuple(block)], ["shared_mem", f"{shared} B"]]
 
     def record_node(self, r: int, nid: str) -> dict:
@@ -98,14 +98,19 @@ class _FileModel:
             args.extend([f"byte {b}", text, ""] for b, text in relocs)
         details = self.kernel_details(k, rec["grid"].tolist(), rec["block"].tolist(),
                                       int(rec["shared_mem"]))
-        return node_entry("kernel", mangled_bare_name(entry["name"]) or entry["name"], nid,
-                      details, args)
+        name = entry["name"]
+        return with_mangled_name(node_entry("kernel", short_kernel_name(name), nid, details, args),
+                                 name)
 
     def json_node(self, nd: dict, nid: str) -> dict:
         """A node of a JSON record, as its class shows it (``record_view``)."""
         label, details, args = self.classes[nd["type"]].record_view(nd, self.m["kernels"])
         args = [[a, hexed, note or decode_bytes(bytes.fromhex(hexed))] for a, hexed, note in args]
-        return node_entry(nd["type"], mangled_bare_name(label) or label, nid, details, args)
+        entry = node_entry(nd["type"], short_kernel_name(label), nid, details, args)
+        if entry["label"] == label:
+            return entry
+        entry["details"] = [d for d in entry["details"] if d != ["name", label]]
+        return with_mangled_name(entry, label)
 
 
 def file_model(gf, title: str = "graph file") -> dict:

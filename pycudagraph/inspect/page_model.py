@@ -4,7 +4,9 @@ The model is JSON: ``{"title", "root", "graphs", "nodes", "profile", "findings"}
 ``graphs`` maps a graph id to ``{"nodes": [node ids], "edges": [[from, to, port]]}``;
 ``nodes`` maps a node id (its path, :mod:`pycudagraph.inspect.tree`) to ``{"type", "label",
 "path", "bodies": [{"name", "graph"}], "details": [[key, value]], "args": [[name, value,
-decoded]], "time_us", "share", "runs", "findings"}``. The page needs nothing else, so a
+decoded]], "time_us", "share", "runs", "findings"}``, and for a library kernel whose
+mangled name says what it computes, ``"operation"`` (shown under its name). The page needs
+nothing else, so a
 test (or a saved graph file) can hand it a model made without a GPU.
 """
 
@@ -12,10 +14,12 @@ from __future__ import annotations
 
 import struct
 
+from ..compile.cxx_names import mangled_operation
 from ..errors import ArgumentError, PyCudaGraphError
 from .tree import subgraph_ids, walk
 
-__all__ = ["graph_model", "describe_value", "decode_bytes", "node_entry", "short_bytes"]
+__all__ = ["graph_model", "describe_value", "decode_bytes", "node_entry", "short_bytes",
+           "with_mangled_name"]
 
 _ADDRESS_KEYS = {"dst", "src", "ptr", "address", "fn", "user_data", "function"}
 
@@ -39,6 +43,21 @@ def node_entry(type_: str, label: str, path: str, details=(), args=()) -> dict:
     return {"type": type_, "label": label, "path": path, "bodies": [],
             "details": [list(kv) for kv in details], "args": [list(a) for a in args],
             "time_us": None, "share": None, "runs": None, "findings": []}
+
+
+def with_mangled_name(entry: dict, mangled: str, at: int = 0) -> dict:
+    """``entry`` (a kernel node's) with what its mangled name tells: the name among its
+    details at ``at`` (``mangled name``, which the page's search reads) where the label
+    is a shorter form, and the operation its template arguments name
+    (:func:`~pycudagraph.compile.cxx_names.mangled_operation`), shown under the label.
+    No CUDA call."""
+    if mangled != entry["label"]:
+        entry["details"].insert(at, ["mangled name", mangled])
+        operation = mangled_operation(mangled)
+        if operation is not None:
+            entry["operation"] = operation
+            entry["details"].insert(at + 1, ["operation", operation])
+    return entry
 
 
 def describe_value(value, key: str = "") -> str:
@@ -131,8 +150,8 @@ def _node_entry(node, path: str) -> dict:
         entry["details"] = _details(node, fields)
         entry["args"] = _args(node, fields)
         mangled = getattr(node, "mangled_name", None)  # a kernel's name in its image
-        if mangled is not None and mangled != entry["label"]:
-            entry["details"].insert(1, ["mangled name", mangled])
+        if mangled is not None:
+            with_mangled_name(entry, mangled, at=1)
     except PyCudaGraphError as exc:
         entry["details"].append(["unreadable", str(exc)])
     return entry

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from .._cuda import call, context, dr, fast, rt, versions
 from .._cuda.context import seen
 from ..compile.args import ArgPack
-from ..compile.cxx_names import mangled_scope
+from ..compile.cxx_names import short_kernel_name
 from ..compile.limits import require_kernel
 from ..errors import ArgumentError, PyCudaGraphError
 from . import attributes as _attrs
@@ -54,12 +54,6 @@ def _node_pack(kernel, args, grid, block, shared_mem, graph, deps) -> tuple:
     ``fast.add_kernel``): ``(pack, dependency handles)``."""
     deps_h = _dep_handles(graph.table, deps) if deps else ()
     return require_kernel(kernel, "add_kernel").pack(args, grid, block, shared_mem), deps_h
-
-
-def short_kernel_name(name: str) -> str:
-    """A readable name for a C++-mangled kernel: ``_ZN2at6native6kernelI...`` -> ``at::native::kernel``."""
-    parts = mangled_scope(name)
-    return "::".join(parts) if parts else name
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ import pycudagraph as pcg
 from pycudagraph.compile.cxx_names import (bare_name, is_cxx_name, mangled_bare_name,
                                            template_args)
 from pycudagraph.compile.signature import template_kernels
+from pycudagraph.compile import cxx_names
 
 SRC = r'''
 extern "C" __global__ void axpy(float* y, float a, const float* x, int n) {}
@@ -118,3 +119,52 @@ def test_no_signature_warning_for_a_clean_template(mod):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         mod.get_kernel("ns::scale<float>")
+
+
+# Names of kernels a GPT-2 forward pass captured from PyTorch 2.11 and cuBLAS: what a page
+# shows under each (the functor or operation its template arguments name).
+_GPT2_KERNELS = {
+    "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_13BinaryFunctorIfffNS0_15binary_"
+    "internal10MulFunctorIfEEEESt5arrayIPcLm3EEEEviT0_T1_": "MulFunctor",
+    "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_13AUnaryFunctorIllbNS0_51_GLOBAL__N__"
+    "28ce311f_18_CompareEQKernel_cu_d8008c9616CompareEqFunctorIlEEEESt5arrayIPcLm2EEEEviT0_T1_":
+        "CompareEqFunctor",
+    "_ZN2at6native29vectorized_elementwise_kernelILi2ENS0_21CUDAFunctorOnSelf_addIlEESt5arrayIPc"
+    "Lm2EEEEviT0_T1_": "CUDAFunctorOnSelf_add",
+    "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0"
+    "_T1_": "FillFunctor",
+    "_ZN2at6native29vectorized_elementwise_kernelILi4EZZZNS0_16tanh_kernel_cudaERNS_18Tensor"
+    "IteratorBaseEENKUlvE0_clEvENKUlvE0_clEvEUlfE_St5arrayIPcLm2EEEEviT0_T1_": "tanh_kernel_cuda",
+    "_ZN2at6native27unrolled_elementwise_kernelIZZZNS0_23direct_copy_kernel_cudaERNS_18Tensor"
+    "IteratorBaseEENKUlvE1_clEvENKUlvE2_clEvEUllE_St5arrayIPcLm2EELi4E23TrivialOffsetCalculator"
+    "ILi1EjESB_NS0_6memory12LoadWithCastILi1EEENSC_13StoreWithCastILi1EEEEEviT_T0_T2_T3_T4_T5_":
+        "direct_copy_kernel_cuda",
+    "_ZN50_GLOBAL__N__fa15d16e_17_RangeFactories_cu_38772b0829elementwise_kernel_with_indexIiZZZN"
+    "2at6native15arange_cuda_outERKN3c106ScalarES6_S6_RNS1_6TensorEENKUlvE_clEvENKUlvE2_clEvEUll"
+    "E_EEvT_T0_PN15function_traitsISD_E11result_typeE": "arange_cuda_out",
+    "_ZN2at6native53_GLOBAL__N__21739cd4_20_layer_norm_kernel_cu_9c5ada8a28vectorized_layer_norm_"
+    "kernelIffLb0EEEviT0_PKT_S6_S6_PS3_S7_PS4_": None,
+    "_ZN8internal5gemvx6kernelIiiffffLb0ELb1ELb0ELb0ELi9ELb0E18cublasGemvParamsExIi30cublasGemv"
+    "TensorStridedBatchedIKfES5_S3_IfEfEEENSt9enable_ifIXntT5_EvE4typeET11_": None,
+}
+
+
+@pytest.mark.parametrize("symbol, operation", list(_GPT2_KERNELS.items()))
+def test_the_operation_a_library_kernel_name_says(symbol, operation):
+    assert cxx_names.mangled_operation(symbol) == operation
+
+
+def test_names_that_say_no_operation():
+    for name in ("axpy", "_Z4axpyPfS_fi", "_ZN2ns4fillIdLi4EEEvPT_i", "", "_Z", "_ZN"):
+        assert cxx_names.mangled_operation(name) is None
+    assert cxx_names.short_kernel_name("_ZN8internal5gemvx6kernelIiiEEvT_") == "internal::gemvx::kernel"
+    assert cxx_names.short_kernel_name("axpy") == "axpy"
+
+
+def test_digits_other_than_ascii_are_no_lengths():
+    """A name from a file is any printable text: ``²`` is a digit to ``str.isdigit`` but no
+    length of a mangled name; reading such names ends, with no error."""
+    for name in ("_ZN\u00b2ab", "_ZN2at\u00b2x", "_Z4axpyI\u00b2E", "_ZN2ns1aI\u0663E"):
+        assert cxx_names.mangled_operation(name) is None
+        cxx_names.short_kernel_name(name)
+        cxx_names.mangled_template_args(name)

@@ -45,7 +45,7 @@ def test_kernels_saved_by_name_show_each_argument():
     model = file_model(files.decode(files.encode(m, sections, version=version)))
     node = model["nodes"]["1"]
     assert node["label"] == "scale"
-    assert ["name", "_Z5scalePfi"] in node["details"]
+    assert node["details"][0] == ["mangled name", "_Z5scalePfi"] and "operation" not in node
     assert ["kernel", "saved by name: found in a library when loaded"] in node["details"]
     assert node["args"][0] == ["arg 0", "00" * 8, "slot y + 0xc"]
     assert node["args"][1][0] == "arg 1" and "f32 0.5" in node["args"][1][2]
@@ -149,3 +149,24 @@ def test_bodies_are_named_as_the_nodes_a_load_makes_name_them():
         {"kind": "if_else", "bodies": [body, body]}) == ["then", "else"]
     assert classes["child_graph"].record_graph_names({"graph": body}) == ["child"]
     assert classes["memset"].record_graph_names({"fields": {}, "sites": []}) == []
+
+
+def test_a_library_kernel_is_named_as_on_a_live_page_with_its_operation():
+    """A kernel saved by name shows its qualified C++ name, its mangled name (searched) and
+    the operation its template arguments name, from binary records (format 3) and from
+    JSON records (format 1) alike."""
+    import copy
+    mangled = ("_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayI"
+               "PcLm1EEEEviT0_T1_")
+    v1 = named_manifest(6)
+    v1["kernels"][1]["name"] = mangled
+    m, sections, version = packed_named(copy.deepcopy(v1))
+    from tests.graph.test_graph_files_bulk import CUBIN
+    for gf in (files.decode(files.encode(m, sections, version=version)),
+               files.decode(files.encode(v1, CUBIN, version=(1, 0)))):
+        node = file_model(gf)["nodes"]["1"]
+        assert node["label"] == "at::native::vectorized_elementwise_kernel"
+        assert node["operation"] == "FillFunctor"
+        assert node["details"][:2] == [["mangled name", mangled], ["operation", "FillFunctor"]]
+        assert ["name", mangled] not in node["details"]
+        assert "operation" not in file_model(gf)["nodes"]["0"]  # a kernel of the file's module

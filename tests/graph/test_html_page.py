@@ -201,3 +201,24 @@ def test_a_long_chain_opens_at_its_start_readable_and_fit_shows_it_whole(open_pa
     assert 0 <= tab.eval("window.pcgPage.box('299')")["y"] < height
     small = open_page(fake_model[0], "small.html")
     assert "its start shown" not in small.eval("document.getElementById('stats').textContent")
+
+
+@needs_chromium
+def test_a_library_kernel_shows_its_operation_and_a_long_name_its_last_scopes(open_page):
+    from pycudagraph.cli.show_model import ModelBuilder
+    from pycudagraph.inspect.page_model import with_mangled_name
+    mangled = ("_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_13BinaryFunctorIfffNS0_15"
+               "binary_internal10MulFunctorIfEEEESt5arrayIPcLm3EEEEviT0_T1_")
+    b = ModelBuilder("library kernels")
+    first = b.node("root", "kernel", "at::native::vectorized_elementwise_kernel")
+    b.node("root", "kernel", "axpy", [first])
+    with_mangled_name(b.model["nodes"][first], mangled)
+    assert b.model["nodes"][first]["operation"] == "MulFunctor"
+    tab = open_page(b.model)
+    texts = tab.eval(f"[...document.querySelectorAll('g.node[data-id=\"{first}\"] text')]"
+                     ".map(e => e.textContent)")
+    assert texts == ["native::vectorized_elementwise_kernel", "MulFunctor"]
+    tab.eval(f"window.pcgPage.select('{first}')")
+    panel = tab.eval("document.getElementById('panel').innerText")
+    assert "MulFunctor" in panel and mangled in panel
+    assert tab.eval("window.pcgPage.search('mulfunctor')") == 1  # the mangled name is searched

@@ -49,7 +49,14 @@
       return {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c];
     });
   }
-  function short(s) { return s.length > MAX_CHARS ? s.slice(0, MAX_CHARS - 1) + "\u2026" : s; }
+  function short(s) {   // a long qualified name loses its leading scopes first
+    var at = s.indexOf("::");
+    while (s.length > MAX_CHARS && at > 0 && at < s.search(/[<(]|$/) && at + 2 < s.length) {
+      s = s.slice(at + 2);
+      at = s.indexOf("::");
+    }
+    return s.length > MAX_CHARS ? s.slice(0, MAX_CHARS - 1) + "\u2026" : s;
+  }
   function countInside(id) {
     var n = 0;
     NODES[id].bodies.forEach(function (b) {
@@ -59,7 +66,8 @@
   }
   function caption(id) { return NODES[id].label; }
   function leafWidth(id) {
-    return Math.min(300, Math.max(96, 20 + 7 * Math.min(caption(id).length, MAX_CHARS)));
+    var sub = (NODES[id].operation || "").length;   // the line under it, in a smaller font
+    return Math.min(300, Math.max(96, 20 + 7 * Math.min(caption(id).length, MAX_CHARS), 20 + 6 * sub));
   }
 
   // ---- layout (layout.js) -------------------------------------------------------------
@@ -89,9 +97,9 @@
     if (n.time_us !== null && n.time_us !== undefined) {
       var t = n.time_us.toFixed(n.time_us < 10 ? 2 : 1) + " us";
       if (n.runs && n.runs !== 1) t += " \u00d7" + n.runs;
-      return n.type + " \u00b7 " + t;
+      return (n.operation || n.type) + " \u00b7 " + t;
     }
-    return n.type;
+    return n.operation || n.type;   // a library kernel: what its name says it computes
   }
 
   function drawGraph(lay, ox, oy, out) {
