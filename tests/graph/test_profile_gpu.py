@@ -238,7 +238,9 @@ data = json.loads(re.search(r'id="pcg-data">(.*?)</script>', open(page).read(), 
 args = [a for n in data["nodes"].values() if n["type"] == "kernel" for a in n["args"]]
 report(kernels=kernels, adopted=sorted(r.label for r in q.rows if r.type == "kernel"),
        total=p.total_us, args=args[:3],
-       timed=sum(n["time_us"] is not None for n in data["nodes"].values()))
+       timed=sum(n["time_us"] is not None for n in data["nodes"].values()),
+       elementwise=[[n["label"], n.get("operation")] for n in data["nodes"].values()
+                    if "elementwise" in n["label"]])
 ''', timeout=400)
     kernels = r["kernels"]
     assert len(kernels) >= 3 and all(us > 0 for _, us in kernels), r["output"]
@@ -249,6 +251,8 @@ report(kernels=kernels, adopted=sorted(r.label for r in q.rows if r.type == "ker
     # the page shows a captured kernel's arguments as decoded bytes, and the times
     assert r["args"] and r["args"][0][0] == "arg 0" and r["args"][0][2], r["output"]
     assert r["timed"] >= len(kernels), r["output"]
+    # PyTorch's elementwise kernels share a name; under it the page says what each computes
+    assert r["elementwise"] and all(op for _, op in r["elementwise"]), r["elementwise"]
 
 
 def test_to_html_of_a_profiled_showcase_graph(tmp_path):
