@@ -4,7 +4,8 @@ no CUDA call: nothing in the file is run, no kernel is loaded, no memory is allo
 
 For a graph file: its format, writer and architecture, its nodes by type (kernel nodes
 split into those compiled from the file's modules and those saved by name, found in a
-library when loaded), its modules and its slots (what ``pcg.load(bind=...)`` must give).
+library when loaded), its kernels most used first (with what a library kernel's name says
+it computes), its modules and its slots (what ``pcg.load(bind=...)`` must give).
 
 For a saved callable: where it was saved (the GPU, its architecture, the frameworks'
 versions), each key (its file, input arrays, nodes and library kernels; every file of the
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..compile.cxx_names import mangled_operation, short_kernel_name
 from ..errors import GraphFileError
 from ..files import archive
 from ..files.bulk_format import RUN, by_name, named_kernels
@@ -81,6 +83,7 @@ def describe_graph_file(path) -> str:
              f"  nodes: {sum(kinds.values())} ({_counts(kinds) or 'none'})"
              + (f"; {nested} graph(s) nested in nodes" if nested else ""),
              f"  kernels: {len(m['kernels'])} ({_kernel_origins(own, named)})"]
+    lines.extend(_kernel_uses(gf))
     for mod in m["modules"]:
         has = [t for t, i in (("CUBIN", mod["cubin"]), ("PTX", mod["ptx"])) if i is not None]
         lines.append(f"  module {mod['name']!r} ({mod['arch'] or 'any architecture'}): "
@@ -89,6 +92,28 @@ def describe_graph_file(path) -> str:
     lines.append("  checked as a load checks it (header, SHA-256, manifest, records); nothing "
                  "was run")
     return "\n".join(lines)
+
+
+_KERNELS_LISTED = 8
+
+
+def _kernel_uses(gf) -> list[str]:
+    """Lines for the kernels of a file's binary records, most records first: each by its
+    readable name, with what a library kernel's name says it computes. None for a file
+    with no binary records (format 1: every node a JSON record)."""
+    if gf.bulk is None or not len(gf.bulk[0]):
+        return []
+    kernels = gf.manifest["kernels"]
+    uses = Counter(gf.bulk[0]["kernel"].tolist())
+    out = []
+    for k, n in uses.most_common(_KERNELS_LISTED):
+        name = kernels[k]["name"]
+        operation = mangled_operation(name)
+        out.append(f"    {short_kernel_name(name)}{f' ({operation})' if operation else ''}: "
+                   f"{n} node(s)")
+    if len(uses) > _KERNELS_LISTED:
+        out.append(f"    ... {len(uses) - _KERNELS_LISTED} more")
+    return out
 
 
 def _kernel_origins(own: int, named: int) -> str:

@@ -46,6 +46,7 @@ def test_a_graph_file_is_described_with_no_cuda_call(tmp_path):
     assert "nodes: 1000 (kernel 1000)" in text
     assert "kernels: 2 (2 from the file's modules)" in text
     assert "module 'm.cu' (sm_90): CUBIN" in text
+    assert "    axpy: 500 node(s)\n    scale: 500 node(s)" in text  # each kernel's records
     assert "slots: 2 (device 2; 128.0 KiB)" in text and "    x  device  64.0 KiB" in text
 
 
@@ -171,3 +172,30 @@ def test_past_twelve_keys_are_counted_and_still_checked(tmp_path, capsys):
     write_index(folder, ix)
     assert cli.main(["info", str(folder)]) == 1
     assert "key-013.pcgraph" in capsys.readouterr().err
+
+
+def test_library_kernels_are_listed_by_use_with_what_they_compute(tmp_path):
+    """A key of a saved PyTorch model: its kernels by records, most first, each library
+    kernel by its qualified name and the operation its mangled name gives; the rest
+    counted."""
+    v1 = named_manifest(40, every=2)
+    fill = ("_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayI"
+            "PcLm1EEEEviT0_T1_")
+    v1["kernels"][1]["name"] = fill
+    path = tmp_path / "key.pcgraph"
+    m, sections, version = packed_named(v1)
+    path.write_bytes(files.encode(m, sections, version=version))
+    text = describe_path(path)
+    assert "at::native::vectorized_elementwise_kernel (FillFunctor): 20 node(s)" in text
+    assert "    axpy: 20 node(s)" in text
+    from pycudagraph.files import bulk_format
+    from tests.graph.test_graph_files_bulk import CUBIN, kernels
+    many = chain_manifest(40)  # axpy on even nodes, scale on odd ones
+    many["kernels"] += [dict(many["kernels"][0], name=f"k{i}") for i in range(10)]
+    for i, node in enumerate(many["root"]["nodes"][0::2]):  # 20 axpy nodes over 11 kernels
+        node["kernel"] = 0 if i < 10 else 2 + i - 10
+    axpy, scale = kernels()
+    path.write_bytes(encode(*bulk_format.pack(many, CUBIN, {0: axpy, 1: scale,
+                                                            **{k: axpy for k in range(2, 12)}})))
+    text = describe_path(path)
+    assert "    scale: 20 node(s)\n    axpy: 10 node(s)\n" in text and "    ... 4 more" in text
