@@ -256,8 +256,10 @@ def _on_gpu(args) -> int:
     try:
         stream = pcg.Stream()
     except pcg.CudaNotAvailableError as exc:
-        return _fail(f"no NVIDIA GPU or driver is usable here ({exc.name}); "
-                     "`python -m pycudagraph show --model` draws a model of the graph instead.", 1)
+        instead = (f"`python -m pycudagraph show {args.file} --model` draws it from the file "
+                   "alone" if args.file is not None else
+                   "`python -m pycudagraph show --model` draws a model of the graph")
+        return _fail(f"no NVIDIA GPU or driver is usable here ({exc.name}); {instead} instead.", 1)
     try:
         g, check, keep, title = _gpu_graph(args, stream)
     except (pcg.GraphFileError, pcg.ArgumentError) as exc:

@@ -42,9 +42,15 @@ def test_show_refuses_what_the_model_cannot_do(capsys):
 
 
 @pytest.mark.skipif(_cuda.cuda_available(), reason="checks the message on a machine without a GPU")
-def test_show_without_a_gpu_points_to_the_model():
+def test_show_without_a_gpu_points_to_the_model(tmp_path):
     out = _run("--out", os.devnull)
     assert out.returncode == 1 and "show --model" in out.stderr
+    from tests.graph.test_graph_files_bulk import encode, packed
+    path = tmp_path / "chain.pcgraph"  # a file of the package's own kernels: loaded on a GPU
+    path.write_bytes(encode(*packed(4)))
+    out = _run(str(path), "--out", os.devnull)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert f"show {path} --model` draws it from the file alone instead" in out.stderr
 
 
 def test_an_out_folder_that_does_not_exist_is_one_line(tmp_path):
