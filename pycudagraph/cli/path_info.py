@@ -99,8 +99,8 @@ _KERNELS_LISTED = 8
 
 def _kernel_uses(gf) -> list[str]:
     """Lines for the kernels of a file's binary records, most records first: each by its
-    readable name, with what a library kernel's name says it computes. None for a file
-    with no binary records (format 1: every node a JSON record)."""
+    readable name, with what a library kernel's name says it computes. No lines for a
+    file with no binary records (format 1: every node a JSON record)."""
     if gf.bulk is None or not len(gf.bulk[0]):
         return []
     kernels = gf.manifest["kernels"]

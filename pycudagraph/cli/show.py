@@ -6,6 +6,7 @@ The modes are in :data:`MODES` (plain text: it is also the ``--help`` epilog).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -129,47 +130,38 @@ def _write_model(out: Path) -> int:
     return 0
 
 
-def _write_file_model(path: Path, out: Path, why: str = "") -> int:
-    from ..errors import GraphFileError
-    from ..files.archive import read_file
+def _write_file_model(gf, path: Path, out: Path, why: str = "") -> int:
+    """The page of the graph file ``gf`` (read from ``path``), drawn from the file alone."""
     from ..inspect.file_page import file_model
     from ..inspect.html import render_page
-    try:
-        model = file_model(read_file(path), f"pycudagraph graph {path.name} (from the file)")
-    except GraphFileError as exc:
-        return _fail(str(exc), 1)
+    model = file_model(gf, f"pycudagraph graph {path.name} (from the file)")
     out.write_text(render_page(model), encoding="utf-8")
     print(f"wrote {out} (the graph file {path.name}, drawn from the file without a GPU{why})")
     return 0
 
 
-def library_kernels(path: Path) -> int:
-    """How many kernels the graph file at ``path`` saved by name (a library's: PyTorch's,
-    cuBLAS's): a process that has not loaded that library cannot find them, so ``show``
-    cannot load the file to draw or profile it. Raises
+def library_kernels(file) -> int:
+    """How many kernels a graph file saved by name (a library's: PyTorch's, cuBLAS's): a
+    process that has not loaded that library cannot find them, so ``show`` cannot load the
+    file to draw or profile it. ``file``: its path, or the file as
+    :func:`~pycudagraph.files.archive.read_file` gave it. Raises
     :class:`~pycudagraph.GraphFileError` for a file a load refuses. No CUDA call."""
     from ..files.archive import read_file
     from ..files.bulk_format import by_name
-    return sum(1 for k in read_file(path).manifest["kernels"] if by_name(k))
+    gf = read_file(file) if isinstance(file, (str, os.PathLike)) else file
+    return sum(1 for k in gf.manifest["kernels"] if by_name(k))
 
 
-def _file_of_library_kernels(args) -> int | None:
-    """The answer for ``show FILE`` (on the GPU) when FILE holds library kernels; None when
-    it holds none and the GPU route goes on."""
-    from ..errors import GraphFileError
-    try:
-        named = library_kernels(args.file)
-    except GraphFileError as exc:
-        return _fail(str(exc), 1)
-    if not named:
-        return None
+def _library_file(args, gf, named: int) -> int:
+    """The answer for ``show FILE`` (on the GPU) when FILE holds ``named`` library kernels:
+    its page from the file alone; with --profile, a refusal saying where to profile it."""
     if args.profile:
         return _fail(f"{args.file.name} holds {named} kernel(s) saved by name from a library "
                      "(PyTorch's, cuBLAS's), which this process cannot find, so it cannot run "
                      "the graph to profile it. Profile it where it is loaded (the process that "
                      "calls pcg.load_graphed or pcg.load with resolve=); "
                      f"`python -m pycudagraph show {args.file} --model` draws it here.", 1)
-    return _write_file_model(args.file, args.out,
+    return _write_file_model(gf, args.file, args.out,
                              f": its {named} kernel(s) saved by name from a library are found "
                              "only where that library runs")
 
@@ -208,12 +200,10 @@ def _factories(pcg, stream) -> dict:
     return {"device": device, "host": host, "event": lambda nbytes: pcg.Event()}
 
 
-def _gpu_graph(args, stream):
+def _gpu_graph(args, stream, gf):
     import pycudagraph as pcg
     if args.file is not None:
-        from ..files.archive import read_file
-        slots = read_file(args.file).manifest["slots"]
-        bind = stand_ins(slots, _factories(pcg, stream))
+        bind = stand_ins(gf.manifest["slots"], _factories(pcg, stream))
         stream.synchronize()
         if bind:
             print(f"{args.file.name}: {len(bind)} slot(s) ({_names(bind)}) bound to zeroed "
@@ -238,20 +228,23 @@ def main(argv=None) -> int:
     if args.file is not None and not args.file.is_file():
         return _fail(f"{args.file}: no such graph file", 2)
     try:
-        if args.model and args.file is not None:
-            return _write_file_model(args.file, args.out)
+        if args.file is None:
+            return _write_model(args.out) if args.model else _on_gpu(args, None)
+        from ..errors import GraphFileError
+        from ..files.archive import read_file
+        try:
+            gf = read_file(args.file)  # read and checked once: every route below draws it
+        except GraphFileError as exc:
+            return _fail(str(exc), 1)
         if args.model:
-            return _write_model(args.out)
-        if args.file is not None:
-            answer = _file_of_library_kernels(args)
-            if answer is not None:
-                return answer
-        return _on_gpu(args)
+            return _write_file_model(gf, args.file, args.out)
+        named = library_kernels(gf)
+        return _library_file(args, gf, named) if named else _on_gpu(args, gf)
     except OSError as exc:  # the page could not be written
         return _fail(f"cannot write {args.out}: {exc.strerror or exc}", 2)
 
 
-def _on_gpu(args) -> int:
+def _on_gpu(args, gf) -> int:
     import pycudagraph as pcg
     try:
         stream = pcg.Stream()
@@ -261,7 +254,7 @@ def _on_gpu(args) -> int:
                    "`python -m pycudagraph show --model` draws a model of the graph")
         return _fail(f"no NVIDIA GPU or driver is usable here ({exc.name}); {instead} instead.", 1)
     try:
-        g, check, keep, title = _gpu_graph(args, stream)
+        g, check, keep, title = _gpu_graph(args, stream, gf)
     except (pcg.GraphFileError, pcg.ArgumentError) as exc:
         return _fail(str(exc), 1)
     if args.file is None or args.profile:

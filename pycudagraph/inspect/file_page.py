@@ -68,7 +68,6 @@ class _FileModel:
 
     def kernel_details(self, k: int, grid, block, shared: int) -> list:
         entry = self.m["kernels"][k]
-        name = entry["name"]
         if by_name(entry):
             where = "saved by name: found in a library when loaded"
         else:
@@ -106,11 +105,8 @@ class _FileModel:
         """A node of a JSON record, as its class shows it (``record_view``)."""
         label, details, args = self.classes[nd["type"]].record_view(nd, self.m["kernels"])
         args = [[a, hexed, note or decode_bytes(bytes.fromhex(hexed))] for a, hexed, note in args]
-        entry = node_entry(nd["type"], short_kernel_name(label), nid, details, args)
-        if entry["label"] == label:
-            return entry
-        entry["details"] = [d for d in entry["details"] if d != ["name", label]]
-        return with_mangled_name(entry, label)
+        return with_mangled_name(node_entry(nd["type"], short_kernel_name(label), nid, details,
+                                            args), label)
 
 
 def file_model(gf, title: str = "graph file") -> dict:

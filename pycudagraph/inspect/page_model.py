@@ -6,8 +6,7 @@ The model is JSON: ``{"title", "root", "graphs", "nodes", "profile", "findings"}
 "path", "bodies": [{"name", "graph"}], "details": [[key, value]], "args": [[name, value,
 decoded]], "time_us", "share", "runs", "findings"}``, and for a library kernel whose
 mangled name says what it computes, ``"operation"`` (shown under its name). The page needs
-nothing else, so a
-test (or a saved graph file) can hand it a model made without a GPU.
+nothing else, so a test (or a saved graph file) can hand it a model made without a GPU.
 """
 
 from __future__ import annotations

@@ -197,11 +197,11 @@ class KernelFile(FileRecord):
     def record_view(cls, n, kernels: list) -> tuple:
         """``(label, details, args)`` of a kernel record (format 1) as a page shows it
         (:meth:`FileRecord.record_view <pycudagraph.nodes.file_records.FileRecord.record_view>`):
-        the kernel's name, its launch fields, each argument's bytes with the references
-        its relocations hold. No CUDA call."""
+        the kernel's name (the label), its launch fields, each argument's bytes with the
+        references its relocations hold. No CUDA call."""
         name = kernels[n["kernel"]]["name"]
-        details = [["name", name]] + [[key, record_text(n[key])] for key in n
-                                      if key not in ("id", "type", "kernel", "args")]
+        details = [[key, record_text(n[key])] for key in n
+                   if key not in ("id", "type", "kernel", "args")]
         args = [[f"arg {i}", a["hex"], "; ".join(f"byte {b}: {record_text(ref)}"
                                                   for b, ref in a["relocs"])]
                 for i, a in enumerate(n["args"])]
