@@ -193,6 +193,43 @@ def _later_names(symbol: str, i: int) -> list[str]:
     return names
 
 
+def _enclosing_functions(symbol: str, i: int) -> list[str]:
+    """The functions that local entities of a mangled name (lambdas, mostly) were written
+    in, from index ``i`` on: after each ``Z`` (a local name), the last identifier of the
+    name that follows (``ZZZNS0_12_GLOBAL__N_119launch_clamp_scalarE...`` ->
+    ``launch_clamp_scalar``); substitutions (``S0_``, ``St``) read past, anonymous
+    namespaces left out."""
+    found = []
+    while i < len(symbol):
+        if symbol[i] != "Z":
+            i += 1
+            continue
+        i += 1
+        while i < len(symbol) and symbol[i] in "ZNKVr":
+            i += 1
+        last = None
+        while i < len(symbol):
+            c = symbol[i]
+            if c in _DIGITS:
+                n, j = _number(symbol, i)
+                word = symbol[j: j + n]
+                if n <= 0 or len(word) != n or not _IDENT.fullmatch(word):
+                    break
+                last, i = word, j + n
+            elif c == "S" and i + 1 < len(symbol) and symbol[i + 1].islower():
+                i += 2
+            elif c == "S":
+                end = symbol.find("_", i)
+                if end < 0:
+                    break
+                i = end + 1
+            else:
+                break
+        if last and not last.startswith("_GLOBAL__N"):
+            found.append(last)
+    return found
+
+
 _OPERATION = re.compile(r"_kernel|_impl|_cuda|_out$")
 
 
@@ -200,9 +237,10 @@ def mangled_operation(symbol: str) -> str | None:
     """What a library kernel computes, as its template arguments say, for a page's node:
     the innermost functor among them (``vectorized_elementwise_kernel<4,
     BinaryFunctor<float, float, float, MulFunctor<float>>, ...>`` -> ``"MulFunctor"``),
-    else the first operation named like one (``..._kernel_impl``, ``..._kernel_cuda``,
-    ``..._out``: the function a lambda argument was written in, ``"tanh_kernel_cuda"``);
-    None when the name says neither or cannot be read. No CUDA call."""
+    else the function a lambda argument was written in (``"tanh_kernel_cuda"``,
+    ``"launch_clamp_scalar"``), else the first name that reads like an operation
+    (``..._kernel_impl``, ``..._cuda``, ``..._out``); None when the name says none of
+    these or cannot be read. No CUDA call."""
     parts, i = _scope(symbol)
     if not parts:
         return None
@@ -211,6 +249,9 @@ def mangled_operation(symbol: str) -> str | None:
     functors = [w for w in names if "Functor" in w or "functor" in w]
     if functors:
         return functors[-1]
+    enclosing = [w for w in _enclosing_functions(symbol, i) if w != parts[-1]]
+    if enclosing:
+        return enclosing[0]
     return next((w for w in names if _OPERATION.search(w)), None)
 
 

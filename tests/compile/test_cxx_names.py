@@ -154,6 +154,19 @@ def test_the_operation_a_library_kernel_name_says(symbol, operation):
     assert cxx_names.mangled_operation(symbol) == operation
 
 
+@pytest.mark.parametrize("symbol, operation", [
+    # a lambda written in a function of an anonymous namespace (PyTorch's ReLU as clamp_min)
+    ("_ZN2at6native29vectorized_elementwise_kernelILi4EZZZNS0_12_GLOBAL__N_119launch_clamp_"
+     "scalarERNS_18TensorIteratorBaseEN3c106ScalarES6_NS0_6detail11ClampLimitsEENKUlvE_clEvENK"
+     "UlvE5_clEvEUlfE_St5arrayIPcLm2EEEEviT0_T1_", "launch_clamp_scalar"),
+    ("_ZN2ns4kernIZ4mainEUlfE_EEvT_", "main"),              # a global function
+    ("_ZN2ns4kernIZNSt3foo3barEvEUlfE_EEvT_", "bar"),       # std:: abbreviated as St
+    ("_ZN2ns4kernIZN2ns4kernEvEUlfE_EEvT_", None),          # only the kernel itself
+])
+def test_the_function_a_lambda_argument_was_written_in(symbol, operation):
+    assert cxx_names.mangled_operation(symbol) == operation
+
+
 def test_names_that_say_no_operation():
     for name in ("axpy", "_Z4axpyPfS_fi", "_ZN2ns4fillIdLi4EEEvPT_i", "", "_Z", "_ZN"):
         assert cxx_names.mangled_operation(name) is None
