@@ -157,9 +157,12 @@ def _scope(symbol: str) -> tuple[list[str], int]:
 
 def short_kernel_name(name: str) -> str:
     """A readable name for a C++-mangled kernel: ``_ZN2at6native6kernelI...`` ->
-    ``at::native::kernel``; any other name as it is."""
+    ``at::native::kernel``, an anonymous namespace (``_GLOBAL__N_1``, or nvcc's
+    ``_GLOBAL__N__<hash>_<file>...``) as ``(anonymous namespace)``, as ``c++filt`` writes
+    it; any other name as it is."""
     parts = mangled_scope(name)
-    return "::".join(parts) if parts else name
+    return "::".join("(anonymous namespace)" if p.startswith("_GLOBAL__N") else p
+                     for p in parts) if parts else name
 
 
 def mangled_bare_name(symbol: str) -> str | None:

@@ -172,6 +172,12 @@ def test_names_that_say_no_operation():
         assert cxx_names.mangled_operation(name) is None
     assert cxx_names.short_kernel_name("_ZN8internal5gemvx6kernelIiiEEvT_") == "internal::gemvx::kernel"
     assert cxx_names.short_kernel_name("axpy") == "axpy"
+    # an anonymous namespace as c++filt writes it, nvcc's form (a hash and the file) too
+    assert cxx_names.short_kernel_name(
+        "_ZN2at6native53_GLOBAL__N__21739cd4_20_layer_norm_kernel_cu_9c5ada8a28vectorized_layer_"
+        "norm_kernelIffLb0EEEviT0_PKT_S6_S6_PS3_S7_PS4_") == (
+        "at::native::(anonymous namespace)::vectorized_layer_norm_kernel")
+    assert cxx_names.short_kernel_name("_ZN12_GLOBAL__N_14fillEPf") == "(anonymous namespace)::fill"
 
 
 def test_digits_other_than_ascii_are_no_lengths():

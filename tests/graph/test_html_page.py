@@ -212,12 +212,18 @@ def test_a_library_kernel_shows_its_operation_and_a_long_name_its_last_scopes(op
     b = ModelBuilder("library kernels")
     first = b.node("root", "kernel", "at::native::vectorized_elementwise_kernel")
     b.node("root", "kernel", "axpy", [first])
+    anon = b.node("root", "kernel", "at::native::(anonymous namespace)::vectorized_layer_norm_"
+                  "kernel", [first])
     with_mangled_name(b.model["nodes"][first], mangled)
     assert b.model["nodes"][first]["operation"] == "MulFunctor"
     tab = open_page(b.model)
     texts = tab.eval(f"[...document.querySelectorAll('g.node[data-id=\"{first}\"] text')]"
                      ".map(e => e.textContent)")
     assert texts == ["native::vectorized_elementwise_kernel", "MulFunctor"]
+    # an anonymous namespace is a scope like any other: dropped before the name is cut
+    texts = tab.eval(f"[...document.querySelectorAll('g.node[data-id=\"{anon}\"] text')]"
+                     ".map(e => e.textContent)")
+    assert texts[0] == "vectorized_layer_norm_kernel", texts
     tab.eval(f"window.pcgPage.select('{first}')")
     panel = tab.eval("document.getElementById('panel').innerText")
     assert "MulFunctor" in panel and mangled in panel

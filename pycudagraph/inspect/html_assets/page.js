@@ -50,10 +50,13 @@
     });
   }
   function short(s) {   // a long qualified name loses its leading scopes first
-    var at = s.indexOf("::");
-    while (s.length > MAX_CHARS && at > 0 && at < s.search(/[<(]|$/) && at + 2 < s.length) {
+    // "(anonymous namespace)" is a scope, not an argument list: read as a word of its length
+    var bare = s.replace(/\(anonymous namespace\)/g, "_anonymous_namespace_");
+    var at = bare.indexOf("::");
+    while (s.length > MAX_CHARS && at > 0 && at < bare.search(/[<(]|$/) && at + 2 < s.length) {
       s = s.slice(at + 2);
-      at = s.indexOf("::");
+      bare = bare.slice(at + 2);
+      at = bare.indexOf("::");
     }
     return s.length > MAX_CHARS ? s.slice(0, MAX_CHARS - 1) + "\u2026" : s;
   }
