@@ -155,7 +155,12 @@ def test_the_operation_a_library_kernel_name_says(symbol, operation):
 
 
 @pytest.mark.parametrize("symbol, operation", [
-    # a lambda written in a function of an anonymous namespace (PyTorch's ReLU as clamp_min)
+    # a lambda written in a function of an anonymous namespace: PyTorch 2.11's ReLU (as
+    # captured), then the same with the namespace as other compilers than nvcc write it
+    ("_ZN2at6native29vectorized_elementwise_kernelILi4EZZZNS0_49_GLOBAL__N__d2ba64fb_16_Tensor"
+     "Compare_cu_71e06f4e19launch_clamp_scalarERNS_18TensorIteratorBaseEN3c106ScalarES6_NS0_6"
+     "detail11ClampLimitsEENKUlvE_clEvENKUlvE5_clEvEUlfE_St5arrayIPcLm2EEEEviT0_T1_",
+     "launch_clamp_scalar"),
     ("_ZN2at6native29vectorized_elementwise_kernelILi4EZZZNS0_12_GLOBAL__N_119launch_clamp_"
      "scalarERNS_18TensorIteratorBaseEN3c106ScalarES6_NS0_6detail11ClampLimitsEENKUlvE_clEvENK"
      "UlvE5_clEvEUlfE_St5arrayIPcLm2EEEEviT0_T1_", "launch_clamp_scalar"),
