@@ -204,7 +204,16 @@ def _enclosing_functions(symbol: str, i: int) -> list[str]:
     namespaces left out."""
     found = []
     while i < len(symbol):
-        if symbol[i] != "Z":
+        c = symbol[i]
+        if c == "L" and i + 1 < len(symbol) and symbol[i + 1] in _BUILTIN:  # a literal
+            end = symbol.find("E", i)
+            i = end + 1 if end > 0 else len(symbol)
+            continue
+        if c in _DIGITS:  # an identifier: a Z inside it is a letter, not a local name
+            n, j = _number(symbol, i)
+            i = j + n if n > 0 else j
+            continue
+        if c != "Z":
             i += 1
             continue
         i += 1

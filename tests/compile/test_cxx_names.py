@@ -167,6 +167,8 @@ def test_the_operation_a_library_kernel_name_says(symbol, operation):
     ("_ZN2ns4kernIZ4mainEUlfE_EEvT_", "main"),              # a global function
     ("_ZN2ns4kernIZNSt3foo3barEvEUlfE_EEvT_", "bar"),       # std:: abbreviated as St
     ("_ZN2ns4kernIZN2ns4kernEvEUlfE_EEvT_", None),          # only the kernel itself
+    ("_ZN2ns4kernINS_8VecZ4abcEEEvT_", None),               # a Z inside a name is a letter
+    ("_ZN2ns4kernILi3EZ4mainEUlfE_EEvT_", "main"),          # after a literal
 ])
 def test_the_function_a_lambda_argument_was_written_in(symbol, operation):
     assert cxx_names.mangled_operation(symbol) == operation
