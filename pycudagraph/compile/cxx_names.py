@@ -172,74 +172,58 @@ def mangled_bare_name(symbol: str) -> str | None:
     return parts[-1] if parts else None
 
 
-def _later_names(symbol: str, i: int) -> list[str]:
+def _word(symbol: str, i: int) -> tuple[str | None, int]:
+    """(the identifier whose length starts at ``symbol[i]``, the index after it); (None,
+    the index after the digits) where the digits are no identifier's length."""
+    n, j = _number(symbol, i)
+    word = symbol[j: j + n]
+    if n > 0 and len(word) == n and _IDENT.fullmatch(word):
+        return word, j + n
+    return None, j
+
+
+def _later_names(symbol: str, i: int) -> tuple[list[str], list[str]]:
     """The identifiers (source names) of a mangled name from index ``i`` on, read one
-    after another: a length and that many identifier characters; integer literals
-    (``Li4E``) skipped. A guess where the grammar is more than that, good enough for
-    :func:`mangled_operation`."""
-    names = []
-    while i < len(symbol):
-        c = symbol[i]
-        if c == "L" and i + 1 < len(symbol) and symbol[i + 1] in _BUILTIN:
-            end = symbol.find("E", i)
-            i = end + 1 if end > 0 else len(symbol)
-        elif c in _DIGITS:
-            n, j = _number(symbol, i)
-            word = symbol[j: j + n]
-            if n > 0 and len(word) == n and _IDENT.fullmatch(word):
-                names.append(word)
-                i = j + n
-            else:
-                i = j
-        else:
-            i += 1
-    return names
-
-
-def _enclosing_functions(symbol: str, i: int) -> list[str]:
-    """The functions that local entities of a mangled name (lambdas, mostly) were written
-    in, from index ``i`` on: after each ``Z`` (a local name), the last identifier of the
+    after another (a length and that many identifier characters; integer literals such
+    as ``Li4E`` skipped), and the functions that local entities of the name (lambdas,
+    mostly) were written in: after each ``Z`` (a local name), the last identifier of the
     name that follows (``ZZZNS0_12_GLOBAL__N_119launch_clamp_scalarE...`` ->
-    ``launch_clamp_scalar``); substitutions (``S0_``, ``St``) read past, anonymous
-    namespaces left out."""
-    found = []
+    ``launch_clamp_scalar``; substitutions such as ``S0_`` and ``St`` read past, anonymous
+    namespaces left out). A guess where the grammar is more than that, good enough for
+    :func:`mangled_operation`."""
+    names, enclosing = [], []
     while i < len(symbol):
         c = symbol[i]
         if c == "L" and i + 1 < len(symbol) and symbol[i + 1] in _BUILTIN:  # a literal
             end = symbol.find("E", i)
             i = end + 1 if end > 0 else len(symbol)
-            continue
-        if c in _DIGITS:  # an identifier: a Z inside it is a letter, not a local name
-            n, j = _number(symbol, i)
-            i = j + n if n > 0 else j
-            continue
-        if c != "Z":
+        elif c in _DIGITS:  # an identifier: a Z inside it is a letter, not a local name
+            word, i = _word(symbol, i)
+            if word is not None:
+                names.append(word)
+        elif c == "Z":
             i += 1
-            continue
-        i += 1
-        while i < len(symbol) and symbol[i] in "ZNKVr":
+            while i < len(symbol) and symbol[i] in "ZNKVr":
+                i += 1
+            last = None
+            while i < len(symbol):
+                if symbol[i] in _DIGITS:
+                    word, j = _word(symbol, i)
+                    if word is None:
+                        break
+                    names.append(word)
+                    last, i = word, j
+                elif symbol[i] == "S" and i + 1 < len(symbol) and symbol[i + 1].islower():
+                    i += 2  # St (std::) and the like
+                elif symbol[i] == "S" and symbol.find("_", i) > 0:
+                    i = symbol.find("_", i) + 1  # S_, S0_, ...
+                else:
+                    break
+            if last and not last.startswith("_GLOBAL__N"):
+                enclosing.append(last)
+        else:
             i += 1
-        last = None
-        while i < len(symbol):
-            c = symbol[i]
-            if c in _DIGITS:
-                n, j = _number(symbol, i)
-                word = symbol[j: j + n]
-                if n <= 0 or len(word) != n or not _IDENT.fullmatch(word):
-                    break
-                last, i = word, j + n
-            elif c == "S" and i + 1 < len(symbol) and symbol[i + 1].islower():
-                i += 2
-            elif c == "S":
-                end = symbol.find("_", i)
-                if end < 0:
-                    break
-                i = end + 1
-            else:
-                break
-        if last and not last.startswith("_GLOBAL__N"):
-            found.append(last)
-    return found
+    return names, enclosing
 
 
 _OPERATION = re.compile(r"_kernel|_impl|_cuda|_out$")
@@ -256,12 +240,12 @@ def mangled_operation(symbol: str) -> str | None:
     parts, i = _scope(symbol)
     if not parts:
         return None
-    names = [w for w in _later_names(symbol, i)
-             if len(w) > 2 and not w.startswith("_GLOBAL__N") and w != parts[-1]]
+    names, enclosing = _later_names(symbol, i)
+    names = [w for w in names if len(w) > 2 and not w.startswith("_GLOBAL__N") and w != parts[-1]]
     functors = [w for w in names if "Functor" in w or "functor" in w]
     if functors:
         return functors[-1]
-    enclosing = [w for w in _enclosing_functions(symbol, i) if w != parts[-1]]
+    enclosing = [w for w in enclosing if w != parts[-1]]
     if enclosing:
         return enclosing[0]
     return next((w for w in names if _OPERATION.search(w)), None)
