@@ -24,7 +24,7 @@ import numpy as np
 from ..compile.cxx_names import mangled_operation, short_kernel_name
 from ..errors import GraphFileError
 from ..files import archive
-from ..files.bulk_format import RUN, by_name, named_kernels
+from ..files.bulk_format import RUN, named_kernels
 from ..files.schema import record_classes
 from ..frameworks.graphed_index import INDEX, check_key_files, read_index, slot_kind
 from ..frameworks.graphed_templates import describe_key
@@ -75,7 +75,7 @@ def describe_graph_file(path) -> str:
     gf = archive.read_file(p)
     m = gf.manifest
     kinds, nested = _graph_summary(gf)
-    named = sum(1 for k in m["kernels"] if by_name(k))
+    named = int(named_kernels(m["kernels"]).sum())
     own = len(m["kernels"]) - named
     lines = [f"graph file: {p} ({short_bytes(p.stat().st_size)}, format "
              f"{gf.version[0]}.{gf.version[1]}, written by {m['writer'] or 'an unnamed writer'} "

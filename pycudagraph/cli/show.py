@@ -147,9 +147,9 @@ def library_kernels(file) -> int:
     :func:`~pycudagraph.files.archive.read_file` gave it. Raises
     :class:`~pycudagraph.GraphFileError` for a file a load refuses. No CUDA call."""
     from ..files.archive import read_file
-    from ..files.bulk_format import by_name
+    from ..files.bulk_format import named_kernels
     gf = read_file(file) if isinstance(file, (str, os.PathLike)) else file
-    return sum(1 for k in gf.manifest["kernels"] if by_name(k))
+    return int(named_kernels(gf.manifest["kernels"]).sum())
 
 
 def _library_file(args, gf, named: int) -> int:

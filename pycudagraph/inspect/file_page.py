@@ -16,6 +16,7 @@ from __future__ import annotations
 from ..compile.cxx_names import short_kernel_name
 from ..files.bulk_format import RUN, by_name
 from ..files.schema import record_classes
+from ..nodes.file_records import record_text
 from .page_model import decode_bytes, node_entry, with_mangled_name
 
 __all__ = ["file_model"]
@@ -36,10 +37,9 @@ class _FileModel:
         if gf.bulk is not None:
             self.recs, self.args, self.deps, rel = gf.bulk
             names = sorted(m["slots"])  # (a relocation's target: a slot by its sorted index)
-            for r, at, kind, target, offset in rel.tolist():
-                where = (f"slot {names[target]}" if kind == 0
-                         else f"the allocation of node {target}")
-                self.relocs.setdefault(r, []).append((at, f"{where} + 0x{offset:x}"))
+            for r, at, kind, target, offset in rel.tolist():  # as a JSON record's reference
+                ref = {"slot": names[target]} if kind == 0 else {"alloc": target}
+                self.relocs.setdefault(r, []).append((at, record_text({**ref, "offset": offset})))
 
     def graph(self, gd: dict, gid: str, prefix: str) -> None:
         ids, edges = [], []
