@@ -1,0 +1,173 @@
+"""Weights that move under a graphed callable.
+
+A graph reads its weights at the addresses it was captured with. An in-place edit
+(``weight.mul_(2)``, ``load_state_dict``) keeps those addresses, so the next replay sees
+it. These do not: a weight replaced by another tensor (``module.weight = nn.Parameter(w)``,
+``load_state_dict(sd, assign=True)``, ``register_buffer``), its ``.data`` set, or the module
+moved or cast (``module.to()``, ``.half()``, ``.cuda()``, which set ``.data``). Left alone,
+a replay would read the old tensors, or, once PyTorch gave their memory to something
+else, whatever is there now.
+
+A :class:`WeightWatch` guards the CUDA parameters and buffers of the module a graphed
+callable's graphs read (the one :func:`.graphed_bind.find_module` finds):
+
+- from the moment the callable holds a graph it keeps the storages of those tensors alive
+  (``untyped_storage()``), so no graph ever reads memory given back to the allocator;
+- every call asks :meth:`WeightWatch.moved`: one ``data_ptr()`` per tensor, and a walk of
+  ``named_parameters()`` / ``named_buffers()`` only after PyTorch registered a parameter,
+  buffer or submodule somewhere (its global registration hooks bump a counter);
+- the callable then drops its graphs with one warning naming the weight, and captures each
+  key again on its next call. The old storages go with the graphs.
+
+No CUDA call anywhere here: PyTorch's own bookkeeping only.
+"""
+
+from __future__ import annotations
+
+import operator
+
+from ..errors import ArgumentError
+from . import loaded
+from .graphed_bind import find_module
+
+__all__ = ["WeightWatch", "watch_for"]
+
+#: bumped by PyTorch's global registration hooks (a parameter, buffer or submodule set on
+#: any module): the tensors a module holds may differ only after a bump or a ``.data`` set
+_REGISTERED = [0]
+_HOOKED = [False]
+
+
+def _bump(*_args) -> None:
+    """A registration hook: count, change nothing (returning None keeps the value)."""
+    _REGISTERED[0] += 1
+
+
+def _hook(torch) -> None:
+    """Register :func:`_bump` with PyTorch's global registration hooks, once a process."""
+    if _HOOKED[0]:
+        return
+    mod = torch.nn.modules.module
+    for name in ("register_module_parameter_registration_hook",
+                 "register_module_buffer_registration_hook",
+                 "register_module_module_registration_hook"):
+        getattr(mod, name)(_bump)
+    _HOOKED[0] = True
+
+
+_data_ptr = operator.methodcaller("data_ptr")  # when PyTorch is not imported (no Tensor)
+
+
+class WeightWatch:
+    """The CUDA parameters and buffers of ``module``, their addresses when the graphs were
+    made, and their storages, kept while any graph may read them. No CUDA call.
+
+    The record (names, tensors, addresses) is one tuple, replaced whole: a call that
+    checks it while another thread records or forgets reads one record or the other."""
+
+    __slots__ = ("module", "_state", "seen", "kept", "_read")
+
+    def __init__(self, module):
+        torch = loaded.torch()
+        if torch is not None:
+            _hook(torch)
+        # Tensor.data_ptr mapped over the tensors: about 0.1 us a tensor on an H200's
+        # host, half of what a methodcaller takes (measured; the call itself is the cost)
+        self._read = getattr(getattr(torch, "Tensor", None), "data_ptr", None) or _data_ptr
+        self.module = module
+        self.forget()
+
+    @property
+    def armed(self) -> bool:
+        """Whether addresses are recorded (the callable holds a graph)."""
+        return self.seen is not None
+
+    @property
+    def names(self) -> tuple:
+        """``param:NAME`` / ``buffer:NAME`` of each recorded tensor."""
+        return self._state[0]
+
+    @property
+    def ptrs(self) -> tuple:
+        """Each recorded tensor's address when it was recorded."""
+        return self._state[2]
+
+    def forget(self) -> None:
+        """Record nothing and keep nothing: the callable holds no graph."""
+        self.seen = None
+        self._state = ((), (), ())
+        self.kept = []
+
+    def record(self) -> None:
+        """Record the module's tensors and their addresses now, keeping their storages
+        (with those of every earlier record, until :meth:`forget`)."""
+        seen = _REGISTERED[0]
+        names, tensors = self._walk()
+        self.kept.append([t.untyped_storage() for t in tensors])
+        self._state = (names, tensors, tuple(map(self._read, tensors)))
+        self.seen = seen
+
+    def graphs_changed(self, held: bool) -> None:
+        """The callable's graphs changed; ``held``: it holds any. Record at its first
+        graph (and after a capture whose function replaced its own weights: every graph
+        keeps the storages it read); forget when none is left."""
+        if not held:
+            self.forget()
+        elif self.seen is None or self.moved() is not None:
+            self.record()
+
+    def moved(self) -> str | None:
+        """What differs from the record, in words, or None (also when nothing is
+        recorded): a recorded weight at another address, replaced by another tensor or
+        removed (looked for only after a registration). Weights added since are recorded
+        too: no graph made before could read them."""
+        seen = self.seen
+        if seen is None:
+            return None
+        was_names, was_tensors, was = self._state
+        ptrs = tuple(map(self._read, was_tensors))
+        if ptrs != was:
+            moved = [i for i, (a, b) in enumerate(zip(ptrs, was)) if a != b]
+            i = moved[0]
+            more = f" (and {len(moved) - 1} more)" if len(moved) > 1 else ""
+            return (f"{was_names[i]} moved from 0x{was[i]:x} to 0x{ptrs[i]:x}{more} "
+                    "(.data set, .to(), .half())")
+        if seen == _REGISTERED[0]:
+            return None
+        names, tensors = self._walk()
+        now = dict(zip(names, tensors))
+        for name, old in zip(was_names, was_tensors):
+            t = now.get(name)
+            if t is None:
+                return f"{name} was removed from the module"
+            if t is not old:
+                return f"{name} was replaced by another tensor"
+        if len(now) != len(was_names):
+            self.record()
+        else:
+            self.seen = _REGISTERED[0]
+        return None
+
+    def _walk(self) -> tuple:
+        names, tensors = [], []
+        for kind, items in (("param", self.module.named_parameters()),
+                            ("buffer", self.module.named_buffers())):
+            for name, t in items:
+                if t is not None and getattr(t, "is_cuda", False):
+                    names.append(f"{kind}:{name}")
+                    tensors.append(t)
+        return tuple(names), tuple(tensors)
+
+
+def watch_for(fn, module=None):
+    """A :class:`WeightWatch` of the PyTorch module ``fn``'s graphs read (``module``, or
+    the one :func:`.graphed_bind.find_module` finds), or None: no module, PyTorch not
+    imported, or ``fn`` reaching several modules."""
+    torch = loaded.torch()
+    if torch is None or getattr(getattr(torch, "nn", None), "Module", None) is None:
+        return None
+    try:
+        found = find_module(fn, module)
+    except ArgumentError:
+        return None
+    return WeightWatch(found) if found is not None else None
