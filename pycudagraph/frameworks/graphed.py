@@ -49,6 +49,9 @@ Rules:
   :class:`~pycudagraph.errors.PyCudaGraphError` saying why) when they differ;
   ``check="eager"`` runs such keys eagerly with a warning instead.
 - An input that overlaps this graph's own outputs (``y = f(x); f(y)``) is copied first.
+- **Weights that move** (``watch_weights=True``, :mod:`.weight_watch`): the storages of the
+  module's weights are kept while a graph reads them; a weight moved or replaced drops the
+  graphs with one warning, and each key is captured again on its next call.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from __future__ import annotations
 import functools
 import threading
 import warnings
+import weakref
 
 from ..errors import ArgumentError, PyCudaGraphError
 from ..runtime.device import device as device_scope
@@ -68,6 +72,7 @@ from .graphed_fast import SLOW, FastPath
 from .graphed_keys import GraphedEntry, GraphedStats, KeyTable
 from .graphed_new_keys import NewKeys, _name
 from .ops import compare, copy_of, current_stream, framework_streams, twin
+from .weight_watch import watch_for
 
 __all__ = ["graphed", "GraphedCallable", "GraphedEntry", "GraphedStats"]
 
@@ -92,7 +97,8 @@ class GraphedCallable(NewKeys):
 
     def __init__(self, fn, copy_outputs: bool = False, check=False, warmup: int = 1,
                  stream=None, capture: str = "inline", fallback: str = "raise",
-                 memory_budget=None, pool: str = "shared", over_budget: str = "eager"):
+                 memory_budget=None, pool: str = "shared", over_budget: str = "eager",
+                 watch_weights: bool = True):
         if not callable(fn):
             raise ArgumentError(f"graphed needs a callable, got {type(fn).__name__}")
         if not isinstance(check, (bool, str)) or check not in _CHECKS:
@@ -120,8 +126,11 @@ class GraphedCallable(NewKeys):
         self._lock = threading.RLock()
         self._fast = FastPath(self._lock, self._stats)  # repeats of a known call
         self._keys = KeyTable(pool, self.copy_outputs, memory_budget, over_budget)
-        self._keys.on_change = self._fast.forget
+        self._keys.on_change = _weakly(self._keys_changed)  # the table must not hold self
         self._graphs = self._keys.graphs
+        #: the :class:`~.weight_watch.WeightWatch` of the module the graphs read, or None
+        self.weight_watch = (watch_for(fn) if bool_arg(watch_weights, "graphed: watch_weights")
+                             else None)
         self._capturer = Capturer(fn, warmup, self._keys)
         self._background = BackgroundCaptures(self._capture_job, self._finish_job)
         functools.update_wrapper(self, fn, updated=())  # never fn.__dict__ over ours
@@ -186,7 +195,30 @@ class GraphedCallable(NewKeys):
             self._keys.admit(entry, self._stats)
             self._fast.forget()
 
+    def _keys_changed(self) -> None:
+        """The key table changed: forget learned calls; record the weights (and keep their
+        storages) while any graph may read them, drop them when none is left."""
+        self._fast.forget()
+        if self.weight_watch is not None:
+            self.weight_watch.graphs_changed(bool(self._graphs))
+
+    def _weights_moved(self, why: str) -> None:
+        """Drop every graph: a weight they read moved (:mod:`.weight_watch`)."""
+        with self._lock:
+            if self.weight_watch.moved() is None:  # another thread dropped them first
+                return
+            n = len(self._graphs)
+            self.clear()
+        warnings.warn(f"graphed({_name(self.fn)}): {why}; its {n} graph(s) read the weights "
+                      "they were captured with, so they are dropped and each key is captured "
+                      "again on its next call", RuntimeWarning, stacklevel=3)
+
     def __call__(self, *args, **kwargs):
+        watch = self.weight_watch
+        if watch is not None and watch.seen is not None:
+            why = watch.moved()
+            if why is not None:
+                self._weights_moved(why)
         out = self._fast.call(self, args, kwargs)  # a repeat of a known call: graphed_fast
         if out is not SLOW:
             return out
@@ -308,9 +340,21 @@ class GraphedCallable(NewKeys):
         return self.fn(*args, **kwargs)
 
 
+def _weakly(method):
+    """A function calling ``method`` while its object lives, holding it weakly."""
+    ref = weakref.WeakMethod(method)
+
+    def call() -> None:
+        bound = ref()
+        if bound is not None:
+            bound()
+    return call
+
+
 def graphed(fn=None, *, copy_outputs: bool = False, check=False, warmup: int = 1,
             stream=None, capture: str = "inline", fallback: str = "raise",
-            memory_budget=None, pool: str = "shared", over_budget: str = "eager"):
+            memory_budget=None, pool: str = "shared", over_budget: str = "eager",
+            watch_weights: bool = True):
     """A :class:`GraphedCallable` of ``fn``; also a decorator (``@pcg.graphed`` or
     ``@pcg.graphed(check=True)``).
 
@@ -346,6 +390,14 @@ def graphed(fn=None, *, copy_outputs: bool = False, check=False, warmup: int = 1
     over_budget : {"eager", "evict"}
         Beyond ``memory_budget``: run the new key eagerly, or drop the least recently used
         keys until it fits (``pool="private"`` only).
+    watch_weights : bool
+        When ``fn`` is a ``torch.nn.Module`` (or its bound method, or closes over one):
+        keep the storages of its CUDA weights and buffers while a graph reads them, and
+        drop the graphs with one warning when a weight moved (``.data`` set, ``.to()``,
+        ``.half()``, a new ``nn.Parameter``, ``load_state_dict(assign=True)``); the next
+        call of each key captures again (:mod:`pycudagraph.frameworks.weight_watch`).
+        Costs one ``data_ptr()`` per weight per call (about 0.1 us each); ``False``
+        leaves moved weights to you.
 
     Notes
     -----
@@ -355,7 +407,7 @@ def graphed(fn=None, *, copy_outputs: bool = False, check=False, warmup: int = 1
     """
     options = dict(copy_outputs=copy_outputs, check=check, warmup=warmup, stream=stream,
                    capture=capture, fallback=fallback, memory_budget=memory_budget,
-                   pool=pool, over_budget=over_budget)
+                   pool=pool, over_budget=over_budget, watch_weights=watch_weights)
     if fn is None:
         return lambda f: GraphedCallable(f, **options)
     return GraphedCallable(fn, **options)

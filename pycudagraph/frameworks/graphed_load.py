@@ -47,6 +47,7 @@ from .graphed_templates import describe_key
 from .kernel_probe import KernelFinder
 from .ops import framework_streams
 from .pools import CapturePool
+from .weight_watch import watch_for
 from .rebind_plan import RebindPlan
 from . import loaded
 
@@ -300,6 +301,8 @@ def load_graphed(path, fn_or_module, *, module=None, bind=None, strict: bool = F
     t0 = start = time.perf_counter()
     ix = read_index(folder)
     f = graphed(fn_or_module, **options)
+    if module is not None and options.get("watch_weights", True):
+        f.weight_watch = watch_for(fn_or_module, module)  # the module= its graphs read
     report = f.load_report = LoadReport(str(folder))
     named = bindings(fn_or_module, module, bind)
     compare_bindings(ix["bindings"], {n: describe(v) for n, v in named.items()}, str(folder))

@@ -51,15 +51,15 @@ class FakeExec:
 
 
 class Rig:
-    """A graphed callable of ``fn`` (returns ("eager", x.data_ptr())) whose captures make
-    fake entries; ``gate`` (when set) holds each capture until released; ``fail`` lists
-    the row counts whose capture raises."""
+    """A graphed callable of ``fn`` (by default one returning ("eager", x.data_ptr()))
+    whose captures make fake entries; ``gate`` (when set) holds each capture until
+    released; ``fail`` lists the row counts whose capture raises."""
 
-    def __init__(self, monkeypatch, torch, **options):
+    def __init__(self, monkeypatch, torch, fn=None, **options):
         self.torch, self.log, self.fail, self.gate = torch, [], set(), None
         self.captured, self.segments = [], torch.allocator.segments
         self.entered = threading.Event()  # set when a capture begins
-        self.f = pcg.graphed(lambda x: ("eager", x.data_ptr()), **options)
+        self.f = pcg.graphed(fn or (lambda x: ("eager", x.data_ptr())), **options)
         for mod in (graphed_new_keys, graphed_background, graphed_keys):
             monkeypatch.setattr(mod, "device_scope", lambda dev: contextlib.nullcontext())
         monkeypatch.setattr(graphed_new_keys, "twin", lambda a: a)
