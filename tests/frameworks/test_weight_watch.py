@@ -67,6 +67,14 @@ def weights():
                       {"mask": FakeTensor(W + 0x8000, (8,)), "cpu_table": FakeTensor(0x1000, (8,), device=-1)})
 
 
+def recorded():
+    """(a module, its watch with a record made)."""
+    m = weights()
+    w = WeightWatch(m)
+    w.record()
+    return m, w
+
+
 def test_nothing_recorded_nothing_moved(torch):
     w = WeightWatch(weights())
     assert not w.armed and w.moved() is None and w.kept == []
@@ -76,9 +84,7 @@ def test_nothing_recorded_nothing_moved(torch):
 
 
 def test_a_weight_at_another_address_is_named(torch):
-    m = weights()
-    w = WeightWatch(m)
-    w.record()
+    m, w = recorded()
     assert w.names == ("param:fc.weight", "param:fc.bias", "buffer:mask")  # CUDA tensors only
     assert w.moved() is None
     m.params["fc.weight"]._ptr = W + 0x10000  # .data set: the same object, another address
@@ -89,9 +95,7 @@ def test_a_weight_at_another_address_is_named(torch):
 
 
 def test_a_replaced_weight_is_looked_for_after_a_registration_only(torch):
-    m = weights()
-    w = WeightWatch(m)
-    w.record()
+    m, w = recorded()
     m.params["fc.bias"] = FakeTensor(W + 0x4000, (64,))  # same address, another tensor
     assert w.moved() is None  # no registration yet: not walked (each call stays cheap)
     registered(torch)
@@ -99,9 +103,7 @@ def test_a_replaced_weight_is_looked_for_after_a_registration_only(torch):
 
 
 def test_a_removed_weight_moves_an_added_one_is_recorded(torch):
-    m = weights()
-    w = WeightWatch(m)
-    w.record()
+    m, w = recorded()
     m.buffers["cache"] = FakeTensor(W + 0x40000, (8,))
     registered(torch)
     assert w.moved() is None
@@ -112,9 +114,7 @@ def test_a_removed_weight_moves_an_added_one_is_recorded(torch):
 
 
 def test_storages_are_kept_until_forget(torch):
-    m = weights()
-    w = WeightWatch(m)
-    w.record()
+    m, w = recorded()
     old = m.params["fc.weight"].untyped_storage()
     assert any(s is old for s in w.kept[0])
     w.forget()
@@ -182,9 +182,7 @@ def test_a_function_with_no_module_has_no_watch(monkeypatch, torch):
 
 def test_a_check_while_another_thread_records_and_forgets_never_raises(torch):
     import threading
-    m = weights()
-    w = WeightWatch(m)
-    w.record()
+    m, w = recorded()
     stop, errors, said = threading.Event(), [], set()
 
     def check():
