@@ -32,7 +32,9 @@ __all__ = ["CaptureJob", "BackgroundCaptures"]
 class CaptureJob:
     """What the capture thread needs for one key: the first call's arguments (captured)
     and copies of them (``warm``: warmed up on), the event after those copies, the device,
-    and the key table's generation when it was made (a :meth:`clear` since throws it away)."""
+    and the key table's generation when it was made (a :meth:`clear` since throws it away);
+    ``weights``: the watched module's tensors and addresses then
+    (:meth:`.weight_watch.WeightWatch.snapshot`), or None."""
 
     key: tuple
     args: tuple
@@ -42,6 +44,7 @@ class CaptureJob:
     ready: object
     warm: tuple
     generation: int
+    weights: tuple | None = None
 
 
 class BackgroundCaptures:

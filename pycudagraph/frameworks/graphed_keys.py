@@ -191,6 +191,7 @@ class KeyTable:
         self.eager: dict = {}  # key -> [why, warned]
         self.pending: dict = {}  # key -> the background job capturing it
         self.failed: dict = {}  # key -> the error of a background capture (fallback="raise")
+        self.discarded: dict = {}  # key -> background captures thrown away: weights moved
         self.shared = pool == "shared"
         self.copy_outputs = copy_outputs
         self.budget = budget
@@ -291,6 +292,7 @@ class KeyTable:
         self.eager.clear()
         self.pending.clear()
         self.failed.clear()
+        self.discarded.clear()
         self.generation += 1
         self._pool = self._outputs_pool = None
         self.orders = {}

@@ -5,8 +5,11 @@
 capture's error (``fallback="eager"``); a captured key is admitted through the key table's
 memory budget (:meth:`.graphed_keys.KeyTable.admit`).
 
+A background capture during which the watched weights moved (:mod:`.weight_watch`) is
+thrown away: it may read the old ones.
+
 :class:`NewKeys` is a part of :class:`~.graphed.GraphedCallable` (a base class): it uses
-the callable's table, capturer, lock and stats.
+the callable's table, capturer, lock, stats and weight watch.
 """
 
 from __future__ import annotations
@@ -97,7 +100,9 @@ class NewKeys:
                 warm = substitute((args, kwargs), twin)
             ready = Event(timing=False)
             ready.record(fixed if fixed is not None else current_stream(frameworks, device))
-        job = CaptureJob(key, args, kwargs, infos, device, ready, warm, self._keys.generation)
+        watch = self.weight_watch
+        job = CaptureJob(key, args, kwargs, infos, device, ready, warm, self._keys.generation,
+                         watch.snapshot() if watch is not None else None)
         self._keys.pending[key] = job
         self._background.submit(job)
 
@@ -121,9 +126,31 @@ class NewKeys:
                 else:
                     t.failed[job.key] = why
                 return
+            why = self._weights_since(job)
+            if why is not None:
+                self._weights_moved_meanwhile(job.key, why)
+                return
             entry.bound = (job.args, job.kwargs)
             entry.needs_check = bool(self.check)
             self._added(entry, warn=False)
+
+    def _weights_since(self, job) -> str | None:
+        """What moved among the watched weights while ``job``'s capture ran, or None."""
+        watch = self.weight_watch
+        if job.weights is None or watch is None:
+            return None
+        return watch.since(job.weights)
+
+    def _weights_moved_meanwhile(self, key, why: str) -> None:
+        """Throw away a capture whose weights moved while it ran (it may read the old ones):
+        the key's next call queues it again; the second time, the key runs eagerly (a
+        function that replaces its own weights as it runs)."""
+        t = self._keys
+        t.discarded[key] = t.discarded.get(key, 0) + 1
+        if t.discarded[key] >= 2:
+            t.run_eagerly(key, f"graphed({_name(self.fn)}): {why} while each of 2 captures "
+                               "of this key ran (does the function replace its own weights?); "
+                               "capture='inline' records them after the capture")
 
     def _failure(self, infos, exc) -> str:
         shapes = ", ".join(str(tuple(getattr(i.obj, "shape", ()))) for i in infos[:4])

@@ -18,6 +18,9 @@ callable's graphs read (the one :func:`.graphed_bind.find_module` finds):
   buffer or submodule somewhere (its global registration hooks bump a counter);
 - the callable then drops its graphs with one warning naming the weight, and captures each
   key again on its next call. The old storages go with the graphs.
+- a background capture compares the weights when it was queued with those when it ends
+  (:meth:`WeightWatch.snapshot`, :meth:`WeightWatch.since`) and is thrown away when they
+  differ.
 
 No CUDA call anywhere here: PyTorch's own bookkeeping only.
 """
@@ -124,29 +127,32 @@ class WeightWatch:
         seen = self.seen
         if seen is None:
             return None
-        was_names, was_tensors, was = self._state
-        ptrs = tuple(map(self._read, was_tensors))
-        if ptrs != was:
-            moved = [i for i, (a, b) in enumerate(zip(ptrs, was)) if a != b]
-            i = moved[0]
-            more = f" (and {len(moved) - 1} more)" if len(moved) > 1 else ""
-            return (f"{was_names[i]} moved from 0x{was[i]:x} to 0x{ptrs[i]:x}{more} "
-                    "(.data set, .to(), .half())")
-        if seen == _REGISTERED[0]:
-            return None
+        was = self._state
+        why = _at_other_addresses(was, tuple(map(self._read, was[1])))
+        if why is not None or seen == _REGISTERED[0]:
+            return why
         names, tensors = self._walk()
-        now = dict(zip(names, tensors))
-        for name, old in zip(was_names, was_tensors):
-            t = now.get(name)
-            if t is None:
-                return f"{name} was removed from the module"
-            if t is not old:
-                return f"{name} was replaced by another tensor"
-        if len(now) != len(was_names):
+        why = _replaced(was, names, tensors)
+        if why is not None:
+            return why
+        if len(names) != len(was[0]):
             self.record()
         else:
             self.seen = _REGISTERED[0]
         return None
+
+    def snapshot(self) -> tuple:
+        """The module's tensors and their addresses now (a background capture's, taken
+        when it is queued), for :meth:`since`."""
+        names, tensors = self._walk()
+        return names, tensors, tuple(map(self._read, tensors))
+
+    def since(self, snap: tuple) -> str | None:
+        """What moved, was replaced or removed since :meth:`snapshot` gave ``snap``, in
+        words, or None."""
+        names, tensors = self._walk()
+        return (_at_other_addresses(snap, tuple(map(self._read, snap[1])))
+                or _replaced(snap, names, tensors))
 
     def _walk(self) -> tuple:
         names, tensors = [], []
@@ -157,6 +163,31 @@ class WeightWatch:
                     names.append(f"{kind}:{name}")
                     tensors.append(t)
         return tuple(names), tuple(tensors)
+
+
+def _at_other_addresses(was: tuple, ptrs: tuple) -> str | None:
+    """The first tensor of the record ``was`` (names, tensors, addresses) now at another
+    address than ``ptrs`` says, in words."""
+    if ptrs == was[2]:
+        return None
+    moved = [i for i, (a, b) in enumerate(zip(ptrs, was[2])) if a != b]
+    i = moved[0]
+    more = f" (and {len(moved) - 1} more)" if len(moved) > 1 else ""
+    return (f"{was[0][i]} moved from 0x{was[2][i]:x} to 0x{ptrs[i]:x}{more} "
+            "(.data set, .to(), .half())")
+
+
+def _replaced(was: tuple, names: tuple, tensors: tuple) -> str | None:
+    """The first tensor of the record ``was`` that the module no longer holds under its
+    name (``names``, ``tensors``: what it holds now), in words."""
+    now = dict(zip(names, tensors))
+    for name, old in zip(was[0], was[1]):
+        t = now.get(name)
+        if t is None:
+            return f"{name} was removed from the module"
+        if t is not old:
+            return f"{name} was replaced by another tensor"
+    return None
 
 
 def watch_for(fn, module=None):

@@ -9,6 +9,8 @@ child process, PyTorch's own modules and allocator, no ``gc.collect()``:
 - the old weights' memory stays allocated while a graph may read it and is given back
   to PyTorch when the graphs are dropped (``watch_weights=False``: not kept);
 - a callable loaded by ``pcg.load_graphed`` is watched the same way;
+- a background capture during which the weights moved (``.data`` set while it sleeps
+  inside the capture) is thrown away; the key is captured again with the new weights;
 - four threads calling while the weights move: one warning, every later result right.
 """
 
@@ -182,6 +184,33 @@ for x in xs:
 print("OK", f.stats)
 """
 
+BACKGROUND = PRELUDE + """
+import time
+class Slow(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(256, 256)
+    def forward(self, x):
+        if torch.cuda.is_current_stream_capturing():
+            time.sleep(1.0)  # only inside the capture: the weights move meanwhile
+        return torch.relu(self.fc(x))
+m = Slow().cuda()
+f = pcg.graphed(m, capture="background")
+x = torch.randn(8, 256, device="cuda")
+same(f(x), eager(m, x))  # eager; the capture is queued
+time.sleep(0.5)
+with torch.no_grad():
+    m.fc.weight.data = m.fc.weight.data * 2
+assert f.wait_captures(30)
+assert not f.graphs and not f.pending, (f.graphs, f.pending)  # thrown away
+held = junk()
+same(f(x), eager(m, x))  # eager again, queued with the new weights
+assert f.wait_captures(30) and len(f.graphs) == 1
+same(f(x), eager(m, x))
+assert f.stats.replays == 1, f.stats
+print("OK")
+"""
+
 
 @pytest.mark.gpu
 def test_moved_weights_drop_the_graphs_and_capture_again():
@@ -196,6 +225,11 @@ def test_old_weights_stay_allocated_while_a_graph_reads_them():
 @pytest.mark.gpu
 def test_a_loaded_callable_watches_its_weights():
     print(run_ok(LOADED))
+
+
+@pytest.mark.gpu
+def test_a_background_capture_whose_weights_moved_is_thrown_away():
+    print(run_ok(BACKGROUND))
 
 
 @pytest.mark.gpu

@@ -202,3 +202,46 @@ def test_a_check_while_another_thread_records_and_forgets_never_raises(torch):
         t.join(10)
     assert not errors, errors[:3]
     assert said == {None}  # nothing moved: every read saw one whole record
+
+
+def test_a_background_capture_during_which_a_weight_moved_is_thrown_away(monkeypatch, torch):
+    import threading
+    m = weights()
+    rig = Rig(monkeypatch, torch, fn=m, capture="background")
+    rig.gate = threading.Event()
+    assert rig.call(4)[0] == "eager"  # queued, with the weights as they are now
+    assert rig.entered.wait(10)
+    m.params["fc.weight"]._ptr = W + 0x10000  # moved while the capture runs
+    rig.gate.set()
+    assert rig.f.wait_captures(10)
+    assert rig.captured == [4] and not rig.f.graphs and not rig.f.pending  # thrown away
+    assert rig.call(4)[0] == "eager"  # queued again, with the new weights
+    assert rig.f.wait_captures(10)
+    assert rig.captured == [4, 4] and list(rig.f.graphs)
+    rig.call(4)
+    assert rig.replays() == [4]
+    assert rig.f.weight_watch.ptrs[0] == W + 0x10000
+
+
+def test_weights_that_move_during_every_background_capture_run_the_key_eagerly(
+        monkeypatch, torch):
+    import threading
+    m = weights()
+    rig = Rig(monkeypatch, torch, fn=m, capture="background")
+    for n in range(2):  # a function that replaces its own buffer each time it runs
+        rig.gate, rig.entered = threading.Event(), threading.Event()
+        assert rig.call(8)[0] == "eager"
+        assert rig.entered.wait(10)
+        m.buffers["mask"] = FakeTensor(W + 0x90000 + n * 0x1000, (8,))
+        registered(torch)
+        rig.gate.set()
+        assert rig.f.wait_captures(10)
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        assert rig.call(8)[0] == "eager"
+    assert not rig.f.graphs and rig.captured == [8, 8]
+    assert len(got) == 1 and "buffer:mask was replaced by another tensor while each of 2 " \
+        "captures of this key ran" in str(got[0].message)
+    assert "runs eagerly from now on" in str(got[0].message)
+    rig.f.clear()
+    assert rig.f.eager_keys == {}  # a clear forgets the count with the keys
