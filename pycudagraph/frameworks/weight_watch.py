@@ -47,14 +47,17 @@ def _bump(*_args) -> None:
 
 
 def _hook(torch) -> None:
-    """Register :func:`_bump` with PyTorch's global registration hooks, once a process."""
+    """Register :func:`_bump` with PyTorch's global registration hooks (PyTorch 2.0+; a
+    release without one sees a replaced tensor only by its address), once a process."""
     if _HOOKED[0]:
         return
-    mod = torch.nn.modules.module
+    mod = getattr(getattr(torch.nn, "modules", None), "module", None)
     for name in ("register_module_parameter_registration_hook",
                  "register_module_buffer_registration_hook",
                  "register_module_module_registration_hook"):
-        getattr(mod, name)(_bump)
+        register = getattr(mod, name, None)
+        if register is not None:
+            register(_bump)
     _HOOKED[0] = True
 
 

@@ -131,6 +131,13 @@ def test_watch_for_finds_the_module_or_none(torch):
     assert watch_for(lambda x: m(other(x)), module=other).module is other
 
 
+def test_a_pytorch_without_registration_hooks_is_watched_by_address(torch, monkeypatch):
+    monkeypatch.setattr(torch.nn, "modules", SimpleNamespace(module=SimpleNamespace()))
+    m, w = recorded()
+    m.params["fc.weight"]._ptr = W + 0x10000
+    assert w.moved().startswith("param:fc.weight moved")
+
+
 def test_watch_for_without_pytorch_modules(monkeypatch):
     install_torch(monkeypatch)  # a torch with no nn: nothing to watch, nothing raised
     assert watch_for(lambda x: x) is None
