@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import operator
 
-from ..errors import ArgumentError
 from . import loaded
 from .graphed_bind import find_module
 
@@ -196,12 +195,13 @@ def _replaced(was: tuple, names: tuple, tensors: tuple) -> str | None:
 def watch_for(fn, module=None):
     """A :class:`WeightWatch` of the PyTorch module ``fn``'s graphs read (``module``, or
     the one :func:`.graphed_bind.find_module` finds), or None: no module, PyTorch not
-    imported, or ``fn`` reaching several modules."""
+    imported, ``fn`` reaching several modules, or an ``fn`` whose attributes raise when
+    looked at (watching is best effort: it never stops a callable from being made)."""
     torch = loaded.torch()
     if torch is None or getattr(getattr(torch, "nn", None), "Module", None) is None:
         return None
     try:
         found = find_module(fn, module)
-    except ArgumentError:
+    except Exception:  # noqa: BLE001 - ArgumentError (several modules), a raising proxy
         return None
     return WeightWatch(found) if found is not None else None

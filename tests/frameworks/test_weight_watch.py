@@ -138,6 +138,16 @@ def test_a_pytorch_without_registration_hooks_is_watched_by_address(torch, monke
     assert w.moved().startswith("param:fc.weight moved")
 
 
+def test_a_callable_whose_attributes_raise_is_not_watched(torch):
+    class Proxy:
+        def __call__(self, x):
+            return x
+
+        def __getattr__(self, name):
+            raise RuntimeError(f"remote object: no local {name}")
+    assert watch_for(Proxy()) is None
+
+
 def test_watch_for_without_pytorch_modules(monkeypatch):
     install_torch(monkeypatch)  # a torch with no nn: nothing to watch, nothing raised
     assert watch_for(lambda x: x) is None
