@@ -137,6 +137,9 @@ held = junk()
 same(calls(g, xs[0], ["param:0.weight moved from 0x"]), eager(m, xs[0]))
 same(calls(g, xs[1], []), eager(m, xs[1]))
 assert g.stats.captures == 2, g.stats
+h = pcg.load_graphed(folder, lambda x: m(x), module=m)  # module= names what is watched
+assert h.weight_watch.module is m and h.weight_watch.armed
+assert pcg.load_graphed(folder, m, watch_weights=False).weight_watch is None
 print("OK")
 """
 
