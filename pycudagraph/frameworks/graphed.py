@@ -59,7 +59,6 @@ from __future__ import annotations
 import functools
 import threading
 import warnings
-import weakref
 
 from ..errors import ArgumentError, PyCudaGraphError
 from ..runtime.device import device as device_scope
@@ -126,11 +125,10 @@ class GraphedCallable(NewKeys):
         self._lock = threading.RLock()
         self._fast = FastPath(self._lock, self._stats)  # repeats of a known call
         self._keys = KeyTable(pool, self.copy_outputs, memory_budget, over_budget)
-        self._keys.on_change = _weakly(self._keys_changed)  # the table must not hold self
+        self._keys.on_change = self._fast.forget
         self._graphs = self._keys.graphs
-        #: the :class:`~.weight_watch.WeightWatch` of the module the graphs read, or None
-        self.weight_watch = (watch_for(fn) if bool_arg(watch_weights, "graphed: watch_weights")
-                             else None)
+        if bool_arg(watch_weights, "graphed: watch_weights"):
+            self._keys.watch = watch_for(fn)
         self._capturer = Capturer(fn, warmup, self._keys)
         self._background = BackgroundCaptures(self._capture_job, self._finish_job)
         functools.update_wrapper(self, fn, updated=())  # never fn.__dict__ over ours
@@ -195,12 +193,15 @@ class GraphedCallable(NewKeys):
             self._keys.admit(entry, self._stats)
             self._fast.forget()
 
-    def _keys_changed(self) -> None:
-        """The key table changed: forget learned calls; record the weights (and keep their
-        storages) while any graph may read them, drop them when none is left."""
-        self._fast.forget()
-        if self.weight_watch is not None:
-            self.weight_watch.graphs_changed(bool(self._graphs))
+    @property
+    def weight_watch(self):
+        """The :class:`~.weight_watch.WeightWatch` of the module the graphs read, or None
+        (``watch_weights=False``, no module found). No CUDA call."""
+        return self._keys.watch
+
+    @weight_watch.setter
+    def weight_watch(self, watch) -> None:
+        self._keys.watch = watch
 
     def _weights_moved(self, why: str) -> None:
         """Drop every graph: a weight they read moved (:mod:`.weight_watch`)."""
@@ -214,8 +215,8 @@ class GraphedCallable(NewKeys):
                       "again on its next call", RuntimeWarning, stacklevel=3)
 
     def __call__(self, *args, **kwargs):
-        watch = self.weight_watch
-        if watch is not None and watch.seen is not None:
+        watch = self._keys.watch
+        if watch is not None:
             why = watch.moved()
             if why is not None:
                 self._weights_moved(why)
@@ -338,17 +339,6 @@ class GraphedCallable(NewKeys):
             warnings.warn(entry.refused + "; running it eagerly", RuntimeWarning, stacklevel=3)
         self._stats.eager_calls += 1
         return self.fn(*args, **kwargs)
-
-
-def _weakly(method):
-    """A function calling ``method`` while its object lives, holding it weakly."""
-    ref = weakref.WeakMethod(method)
-
-    def call() -> None:
-        bound = ref()
-        if bound is not None:
-            bound()
-    return call
 
 
 def graphed(fn=None, *, copy_outputs: bool = False, check=False, warmup: int = 1,

@@ -5,7 +5,9 @@ A key is in at most one of three places: :attr:`KeyTable.graphs` (captured: repl
 :attr:`KeyTable.eager` (its capture failed with ``fallback="eager"``, or its graph went
 beyond ``memory_budget``: run eagerly from then on, with one warning) or
 :attr:`KeyTable.pending` (``capture="background"``: a side thread is capturing it; calls run
-eagerly until it is done). Every change of the table calls :attr:`KeyTable.on_change`.
+eagerly until it is done). Every change of the table calls :attr:`KeyTable.on_change` and
+tells :attr:`KeyTable.watch` (the weights its graphs read, :mod:`.weight_watch`) whether any
+graph is left.
 
 Pools: with ``pool="private"`` every key captures into a :class:`~.pools.CapturePool` of
 its own. With ``pool="shared"`` every key captures into one pool (scratch memory is
@@ -201,6 +203,7 @@ class KeyTable:
         self._pool = None
         self._outputs_pool = None
         self.on_change = _nothing
+        self.watch = None  # the WeightWatch of the module the graphs read, or None
 
     # Pools ---------------------------------------------------------------------------
 
@@ -258,7 +261,7 @@ class KeyTable:
                 order = self.orders[entry.device] = Handoff(True, entry.device or 0)
             entry.order = order
         self.graphs[entry.key] = entry
-        self.on_change()
+        self._changed()
         if self.budget is None:
             return ""
         total = sum(pools_bytes(self.held_pools()).values())
@@ -271,20 +274,20 @@ class KeyTable:
             stats.evictions += 1
             total = sum(pools_bytes(self.held_pools()).values())
         if total <= self.budget:
-            self.on_change()
+            self._changed()
             return ""
         del self.graphs[entry.key]
         why = (f"its graph would take the pools to {total} bytes, beyond memory_budget="
                f"{self.budget}")
         self.eager[entry.key] = [why, False]
-        self.on_change()
+        self._changed()
         return why
 
     def run_eagerly(self, key, why: str) -> None:
         """From now on ``key`` runs eagerly, for the reason ``why``."""
         self.graphs.pop(key, None)
         self.eager[key] = [why, False]
-        self.on_change()
+        self._changed()
 
     def clear(self) -> None:
         """Forget every key and pool; captures in flight are thrown away when they end."""
@@ -296,7 +299,12 @@ class KeyTable:
         self.generation += 1
         self._pool = self._outputs_pool = None
         self.orders = {}
+        self._changed()
+
+    def _changed(self) -> None:
         self.on_change()
+        if self.watch is not None:
+            self.watch.graphs_changed(bool(self.graphs))
 
 
 def _nothing() -> None:
