@@ -24,7 +24,7 @@ from ..errors import ArgumentError
 from .arrays import array_info
 from . import loaded
 
-__all__ = ["Span", "find_module", "bindings", "describe", "versions"]
+__all__ = ["Span", "find_module", "module_arrays", "bindings", "describe", "versions"]
 
 _CONTAINERS = (tuple, list, dict)
 
@@ -120,6 +120,17 @@ def find_module(fn, module=None):
     return next(iter(found.values()))[1] if found else None
 
 
+def module_arrays(mod) -> list:
+    """``[(name, tensor)]`` of ``mod``'s non-empty CUDA parameters and buffers, named
+    ``param:NAME`` and ``buffer:NAME`` (``named_parameters()``, ``named_buffers()``)."""
+    out = []
+    for prefix, items in (("param:", mod.named_parameters()), ("buffer:", mod.named_buffers())):
+        for name, t in items:
+            if t is not None and getattr(t, "is_cuda", False) and t.numel():
+                out.append((prefix + name, t))
+    return out
+
+
 def _arrays(name: str, v, depth: int = 0):
     """``(name, array)`` of ``v`` when it is a device array, or of the arrays one level of
     containers inside it holds."""
@@ -159,10 +170,7 @@ def bindings(fn, module=None, bind=None) -> dict:
         found.append((f"bind:{k}", v))
     mod = find_module(fn, module)
     if mod is not None:
-        for prefix, items in (("param:", mod.named_parameters()), ("buffer:", mod.named_buffers())):
-            for name, t in items:
-                if t is not None and getattr(t, "is_cuda", False) and t.numel():
-                    found.append((prefix + name, t))
+        found += module_arrays(mod)
     for name, v in _scopes(fn):
         if not _is_module(v):
             found += list(_arrays(name, v))

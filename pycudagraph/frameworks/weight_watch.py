@@ -30,7 +30,7 @@ from __future__ import annotations
 import operator
 
 from . import loaded
-from .graphed_bind import find_module
+from .graphed_bind import find_module, module_arrays
 
 __all__ = ["WeightWatch", "watch_for"]
 
@@ -107,9 +107,9 @@ class WeightWatch:
         """Record the module's tensors and their addresses now, keeping their storages
         (with those of every earlier record, until :meth:`forget`)."""
         seen = _REGISTERED[0]
-        names, tensors = self._walk()
-        self.kept.append([t.untyped_storage() for t in tensors])
-        self._state = (names, tensors, tuple(map(self._read, tensors)))
+        state = self.snapshot()
+        self.kept.append([t.untyped_storage() for t in state[1]])
+        self._state = state
         self.seen = seen
 
     def graphs_changed(self, held: bool) -> None:
@@ -157,14 +157,8 @@ class WeightWatch:
                 or _replaced(snap, names, tensors))
 
     def _walk(self) -> tuple:
-        names, tensors = [], []
-        for kind, items in (("param", self.module.named_parameters()),
-                            ("buffer", self.module.named_buffers())):
-            for name, t in items:
-                if t is not None and getattr(t, "is_cuda", False):
-                    names.append(f"{kind}:{name}")
-                    tensors.append(t)
-        return tuple(names), tuple(tensors)
+        pairs = module_arrays(self.module)
+        return tuple(n for n, _ in pairs), tuple(t for _, t in pairs)
 
 
 def _at_other_addresses(was: tuple, ptrs: tuple) -> str | None:

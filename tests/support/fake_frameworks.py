@@ -85,6 +85,12 @@ class FakeTensor:
     def untyped_storage(self):
         return self._storage
 
+    def numel(self):
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
 
 def install_torch(monkeypatch, initialized: bool = True, per_thread: bool = True,
                   pool_api: bool = True):
