@@ -184,6 +184,12 @@ def pools_bytes(pools) -> dict:
     return out
 
 
+def held_bytes(entries, sizes: dict) -> int:
+    """The bytes of the pools ``entries`` hold, each pool once (``sizes``: from
+    :func:`pools_bytes`). No CUDA call."""
+    return sum(sizes.get(i, 0) for i in {id(p) for e in entries for p in e.pools()})
+
+
 class KeyTable:
     """Graphs, eager keys and captures in flight of one graphed callable; the pools new
     captures use; the memory budget. Callers hold the callable's lock. No CUDA call."""
@@ -254,7 +260,9 @@ class KeyTable:
     def admit(self, entry, stats) -> str:
         """Add a captured key; with a budget, evict least recently used keys
         (``over_budget="evict"``) or refuse this one until the pools fit. Returns "" or why
-        the key was refused (then it is in :attr:`eager`)."""
+        the key was refused (then it is in :attr:`eager`). Evicts only when that brings the
+        pools within the budget, and only the keys needed: a key whose pool another key
+        still holds frees nothing when it goes, so it stays."""
         if self.shared:
             order = self.orders.get(entry.device)
             if order is None:
@@ -264,24 +272,44 @@ class KeyTable:
         self._changed()
         if self.budget is None:
             return ""
-        total = sum(pools_bytes(self.held_pools()).values())
-        while total > self.budget and self.over_budget == "evict":
-            others = [e for e in self.graphs.values() if e is not entry]
-            if not others:
-                break
-            victim = min(others, key=lambda e: e.last_used)
-            del self.graphs[victim.key]
-            stats.evictions += 1
-            total = sum(pools_bytes(self.held_pools()).values())
+        sizes = pools_bytes(self.held_pools())  # one snapshot for every count below
+        total = held_bytes(self.graphs.values(), sizes)
+        if total > self.budget and self.over_budget == "evict":
+            for victim in self._victims(entry, sizes):
+                del self.graphs[victim.key]
+                stats.evictions += 1
+            total = held_bytes(self.graphs.values(), sizes)
         if total <= self.budget:
             self._changed()
             return ""
         del self.graphs[entry.key]
-        why = (f"its graph would take the pools to {total} bytes, beyond memory_budget="
+        own = held_bytes((entry,), sizes)
+        why = (f"its graph alone takes {own} bytes of pools, beyond memory_budget={self.budget}"
+               if own > self.budget else
+               f"its graph would take the pools to {total} bytes, beyond memory_budget="
                f"{self.budget}")
         self.eager[entry.key] = [why, False]
         self._changed()
         return why
+
+    def _victims(self, entry, sizes: dict) -> list:
+        """The least recently used keys whose eviction brings the pools within the
+        budget, none more; [] when evicting every other key would not."""
+        others = sorted((e for e in self.graphs.values() if e is not entry),
+                        key=lambda e: e.last_used)
+        kept = list(self.graphs.values())
+        for n, victim in enumerate(others, 1):
+            kept.remove(victim)
+            if held_bytes(kept, sizes) <= self.budget:
+                break
+        else:
+            return []
+        victims = others[:n]
+        for victim in reversed(victims[:-1]):  # the most recently used back first
+            if held_bytes(kept + [victim], sizes) <= self.budget:
+                kept.append(victim)
+                victims.remove(victim)
+        return victims
 
     def run_eagerly(self, key, why: str) -> None:
         """From now on ``key`` runs eagerly, for the reason ``why``."""

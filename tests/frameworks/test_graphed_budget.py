@@ -1,0 +1,77 @@
+"""The memory budget's arithmetic on the CPU (frameworks/graphed_keys.py,
+graphed_load_keys.py): which keys ``over_budget="evict"`` drops when keys share pools (only
+those whose going frees what is needed; none when nothing would bring the pools within the
+budget), and what a load checks before it makes a key's pools."""
+
+import types
+
+import pytest
+
+from pycudagraph.frameworks import graphed_keys
+from pycudagraph.frameworks.graphed_keys import GraphedStats, KeyTable
+
+
+class Pool:
+    torch_id = None
+    cupy_pool = None
+
+    def __init__(self, size):
+        self.size = size
+
+
+def entry(key, last_used, *pools):
+    return types.SimpleNamespace(key=key, last_used=last_used, device=0, order=None,
+                                 pools=lambda: pools)
+
+
+@pytest.fixture
+def table(monkeypatch):
+    monkeypatch.setattr(graphed_keys, "pools_bytes", lambda pools: {id(p): p.size for p in pools})
+
+    def make(budget, *entries):
+        t = KeyTable("private", False, budget, "evict")
+        for e in entries:
+            t.graphs[e.key] = e
+        return t
+    return make
+
+
+def test_evicts_the_least_recently_used_until_the_pools_fit(table):
+    t = table(4, entry("a", 1, Pool(2)), entry("b", 2, Pool(2)))
+    stats = GraphedStats()
+    assert t.admit(entry("n", 3, Pool(2)), stats) == ""
+    assert sorted(t.graphs) == ["b", "n"] and stats.evictions == 1
+
+
+def test_a_key_whose_going_frees_nothing_needed_stays(table):
+    # evicting a (1) then b (3) fits; with b gone, a fits again: only b goes
+    t = table(4, entry("a", 1, Pool(1)), entry("b", 2, Pool(3)))
+    stats = GraphedStats()
+    assert t.admit(entry("n", 3, Pool(2)), stats) == ""
+    assert sorted(t.graphs) == ["a", "n"] and stats.evictions == 1
+
+
+def test_keys_sharing_a_pool_go_together_or_not_at_all(table):
+    shared = Pool(2)
+    t = table(4, entry("a", 1, shared), entry("b", 2, shared), entry("c", 3, Pool(1)))
+    stats = GraphedStats()
+    assert t.admit(entry("n", 4, Pool(2)), stats) == ""  # 2 + 1 + 2 > 4: a and b free 2
+    assert sorted(t.graphs) == ["c", "n"] and stats.evictions == 2
+
+
+def test_nothing_is_evicted_when_no_eviction_brings_the_pools_within(table):
+    shared = Pool(5)  # the new key shares it with a: evicting a frees nothing
+    t = table(4, entry("a", 1, shared), entry("b", 2, Pool(1)))
+    stats = GraphedStats()
+    why = t.admit(entry("n", 3, shared), stats)
+    assert why == "its graph alone takes 5 bytes of pools, beyond memory_budget=4"
+    assert sorted(t.graphs) == ["a", "b"] and stats.evictions == 0
+    assert t.eager["n"] == [why, False]
+
+
+def test_eager_budget_says_the_total_it_would_reach(table):
+    t = table(4, entry("a", 1, Pool(3)))
+    t.over_budget = "eager"
+    why = t.admit(entry("n", 2, Pool(2)), GraphedStats())
+    assert why == "its graph would take the pools to 5 bytes, beyond memory_budget=4"
+    assert sorted(t.graphs) == ["a"]
