@@ -63,7 +63,7 @@ import warnings
 from ..errors import ArgumentError, PyCudaGraphError
 from ..runtime.device import device as device_scope
 from ..runtime.stream import PER_THREAD, Event, Stream, stream_handle
-from ..runtime.values import bool_arg, choice_arg, int_arg
+from ..runtime.values import bool_arg, choice_arg, int_arg, str_arg
 from .arrays import flatten, overlaps, substitute
 from .graphed_background import BackgroundCaptures
 from .graphed_capture import Capturer
@@ -120,7 +120,7 @@ class GraphedCallable(NewKeys):
         self.warmup = warmup
         self.stream = Stream.wrap(stream) if stream is not None else None
         self.capture, self.fallback, self.pool = capture, fallback, pool
-        self.memory_budget = memory_budget
+        self.memory_budget, self.over_budget = memory_budget, over_budget
         self._stats = GraphedStats()
         self._lock = threading.RLock()
         self._fast = FastPath(self._lock, self._stats)  # repeats of a known call
@@ -184,14 +184,24 @@ class GraphedCallable(NewKeys):
         from .graphed_save import save_graphed
         return save_graphed(self, path, module=module, bind=bind, progress=progress)
 
-    def adopt(self, entry) -> None:
+    def adopt(self, entry) -> str:
         """Add ``entry``, a :class:`GraphedEntry` made elsewhere (a key loaded by
         :func:`pycudagraph.load_graphed`), as the graph of ``entry.key``, as a capture is
-        added (the memory budget, a shared pool's launch order). No CUDA call."""
+        added (the memory budget, a shared pool's launch order). Returns "" or why the
+        memory budget refused it (the key then runs eagerly). No CUDA call."""
         with self._lock:
             self._keys.eager.pop(entry.key, None)
-            self._keys.admit(entry, self._stats)
+            why = self._keys.admit(entry, self._stats)
             self._fast.forget()
+            return why
+
+    def run_eagerly(self, key, why: str) -> None:
+        """From now on the calls of input key ``key`` (a key of :attr:`graphs` or
+        :attr:`eager_keys`) run ``fn`` eagerly, for the reason ``why``, which the key's next
+        call gives in one warning; its graph, if any, is dropped. No CUDA call."""
+        why = str_arg(why, "run_eagerly: why")
+        with self._lock:
+            self._keys.run_eagerly(key, why)
 
     @property
     def weight_watch(self):

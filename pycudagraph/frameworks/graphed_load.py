@@ -32,23 +32,16 @@ from pathlib import Path
 from .._cuda import ensure_device
 from ..compile.nvrtc_compile import device_arch
 from ..errors import ArgumentError, GraphFileError, PyCudaGraphError
-from ..capture.capture import capture
-from ..files.load import load_with_sites
 from ..runtime.device import Device, device as device_scope, device_count
-from ..runtime.stream import Stream
 from ..runtime.values import Progress, path_arg
-from .arrays import array_info, flatten
 from .graphed import GraphedEntry, graphed
-from .graphed_bind import Span, bindings, describe, versions
+from .graphed_bind import bindings, describe, versions
 from .graphed_index import (check_arch, check_key_files, compare_bindings, read_index,
-                            slot_kind, version_differences)
-from .graphed_make import ByteBase, Maker
+                            version_differences)
 from .graphed_templates import describe_key
+from .graphed_load_keys import KeyLoader, OverBudget, variants
 from .kernel_probe import KernelFinder
-from .ops import framework_streams
-from .pools import CapturePool
 from .weight_watch import watch_for
-from .rebind_plan import RebindPlan
 from . import loaded
 
 __all__ = ["load_graphed", "LoadReport"]
@@ -58,8 +51,10 @@ __all__ = ["load_graphed", "LoadReport"]
 class LoadReport:
     """What :func:`load_graphed` did: ``loaded`` keys (they replay with no capture),
     ``fallback`` (key index -> why that key will be captured on its first call instead),
-    ``probes`` (probe captures made to find library kernels, at most one per distinct set
-    of kernels), ``kernel_sets`` (distinct sets among the keys), ``kernels`` (names found),
+    ``eager`` (key index -> why that key runs eagerly instead: its pools would go beyond
+    the callable's ``memory_budget``; nothing was allocated for it when that was known
+    before), ``probes`` (probe captures made to find library kernels, at most one per
+    distinct set of kernels), ``kernel_sets`` (distinct sets among the keys), ``kernels`` (names found),
     ``module_hits`` (names found in a module a probe had shown, with no probe of their own),
     ``seconds`` per step (``"check"``, ``"kernels"``, ``"graphs"``, and within ``"graphs"``:
     ``"graph files"`` (``pcg.load`` of each key's file), ``"instantiate"``, ``"rebind
@@ -68,180 +63,12 @@ class LoadReport:
     path: str
     loaded: int = 0
     fallback: dict = field(default_factory=dict)
+    eager: dict = field(default_factory=dict)
     probes: int = 0
     kernel_sets: int = 0
     kernels: int = 0
     module_hits: int = 0
     seconds: dict = field(default_factory=dict)
-
-
-class _Loader:
-    """The memory and kernels of one load (see the module docstring)."""
-
-    def __init__(self, f, ix: dict, folder: Path, named: dict, data: dict):
-        self.f, self.ix, self.folder, self.named = f, ix, folder, named
-        self.data = data  # key file name -> its bytes, read and checked against the index
-        self.pools: dict = {}  # pool index -> (CapturePool, ByteBase, segment starts)
-        self.workspaces: dict = {}  # workspace index -> ByteBase
-        self.orders: dict = {}  # pool index -> the Handoff its keys share
-        self._sides: dict = {}
-        self._warm: set = set()  # devices a probe ran the callable eagerly on
-        self.named_spans: dict = {}  # binding name -> the Span every key binds it to
-        self.seconds = {"graph files": 0.0, "instantiate": 0.0, "rebind plans": 0.0}
-
-    def side(self, dev: int) -> Stream:
-        side = self._sides.get(dev)
-        if side is None:
-            side = self._sides[dev] = Stream(non_blocking=True)
-        return side
-
-    def probe(self, i: int):
-        """A capture of the callable on scratch inputs of key ``i`` (``cudaStreamBeginCapture``
-        / ``cudaStreamEndCapture``; thrown away by the caller). The first probe on a device
-        runs the callable eagerly once before (the framework makes its handles and
-        workspaces there, not into the probe's pool); a later one captures at once (its
-        kernels load as the capture launches them), and runs eagerly first only when that
-        capture fails."""
-        rec = self.ix["keys"][i]
-        dev = rec["device"]
-        with device_scope(dev):
-            side = self.side(dev)
-            maker = Maker(dev, str(self.folder))
-            with framework_streams(side.ptr, dev):
-                args, kwargs = maker.call(rec["args"], rec["kwargs"])
-            if dev in self._warm:
-                try:
-                    return self._probe_capture(side, dev, args, kwargs)
-                except Exception:  # noqa: BLE001 - tried again after an eager run, below
-                    pass
-            with framework_streams(side.ptr, dev):
-                self.f.fn(*args, **kwargs)  # eager once: the framework loads its kernels
-            side.synchronize()
-            self._warm.add(dev)
-            return self._probe_capture(side, dev, args, kwargs)
-
-    def _probe_capture(self, side, dev: int, args, kwargs):
-        with framework_streams(side.ptr, dev):
-            with capture(side, mode="thread_local", pool=CapturePool()) as cap:
-                self.f.fn(*args, **kwargs)
-        return cap.graph
-
-    def pool(self, p: int, dev: int):
-        """The pool made for pool ``p`` of the file: one allocation of its size, from a new
-        :class:`CapturePool` (so ``f.memory()`` counts it)."""
-        made = self.pools.get(p)
-        if made is None:
-            info = self.ix["pools"][p]
-            cp = CapturePool()
-            side = self.side(dev)
-            if info["framework"] == "torch":
-                torch = loaded.torch()
-                if torch is not None:
-                    torch.cuda.init()  # its allocator routes to pools once initialized
-            act = cp.activate(dev, side.ptr)
-            try:
-                with framework_streams(side.ptr, dev):
-                    base = Maker(dev, str(self.folder)).bytes(info["framework"],
-                                                              sum(info["segments"]), False)
-            finally:
-                act.close()
-            starts, at = [], 0
-            for n in info["segments"]:
-                starts.append(at)
-                at += n
-            made = self.pools[p] = (cp, base, starts)
-        return made
-
-    def workspace(self, w: int, dev: int, framework: str) -> ByteBase:
-        ws = self.workspaces.get(w)
-        if ws is None:
-            with framework_streams(self.side(dev).ptr, dev):
-                ws = self.workspaces[w] = Maker(dev, str(self.folder)).workspace(
-                    framework, self.ix["workspaces"][w])
-        return ws
-
-    def entry(self, rec: dict, finder: KernelFinder, entry_class):
-        """One key's graph loaded, instantiated and planned: its GraphedEntry."""
-        dev = rec["device"]
-        file = self.folder / rec["file"]
-        where = str(file)
-        maker = Maker(dev, where)
-        side = self.side(dev)
-        with framework_streams(side.ptr, dev):
-            args, kwargs = maker.call(rec["args"], rec["kwargs"])
-        key, infos = flatten(args, kwargs)
-        frameworks = frozenset(info.framework for info in infos)
-        fw = "torch" if "torch" in frameworks else ("cupy" if "cupy" in frameworks else "")
-        bind, named, inputs = {}, self.named_spans, []
-        for name in rec["slots"]:
-            kind = slot_kind(name)
-            if kind[0] == "input":
-                inputs.append(name)
-                if kind[1] >= len(infos):
-                    raise GraphFileError(f"{where}: slot {name!r}: the key has {len(infos)} inputs")
-                info = infos[kind[1]]  # bound, not kept: every call rebinds the key's
-                # inputs before it launches, so the scratch input goes when this load is
-                # done (a capture's input goes as well) instead of living as long as the key
-                bind[name] = Span(info.lo, info.hi - info.lo)
-            elif kind[0] == "pool":
-                cp, base, starts = self.pool(kind[1], dev)
-                size = self.ix["pools"][kind[1]]["segments"][kind[2]]
-                bind[name] = Span(base.ptr + starts[kind[2]], size, (base.array, cp))
-            elif kind[0] == "workspace":
-                ws = self.workspace(kind[1], dev, fw)
-                bind[name] = Span(ws.ptr, ws.nbytes, ws.array)
-            else:  # a weight or buffer: the same span for every key of this load
-                span = named.get(name)
-                if span is None:
-                    obj = self.named[name]
-                    info = array_info(obj)
-                    span = named[name] = Span(info.lo, info.hi - info.lo, obj)
-                bind[name] = span
-        side.synchronize()  # the zeroed workspaces and scratch inputs are ready
-        t0 = time.perf_counter()
-        graph, sites = load_with_sites(file, bind, finder.resolver(_variants(rec)), inputs,
-                                       self.data.pop(rec["file"], None))
-        t1 = time.perf_counter()
-        exe = graph.instantiate()
-        t2 = time.perf_counter()
-        plan = RebindPlan(exe, graph, infos, sites)
-        steps = self.seconds
-        steps["graph files"] += t1 - t0
-        steps["instantiate"] += t2 - t1
-        steps["rebind plans"] += time.perf_counter() - t2
-        outputs = maker.outputs(rec["outputs"], lambda at: self._place(at, dev))
-        pool = self.pools[rec["pool"]][0] if rec["pool"] is not None else None
-        entry = entry_class(key, graph, exe, pool, outputs, plan, frameworks, dev)
-        if rec["outputs_pool"] is not None and hasattr(entry, "outputs_pool"):
-            entry.outputs_pool = self.pool(rec["outputs_pool"], dev)[0]
-        if rec["pool"] is not None and hasattr(entry, "order"):  # keys sharing scratch take turns
-            entry.order = self.orders.setdefault(rec["pool"], entry.order)
-        if getattr(self.f, "check", False) and hasattr(entry, "needs_check"):
-            entry.needs_check = True  # check=: its first replay is compared with eager
-        return entry
-
-    def _place(self, at: dict, dev: int) -> tuple:
-        if "pool" in at:
-            _, base, starts = self.pool(at["pool"], dev)
-            return base, starts[at["segment"]] + at["offset"]
-        obj = self.named[at["binding"]]
-        info = array_info(obj)
-        fw = info.framework
-        return ByteBase(_bytes_of(obj, fw), info.lo, info.hi - info.lo, fw), at["offset"]
-
-
-def _bytes_of(obj, framework: str):
-    """A 1-D uint8 view of an array's bytes from its lowest address (PyTorch: of a
-    contiguous tensor; CuPy: of its memory)."""
-    if framework == "torch":
-        return obj.reshape(-1).view(loaded.torch().uint8)
-    cupy = loaded.cupy()
-    return cupy.ndarray((obj.nbytes,), cupy.uint8, memptr=obj.data)
-
-
-def _variants(rec: dict) -> dict:
-    """``{kernel name: variant}`` of a key record (see :mod:`.kernel_probe`)."""
-    return dict(rec.get("variants", ()))
 
 
 def load_graphed(path, fn_or_module, *, module=None, bind=None, strict: bool = False,
@@ -270,7 +97,9 @@ def load_graphed(path, fn_or_module, *, module=None, bind=None, strict: bool = F
         found and after each key (``print``, a logger's ``info``).
     **options
         Passed to :func:`~pycudagraph.graphed` (``check=True`` compares each key's first
-        call with eager execution).
+        call with eager execution). With ``memory_budget=``, a key whose saved pools would
+        go beyond it is not loaded and nothing is allocated for it: it runs eagerly
+        (``load_report.eager`` says why).
 
     Returns
     -------
@@ -328,10 +157,10 @@ def load_graphed(path, fn_or_module, *, module=None, bind=None, strict: bool = F
     torch = loaded.torch()
     if ix["versions"]["torch"] is not None and torch is not None:
         torch.cuda.init()  # PyTorch takes part in probes and pools once initialized
-    loader = _Loader(f, ix, folder, named, data)
+    loader = KeyLoader(f, ix, folder, named, data)
     t0 = time.perf_counter()
     finder = KernelFinder([set(rec["kernels"]) for rec in keys], loader.probe,
-                          [_variants(rec) for rec in keys])
+                          [variants(rec) for rec in keys])
     report.kernel_sets = len({need for need in finder.needs if need})
     finder.run()
     report.probes, report.kernels = finder.probes, len(finder.table)
@@ -343,7 +172,11 @@ def load_graphed(path, fn_or_module, *, module=None, bind=None, strict: bool = F
     failed = {}
     for i, rec in enumerate(keys):
         t1 = time.perf_counter()
-        entry, why = _load_key(f, loader, finder, rec, i)
+        entry, why, eager = _load_key(f, loader, finder, rec, i)
+        if eager:
+            report.eager[i] = why
+            tell(f"key {i + 1}/{len(keys)} runs eagerly: {describe_key(rec)}: {why}")
+            continue
         if entry is None:
             failed[i] = why
             tell(f"key {i + 1}/{len(keys)} not loaded: {describe_key(rec)}: {why}")
@@ -365,24 +198,32 @@ def load_graphed(path, fn_or_module, *, module=None, bind=None, strict: bool = F
     return f
 
 
-def _load_key(f, loader: _Loader, finder: KernelFinder, rec: dict, i: int) -> tuple:
-    """``(entry, None)``: key ``i`` loaded and added to ``f``; ``(None, why)`` when it
-    cannot be (its kernels not found, its file refused here, a framework's refusal)."""
-    missing = finder.missing(rec["kernels"], _variants(rec))
+def _load_key(f, loader: KeyLoader, finder: KernelFinder, rec: dict, i: int) -> tuple:
+    """``(entry, None, False)``: key ``i`` loaded and added to ``f``; ``(None, why,
+    False)`` when it cannot be (its kernels not found, its file refused here, a
+    framework's refusal); ``(None, why, True)`` when the memory budget leaves no room for
+    it (it runs eagerly, with one warning at its first call, as a capture beyond the
+    budget does)."""
+    missing = finder.missing(rec["kernels"], variants(rec))
     if missing:
         why = (f"{len(missing)} kernel(s) not found in this process: "
                f"{', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}")
         probe = [w for k, w in finder.failures.items() if finder.needs[k] == finder.needs[i]]
-        return None, why + (f" (its probe capture failed: {probe[0]})" if probe else "")
+        return None, why + (f" (its probe capture failed: {probe[0]})" if probe else ""), False
     try:
         with device_scope(rec["device"]):
             entry = loader.entry(rec, finder, GraphedEntry)
-            f.adopt(entry)
+            refused = f.adopt(entry)
+    except OverBudget as exc:
+        f.run_eagerly(exc.key, exc.why)
+        return None, exc.why, True
     except (GraphFileError, ArgumentError, PyCudaGraphError) as exc:
-        return None, str(exc)
+        return None, str(exc), False
     except Exception as exc:  # noqa: BLE001 - a framework's refusal (memory ...): said
-        return None, f"{type(exc).__name__}: {exc}"
-    return entry, None
+        return None, f"{type(exc).__name__}: {exc}", False
+    if refused:  # made, then beyond the budget once counted (f.adopt made it eager)
+        return None, refused, True
+    return entry, None, False
 
 
 def _fall_back(f, report: LoadReport, failed: dict, keys: list) -> None:

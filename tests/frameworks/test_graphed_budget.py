@@ -9,6 +9,7 @@ import pytest
 
 from pycudagraph.frameworks import graphed_keys
 from pycudagraph.frameworks.graphed_keys import GraphedStats, KeyTable
+from pycudagraph.frameworks.graphed_load_keys import KeyLoader
 
 
 class Pool:
@@ -75,3 +76,40 @@ def test_eager_budget_says_the_total_it_would_reach(table):
     why = t.admit(entry("n", 2, Pool(2)), GraphedStats())
     assert why == "its graph would take the pools to 5 bytes, beyond memory_budget=4"
     assert sorted(t.graphs) == ["a"]
+
+
+class Callable:
+    def __init__(self, budget, over="eager", held=0):
+        self.memory_budget, self.over_budget, self.held = budget, over, held
+
+    def memory(self):
+        return {"total": self.held}
+
+
+IX = {"pools": [{"segments": [2 << 20, 2 << 20]}, {"segments": [1 << 20]}]}
+
+
+def loader(f):
+    return KeyLoader(f, IX, None, {}, {})
+
+
+def test_a_load_checks_the_pools_a_key_would_make_before_making_them():
+    rec = {"pool": 0, "outputs_pool": 1}
+    assert loader(Callable(None)).over_budget(rec) == ""  # no budget
+    assert loader(Callable(5 << 20)).over_budget(rec) == ""  # 5 MiB: fits
+    why = loader(Callable(4 << 20)).over_budget(rec)
+    assert why == f"its graph alone takes {5 << 20} bytes of pools, beyond memory_budget={4 << 20}"
+    why = loader(Callable(6 << 20, held=2 << 20)).over_budget(rec)
+    assert why == (f"its graph would take the pools to {7 << 20} bytes, beyond "
+                   f"memory_budget={6 << 20}")
+    # evicting may make room: the budget's evictions decide once the key is made
+    assert loader(Callable(6 << 20, "evict", held=2 << 20)).over_budget(rec) == ""
+
+
+def test_pools_an_earlier_key_made_cost_a_key_nothing_more():
+    ld = loader(Callable(1 << 20, held=5 << 20))
+    ld.pools = {0: None, 1: None}  # both made for an earlier key of the load
+    assert ld.over_budget({"pool": 0, "outputs_pool": 1}) == ""
+    assert ld.over_budget({"pool": None, "outputs_pool": None}) == ""
+    ld.pools = {0: None}
+    assert "beyond memory_budget" in ld.over_budget({"pool": 0, "outputs_pool": 1})
