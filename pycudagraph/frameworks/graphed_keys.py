@@ -312,8 +312,10 @@ class KeyTable:
         return victims
 
     def run_eagerly(self, key, why: str) -> None:
-        """From now on ``key`` runs eagerly, for the reason ``why``."""
+        """From now on ``key`` runs eagerly, for the reason ``why``: its graph is dropped and
+        a background capture of it in flight is thrown away when it ends."""
         self.graphs.pop(key, None)
+        self.pending.pop(key, None)
         self.eager[key] = [why, False]
         self._changed()
 

@@ -306,6 +306,26 @@ def test_clear_during_a_background_capture_throws_it_away(monkeypatch, torch):
     assert len(rig.f.graphs) == 1 and rig.captured == [8, 8]
 
 
+def test_run_eagerly_wins_over_a_background_capture_in_flight(monkeypatch, torch):
+    rig = Rig(monkeypatch, torch, capture="background")
+    rig.gate = threading.Event()
+    rig.call(8)
+    assert rig.entered.wait(10)
+    (key,) = rig.f.pending
+    rig.f.run_eagerly(key, "this key stays eager")
+    assert not rig.f.pending and rig.f.eager_keys == {key: "this key stays eager"}
+    rig.gate.set()
+    assert rig.f.wait_captures(10)
+    assert rig.captured == [8] and not rig.f.graphs  # captured, then thrown away
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        assert rig.call(8)[0] == "eager" and rig.call(8)[0] == "eager"
+    assert [str(m.message) for m in w if "stays eager" in str(m.message)], [str(m.message) for m in w]
+    assert rig.f.wait_captures(10) and rig.captured == [8] and not rig.f.pending
+    with pytest.raises(ArgumentError, match="run_eagerly: why must be a str"):
+        rig.f.run_eagerly(key, None)
+
+
 def test_shared_launches_from_another_stream_wait_for_the_last(monkeypatch, torch):
     rig = Rig(monkeypatch, torch)
     local = threading.local()
