@@ -54,8 +54,8 @@ class LoadReport:
     ``eager`` (key index -> why that key runs eagerly instead: its pools would go beyond
     the callable's ``memory_budget``; nothing was allocated for it when that was known
     before), ``probes`` (probe captures made to find library kernels, at most one per
-    distinct set of kernels), ``kernel_sets`` (distinct sets among the keys), ``kernels`` (names found),
-    ``module_hits`` (names found in a module a probe had shown, with no probe of their own),
+    distinct set of kernels), ``kernel_sets`` (distinct sets among the keys), ``kernels``
+    (names found), ``module_hits`` (names found in a module a probe had shown, with no probe of their own),
     ``seconds`` per step (``"check"``, ``"kernels"``, ``"graphs"``, and within ``"graphs"``:
     ``"graph files"`` (``pcg.load`` of each key's file), ``"instantiate"``, ``"rebind
     plans"``)."""

@@ -31,6 +31,7 @@ assert len(said) == len(BUCKETS), said  # one per key, at its first call
 
 full = pcg.load_graphed(FOLDER, model)
 need = full.memory()["total"]
+print("the whole load holds", need, "bytes of pools; saved", sum(sizes))
 assert full.load_report.loaded == len(BUCKETS) and need >= sum(sizes), (need, sizes)
 del full
 
