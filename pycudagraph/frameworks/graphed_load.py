@@ -55,10 +55,10 @@ class LoadReport:
     the callable's ``memory_budget``; nothing was allocated for it when that was known
     before), ``probes`` (probe captures made to find library kernels, at most one per
     distinct set of kernels), ``kernel_sets`` (distinct sets among the keys), ``kernels``
-    (names found), ``module_hits`` (names found in a module a probe had shown, with no probe of their own),
-    ``seconds`` per step (``"check"``, ``"kernels"``, ``"graphs"``, and within ``"graphs"``:
-    ``"graph files"`` (``pcg.load`` of each key's file), ``"instantiate"``, ``"rebind
-    plans"``)."""
+    (names found), ``module_hits`` (names found in a module a probe had shown, with no
+    probe of their own), ``seconds`` per step (``"check"``, ``"kernels"``, ``"graphs"``,
+    and within ``"graphs"``: ``"graph files"`` (``pcg.load`` of each key's file),
+    ``"instantiate"``, ``"rebind plans"``)."""
 
     path: str
     loaded: int = 0
@@ -215,13 +215,14 @@ def _load_key(f, loader: KeyLoader, finder: KernelFinder, rec: dict, i: int) -> 
             entry = loader.entry(rec, finder, GraphedEntry)
             refused = f.adopt(entry)
     except OverBudget as exc:
-        f.run_eagerly(exc.key, exc.why)
+        f.run_eagerly(exc.key, f"load_graphed({loader.folder}): {describe_key(rec)}: {exc.why}")
         return None, exc.why, True
     except (GraphFileError, ArgumentError, PyCudaGraphError) as exc:
         return None, str(exc), False
     except Exception as exc:  # noqa: BLE001 - a framework's refusal (memory ...): said
         return None, f"{type(exc).__name__}: {exc}", False
     if refused:  # made, then beyond the budget once counted (f.adopt made it eager)
+        f.run_eagerly(entry.key, f"load_graphed({loader.folder}): {describe_key(rec)}: {refused}")
         return None, refused, True
     return entry, None, False
 

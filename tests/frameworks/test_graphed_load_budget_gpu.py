@@ -28,6 +28,9 @@ with warnings.catch_warnings(record=True) as w:
     assert f.stats.captures == 0 and f.stats.replays == 0, f.stats
 said = [str(m.message) for m in w if "memory_budget=" in str(m.message)]
 assert len(said) == len(BUCKETS), said  # one per key, at its first call
+assert all(s.startswith("load_graphed(") and "pcgraph" in s
+           and s.endswith("runs eagerly from now on") for s in said), said[:2]
+print(said[0])
 
 full = pcg.load_graphed(FOLDER, model)
 need = full.memory()["total"]
@@ -39,7 +42,8 @@ with warnings.catch_warnings(record=True) as w:
     warnings.simplefilter("always")
     one = pcg.load_graphed(FOLDER, model, memory_budget=need - 1)  # all but the last pool
     r = one.load_report
-    alone = [i for i, k in enumerate(ix["keys"]) if k["pool"] == first and k["outputs_pool"] is None]
+    alone = [i for i, k in enumerate(ix["keys"])
+             if k["pool"] == first and k["outputs_pool"] is None]
     print("loaded", r.loaded, "eager", len(r.eager), "keys of the first pool alone", alone)
     assert alone and r.loaded == len(alone) and len(r.eager) == len(BUCKETS) - len(alone), r
     assert 0 < one.memory()["total"] < need, one.memory()
