@@ -197,10 +197,10 @@ class Kernel(fast.KernelBase, KernelChecks, KernelParamBlock):
         return func
 
     @property
-    def _func_int(self) -> int:
-        """The ``CUfunction`` looked up last (for a pair with its device read ``_func``).
-        No CUDA call."""
-        return self._func[0]
+    def last_function(self) -> tuple[int, int]:
+        """``(CUfunction, device ordinal)`` of the function looked up last, read as one
+        pair (``(0, -1)`` before the first lookup). No CUDA call."""
+        return self._func
 
     def _device_of(self, func: int) -> int:
         """The device whose ``CUfunction`` ``func`` is (-1 if not this kernel's). No CUDA call."""

@@ -29,9 +29,9 @@ class KernelChecks:
                 return args  # the packing names what is wrong with it
             args = tuple(args)
         for i, a in enumerate(args):
-            if type(a) is DeviceBuffer and a._dev != dev:
+            if type(a) is DeviceBuffer and a.ordinal != dev:
                 name = self.params[i].name if i < len(self.params) else "?"
-                check_access(f"{self.name}() ({what})", dev, a._dev,
+                check_access(f"{self.name}() ({what})", dev, a.ordinal,
                              f"argument {i} '{name}' (a DeviceBuffer)")
         return args
 
@@ -46,9 +46,9 @@ class KernelChecks:
             return self._check_args(args, dev, what)
         layout = pack.layout
         for key, a in args.items():
-            if type(a) is DeviceBuffer and a._dev != dev:
+            if type(a) is DeviceBuffer and a.ordinal != dev:
                 i = layout.slot_index(key)
-                check_access(f"{self.name}() ({what})", dev, a._dev,
+                check_access(f"{self.name}() ({what})", dev, a.ordinal,
                              f"argument {i} '{layout.params[i].name}' (a DeviceBuffer)")
         return args
 

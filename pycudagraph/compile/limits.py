@@ -98,13 +98,13 @@ def device_limits(device: int) -> DeviceLimits:
 
 def kernel_limits(kernel, func: int = 0, dev: int = -1) -> KernelLimits:
     """The limits of a loaded kernel's ``CUfunction`` ``func`` on device ``dev`` (default:
-    the function looked up last, ``kernel._func``), cached until the kernel is collected.
+    the function looked up last, ``kernel.last_function``), cached until the kernel is collected.
 
     Calls ``cuFuncGetAttribute`` for the kernel's maximum threads per block, its static
     shared memory and its current dynamic shared memory ceiling.
     """
     if not func:
-        func, dev = kernel._func  # one tuple: the function and its device together
+        func, dev = kernel.last_function  # one tuple: the function and its device together
     lim = KERNEL_LIMITS.get(func)
     if lim is None:
         f = dr.CUfunction(func)

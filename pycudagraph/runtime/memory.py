@@ -134,6 +134,11 @@ class DeviceBuffer(_lifetime.Releasable):
         """The device the memory was allocated on. No CUDA call."""
         return known_device(self._dev)
 
+    @property
+    def ordinal(self) -> int:
+        """The ordinal of :attr:`device` (an int). No CUDA call."""
+        return self._dev
+
     def _on_own_device(self):
         """Its device current for a synchronous call (a no-op on one GPU): the legacy
         stream synchronized after ``cudaMemcpy`` / ``cudaMemset`` is the current device's."""

@@ -12,8 +12,8 @@ from pycudagraph.compile import limits as validate
 
 def test_limits_are_the_functions_device(monkeypatch):
     k = fake_kernel()
-    del validate.KERNEL_LIMITS[k._func_int]
-    k._func = (k._func_int, 1)  # the kernel's function on device 1, while device 0 is current
+    del validate.KERNEL_LIMITS[k.last_function[0]]
+    k._func = (k.last_function[0], 1)  # the kernel's function on device 1, while device 0 is current
     other = dict(H100, threads=512)
     monkeypatch.setitem(validate.DEVICE_LIMITS, 0, validate.DeviceLimits(0, **H100))
     monkeypatch.setitem(validate.DEVICE_LIMITS, 1, validate.DeviceLimits(1, **other))
@@ -29,7 +29,7 @@ def test_limits_are_the_functions_device(monkeypatch):
 
 def test_limits_are_forgotten_with_the_kernel():
     k = fake_kernel()
-    func = k._func_int
+    func = k.last_function[0]
     assert func in validate.KERNEL_LIMITS
     del k
     gc.collect()

@@ -20,7 +20,7 @@ def setup(monkeypatch):
     """A kernel loaded on devices 0 and 1, a node of device 1 in a graph and its exec, and
     device 0's function looked up last (another thread's launch there)."""
     k = fake_kernel("float* y, float a, int n")
-    f0, f1 = k._func_int, next(_ids)
+    f0, f1 = k.last_function[0], next(_ids)
     k._funcs[1] = f1
     validate.KERNEL_LIMITS[f1] = validate.KernelLimits(
         "k", f1, validate.DeviceLimits(1, **H100), 1024, 49152, 0)

@@ -40,7 +40,7 @@ def test_fits_is_false_for_limits_never_loaded():
     from pycudagraph.compile import limits as validate
     k = fake_kernel()
     assert k._fits(1, 32, 0) and not k._fits(1, 2048, 0) and not k._fits((1,), 32, 0)
-    del validate.KERNEL_LIMITS[k._func_int]
+    del validate.KERNEL_LIMITS[k.last_function[0]]
     assert not k._fits(1, 32, 0)  # unknown limits: the checked path loads them
 
 

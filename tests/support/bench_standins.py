@@ -84,7 +84,7 @@ class StubPcgPeer(PcgPeer):
 
 class StubDriverPeer(DriverPeer):
     def function(self, kernel) -> int:
-        return kernel._func_int  # a fake kernel's function: no cudaGetDevice
+        return kernel.last_function[0]  # a fake kernel's function: no cudaGetDevice
 
 
 class FixedPeer(Peer):

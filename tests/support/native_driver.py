@@ -110,7 +110,7 @@ PRELUDE = textwrap.dedent('''
         return s
 
     k = fake_kernel("float* y, float a, int n")
-    FUNC = k._func_int
+    FUNC = k.last_function[0]
     stub.expect(k.params)
     thread_state.visited = {0}
     fast._ensure()  # this thread's context is current: the compiled route may run here
