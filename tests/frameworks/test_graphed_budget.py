@@ -1,8 +1,10 @@
 """The memory budget's arithmetic on the CPU (frameworks/graphed_keys.py,
 graphed_load_keys.py): which keys ``over_budget="evict"`` drops when keys share pools (only
 those whose going frees what is needed; none when nothing would bring the pools within the
-budget), and what a load checks before it makes a key's pools."""
+budget), what a load checks before it makes a key's pools, and what it does with a key the
+budget leaves out."""
 
+import contextlib
 import types
 
 import pytest
@@ -113,3 +115,57 @@ def test_pools_an_earlier_key_made_cost_a_key_nothing_more():
     assert ld.over_budget({"pool": None, "outputs_pool": None}) == ""
     ld.pools = {0: None}
     assert "beyond memory_budget" in ld.over_budget({"pool": 0, "outputs_pool": 1})
+
+
+class Finder:
+    def missing(self, need, variants=None):
+        return []
+
+
+class Adopter:
+    """A graphed callable's adopt/run_eagerly, recorded; ``refuse``: adopt's answer."""
+
+    def __init__(self, refuse=""):
+        self.refuse, self.eager, self.adopted = refuse, {}, []
+
+    def adopt(self, entry):
+        self.adopted.append(entry)
+        return self.refuse
+
+    def run_eagerly(self, key, why):
+        self.eager[key] = why
+
+
+class Loader:
+    def __init__(self, outcome):
+        self.outcome, self.folder = outcome, "/srv/gpt2.graphs"
+
+    def entry(self, rec, finder, entry_class):
+        if isinstance(self.outcome, Exception):
+            raise self.outcome
+        return self.outcome
+
+
+REC = {"device": 0, "file": "key-003.pcgraph", "kernels": []}
+
+
+def test_a_key_the_budget_leaves_out_runs_eagerly_naming_the_load_and_the_key(monkeypatch):
+    from pycudagraph.frameworks import graphed_load
+    from pycudagraph.frameworks.graphed_load_keys import OverBudget
+    monkeypatch.setattr(graphed_load, "device_scope", lambda dev: contextlib.nullcontext())
+    monkeypatch.setattr(graphed_load, "describe_key", lambda rec: "key-003.pcgraph ((4, 8) int64)")
+    f = Adopter()
+    why = "its graph would take the pools to 9 bytes, beyond memory_budget=8"
+    got = graphed_load._load_key(f, Loader(OverBudget("k", why)), Finder(), REC, 3)
+    assert got == (None, why, True) and not f.adopted  # nothing made, nothing adopted
+    said = f"load_graphed(/srv/gpt2.graphs): key-003.pcgraph ((4, 8) int64): {why}"
+    assert f.eager == {"k": said}
+    # made, then refused once its real size was counted
+    entry = types.SimpleNamespace(key="k2")
+    f = Adopter(refuse=why)
+    assert graphed_load._load_key(f, Loader(entry), Finder(), REC, 3) == (None, why, True)
+    assert f.adopted == [entry] and f.eager["k2"].endswith(why)
+    # admitted: loaded
+    f = Adopter()
+    assert graphed_load._load_key(f, Loader(entry), Finder(), REC, 3) == (entry, None, False)
+    assert not f.eager
