@@ -326,6 +326,40 @@ def test_run_eagerly_wins_over_a_background_capture_in_flight(monkeypatch, torch
         rig.f.run_eagerly(key, None)
 
 
+def test_save_names_the_keys_a_background_capture_still_holds(monkeypatch, torch, tmp_path):
+    from pycudagraph.frameworks import graphed_save
+    rig = Rig(monkeypatch, torch, capture="background")
+    rig.gate = threading.Event()
+    rig.call(8)
+    assert rig.entered.wait(10)
+    with pytest.raises(ArgumentError, match=r"no captured key yet.*; 1 key\(s\) are being "
+                       r"captured in the background now: call f.wait_captures\(\) before"):
+        rig.f.save(tmp_path / "g")
+    rig.gate.set()
+    assert rig.f.wait_captures(10) and len(rig.f.graphs) == 1
+    rig.gate, rig.entered = threading.Event(), threading.Event()
+    rig.call(16)
+    assert rig.entered.wait(10) and len(rig.f.pending) == 1
+
+    class Stop(Exception):
+        pass
+
+    def saver(*args):
+        raise Stop  # (the save itself needs a GPU: stopped where it would begin)
+    monkeypatch.setattr(graphed_save, "_Saver", saver)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        with pytest.raises(Stop):
+            rig.f.save(tmp_path / "g")
+    said = [str(m.message) for m in w]
+    assert said == [f"save({tmp_path / 'g'}): 1 key(s) are being captured in the background "
+                    "now: call f.wait_captures() before f.save() to save them too; they are "
+                    "not in this save"], said
+    assert not (tmp_path / "g").exists()
+    rig.gate.set()
+    assert rig.f.wait_captures(10)
+
+
 def test_shared_launches_from_another_stream_wait_for_the_last(monkeypatch, torch):
     rig = Rig(monkeypatch, torch)
     local = threading.local()
