@@ -6,7 +6,6 @@ The modes are in :data:`MODES` (plain text: it is also the ``--help`` epilog).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -140,15 +139,12 @@ def _write_file_model(gf, path: Path, out: Path, why: str = "") -> int:
     return 0
 
 
-def library_kernels(file) -> int:
-    """How many kernels a graph file saved by name (a library's: PyTorch's, cuBLAS's): a
-    process that has not loaded that library cannot find them, so ``show`` cannot load the
-    file to draw or profile it. ``file``: its path, or the file as
-    :func:`~pycudagraph.files.archive.read_file` gave it. Raises
-    :class:`~pycudagraph.GraphFileError` for a file a load refuses. No CUDA call."""
-    from ..files.archive import read_file
+def library_kernels(gf) -> int:
+    """How many kernels the graph file ``gf`` (as
+    :func:`~pycudagraph.files.archive.read_file` gave it) saved by name (a library's:
+    PyTorch's, cuBLAS's): a process that has not loaded that library cannot find them, so
+    ``show`` cannot load the file to draw or profile it. No CUDA call."""
     from ..files.bulk_format import named_kernels
-    gf = read_file(file) if isinstance(file, (str, os.PathLike)) else file
     return int(named_kernels(gf.manifest["kernels"]).sum())
 
 

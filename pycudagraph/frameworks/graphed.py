@@ -191,9 +191,7 @@ class GraphedCallable(NewKeys):
         memory budget refused it (the key then runs eagerly). No CUDA call."""
         with self._lock:
             self._keys.eager.pop(entry.key, None)
-            why = self._keys.admit(entry, self._stats)
-            self._fast.forget()
-            return why
+            return self._keys.admit(entry, self._stats)  # (its change hook: the fast path forgets)
 
     def run_eagerly(self, key, why: str) -> None:
         """From now on the calls of input key ``key`` (a key of :attr:`graphs` or

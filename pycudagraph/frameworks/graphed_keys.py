@@ -274,13 +274,15 @@ class KeyTable:
             return ""
         sizes = pools_bytes(self.held_pools())  # one snapshot for every count below
         total = held_bytes(self.graphs.values(), sizes)
-        if total > self.budget and self.over_budget == "evict":
-            for victim in self._victims(entry, sizes):
-                del self.graphs[victim.key]
-                stats.evictions += 1
+        victims = (self._victims(entry, sizes)
+                   if total > self.budget and self.over_budget == "evict" else ())
+        for victim in victims:
+            del self.graphs[victim.key]
+            stats.evictions += 1
+        if victims:
             total = held_bytes(self.graphs.values(), sizes)
-        if total <= self.budget:
             self._changed()
+        if total <= self.budget:
             return ""
         del self.graphs[entry.key]
         own = held_bytes((entry,), sizes)

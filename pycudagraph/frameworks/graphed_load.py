@@ -213,18 +213,17 @@ def _load_key(f, loader: KeyLoader, finder: KernelFinder, rec: dict, i: int) -> 
     try:
         with device_scope(rec["device"]):
             entry = loader.entry(rec, finder, GraphedEntry)
-            refused = f.adopt(entry)
-    except OverBudget as exc:
-        f.run_eagerly(exc.key, f"load_graphed({loader.folder}): {describe_key(rec)}: {exc.why}")
-        return None, exc.why, True
+            key, refused = entry.key, f.adopt(entry)  # refused: made, then counted beyond
+    except OverBudget as exc:  # known beyond the budget before its pools were made
+        entry, key, refused = None, exc.key, exc.why
     except (GraphFileError, ArgumentError, PyCudaGraphError) as exc:
         return None, str(exc), False
     except Exception as exc:  # noqa: BLE001 - a framework's refusal (memory ...): said
         return None, f"{type(exc).__name__}: {exc}", False
-    if refused:  # made, then beyond the budget once counted (f.adopt made it eager)
-        f.run_eagerly(entry.key, f"load_graphed({loader.folder}): {describe_key(rec)}: {refused}")
-        return None, refused, True
-    return entry, None, False
+    if not refused:
+        return entry, None, False
+    f.run_eagerly(key, f"load_graphed({loader.folder}): {describe_key(rec)}: {refused}")
+    return None, refused, True
 
 
 def _fall_back(f, report: LoadReport, failed: dict, keys: list) -> None:

@@ -186,7 +186,7 @@ class KeyLoader:
     def over_budget(self, rec: dict) -> str:
         """Why the pools key ``rec`` would make (those not made yet for an earlier key) do
         not fit the callable's ``memory_budget``, or ""."""
-        budget = getattr(self.f, "memory_budget", None)
+        budget = self.f.memory_budget
         if budget is None:
             return ""
         new = sum(sum(self.ix["pools"][p]["segments"]) for p in {rec["pool"], rec["outputs_pool"]}
@@ -195,7 +195,7 @@ class KeyLoader:
             return ""
         if new > budget:
             return f"its graph alone takes {new} bytes of pools, beyond memory_budget={budget}"
-        if getattr(self.f, "over_budget", "eager") == "evict":
+        if self.f.over_budget == "evict":
             return ""  # the budget's evictions decide, once it is made (f.adopt)
         total = self.f.memory()["total"] + new
         if total > budget:

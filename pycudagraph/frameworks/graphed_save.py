@@ -353,15 +353,16 @@ def save_graphed(f, path, module=None, bind=None, progress=None) -> SaveReport:
         raise ArgumentError(f"save: {path} exists and is not a saved graphed callable; "
                             "choose another path")
     entries = [(k, e) for k, e in f.graphs.items() if not e.refused]
-    pending = len(getattr(f, "pending", ()))
-    later = (f"; {pending} key(s) are being captured in the background now: call "
-             "f.wait_captures() before f.save()") if pending else ""
+    pending = len(f.pending)
+    busy = (f"{pending} key(s) are being captured in the background now: call "
+            "f.wait_captures() before f.save()")
     if not entries:
         raise ArgumentError("save: the graphed callable has no captured key yet: call it "
-                            "with each input layout to serve first" + later)
+                            "with each input layout to serve first"
+                            + (f"; {busy}" if pending else ""))
     if pending:
-        warnings.warn(f"save({path}): {later[2:]} to save them too; they are not in this "
-                      "save", RuntimeWarning, stacklevel=3)
+        warnings.warn(f"save({path}): {busy} to save them too; they are not in this save",
+                      RuntimeWarning, stacklevel=3)
     saver = _Saver(f, module, bind)
     saver.add_pools([e for _, e in entries])
     tmp = path.parent / f".{path.name}.saving-{os.getpid()}"

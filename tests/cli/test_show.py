@@ -14,6 +14,7 @@ import pytest
 from pycudagraph import _cuda
 from pycudagraph.cli import main as cli
 from pycudagraph.cli import show
+from pycudagraph.files.archive import read_file
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -127,7 +128,7 @@ def test_a_file_of_library_kernels_is_drawn_from_the_file(tmp_path, capsys):
     m, sections, version = packed(named_manifest(6))
     path = tmp_path / "key-000.pcgraph"
     path.write_bytes(archive.encode(m, sections, version=version))
-    assert show.library_kernels(path) == 1
+    assert show.library_kernels(read_file(path)) == 1
     assert show.main([str(path), "--out", str(tmp_path / "k.html")]) == 0
     said = capsys.readouterr().out
     assert "drawn from the file without a GPU: its 1 kernel(s) saved by name" in said
