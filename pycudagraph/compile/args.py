@@ -258,7 +258,9 @@ class ArgPack(fast.ArgPackBase):
         self.write(i, value)
         self.refs[i] = value
 
-    def _dims_with(self, grid, block, shared_mem) -> list:
+    def dims_with(self, grid, block, shared_mem) -> list:
+        """The header's ``[gx, gy, gz, bx, by, bz, shared_mem]`` with the fields given (not
+        ``None``) replaced, each checked; nothing is written. No CUDA call."""
         cur = list(_DIMS.unpack_from(self.buf, _DIMS_OFFSET))
         if grid is not None:
             cur[0:3] = dims3(grid, f"{self.layout.kernel_name}: grid")
@@ -270,7 +272,7 @@ class ArgPack(fast.ArgPackBase):
 
     def set_dims(self, grid=None, block=None, shared_mem=None) -> None:
         """Rewrite grid, block and/or dynamic shared memory in the header."""
-        _DIMS.pack_into(self.buf, _DIMS_OFFSET, *self._dims_with(grid, block, shared_mem))
+        _DIMS.pack_into(self.buf, _DIMS_OFFSET, *self.dims_with(grid, block, shared_mem))
 
     def apply(self, args=None, grid=None, block=None, shared_mem=None) -> list:
         """Change some fields in place; everything is checked before anything is written.
@@ -281,7 +283,7 @@ class ArgPack(fast.ArgPackBase):
         layout = self.layout
         dims = None
         if grid is not None or block is not None or shared_mem is not None:
-            dims = self._dims_with(grid, block, shared_mem)
+            dims = self.dims_with(grid, block, shared_mem)
         old = list(self.refs)
         if isinstance(args, dict):
             items = [(layout.slot_index(k), v) for k, v in args.items()]

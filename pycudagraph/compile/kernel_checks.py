@@ -35,10 +35,33 @@ class KernelChecks:
                              f"argument {i} '{name}' (a DeviceBuffer)")
         return args
 
-    def _check_pack_args(self, pack, args, what: str):
-        """Every DeviceBuffer of ``args`` (a sequence, or a dict ``{index or name: value}``)
-        usable from the device of the function ``pack`` names (a node's device); returns
-        ``args``. Called while several devices are in use (``seen.multi``). No CUDA call."""
+    def check_node_args(self, pack, args, what: str):
+        """Check a node's new arguments against the node's device before they are written.
+
+        Every :class:`~pycudagraph.DeviceBuffer` of ``args`` must be usable from the device
+        of the function ``pack`` names (the node's device, or a peer with access). Kernel
+        nodes call it while several devices are in use. No CUDA call.
+
+        Parameters
+        ----------
+        pack : ArgPack
+            The node's arguments as packed now (its header names the node's function).
+        args : sequence or dict
+            The new arguments: all of them, or ``{index or name: value}``.
+        what : str
+            The call that asks, for the error (``"set_params"``).
+
+        Returns
+        -------
+        sequence or dict
+            ``args`` (an iterator read into a tuple, to be packed next).
+
+        Raises
+        ------
+        ArgumentError
+            A DeviceBuffer of another device that the node's device cannot reach, naming
+            the argument and both devices.
+        """
         dev = self._device_of(pack.func)
         if dev < 0:  # not one of this kernel's functions: nothing to judge it by
             return args
@@ -74,10 +97,25 @@ class KernelChecks:
         self._refresh_hot()  # limits loaded, or the shared memory ceiling raised, just now
         return config
 
-    def _pack_config(self, pack, grid, block, shared_mem) -> tuple:
+    def check_node_config(self, pack, grid, block, shared_mem) -> tuple:
         """:meth:`check_config` for the function ``pack``'s header names, on that function's
         device (a node's own, whichever device this kernel was looked up on last).
-        ``cuFuncGetAttribute`` / ``cuFuncSetAttribute`` as :meth:`check_config`."""
+
+        Reads ``cuFuncGetAttribute`` once per function; may call ``cuFuncSetAttribute`` as
+        :meth:`check_config` does.
+
+        Parameters
+        ----------
+        pack : ArgPack
+            The node's arguments (its header names the node's function).
+        grid, block : int or tuple of up to 3 ints
+        shared_mem : int
+
+        Returns
+        -------
+        tuple
+            ``(grid, block, shared_mem)``, grid and block as 3-tuples.
+        """
         func = pack.func
         return self._config(grid, block, shared_mem, func, self._device_of(func), strict=True)
 

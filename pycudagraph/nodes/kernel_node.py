@@ -215,10 +215,10 @@ class KernelNode(KernelSites, Node, KernelFile):
         """
         self.check_live()
         if seen.multi and args is not None:  # DeviceBuffers of the node's device (or peers)
-            args = self._pack.kernel._check_pack_args(self._pack, args, "set_params")
+            args = self._pack.kernel.check_node_args(self._pack, args, "set_params")
         pack = self._pack.updated(args, grid, block, shared_mem)
         if grid is not None or block is not None or shared_mem is not None:
-            pack.kernel._pack_config(pack, *pack.dims)  # the node's function, its device
+            pack.kernel.check_node_config(pack, *pack.dims)  # the node's function, its device
         fast.kernel_node_set_params(self, pack)
         self._pack = pack
         self._table.register(self, pack, *self._table.kept(self)[1:])
@@ -310,10 +310,10 @@ class KernelNode(KernelSites, Node, KernelFile):
                 (type(args) is tuple or type(args) is list)):
             return exec_set_args(rec, args)  # every argument, packed by the compiled route
         if seen.multi and args is not None:  # DeviceBuffers of the node's device (or peers)
-            args = pack.kernel._check_pack_args(pack, args, "GraphExec.set_params")
+            args = pack.kernel.check_node_args(pack, args, "GraphExec.set_params")
         if grid is not None or block is not None or shared_mem is not None:
-            d = pack._dims_with(grid, block, shared_mem)
-            pack.kernel._pack_config(pack, tuple(d[0:3]), tuple(d[3:6]), d[6])
+            d = pack.dims_with(grid, block, shared_mem)
+            pack.kernel.check_node_config(pack, tuple(d[0:3]), tuple(d[3:6]), d[6])
         state = pack.state()
         try:  # a failed update changes nothing: the exec keeps its old arguments
             old_refs = pack.apply(args, grid, block, shared_mem)
@@ -385,7 +385,7 @@ def exec_set_arg(rec: ExecNode, index_or_name, value) -> None:
         return
     if seen.multi:  # the value's device against the node's
         i = pack.layout.slot_index(index_or_name)
-        pack.kernel._check_pack_args(pack, {i: value}, "set_arg")
+        pack.kernel.check_node_args(pack, {i: value}, "set_arg")
     old = _set_arg(rec.exec_h, rec.node_h, pack.layout.hot, pack.address, pack.refs,
                    index_or_name, value, pack, rec.exec_raw, rec.node)
     if old is not None:  # a queued launch may still read it

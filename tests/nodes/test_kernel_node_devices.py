@@ -99,7 +99,7 @@ def test_updates_refuse_another_devices_buffer(setup, monkeypatch, update):
 def test_one_device_makes_no_device_check(setup, monkeypatch):
     k, f1, node, exe, sent, raised = setup
     monkeypatch.setattr(cdev.seen, "multi", False)
-    monkeypatch.setattr(k, "_check_pack_args", None)  # would raise TypeError if called
+    monkeypatch.setattr(k, "check_node_args", None)  # would raise TypeError if called
     exe.set_arg(node, 0, buffer(0))
     node.set_params(args={0: buffer(0)})
     assert len(sent) == 2
