@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from .._cuda.context import ensure_device, thread_state
 from ..runtime.device import check_access
+from ..errors import ArgumentError
 from ..runtime.memory import DeviceBuffer
+from ..runtime.values import short_repr
+from .args import ArgPack
 from .limits import KERNEL_LIMITS, kernel_limits, launch_config
 
 __all__ = ["KernelChecks"]
@@ -60,8 +63,9 @@ class KernelChecks:
         ------
         ArgumentError
             A DeviceBuffer of another device that the node's device cannot reach, naming
-            the argument and both devices.
+            the argument and both devices; ``pack`` not an :class:`ArgPack` of this kernel.
         """
+        self._own_pack(pack, "check_node_args")
         dev = self._device_of(pack.func)
         if dev < 0:  # not one of this kernel's functions: nothing to judge it by
             return args
@@ -74,6 +78,12 @@ class KernelChecks:
                 check_access(f"{self.name}() ({what})", dev, a.ordinal,
                              f"argument {i} '{layout.params[i].name}' (a DeviceBuffer)")
         return args
+
+    def _own_pack(self, pack, what: str) -> None:
+        """Raise :class:`ArgumentError` unless ``pack`` is an :class:`ArgPack` of this kernel."""
+        if type(pack) is not ArgPack or pack.kernel is not self:
+            raise ArgumentError(f"{self.name}.{what}: pack must be an ArgPack of this kernel "
+                                f"(a node's arguments), got {short_repr(pack)}")
 
     def _config(self, grid, block, shared_mem, func: int = 0, dev: int = -1,
                 strict: bool = False) -> tuple:
@@ -115,7 +125,14 @@ class KernelChecks:
         -------
         tuple
             ``(grid, block, shared_mem)``, grid and block as 3-tuples.
+
+        Raises
+        ------
+        ArgumentError
+            A configuration beyond a limit (as :meth:`check_config`); ``pack`` not an
+            :class:`ArgPack` of this kernel.
         """
+        self._own_pack(pack, "check_node_config")
         func = pack.func
         return self._config(grid, block, shared_mem, func, self._device_of(func), strict=True)
 
