@@ -71,11 +71,15 @@ def _holder(node, place: str) -> str:
 @dataclass
 class SaveReport:
     """What :func:`save_graphed` wrote: the folder, the keys saved, and each key left out
-    with why (``skipped``: key -> reason)."""
+    with why (``skipped``: key -> reason; ``eager``: key -> why it runs eagerly, with no
+    graph to save)."""
 
     path: str
     keys: int = 0
     skipped: dict = field(default_factory=dict)
+    #: key -> why it runs eagerly (its capture failed, the memory budget left it out,
+    #: ``run_eagerly``): no graph, so not in the folder; a load captures it at its first call
+    eager: dict = field(default_factory=dict)
     #: key -> the places of values that lie in another live array but that a second
     #: capture of the call holds other values at: left-overs of a library's by-value
     #: arguments, no address the graph reads (:mod:`.graphed_witness`), saved as numbers.
@@ -353,22 +357,26 @@ def save_graphed(f, path, module=None, bind=None, progress=None) -> SaveReport:
         raise ArgumentError(f"save: {path} exists and is not a saved graphed callable; "
                             "choose another path")
     entries = [(k, e) for k, e in f.graphs.items() if not e.refused]
-    pending = len(f.pending)
+    pending, eager = len(f.pending), f.eager_keys
     busy = (f"{pending} key(s) are being captured in the background now: call "
             "f.wait_captures() before f.save()")
     if not entries:
         raise ArgumentError("save: the graphed callable has no captured key yet: call it "
                             "with each input layout to serve first"
-                            + (f"; {busy}" if pending else ""))
+                            + (f"; {busy}" if pending else "")
+                            + (f"; {_eager_note(eager)}" if eager else ""))
     if pending:
         warnings.warn(f"save({path}): {busy} to save them too; they are not in this save",
                       RuntimeWarning, stacklevel=3)
+    if eager:
+        warnings.warn(f"save({path}): {_eager_note(eager)}; they are not in this save (a load "
+                      "captures them at their first call)", RuntimeWarning, stacklevel=3)
     saver = _Saver(f, module, bind)
     saver.add_pools([e for _, e in entries])
     tmp = path.parent / f".{path.name}.saving-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    report, keys, frameworks = SaveReport(str(path)), [], set()
+    report, keys, frameworks = SaveReport(str(path), eager=eager), [], set()
     try:
         dev = entries[0][1].device
         with device_scope(dev):
@@ -412,6 +420,12 @@ def save_graphed(f, path, module=None, bind=None, progress=None) -> SaveReport:
         warnings.warn(f"save({path}): a key of {_name(f.fn)} was not saved (it will be "
                       f"captured at load): {why}", RuntimeWarning, stacklevel=3)
     return report
+
+
+def _eager_note(eager: dict) -> str:
+    """``"2 key(s) run eagerly, with no graph to save (one because: ...)"``. No CUDA call."""
+    return (f"{len(eager)} key(s) run eagerly, with no graph to save (the first because: "
+            f"{next(iter(eager.values()))})")
 
 
 def _writer() -> str:

@@ -1,7 +1,8 @@
 """``pcg.load_graphed(..., memory_budget=)`` on the GPU, each process a child: a budget below
 the saved pool loads no key and allocates nothing for them (each runs eagerly, one warning
 at its first call, results equal eager); a budget one byte short of the whole load loads
-the keys that need no other pool; the budget the whole load takes loads every key."""
+the keys that need no other pool, and saving that callable again saves those keys (naming
+the ones that run eagerly); the budget the whole load takes loads every key."""
 
 import pytest
 
@@ -50,7 +51,19 @@ with warnings.catch_warnings(record=True) as w:
     for b in BUCKETS:
         close(one(IDS[b]), eager(IDS[b]))
     assert one.stats.replays == len(alone) and one.stats.captures == 0, one.stats
-del one
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    again = one.save(FOLDER + ".part")  # a loaded callable saved: its loaded keys only
+said = [str(m.message) for m in w if "run eagerly" in str(m.message)]
+assert again.keys == len(alone) and set(again.eager) == set(r.eager), again
+assert len(said) == 1 and said[0].startswith("save(%s.part): %d key(s) run eagerly"
+                                             % (FOLDER, len(r.eager))), said
+part = pcg.load_graphed(FOLDER + ".part", model)
+assert part.load_report.loaded == len(alone), part.load_report
+for b in BUCKETS:  # the keys left out are captured at their first call
+    close(part(IDS[b]), eager(IDS[b]))
+assert part.stats.captures == len(BUCKETS) - len(alone), part.stats
+del one, part
 
 f = pcg.load_graphed(FOLDER, model, memory_budget=need)
 assert f.load_report.loaded == len(BUCKETS) and not f.load_report.eager, f.load_report

@@ -360,6 +360,35 @@ def test_save_names_the_keys_a_background_capture_still_holds(monkeypatch, torch
     assert rig.f.wait_captures(10)
 
 
+def test_save_names_the_keys_that_run_eagerly(monkeypatch, torch, tmp_path):
+    from pycudagraph.frameworks import graphed_save
+    rig = Rig(monkeypatch, torch)
+    rig.call(8)
+    (key,) = rig.f.graphs
+    rig.f.run_eagerly(key, "the budget left it out")
+    with pytest.raises(ArgumentError, match=r"no captured key yet.*; 1 key\(s\) run eagerly, "
+                       r"with no graph to save \(the first because: the budget left it out\)"):
+        rig.f.save(tmp_path / "g")
+    rig.call(16)
+    assert len(rig.f.graphs) == 1 and rig.f.eager_keys == {key: "the budget left it out"}
+
+    class Stop(Exception):
+        pass
+
+    def saver(*args):
+        raise Stop  # (the save itself needs a GPU: stopped where it would begin)
+    monkeypatch.setattr(graphed_save, "_Saver", saver)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        with pytest.raises(Stop):
+            rig.f.save(tmp_path / "g")
+    said = [str(m.message) for m in w]
+    assert said == [f"save({tmp_path / 'g'}): 1 key(s) run eagerly, with no graph to save (the "
+                    "first because: the budget left it out); they are not in this save (a load "
+                    "captures them at their first call)"], said
+    assert not (tmp_path / "g").exists()
+
+
 def test_shared_launches_from_another_stream_wait_for_the_last(monkeypatch, torch):
     rig = Rig(monkeypatch, torch)
     local = threading.local()
