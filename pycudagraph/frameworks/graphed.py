@@ -180,7 +180,12 @@ class GraphedCallable(NewKeys):
         (:func:`~pycudagraph.frameworks.graphed_save.save_graphed`): each key's graph file,
         weights and buffers bound by name, capture pools as sizes; ``progress`` (``print``, a
         logger's ``info``) gets a line after each key. ``cuGraphKernelNodeGetParams`` and
-        ``cuMemGetAddressRange`` per address, the calls of ``Graph.save``."""
+        ``cuMemGetAddressRange`` per address, the calls of ``Graph.save``.
+
+        Returns a :class:`~pycudagraph.frameworks.graphed_save.SaveReport`. Keys with no
+        graph are not saved, each kind with a ``RuntimeWarning``: those a background capture
+        is still working on (call :meth:`wait_captures` first) and those in
+        :attr:`eager_keys` (``SaveReport.eager``)."""
         from .graphed_save import save_graphed
         return save_graphed(self, path, module=module, bind=bind, progress=progress)
 

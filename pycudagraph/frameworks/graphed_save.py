@@ -423,7 +423,7 @@ def save_graphed(f, path, module=None, bind=None, progress=None) -> SaveReport:
 
 
 def _eager_note(eager: dict) -> str:
-    """``"2 key(s) run eagerly, with no graph to save (one because: ...)"``. No CUDA call."""
+    """``"2 key(s) run eagerly, with no graph to save (the first because: ...)"``. No CUDA call."""
     return (f"{len(eager)} key(s) run eagerly, with no graph to save (the first because: "
             f"{next(iter(eager.values()))})")
 
