@@ -326,8 +326,25 @@ def test_run_eagerly_wins_over_a_background_capture_in_flight(monkeypatch, torch
         rig.f.run_eagerly(key, None)
 
 
-def test_save_names_the_keys_a_background_capture_still_holds(monkeypatch, torch, tmp_path):
+def _warnings_of_a_save(monkeypatch, f, path) -> list:
+    """The warnings ``f.save(path)`` gives before its first CUDA work (the save itself needs
+    a GPU: it is stopped where it would begin)."""
     from pycudagraph.frameworks import graphed_save
+
+    class Stop(Exception):
+        pass
+
+    def saver(*args):
+        raise Stop
+    monkeypatch.setattr(graphed_save, "_Saver", saver)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        with pytest.raises(Stop):
+            f.save(path)
+    return [str(m.message) for m in w]
+
+
+def test_save_names_the_keys_a_background_capture_still_holds(monkeypatch, torch, tmp_path):
     rig = Rig(monkeypatch, torch, capture="background")
     rig.gate = threading.Event()
     rig.call(8)
@@ -340,18 +357,7 @@ def test_save_names_the_keys_a_background_capture_still_holds(monkeypatch, torch
     rig.gate, rig.entered = threading.Event(), threading.Event()
     rig.call(16)
     assert rig.entered.wait(10) and len(rig.f.pending) == 1
-
-    class Stop(Exception):
-        pass
-
-    def saver(*args):
-        raise Stop  # (the save itself needs a GPU: stopped where it would begin)
-    monkeypatch.setattr(graphed_save, "_Saver", saver)
-    with warnings.catch_warnings(record=True) as w:
-        warnings.simplefilter("always")
-        with pytest.raises(Stop):
-            rig.f.save(tmp_path / "g")
-    said = [str(m.message) for m in w]
+    said = _warnings_of_a_save(monkeypatch, rig.f, tmp_path / "g")
     assert said == [f"save({tmp_path / 'g'}): 1 key(s) are being captured in the background "
                     "now: call f.wait_captures() before f.save() to save them too; they are "
                     "not in this save"], said
@@ -361,7 +367,6 @@ def test_save_names_the_keys_a_background_capture_still_holds(monkeypatch, torch
 
 
 def test_save_names_the_keys_that_run_eagerly(monkeypatch, torch, tmp_path):
-    from pycudagraph.frameworks import graphed_save
     rig = Rig(monkeypatch, torch)
     rig.call(8)
     (key,) = rig.f.graphs
@@ -371,18 +376,7 @@ def test_save_names_the_keys_that_run_eagerly(monkeypatch, torch, tmp_path):
         rig.f.save(tmp_path / "g")
     rig.call(16)
     assert len(rig.f.graphs) == 1 and rig.f.eager_keys == {key: "the budget left it out"}
-
-    class Stop(Exception):
-        pass
-
-    def saver(*args):
-        raise Stop  # (the save itself needs a GPU: stopped where it would begin)
-    monkeypatch.setattr(graphed_save, "_Saver", saver)
-    with warnings.catch_warnings(record=True) as w:
-        warnings.simplefilter("always")
-        with pytest.raises(Stop):
-            rig.f.save(tmp_path / "g")
-    said = [str(m.message) for m in w]
+    said = _warnings_of_a_save(monkeypatch, rig.f, tmp_path / "g")
     assert said == [f"save({tmp_path / 'g'}): 1 key(s) run eagerly, with no graph to save (the "
                     "first because: the budget left it out); they are not in this save (a load "
                     "captures them at their first call)"], said
