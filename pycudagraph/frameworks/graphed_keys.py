@@ -190,6 +190,15 @@ def held_bytes(entries, sizes: dict) -> int:
     return sum(sizes.get(i, 0) for i in {id(p) for e in entries for p in e.pools()})
 
 
+def beyond_budget(budget: int, alone: int, total: int = 0) -> str:
+    """Why a key's graph does not fit ``memory_budget``: its own pools (``alone`` bytes)
+    are larger than the budget, else the pools together would come to ``total`` bytes.
+    No CUDA call."""
+    if alone > budget:
+        return f"its graph alone takes {alone} bytes of pools, beyond memory_budget={budget}"
+    return f"its graph would take the pools to {total} bytes, beyond memory_budget={budget}"
+
+
 class KeyTable:
     """Graphs, eager keys and captures in flight of one graphed callable; the pools new
     captures use; the memory budget. Callers hold the callable's lock. No CUDA call."""
@@ -285,11 +294,7 @@ class KeyTable:
         if total <= self.budget:
             return ""
         del self.graphs[entry.key]
-        own = held_bytes((entry,), sizes)
-        why = (f"its graph alone takes {own} bytes of pools, beyond memory_budget={self.budget}"
-               if own > self.budget else
-               f"its graph would take the pools to {total} bytes, beyond memory_budget="
-               f"{self.budget}")
+        why = beyond_budget(self.budget, held_bytes((entry,), sizes), total)
         self.eager[entry.key] = [why, False]
         self._changed()
         return why

@@ -17,6 +17,7 @@ from ..runtime.stream import Stream
 from .arrays import array_info, flatten
 from .graphed_bind import Span
 from .graphed_index import slot_kind
+from .graphed_keys import beyond_budget
 from .graphed_make import ByteBase, Maker
 from .kernel_probe import KernelFinder
 from .ops import framework_streams
@@ -194,14 +195,11 @@ class KeyLoader:
         if not new:
             return ""
         if new > budget:
-            return f"its graph alone takes {new} bytes of pools, beyond memory_budget={budget}"
+            return beyond_budget(budget, new)
         if self.f.over_budget == "evict":
             return ""  # the budget's evictions decide, once it is made (f.adopt)
         total = self.f.memory()["total"] + new
-        if total > budget:
-            return (f"its graph would take the pools to {total} bytes, beyond memory_budget="
-                    f"{budget}")
-        return ""
+        return beyond_budget(budget, new, total) if total > budget else ""
 
     def _place(self, at: dict, dev: int) -> tuple:
         if "pool" in at:
