@@ -88,6 +88,8 @@ class _Loader:
     def find_needs(self, gd) -> None:
         for n in gd["nodes"]:
             if n["type"] == RUN:  # its kernels saved by name need a resolver
+                if not self.any_named:  # (none in the file: no run needs one)
+                    continue
                 first = n["first"]
                 used, at = np.unique(self.runs.r["kernel"][first:first + n["count"]],
                                      return_index=True)
@@ -104,6 +106,7 @@ class _Loader:
     def check_needs(self) -> None:
         """Every host function registered, a resolver if needed. No CUDA call."""
         self.needs = {}
+        self.any_named = any(by_name(k) for k in self.m["kernels"])
         self.find_needs(self.m["root"])
         hosts, foreign = self.needs.get("host", []), self.needs.get("kernel", [])
         if hosts:
