@@ -29,7 +29,7 @@ k3 = mod["empty3"]
 s = pcg.Stream()
 buf = pcg.DeviceBuffer(4)
 k3.launch(1, 1, (buf, 1.0, 3), stream=s); s.synchronize()
-func = k3._func_int
+func = k3.last_function[0]  # the CUfunction the launch above used
 kern = int(k3.handle)
 ctx = VP(); ok(cuCtxGetCurrent(ctypes.byref(ctx)), "ctx"); ctx = ctx.value or 0
 print(f"func=0x{func:x} kern=0x{kern:x} ctx=0x{ctx:x}", flush=True)
